@@ -1,0 +1,3 @@
+//! One module per subcommand; each exposes `Args` (clap) and `run(Args) -> Result<ExitCode>`.
+
+pub mod plan;

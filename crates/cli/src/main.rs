@@ -1,0 +1,36 @@
+//! The `longhaul` binary: argument parsing, human and JSON output, exit codes.
+//! Every subcommand lives in a module of its own under `cmd/`.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Move data across long fat networks at close to line rate, measure such paths and
+/// emulate them in the lab.
+#[derive(Parser)]
+#[command(name = "longhaul", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the figures a path needs: BDP, buffers, loss tolerance, recovery times.
+    Plan(cmd::plan::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Plan(args) => cmd::plan::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("longhaul: error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,2 @@
+//! Drivers that move real bytes: bench streams, pacing, telemetry sampling and the
+//! emulator's packet loop.
