@@ -1,2 +1,53 @@
 //! The longhaul wire protocol, with no I/O: frame codec, messages, authentication and the
 //! control-session state machines for both ends.
+//!
+//! A bench (and later a file transfer) uses one control TCP connection and N data
+//! connections, all opened by the client to the same server port:
+//!
+//! ```text
+//! control:  C->S ClientHello{version, features, nonce_c}
+//!           S->C ServerHello{version, features, nonce_s, proof_s}   proof_s = HMAC(token, "server"|nonce_c|nonce_s)
+//!           C->S ClientProof{proof_c}                                proof_c = HMAC(token, "client"|nonce_c|nonce_s)
+//!           S->C Welcome{session_id}            both derive secret = HMAC(token, "session"|nonce_c|nonce_s)
+//!           C->S Ping / S->C Pong               (RTT measurement, any number)
+//!           C->S BenchParams{..}
+//!           S->C BenchReady{server's host facts}
+//!   data:   C->S DataHello{session_id, stream, mac}   mac = HMAC(secret, "data"|session_id|stream), once per stream
+//! control:  S->C Start                          (every data stream attached)
+//!           both  Interval{per-stream samples}  (each end's own view, optional)
+//!           both  Results{per-stream totals, cpu}
+//! ```
+//!
+//! The token is never sent; the client checks the server's proof before it proves itself.
+//! Every length, count and size on the wire is bounded (see [`limits`]).
+
+mod auth;
+mod codec;
+mod error;
+pub mod limits;
+mod message;
+mod session;
+
+pub use auth::{data_mac, Nonce, SessionSecret, Token, MAC_LEN, NONCE_LEN};
+pub use codec::{decode_frame, encode_frame, FRAME_HEADER_LEN};
+pub use error::{ErrorCode, ProtoError};
+pub use message::{
+    BenchParams, BenchReady, Direction, HostFacts, IntervalReport, Message, Results, SendMode,
+    StreamResult, StreamSample,
+};
+pub use session::{ClientEvent, ClientSession, DataAttachments, ServerEvent, ServerSession};
+
+/// The protocol version this build speaks.
+pub const PROTOCOL_VERSION: u16 = 1;
+/// The oldest protocol version this build still accepts.
+pub const MIN_PROTOCOL_VERSION: u16 = 1;
+
+/// Feature bits announced in the hello messages.
+pub mod features {
+    /// Memory-to-memory bench runs.
+    pub const BENCH: u64 = 1 << 0;
+    /// Periodic interval reports from the peer.
+    pub const INTERVALS: u64 = 1 << 1;
+    /// Everything this build implements.
+    pub const ALL: u64 = BENCH | INTERVALS;
+}

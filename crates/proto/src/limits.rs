@@ -1,0 +1,19 @@
+//! Bounds on everything a peer can name: frame sizes, string lengths, counts.
+//! A value past a bound is a protocol error, never an allocation.
+
+/// Largest frame body (type byte plus fields) accepted, in bytes.
+pub const MAX_FRAME_BODY: usize = 64 * 1024;
+/// Largest number of parallel data streams in one session.
+pub const MAX_STREAMS: u16 = 256;
+/// Longest congestion-control name (Linux's TCP_CA_NAME_MAX is 16).
+pub const MAX_CONGESTION_NAME: usize = 16;
+/// Longest human-readable error or note string.
+pub const MAX_TEXT: usize = 1024;
+/// Longest bench duration a client may ask for (one day).
+pub const MAX_DURATION_MS: u64 = 24 * 3600 * 1000;
+/// Shortest reporting interval (10 ms).
+pub const MIN_INTERVAL_MS: u32 = 10;
+/// Largest socket buffer a client may ask the server for (2 GiB).
+pub const MAX_WINDOW_BYTES: u64 = 2 << 30;
+/// Largest byte count for a `--bytes` run (1 PB).
+pub const MAX_BENCH_BYTES: u64 = 1_000_000_000_000_000;

@@ -1,0 +1,521 @@
+//! Control-session state machines for both ends, with no I/O.
+//!
+//! Each end feeds received messages to `handle`, drains `poll_transmit` for the messages to
+//! send and `poll_event` for what happened. Local decisions (accept parameters, start the
+//! run, send results) are method calls. On a protocol error the state machine queues an
+//! [`Message::Error`] for the peer, moves to `Failed` and returns the error.
+
+use std::collections::VecDeque;
+
+use crate::auth::{data_mac, tags_equal, Nonce, SessionSecret, Token, MAC_LEN};
+use crate::error::{ErrorCode, ProtoError};
+use crate::message::*;
+use crate::{features, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
+
+/// What the client side learned from the server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientEvent {
+    /// Both ends proved the token; data connections may now be opened.
+    Authenticated {
+        /// Session to name in every [`Message::DataHello`].
+        session_id: u64,
+        /// Features both ends support.
+        features: u64,
+    },
+    /// Answer to [`ClientSession::ping`].
+    Pong {
+        /// Sequence number.
+        seq: u32,
+    },
+    /// The server accepted the parameters.
+    Ready(BenchReady),
+    /// The server saw every data stream; the run begins.
+    Started,
+    /// The server's samples for one interval.
+    PeerInterval(IntervalReport),
+    /// The server's totals.
+    PeerResults(Results),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientState {
+    AwaitServerHello,
+    AwaitWelcome,
+    Authenticated,
+    AwaitReady,
+    AwaitStart,
+    Running,
+    Failed,
+}
+
+/// The client end of a control session.
+pub struct ClientSession {
+    token: Token,
+    nonce: Nonce,
+    server_nonce: Nonce,
+    state: ClientState,
+    secret: Option<SessionSecret>,
+    session_id: u64,
+    features: u64,
+    outbox: VecDeque<Message>,
+    events: VecDeque<ClientEvent>,
+}
+
+impl ClientSession {
+    /// Starts a session; the hello is queued for sending at once.
+    pub fn new(token: Token, nonce: Nonce) -> Self {
+        let mut outbox = VecDeque::new();
+        outbox.push_back(Message::ClientHello {
+            version: PROTOCOL_VERSION,
+            features: features::ALL,
+            nonce,
+        });
+        Self {
+            token,
+            nonce,
+            server_nonce: [0; 32],
+            state: ClientState::AwaitServerHello,
+            secret: None,
+            session_id: 0,
+            features: 0,
+            outbox,
+            events: VecDeque::new(),
+        }
+    }
+
+    /// Feeds one message received from the server.
+    pub fn handle(&mut self, msg: Message) -> Result<(), ProtoError> {
+        let result = self.handle_inner(msg);
+        if let Err(e) = &result {
+            if !matches!(e, ProtoError::Peer { .. }) {
+                self.outbox.push_back(error_message(e));
+            }
+            self.state = ClientState::Failed;
+        }
+        result
+    }
+
+    fn handle_inner(&mut self, msg: Message) -> Result<(), ProtoError> {
+        use ClientState as S;
+        match (self.state, msg) {
+            (_, Message::Error { code, message }) => Err(ProtoError::Peer { code, message }),
+            (
+                S::AwaitServerHello,
+                Message::ServerHello {
+                    version,
+                    features,
+                    nonce,
+                    proof,
+                },
+            ) => {
+                check_version(version)?;
+                if !tags_equal(&proof, &self.token.server_proof(&self.nonce, &nonce)) {
+                    return Err(ProtoError::AuthFailed);
+                }
+                self.server_nonce = nonce;
+                self.features = features & features::ALL;
+                self.outbox.push_back(Message::ClientProof {
+                    proof: self.token.client_proof(&self.nonce, &nonce),
+                });
+                self.state = S::AwaitWelcome;
+                Ok(())
+            }
+            (S::AwaitWelcome, Message::Welcome { session_id }) => {
+                self.session_id = session_id;
+                self.secret = Some(self.token.session_secret(&self.nonce, &self.server_nonce));
+                self.state = S::Authenticated;
+                self.events.push_back(ClientEvent::Authenticated {
+                    session_id,
+                    features: self.features,
+                });
+                Ok(())
+            }
+            (
+                S::Authenticated | S::AwaitReady | S::AwaitStart | S::Running,
+                Message::Pong { seq },
+            ) => {
+                self.events.push_back(ClientEvent::Pong { seq });
+                Ok(())
+            }
+            (S::AwaitReady, Message::BenchReady(r)) => {
+                self.state = S::AwaitStart;
+                self.events.push_back(ClientEvent::Ready(r));
+                Ok(())
+            }
+            (S::AwaitStart, Message::Start) => {
+                self.state = S::Running;
+                self.events.push_back(ClientEvent::Started);
+                Ok(())
+            }
+            (S::Running, Message::Interval(r)) => {
+                self.events.push_back(ClientEvent::PeerInterval(r));
+                Ok(())
+            }
+            (S::Running, Message::Results(r)) => {
+                self.events.push_back(ClientEvent::PeerResults(r));
+                Ok(())
+            }
+            (state, msg) => Err(ProtoError::Unexpected {
+                got: msg.kind(),
+                state: client_state_name(state),
+            }),
+        }
+    }
+
+    /// Queues an RTT probe (allowed once authenticated).
+    pub fn ping(&mut self, seq: u32) {
+        if self.state != ClientState::AwaitServerHello && self.state != ClientState::AwaitWelcome {
+            self.outbox.push_back(Message::Ping { seq });
+        }
+    }
+
+    /// Queues the run's parameters after checking them locally.
+    pub fn request(&mut self, params: BenchParams) -> Result<(), ProtoError> {
+        if self.state != ClientState::Authenticated {
+            return Err(ProtoError::Unexpected {
+                got: "BenchParams (local)",
+                state: client_state_name(self.state),
+            });
+        }
+        params.validate()?;
+        self.outbox.push_back(Message::BenchParams(params));
+        self.state = ClientState::AwaitReady;
+        Ok(())
+    }
+
+    /// The [`Message::DataHello`] for data stream `stream`; `None` before authentication.
+    pub fn data_hello(&self, stream: u16) -> Option<Message> {
+        let secret = self.secret.as_ref()?;
+        Some(Message::DataHello {
+            session_id: self.session_id,
+            stream,
+            mac: data_mac(secret, self.session_id, stream),
+        })
+    }
+
+    /// Queues this end's samples for one interval (only while running).
+    pub fn send_interval(&mut self, report: IntervalReport) {
+        if self.state == ClientState::Running {
+            self.outbox.push_back(Message::Interval(report));
+        }
+    }
+
+    /// Queues this end's totals (only while running).
+    pub fn send_results(&mut self, results: Results) {
+        if self.state == ClientState::Running {
+            self.outbox.push_back(Message::Results(results));
+        }
+    }
+
+    /// Queues an error for the server and fails the session.
+    pub fn abort(&mut self, code: ErrorCode, message: String) {
+        self.outbox.push_back(Message::Error { code, message });
+        self.state = ClientState::Failed;
+    }
+
+    /// Next message to send, if any.
+    pub fn poll_transmit(&mut self) -> Option<Message> {
+        self.outbox.pop_front()
+    }
+
+    /// Next event, if any.
+    pub fn poll_event(&mut self) -> Option<ClientEvent> {
+        self.events.pop_front()
+    }
+}
+
+/// What the server side learned from the client.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerEvent {
+    /// The client proved the token; data connections prove `secret`.
+    Authenticated {
+        /// Secret of this session.
+        secret: SessionSecret,
+        /// Features both ends support.
+        features: u64,
+    },
+    /// The client asks for a run; answer with `accept` or `reject`.
+    Params(BenchParams),
+    /// The client's samples for one interval.
+    PeerInterval(IntervalReport),
+    /// The client's totals.
+    PeerResults(Results),
+}
+
+impl PartialEq for SessionSecret {
+    fn eq(&self, other: &Self) -> bool {
+        let (a, b) = (data_mac(self, 0, 0), data_mac(other, 0, 0));
+        tags_equal(&a, &b)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ServerState {
+    AwaitHello,
+    AwaitProof,
+    AwaitParams,
+    Deciding,
+    AwaitStart,
+    Running,
+    Failed,
+}
+
+/// The server end of a control session.
+pub struct ServerSession {
+    token: Token,
+    nonce: Nonce,
+    client_nonce: Nonce,
+    session_id: u64,
+    features: u64,
+    state: ServerState,
+    outbox: VecDeque<Message>,
+    events: VecDeque<ServerEvent>,
+}
+
+impl ServerSession {
+    /// A session waiting for the client's hello.
+    pub fn new(token: Token, nonce: Nonce, session_id: u64) -> Self {
+        Self {
+            token,
+            nonce,
+            client_nonce: [0; 32],
+            session_id,
+            features: 0,
+            state: ServerState::AwaitHello,
+            outbox: VecDeque::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// Feeds one message received from the client.
+    pub fn handle(&mut self, msg: Message) -> Result<(), ProtoError> {
+        let result = self.handle_inner(msg);
+        if let Err(e) = &result {
+            if !matches!(e, ProtoError::Peer { .. }) {
+                self.outbox.push_back(error_message(e));
+            }
+            self.state = ServerState::Failed;
+        }
+        result
+    }
+
+    fn handle_inner(&mut self, msg: Message) -> Result<(), ProtoError> {
+        use ServerState as S;
+        match (self.state, msg) {
+            (_, Message::Error { code, message }) => Err(ProtoError::Peer { code, message }),
+            (
+                S::AwaitHello,
+                Message::ClientHello {
+                    version,
+                    features,
+                    nonce,
+                },
+            ) => {
+                check_version(version)?;
+                self.client_nonce = nonce;
+                self.features = features & features::ALL;
+                self.outbox.push_back(Message::ServerHello {
+                    version: PROTOCOL_VERSION,
+                    features: features::ALL,
+                    nonce: self.nonce,
+                    proof: self.token.server_proof(&nonce, &self.nonce),
+                });
+                self.state = S::AwaitProof;
+                Ok(())
+            }
+            (S::AwaitProof, Message::ClientProof { proof }) => {
+                let expected: [u8; MAC_LEN] =
+                    self.token.client_proof(&self.client_nonce, &self.nonce);
+                if !tags_equal(&proof, &expected) {
+                    return Err(ProtoError::AuthFailed);
+                }
+                self.outbox.push_back(Message::Welcome {
+                    session_id: self.session_id,
+                });
+                self.state = S::AwaitParams;
+                self.events.push_back(ServerEvent::Authenticated {
+                    secret: self.token.session_secret(&self.client_nonce, &self.nonce),
+                    features: self.features,
+                });
+                Ok(())
+            }
+            (S::AwaitParams | S::Deciding | S::AwaitStart | S::Running, Message::Ping { seq }) => {
+                self.outbox.push_back(Message::Pong { seq });
+                Ok(())
+            }
+            (S::AwaitParams, Message::BenchParams(p)) => {
+                p.validate()?;
+                self.state = S::Deciding;
+                self.events.push_back(ServerEvent::Params(p));
+                Ok(())
+            }
+            (S::Running, Message::Interval(r)) => {
+                self.events.push_back(ServerEvent::PeerInterval(r));
+                Ok(())
+            }
+            (S::Running, Message::Results(r)) => {
+                self.events.push_back(ServerEvent::PeerResults(r));
+                Ok(())
+            }
+            (state, msg) => Err(ProtoError::Unexpected {
+                got: msg.kind(),
+                state: server_state_name(state),
+            }),
+        }
+    }
+
+    /// Accepts the client's parameters with this end's preparations.
+    pub fn accept(&mut self, ready: BenchReady) {
+        if self.state == ServerState::Deciding {
+            self.outbox.push_back(Message::BenchReady(ready));
+            self.state = ServerState::AwaitStart;
+        }
+    }
+
+    /// Refuses the client's parameters; the message says what to change.
+    pub fn reject(&mut self, message: String) {
+        self.abort(ErrorCode::Params, message);
+    }
+
+    /// Every data stream is attached: tells the client to begin.
+    pub fn start(&mut self) {
+        if self.state == ServerState::AwaitStart {
+            self.outbox.push_back(Message::Start);
+            self.state = ServerState::Running;
+        }
+    }
+
+    /// Queues this end's samples for one interval (only while running).
+    pub fn send_interval(&mut self, report: IntervalReport) {
+        if self.state == ServerState::Running {
+            self.outbox.push_back(Message::Interval(report));
+        }
+    }
+
+    /// Queues this end's totals (only while running).
+    pub fn send_results(&mut self, results: Results) {
+        if self.state == ServerState::Running {
+            self.outbox.push_back(Message::Results(results));
+        }
+    }
+
+    /// Queues an error for the client and fails the session.
+    pub fn abort(&mut self, code: ErrorCode, message: String) {
+        self.outbox.push_back(Message::Error { code, message });
+        self.state = ServerState::Failed;
+    }
+
+    /// Next message to send, if any.
+    pub fn poll_transmit(&mut self) -> Option<Message> {
+        self.outbox.pop_front()
+    }
+
+    /// Next event, if any.
+    pub fn poll_event(&mut self) -> Option<ServerEvent> {
+        self.events.pop_front()
+    }
+}
+
+/// The server's record of which data streams of one session have proved the secret.
+/// Each stream index is accepted once, so a replayed hello cannot attach a second socket.
+pub struct DataAttachments {
+    session_id: u64,
+    secret: SessionSecret,
+    attached: Vec<bool>,
+}
+
+impl DataAttachments {
+    /// Expects `streams` data connections for session `session_id`.
+    pub fn new(session_id: u64, secret: SessionSecret, streams: u16) -> Self {
+        Self {
+            session_id,
+            secret,
+            attached: vec![false; streams as usize],
+        }
+    }
+
+    /// Checks a data connection's hello; on success the stream counts as attached.
+    pub fn attach(
+        &mut self,
+        session_id: u64,
+        stream: u16,
+        mac: &[u8; MAC_LEN],
+    ) -> Result<(), ProtoError> {
+        if session_id != self.session_id
+            || !tags_equal(mac, &data_mac(&self.secret, session_id, stream))
+        {
+            return Err(ProtoError::AuthFailed);
+        }
+        match self.attached.get_mut(stream as usize) {
+            None => Err(ProtoError::InvalidField {
+                field: "stream",
+                why: format!(
+                    "index {stream} but the session has {} streams",
+                    self.attached.len()
+                ),
+            }),
+            Some(true) => Err(ProtoError::InvalidField {
+                field: "stream",
+                why: format!("stream {stream} is already attached"),
+            }),
+            Some(slot) => {
+                *slot = true;
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether every expected stream is attached.
+    pub fn complete(&self) -> bool {
+        self.attached.iter().all(|a| *a)
+    }
+}
+
+fn check_version(theirs: u16) -> Result<(), ProtoError> {
+    if (MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&theirs) {
+        Ok(())
+    } else {
+        Err(ProtoError::VersionMismatch {
+            ours_min: MIN_PROTOCOL_VERSION,
+            ours_max: PROTOCOL_VERSION,
+            theirs,
+        })
+    }
+}
+
+fn error_message(e: &ProtoError) -> Message {
+    let code = match e {
+        ProtoError::VersionMismatch { .. } => ErrorCode::Version,
+        ProtoError::AuthFailed => ErrorCode::Auth,
+        ProtoError::InvalidField { .. } => ErrorCode::Params,
+        _ => ErrorCode::Protocol,
+    };
+    Message::Error {
+        code,
+        message: e.to_string(),
+    }
+}
+
+fn client_state_name(s: ClientState) -> &'static str {
+    match s {
+        ClientState::AwaitServerHello => "waiting for the server's hello",
+        ClientState::AwaitWelcome => "waiting for the server to accept our proof",
+        ClientState::Authenticated => "authenticated, before the parameters",
+        ClientState::AwaitReady => "waiting for the server to accept the parameters",
+        ClientState::AwaitStart => "waiting for the data streams to attach",
+        ClientState::Running => "running",
+        ClientState::Failed => "failed",
+    }
+}
+
+fn server_state_name(s: ServerState) -> &'static str {
+    match s {
+        ServerState::AwaitHello => "waiting for the client's hello",
+        ServerState::AwaitProof => "waiting for the client's proof",
+        ServerState::AwaitParams => "waiting for the parameters",
+        ServerState::Deciding => "deciding on the parameters",
+        ServerState::AwaitStart => "waiting for the data streams",
+        ServerState::Running => "running",
+        ServerState::Failed => "failed",
+    }
+}

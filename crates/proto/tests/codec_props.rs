@@ -1,0 +1,213 @@
+//! Property tests of the frame codec: every message round-trips, arbitrary bytes never
+//! panic, and a decoded frame never claims more bytes than it was given.
+
+use longhaul_proto::*;
+use proptest::prelude::*;
+
+fn arb_sample() -> impl Strategy<Value = StreamSample> {
+    (
+        any::<u16>(),
+        any::<u64>(),
+        any::<u64>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<[u64; 5]>(),
+    )
+        .prop_map(
+            |(stream, bytes, cwnd_bytes, srtt_us, retransmits, r)| StreamSample {
+                stream,
+                bytes,
+                cwnd_bytes,
+                srtt_us,
+                retransmits,
+                delivery_rate_bps: r[0],
+                pacing_rate_bps: r[1],
+                busy_us: r[2],
+                rwnd_limited_us: r[3],
+                sndbuf_limited_us: r[4],
+            },
+        )
+}
+
+fn arb_result() -> impl Strategy<Value = StreamResult> {
+    (any::<u16>(), any::<[u64; 8]>(), any::<u32>(), any::<u32>()).prop_map(|(stream, v, a, b)| {
+        StreamResult {
+            stream,
+            bytes: v[0],
+            elapsed_us: v[1],
+            retransmits: v[2],
+            busy_us: v[3],
+            rwnd_limited_us: v[4],
+            sndbuf_limited_us: v[5],
+            min_rtt_us: a,
+            srtt_us: b,
+            cwnd_bytes: v[6],
+            cpu_us: v[7],
+        }
+    })
+}
+
+fn arb_message() -> impl Strategy<Value = Message> {
+    let name = "[a-z0-9_]{0,16}";
+    prop_oneof![
+        (any::<u16>(), any::<u64>(), any::<[u8; 32]>()).prop_map(|(version, features, nonce)| {
+            Message::ClientHello {
+                version,
+                features,
+                nonce,
+            }
+        }),
+        (
+            any::<u16>(),
+            any::<u64>(),
+            any::<[u8; 32]>(),
+            any::<[u8; 32]>()
+        )
+            .prop_map(|(version, features, nonce, proof)| Message::ServerHello {
+                version,
+                features,
+                nonce,
+                proof
+            }),
+        any::<[u8; 32]>().prop_map(|proof| Message::ClientProof { proof }),
+        any::<u64>().prop_map(|session_id| Message::Welcome { session_id }),
+        any::<u32>().prop_map(|seq| Message::Ping { seq }),
+        any::<u32>().prop_map(|seq| Message::Pong { seq }),
+        (
+            any::<u16>(),
+            any::<[u64; 5]>(),
+            any::<bool>(),
+            name,
+            any::<u32>(),
+            any::<u32>(),
+            0u8..3
+        )
+            .prop_map(|(streams, v, rev, congestion, rtt_us, interval_ms, mode)| {
+                Message::BenchParams(BenchParams {
+                    streams,
+                    duration_ms: v[0],
+                    bytes: v[1],
+                    direction: if rev {
+                        Direction::ServerToClient
+                    } else {
+                        Direction::ClientToServer
+                    },
+                    congestion,
+                    rate_bps: v[2],
+                    window_bytes: v[3],
+                    rx_rate_bps: v[4],
+                    rtt_us,
+                    interval_ms,
+                    send_mode: [SendMode::Write, SendMode::Sendfile, SendMode::MsgZerocopy]
+                        [mode as usize],
+                })
+            }),
+        (any::<[u64; 7]>(), any::<bool>(), name).prop_map(|(v, force, cc)| {
+            Message::BenchReady(BenchReady {
+                facts: HostFacts {
+                    wmem_max: v[0],
+                    rmem_max: v[1],
+                    tcp_wmem_max: v[2],
+                    tcp_rmem_max: v[3],
+                    can_force_buffers: force,
+                    default_congestion: cc,
+                },
+                rcvbuf_bytes: v[4],
+                sndbuf_bytes: v[5],
+                rx_rate_bps: v[6],
+            })
+        }),
+        (any::<u64>(), any::<u16>(), any::<[u8; 32]>()).prop_map(|(session_id, stream, mac)| {
+            Message::DataHello {
+                session_id,
+                stream,
+                mac,
+            }
+        }),
+        Just(Message::Start),
+        (
+            any::<u64>(),
+            any::<u64>(),
+            prop::collection::vec(arb_sample(), 0..20)
+        )
+            .prop_map(
+                |(start_ms, end_ms, streams)| Message::Interval(IntervalReport {
+                    start_ms,
+                    end_ms,
+                    streams
+                })
+            ),
+        (
+            any::<[u64; 3]>(),
+            prop::collection::vec(arb_result(), 0..20)
+        )
+            .prop_map(|(v, streams)| {
+                Message::Results(Results {
+                    wall_us: v[0],
+                    cpu_user_us: v[1],
+                    cpu_system_us: v[2],
+                    streams,
+                })
+            }),
+        ("\\PC{0,200}", 1u16..8).prop_map(|(message, code)| Message::Error {
+            code: ErrorCode::from_wire(code),
+            message
+        }),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn every_message_round_trips(m in arb_message()) {
+        let mut buf = Vec::new();
+        encode_frame(&m, &mut buf);
+        let (back, used) = decode_frame(&buf).unwrap().unwrap();
+        prop_assert_eq!(used, buf.len());
+        prop_assert_eq!(back, m);
+    }
+
+    #[test]
+    fn two_frames_back_to_back_decode_in_order(a in arb_message(), b in arb_message()) {
+        let mut buf = Vec::new();
+        encode_frame(&a, &mut buf);
+        encode_frame(&b, &mut buf);
+        let (first, used) = decode_frame(&buf).unwrap().unwrap();
+        let (second, used2) = decode_frame(&buf[used..]).unwrap().unwrap();
+        prop_assert_eq!(first, a);
+        prop_assert_eq!(second, b);
+        prop_assert_eq!(used + used2, buf.len());
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        if let Ok(Some((_, used))) = decode_frame(&bytes) {
+            prop_assert!(used <= bytes.len());
+        }
+    }
+
+    #[test]
+    fn mutated_frames_never_panic(m in arb_message(), flips in prop::collection::vec((any::<usize>(), any::<u8>()), 1..8)) {
+        let mut buf = Vec::new();
+        encode_frame(&m, &mut buf);
+        for (pos, val) in flips {
+            let i = pos % buf.len();
+            buf[i] ^= val;
+        }
+        if let Ok(Some((_, used))) = decode_frame(&buf) {
+            prop_assert!(used <= buf.len());
+        }
+    }
+
+    #[test]
+    fn sessions_survive_arbitrary_messages(msgs in prop::collection::vec(arb_message(), 0..12)) {
+        let t = Token::new(b"property-test-token").unwrap();
+        let mut s = ServerSession::new(t.clone(), [1; 32], 5);
+        let mut c = ClientSession::new(t, [2; 32]);
+        for m in msgs {
+            let _ = s.handle(m.clone());
+            let _ = c.handle(m);
+            while s.poll_transmit().is_some() {}
+            while c.poll_transmit().is_some() {}
+        }
+    }
+}
