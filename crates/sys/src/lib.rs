@@ -1,1 +1,8 @@
 //! The only crate with `unsafe`: socket options, TCP_INFO, TUN devices, namespaces, sysctl.
+//! Every function here is a thin, safe wrapper over one system interface; policy lives in
+//! the callers.
+
+pub mod cpu;
+pub mod socket;
+pub mod tcp_info;
+pub mod zerocopy;
