@@ -1,2 +1,21 @@
 //! Path mathematics with no I/O: bandwidth-delay product, socket buffers, TCP response
 //! models (Reno, Mathis, CUBIC, HighSpeed TCP), router buffers and the Land Speed Record metric.
+//!
+//! - [`units`]: parse and format human units (`10G`, `250ms`, `64MiB`, `28983km`).
+//! - [`buffers`]: BDP, socket buffer (2 x BDP), window-scale ceiling, router buffers, goodput.
+//! - [`tcp_response`]: Reno recovery, Mathis, CUBIC (RFC 9438), HighSpeed TCP (RFC 3649).
+//! - [`path`]: [`PathSpec`], the path every formula works from.
+//! - [`plan`]: every figure of `longhaul plan` for one path, computed at once.
+//! - [`lsr`]: the Land Speed Record metric in bit-meters/second.
+
+mod error;
+
+pub mod buffers;
+pub mod lsr;
+pub mod path;
+pub mod plan;
+pub mod tcp_response;
+pub mod units;
+
+pub use error::ModelError;
+pub use path::PathSpec;
