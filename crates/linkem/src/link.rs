@@ -299,8 +299,7 @@ impl Link {
         let work = u128::from(wire) * 8 * NANOS_PER_SEC + self.carry;
         let rate = u128::from(rate);
         self.carry = work % rate;
-        // work / rate <= (2^32 + 2^32) * 8e9 / 1 < 2^76 only for absurd rates; with
-        // rate >= 1 bit/s and a 4 GiB segment this is 3.4e19 ns; saturate rather than wrap.
+        // Only a multi-GB segment on a link of a few bit/s exceeds u64 ns: saturate.
         let tx_ns = u64::try_from(work / rate).unwrap_or(u64::MAX);
         self.busy_until_ns = start_ns.saturating_add(tx_ns);
         self.in_queue.push_back(self.busy_until_ns);
