@@ -4,24 +4,24 @@
 
 use std::time::Duration;
 
+use longhaul_model::{units, ModelError};
+
 use crate::config::{LossModel, QueueLimit};
 use crate::error::LinkemError;
 
-/// Parses a probability: a fraction in [0, 1] (`1e-4`, `0.25`) or a percentage (`0.01%`).
+/// Parses a probability: a fraction in [0, 1] (`1e-4`, `0.25`) or a percentage (`0.01%`),
+/// with the project's shared unit parser; the error is a sentence naming the input.
 pub fn parse_probability(text: &str) -> Result<f64, String> {
-    let t = text.trim();
-    let (number, scale) = match t.strip_suffix('%') {
-        Some(n) => (n.trim(), 0.01),
-        None => (t, 1.0),
-    };
-    let v: f64 = number
-        .parse()
-        .map_err(|_| format!("{t:?} is not a number"))?;
-    let p = v * scale;
-    if !(0.0..=1.0).contains(&p) {
-        return Err(format!("{t:?} is outside [0, 1] (or [0%, 100%])"));
+    units::parse_probability(text).map_err(|e| e.to_string())
+}
+
+/// The bare problem of a unit error ("no number at the start"), for messages that list
+/// the accepted forms themselves.
+fn problem(e: ModelError) -> String {
+    match e {
+        ModelError::Unit { input, problem, .. } => format!("{input:?}: {problem}"),
+        other => other.to_string(),
     }
-    Ok(p)
 }
 
 /// Parses a loss spec: `none`/`0`, a Bernoulli probability (`1e-4`, `0.01%`), or
@@ -43,7 +43,7 @@ pub fn parse_loss(spec: &str) -> Result<LossModel, LinkemError> {
         .or_else(|| t.strip_prefix("GE:"))
         .or_else(|| t.strip_prefix("gemodel:"));
     let Some(params) = ge else {
-        let p = parse_probability(t).map_err(err)?;
+        let p = units::parse_probability(t).map_err(|e| err(problem(e)))?;
         return Ok(if p == 0.0 {
             LossModel::None
         } else {
@@ -60,7 +60,8 @@ pub fn parse_loss(spec: &str) -> Result<LossModel, LinkemError> {
     let mut values = [0.0, 0.0, 1.0, 0.0];
     for (i, part) in parts.iter().enumerate() {
         let name = ["P", "R", "H", "K"][i];
-        values[i] = parse_probability(part).map_err(|e| err(format!("{name}: {e}")))?;
+        values[i] =
+            units::parse_probability(part).map_err(|e| err(format!("{name}: {}", problem(e))))?;
     }
     let [p, r, one_minus_h, one_minus_k] = values;
     Ok(LossModel::GilbertElliott {
@@ -100,57 +101,49 @@ impl BufferSpec {
     }
 }
 
-/// Parses a buffer spec: a size (`25MB`, `64MiB`, `1.5GB`, `150000B`, `150000`; decimal
-/// k/M/G and binary Ki/Mi/Gi prefixes, bytes), a multiple of the BDP (`1bdp`, `0.5bdp`,
-/// `bdp`), or a packet count (`500pkt`, `500pkts`, `500p`).
+/// Parses a buffer spec: a size in bytes with the project's shared unit parser (`25MB`,
+/// `64MiB`, `1.5GB`, `150000`), a multiple of the BDP (`1bdp`, `0.5bdp`, `bdp`), or a
+/// packet count (`500pkt`, `500pkts`, `500packets`).
 pub fn parse_buffer(spec: &str) -> Result<BufferSpec, LinkemError> {
-    let err = |reason: &str| LinkemError::BufferSpec {
+    let err = |reason: String| LinkemError::BufferSpec {
         spec: spec.to_string(),
-        reason: reason.to_string(),
+        reason,
     };
     let t = spec.trim();
     let lower = t.to_ascii_lowercase();
-    let split = lower
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == '_'))
-        .unwrap_or(lower.len());
-    // "e" is part of a number only when followed by a digit or sign (1e6); "1bdp" has none.
-    let (number, unit) = lower.split_at(split);
-    let unit = unit.trim();
-    let number = number.replace('_', "");
-    let value: f64 = if number.is_empty() && unit == "bdp" {
-        1.0
-    } else {
-        number
-            .parse()
-            .map_err(|_| err("no number in front of the unit"))?
-    };
-    if !value.is_finite() || value <= 0.0 {
-        return Err(err("the buffer must be larger than zero"));
-    }
-    let bytes = |scale: f64| -> Result<BufferSpec, LinkemError> {
-        let b = (value * scale).round();
-        if b > u64::MAX as f64 / 2.0 {
-            return Err(err("too large"));
+    if let Some(number) = lower.strip_suffix("bdp") {
+        let number = number.trim();
+        let k: f64 = if number.is_empty() {
+            1.0
+        } else {
+            number
+                .parse()
+                .map_err(|_| err(format!("{number:?} is not a number")))?
+        };
+        if !k.is_finite() || k <= 0.0 || k > 1e6 {
+            return Err(err(
+                "the multiple of the BDP must be above 0 and at most 1e6".into(),
+            ));
         }
-        Ok(BufferSpec::Bytes(b as u64))
-    };
-    match unit {
-        "" | "b" => bytes(1.0),
-        "k" | "kb" => bytes(1e3),
-        "m" | "mb" => bytes(1e6),
-        "g" | "gb" => bytes(1e9),
-        "ki" | "kib" => bytes(1024.0),
-        "mi" | "mib" => bytes(1024.0 * 1024.0),
-        "gi" | "gib" => bytes(1024.0 * 1024.0 * 1024.0),
-        "bdp" | "xbdp" => Ok(BufferSpec::Bdp(value)),
-        "p" | "pkt" | "pkts" | "packets" => {
-            if value.fract() != 0.0 || value > f64::from(u32::MAX) {
-                return Err(err("a packet count is a whole number up to 4294967295"));
+        return Ok(BufferSpec::Bdp(k));
+    }
+    for unit in ["packets", "pkts", "pkt"] {
+        if let Some(number) = lower.strip_suffix(unit) {
+            let n: u32 = number
+                .trim()
+                .parse()
+                .map_err(|_| err("a packet count is a whole number up to 4294967295".into()))?;
+            if n == 0 {
+                return Err(err("the buffer must hold at least one packet".into()));
             }
-            Ok(BufferSpec::Packets(value as u32))
+            return Ok(BufferSpec::Packets(n));
         }
-        _ => Err(err("unknown unit")),
     }
+    let bytes = units::parse_bytes(t).map_err(|e| err(problem(e)))?;
+    if bytes == 0 {
+        return Err(err("the buffer must be larger than zero".into()));
+    }
+    Ok(BufferSpec::Bytes(bytes))
 }
 
 #[cfg(test)]
@@ -216,7 +209,10 @@ mod tests {
         assert_eq!(parse_buffer("0.5bdp"), Ok(BufferSpec::Bdp(0.5)));
         assert_eq!(parse_buffer("500pkt"), Ok(BufferSpec::Packets(500)));
         assert_eq!(parse_buffer("500 pkts"), Ok(BufferSpec::Packets(500)));
-        for bad in ["", "MB", "0MB", "-5MB", "25XB", "1.5pkt", "1e30GB"] {
+        assert_eq!(parse_buffer("2packets"), Ok(BufferSpec::Packets(2)));
+        for bad in [
+            "", "MB", "0MB", "-5MB", "25XB", "1.5pkt", "0pkt", "1e30EB", "25Mb", "0bdp", "xbdp",
+        ] {
             let e = parse_buffer(bad).unwrap_err().to_string();
             assert!(e.contains(&format!("{bad:?}")), "{bad:?}: {e}");
         }
