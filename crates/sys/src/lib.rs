@@ -3,6 +3,10 @@
 //! the callers.
 
 pub mod cpu;
+pub mod netns;
+pub mod process;
 pub mod socket;
 pub mod tcp_info;
+pub mod timer;
+pub mod tun;
 pub mod zerocopy;

@@ -1,0 +1,18 @@
+//! `longhaul emulate`: two network namespaces joined by TUN devices, with a user-space
+//! packet loop per direction between them that applies the link model of
+//! `longhaul-linkem` (rate, drop-tail queue, delay, jitter, loss, reordering) per wire
+//! segment of each offload super-packet.
+
+mod emulator;
+mod error;
+pub mod gso;
+pub mod log;
+mod pump;
+pub mod state;
+pub mod stats;
+pub mod topology;
+
+pub use emulator::{preflight, validate, Emulator, EmulatorConfig, MTU_RANGE};
+pub use error::EmulateError;
+pub use stats::{DirectionStats, EmulatorStats};
+pub use topology::End;

@@ -1,0 +1,225 @@
+//! The packet loop of one direction: read everything the sending end's TUN device has,
+//! let the link model decide each packet's fate (per wire segment), cut super-packets
+//! whose segments were partly lost, hold the survivors in a delay line, and write what is
+//! due into the receiving end's TUN device, sleeping (timerfd, then a short spin) until
+//! the next release.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use longhaul_linkem::{DelayLine, Link, Packet, Verdict};
+use longhaul_sys::timer::{monotonic_ns, ReadOrDeadline};
+use longhaul_sys::tun::{TunDevice, MAX_PACKET_LEN};
+
+use super::gso::{cut_run, Layout, VNET_HDR_LEN};
+use super::log::{LogEvent, PacketLog};
+use super::stats::DirectionStats;
+
+/// Packets read in one go before due packets get written.
+const READ_BURST: usize = 64;
+/// A release this close (ns) is waited for by spinning, not sleeping.
+const SPIN_NS: u64 = 30_000;
+/// How often (ns) the loop publishes its counters.
+const PUBLISH_NS: u64 = 20_000_000;
+/// Big buffers kept for reuse when idle.
+const POOL_MAX: usize = 256;
+/// Packets up to this size are copied into a right-sized buffer instead of keeping a
+/// 64 KiB one.
+const SMALL_PACKET: usize = 4096;
+
+/// What a direction's thread needs.
+pub(crate) struct Pump {
+    pub rx: Arc<TunDevice>,
+    pub tx: Arc<TunDevice>,
+    pub link: Link,
+    pub stats: Arc<Mutex<DirectionStats>>,
+    pub stop: Arc<AtomicBool>,
+    pub epoch_ns: u64,
+    pub log: Option<PacketLog>,
+}
+
+struct State {
+    verdict: Verdict,
+    line: DelayLine<Vec<u8>>,
+    pool: Vec<Vec<u8>>,
+    scratch: Vec<u8>,
+    counters: DirectionStats,
+}
+
+impl Pump {
+    /// Runs until `stop` is set.
+    pub fn run(mut self) -> io::Result<()> {
+        let _ = longhaul_sys::process::set_timer_slack(1);
+        let waiter = ReadOrDeadline::new(std::os::fd::AsFd::as_fd(&*self.rx))?;
+        let mut st = State {
+            verdict: Verdict::default(),
+            line: DelayLine::new(),
+            pool: Vec::new(),
+            scratch: Vec::with_capacity(MAX_PACKET_LEN),
+            counters: DirectionStats::default(),
+        };
+        let mut next_publish = 0;
+        while !self.stop.load(Ordering::Relaxed) {
+            let more = self.read_burst(&mut st)?;
+            let now = self.now();
+            self.release_due(&mut st, now);
+            if now >= next_publish {
+                self.publish(&mut st, now);
+                next_publish = now + PUBLISH_NS;
+            }
+            if more {
+                continue;
+            }
+            let next = st.line.next_release();
+            match next {
+                Some(t) if t <= self.now() + SPIN_NS => self.spin_until(&mut st, t)?,
+                _ => {
+                    let deadline = next.map(|t| self.epoch_ns + t - SPIN_NS);
+                    let wake = waiter.wait(deadline, 50)?;
+                    st.counters.sleeps += 1;
+                    if wake.readable {
+                        st.counters.wakeups_readable += 1;
+                    }
+                }
+            }
+        }
+        self.publish(&mut st, self.now());
+        if let Some(log) = &mut self.log {
+            log.flush();
+        }
+        Ok(())
+    }
+
+    fn now(&self) -> u64 {
+        monotonic_ns().saturating_sub(self.epoch_ns)
+    }
+
+    /// Reads up to a burst; true if the burst limit stopped it (more may wait).
+    fn read_burst(&mut self, st: &mut State) -> io::Result<bool> {
+        for _ in 0..READ_BURST {
+            match self.rx.recv_vec(&mut st.scratch) {
+                Ok(n) if n > VNET_HDR_LEN => {
+                    let now = self.now();
+                    self.handle(st, now);
+                }
+                Ok(_) => st.counters.runt_packets += 1,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    st.counters.read_errors += 1;
+                    if st.counters.read_errors > 1000 {
+                        return Err(e);
+                    }
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    fn handle(&mut self, st: &mut State, now: u64) {
+        let layout = Layout::of(&st.scratch);
+        let packet = match layout.transport {
+            Some(_) => Packet::gso(
+                layout.headers_len as u32,
+                layout.payload_len as u32,
+                layout.segment_payload as u32,
+            ),
+            None => Packet::single(layout.payload_len as u32),
+        };
+        self.link.offer(now, packet, &mut st.verdict);
+        st.counters.reads += 1;
+        if let Some(log) = &mut self.log {
+            log.record(now, LogEvent::In, layout.payload_len + layout.headers_len, layout.segments);
+            if st.verdict.dropped_queue_segments + st.verdict.dropped_loss_segments > 0 {
+                let lost = st.verdict.dropped_queue_segments + st.verdict.dropped_loss_segments;
+                log.record(now, LogEvent::Drop, 0, lost);
+            }
+        }
+        if st.verdict.is_dropped() {
+            return;
+        }
+        if st.verdict.is_whole() {
+            let run = st.verdict.runs[0];
+            let buf = take_packet(st);
+            if run.copies > 1 {
+                st.line.push(run.release_ns, buf.clone());
+            }
+            st.line.push(run.release_ns, buf);
+            return;
+        }
+        st.counters.split_packets += 1;
+        for i in 0..st.verdict.runs.len() {
+            let run = st.verdict.runs[i];
+            let mut out = Vec::with_capacity(run.bytes as usize + VNET_HDR_LEN);
+            if !cut_run(&st.scratch, &layout, run.first_segment, run.segments, &mut out) {
+                // Not splittable (cannot happen for a model that keeps one-segment packets
+                // whole); forward the packet whole rather than corrupt it.
+                st.counters.unsplittable += 1;
+                out = st.scratch.clone();
+            }
+            if run.copies > 1 {
+                st.line.push(run.release_ns, out.clone());
+            }
+            st.line.push(run.release_ns, out);
+        }
+    }
+
+    fn release_due(&mut self, st: &mut State, now: u64) {
+        while let Some((release_ns, pkt)) = st.line.pop_due(now) {
+            self.write(st, release_ns, pkt);
+        }
+    }
+
+    fn write(&mut self, st: &mut State, release_ns: u64, pkt: Vec<u8>) {
+        let sent_at = self.now();
+        match self.tx.send(&pkt) {
+            Ok(_) => st.counters.writes += 1,
+            Err(_) => st.counters.write_errors += 1,
+        }
+        let late = sent_at.saturating_sub(release_ns);
+        st.counters.record_lateness(late);
+        if let Some(log) = &mut self.log {
+            let layout = Layout::of(&pkt);
+            log.record(sent_at, LogEvent::Out, layout.payload_len + layout.headers_len, layout.segments);
+        }
+        if pkt.capacity() >= MAX_PACKET_LEN && st.pool.len() < POOL_MAX {
+            st.pool.push(pkt);
+        }
+    }
+
+    fn spin_until(&mut self, st: &mut State, t: u64) -> io::Result<()> {
+        st.counters.spins += 1;
+        loop {
+            let now = self.now();
+            if now >= t {
+                self.release_due(st, now);
+                return Ok(());
+            }
+            if self.read_burst(st)? {
+                return Ok(());
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    fn publish(&mut self, st: &mut State, now: u64) {
+        st.counters.link = self.link.stats().clone();
+        st.counters.in_flight_packets = st.line.len() as u64;
+        let (backlog_bytes, _) = self.link.backlog(now);
+        st.counters.backlog_bytes = backlog_bytes;
+        if let Ok(mut shared) = self.stats.lock() {
+            *shared = st.counters.clone();
+        }
+    }
+}
+
+/// Moves the just-read packet out of the scratch buffer into a buffer for the delay line.
+fn take_packet(st: &mut State) -> Vec<u8> {
+    if st.scratch.len() <= SMALL_PACKET {
+        return st.scratch.clone();
+    }
+    let fresh = st.pool.pop().unwrap_or_else(|| Vec::with_capacity(MAX_PACKET_LEN));
+    std::mem::replace(&mut st.scratch, fresh)
+}

@@ -1,0 +1,96 @@
+//! Process-level knobs: privileges, termination signals, timer slack, stdio redirection.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::time::Duration;
+
+/// Whether the process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Sets the calling thread's timer slack (PR_SET_TIMERSLACK), in nanoseconds (>= 1).
+/// The default 50 us makes every timed sleep up to 50 us late.
+pub fn set_timer_slack(slack_ns: u64) -> io::Result<()> {
+    // SAFETY: prctl(PR_SET_TIMERSLACK, n) takes an unsigned long by value.
+    let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, slack_ns.max(1) as libc::c_ulong, 0, 0, 0) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// SIGINT, SIGTERM and SIGHUP blocked in this thread (and in threads spawned after), so that
+/// they can be waited for with [`TerminationSignals::wait`] instead of killing the process.
+#[derive(Debug)]
+pub struct TerminationSignals {
+    set: libc::sigset_t,
+}
+
+impl TerminationSignals {
+    /// Blocks the signals in the calling thread. Call before spawning threads.
+    pub fn block() -> io::Result<TerminationSignals> {
+        // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialise it.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: set is a valid sigset_t.
+        unsafe {
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::sigaddset(&mut set, libc::SIGHUP);
+        }
+        // SAFETY: set is initialised; the old mask is not wanted.
+        let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        Ok(TerminationSignals { set })
+    }
+
+    /// Waits up to `timeout` for one of the signals; returns its number if one came.
+    pub fn wait(&self, timeout: Duration) -> Option<i32> {
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: set and ts are valid; info may be null.
+        let sig = unsafe { libc::sigtimedwait(&self.set, std::ptr::null_mut(), &ts) };
+        (sig > 0).then_some(sig)
+    }
+}
+
+/// Whether process `pid` exists.
+pub fn process_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid)
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// Sends SIGTERM to process `pid`.
+pub fn terminate(pid: u32) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
+    // SAFETY: kill has no memory preconditions.
+    if unsafe { libc::kill(pid, libc::SIGTERM) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Points stdout and stderr at `file` (for a process that keeps running after whoever
+/// started it stopped reading its output).
+pub fn redirect_stdio(file: &std::fs::File) -> io::Result<()> {
+    for target in [libc::STDOUT_FILENO, libc::STDERR_FILENO] {
+        // SAFETY: both fds are open; dup2 replaces target atomically.
+        if unsafe { libc::dup2(file.as_raw_fd(), target) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
