@@ -19,12 +19,15 @@ struct Cli {
 enum Command {
     /// Print the figures a path needs: BDP, buffers, loss tolerance, recovery times.
     Plan(cmd::plan::Args),
+    /// Emulate a long fat path (rate, buffer, RTT, loss) between two network namespaces.
+    Emulate(cmd::emulate::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Plan(args) => cmd::plan::run(args),
+        Command::Emulate(args) => cmd::emulate::run(args),
     };
     match result {
         Ok(code) => code,

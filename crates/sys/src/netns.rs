@@ -36,7 +36,9 @@ impl NetnsGuard {
             ));
         }
         run_ip(None, &["netns", "add", name])?;
-        let guard = NetnsGuard { name: name.to_owned() };
+        let guard = NetnsGuard {
+            name: name.to_owned(),
+        };
         ip(name, &["link", "set", "lo", "up"])?;
         Ok(guard)
     }
@@ -63,8 +65,11 @@ pub fn delete(name: &str) -> io::Result<()> {
 
 /// Names of all named namespaces.
 pub fn list() -> Vec<String> {
-    let Ok(dir) = std::fs::read_dir(NETNS_DIR) else { return Vec::new() };
-    dir.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect()
+    let Ok(dir) = std::fs::read_dir(NETNS_DIR) else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect()
 }
 
 /// Moves the calling thread into namespace `name`. Only this thread changes namespace;
@@ -106,11 +111,9 @@ fn run_ip(ns: Option<&str>, args: &[&str]) -> io::Result<()> {
     if let Some(ns) = ns {
         cmd.args(["-n", ns]);
     }
-    let out = cmd
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot run `ip` (install iproute2): {e}")))?;
+    let out = cmd.args(args).stdin(Stdio::null()).output().map_err(|e| {
+        io::Error::new(e.kind(), format!("cannot run `ip` (install iproute2): {e}"))
+    })?;
     if out.status.success() {
         return Ok(());
     }

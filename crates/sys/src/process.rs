@@ -15,7 +15,15 @@ pub fn is_root() -> bool {
 /// The default 50 us makes every timed sleep up to 50 us late.
 pub fn set_timer_slack(slack_ns: u64) -> io::Result<()> {
     // SAFETY: prctl(PR_SET_TIMERSLACK, n) takes an unsigned long by value.
-    let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, slack_ns.max(1) as libc::c_ulong, 0, 0, 0) };
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_SET_TIMERSLACK,
+            slack_ns.max(1) as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -69,7 +77,10 @@ pub fn process_alive(pid: u32) -> bool {
 fn is_zombie(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
         .unwrap_or(false)
 }
 

@@ -6,7 +6,10 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// CLOCK_MONOTONIC now, in nanoseconds.
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid timespec to write into.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -50,9 +53,13 @@ impl ReadOrDeadline {
     }
 
     fn add(&self, fd: i32, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: token,
+        };
         // SAFETY: both fds are open; ev is valid.
-        let rc = unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        let rc =
+            unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -64,14 +71,20 @@ impl ReadOrDeadline {
     pub fn wait(&self, deadline_ns: Option<u64>, max_wait_ms: i32) -> io::Result<Wakeup> {
         let when = deadline_ns.unwrap_or(0);
         let spec = libc::itimerspec {
-            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
             it_value: libc::timespec {
                 tv_sec: (when / 1_000_000_000) as libc::time_t,
                 tv_nsec: (when % 1_000_000_000) as libc::c_long,
             },
         };
         if deadline_ns.is_some() && when == 0 {
-            return Ok(Wakeup { readable: false, deadline: true });
+            return Ok(Wakeup {
+                readable: false,
+                deadline: true,
+            });
         }
         // SAFETY: timer is a timerfd; spec is valid; a zero it_value disarms it.
         let rc = unsafe {
@@ -87,22 +100,32 @@ impl ReadOrDeadline {
         }
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; 2];
         // SAFETY: events has room for 2 entries.
-        let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), 2, max_wait_ms) };
+        let n = unsafe {
+            libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), 2, max_wait_ms)
+        };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
-                return Ok(Wakeup { readable: false, deadline: false });
+                return Ok(Wakeup {
+                    readable: false,
+                    deadline: false,
+                });
             }
             return Err(e);
         }
-        let mut wake = Wakeup { readable: false, deadline: false };
+        let mut wake = Wakeup {
+            readable: false,
+            deadline: false,
+        };
         for ev in &events[..n as usize] {
             match ev.u64 {
                 TOKEN_FD => wake.readable = true,
                 _ => {
                     let mut expirations = [0u8; 8];
                     // SAFETY: reading 8 bytes from a nonblocking timerfd into an 8-byte buffer.
-                    unsafe { libc::read(self.timer.as_raw_fd(), expirations.as_mut_ptr().cast(), 8) };
+                    unsafe {
+                        libc::read(self.timer.as_raw_fd(), expirations.as_mut_ptr().cast(), 8)
+                    };
                     wake.deadline = true;
                 }
             }

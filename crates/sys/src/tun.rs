@@ -72,12 +72,18 @@ impl TunDevice {
         // SAFETY: TUNSETVNETHDRSZ reads one c_int through the pointer.
         check(unsafe { libc::ioctl(fd, libc::TUNSETVNETHDRSZ, &hdr_len as *const libc::c_int) })
             .map_err(|e| io::Error::new(e.kind(), format!("TUNSETVNETHDRSZ {name}: {e}")))?;
-        let mut offloads = Offloads { tcp: false, udp: false };
+        let mut offloads = Offloads {
+            tcp: false,
+            udp: false,
+        };
         if offload {
             let tcp = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6;
             let udp = libc::TUN_F_USO4 | libc::TUN_F_USO6;
             if set_offload(fd, tcp | udp).is_ok() {
-                offloads = Offloads { tcp: true, udp: true };
+                offloads = Offloads {
+                    tcp: true,
+                    udp: true,
+                };
             } else {
                 set_offload(fd, tcp)
                     .map_err(|e| io::Error::new(e.kind(), format!("TUNSETOFFLOAD {name}: {e}")))?;
@@ -87,8 +93,14 @@ impl TunDevice {
             set_offload(fd, 0)?;
         }
         // SAFETY: the kernel wrote a NUL-terminated name (at most IFNAMSIZ-1 chars) into req.
-        let actual = unsafe { CStr::from_ptr(req.name.as_ptr()) }.to_string_lossy().into_owned();
-        Ok(TunDevice { file, name: actual, offloads })
+        let actual = unsafe { CStr::from_ptr(req.name.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        Ok(TunDevice {
+            file,
+            name: actual,
+            offloads,
+        })
     }
 
     /// The interface name.
@@ -120,7 +132,13 @@ impl TunDevice {
         let spare = buf.spare_capacity_mut();
         // SAFETY: spare is valid for writes of spare.len() bytes; read initialises the
         // first n of them, and only those are exposed by set_len.
-        let n = unsafe { libc::read(self.file.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
+        let n = unsafe {
+            libc::read(
+                self.file.as_raw_fd(),
+                spare.as_mut_ptr().cast(),
+                spare.len(),
+            )
+        };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -165,7 +183,9 @@ fn check(rc: libc::c_int) -> io::Result<()> {
 /// packets the stack could not queue towards user space because the TUN ring was full.
 pub fn tx_dropped_from_proc_net_dev(text: &str, ifname: &str) -> Option<u64> {
     for line in text.lines() {
-        let Some((name, rest)) = line.split_once(':') else { continue };
+        let Some((name, rest)) = line.split_once(':') else {
+            continue;
+        };
         if name.trim() != ifname {
             continue;
         }

@@ -1,3 +1,4 @@
 //! One module per subcommand; each exposes `Args` (clap) and `run(Args) -> Result<ExitCode>`.
 
+pub mod emulate;
 pub mod plan;

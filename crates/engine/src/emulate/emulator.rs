@@ -120,12 +120,15 @@ impl Emulator {
         let topology = Topology::create(&cfg.name, cfg.mtu, cfg.txqueuelen, cfg.offload)?;
         let ns_a = ns_name(&cfg.name, End::A);
         let ns_b = ns_name(&cfg.name, End::B);
-        let mut netdev_a = NetDevFile::open(&ns_a).map_err(EmulateError::setup("open /proc/net/dev"))?;
-        let mut netdev_b = NetDevFile::open(&ns_b).map_err(EmulateError::setup("open /proc/net/dev"))?;
+        let mut netdev_a =
+            NetDevFile::open(&ns_a).map_err(EmulateError::setup("open /proc/net/dev"))?;
+        let mut netdev_b =
+            NetDevFile::open(&ns_b).map_err(EmulateError::setup("open /proc/net/dev"))?;
         let kernel_baseline = (tx_dropped(&mut netdev_a), tx_dropped(&mut netdev_b));
         let log_file = match &cfg.log {
             Some(path) => Some(Arc::new(Mutex::new(
-                std::fs::File::create(path).map_err(EmulateError::setup("create the packet log"))?,
+                std::fs::File::create(path)
+                    .map_err(EmulateError::setup("create the packet log"))?,
             ))),
             None => None,
         };
@@ -222,7 +225,10 @@ impl Emulator {
         let stats = self.stats();
         self.topology.take();
         match errors.into_iter().next() {
-            Some(e) => Err(EmulateError::Setup { what: "forward packets", source: e }),
+            Some(e) => Err(EmulateError::Setup {
+                what: "forward packets",
+                source: e,
+            }),
             None => Ok(stats),
         }
     }

@@ -100,7 +100,9 @@ impl Layout {
             transport: None,
             ipv6: false,
         };
-        let Some(hdr) = VnetHdr::parse(pkt) else { return whole };
+        let Some(hdr) = VnetHdr::parse(pkt) else {
+            return whole;
+        };
         let gso = hdr.gso_type & !GSO_ECN;
         if gso == GSO_NONE || hdr.gso_size == 0 {
             return whole;
@@ -114,7 +116,9 @@ impl Layout {
             return self.payload_len;
         }
         let start = i as usize * self.segment_payload;
-        let len = self.segment_payload.min(self.payload_len.saturating_sub(start));
+        let len = self
+            .segment_payload
+            .min(self.payload_len.saturating_sub(start));
         self.headers_len + len
     }
 }
@@ -171,9 +175,16 @@ fn tcp_header_len(ip: &[u8], l4: usize) -> Option<usize> {
 /// `first .. first + count` of `pkt`, whose layout is `layout`. Returns false (and leaves
 /// `out` unchanged) when the packet is not splittable or the range is out of bounds.
 pub fn cut_run(pkt: &[u8], layout: &Layout, first: u32, count: u32, out: &mut Vec<u8>) -> bool {
-    let Some(transport) = layout.transport else { return false };
-    let Some(orig) = VnetHdr::parse(pkt) else { return false };
-    if count == 0 || first.checked_add(count).is_none_or(|end| end > layout.segments) {
+    let Some(transport) = layout.transport else {
+        return false;
+    };
+    let Some(orig) = VnetHdr::parse(pkt) else {
+        return false;
+    };
+    let in_range = first
+        .checked_add(count)
+        .is_some_and(|end| end <= layout.segments);
+    if count == 0 || !in_range {
         return false;
     }
     let ip = &pkt[VNET_HDR_LEN..];
@@ -193,7 +204,11 @@ pub fn cut_run(pkt: &[u8], layout: &Layout, first: u32, count: u32, out: &mut Ve
         flags: F_NEEDS_CSUM,
         gso_type: if count > 1 { orig.gso_type } else { GSO_NONE },
         hdr_len: if count > 1 { h as u16 } else { 0 },
-        gso_size: if count > 1 { layout.segment_payload as u16 } else { 0 },
+        gso_size: if count > 1 {
+            layout.segment_payload as u16
+        } else {
+            0
+        },
         csum_start: layout.l4_offset as u16,
         csum_offset: match transport {
             Transport::Tcp => 16,

@@ -98,11 +98,17 @@ fn cuts_runs_with_fixed_headers_v4() {
     assert!(l4_checksum_ok(&a));
     // second run: two segments, GSO kept, seq advanced, ID + 1 (wrapping), CWR cleared
     let hb = VnetHdr::parse(&b).unwrap();
-    assert_eq!((hb.gso_type, hb.gso_size, hb.hdr_len), (GSO_TCPV4, 1000, 52));
+    assert_eq!(
+        (hb.gso_type, hb.gso_size, hb.hdr_len),
+        (GSO_TCPV4, 1000, 52)
+    );
     let ib = &b[VNET_HDR_LEN..];
     assert_eq!(ib.len(), 52 + 1500);
     assert_eq!(u16::from_be_bytes([ib[4], ib[5]]), 0xffff);
-    assert_eq!(u32::from_be_bytes([ib[24], ib[25], ib[26], ib[27]]), 0xffff_ff00u32.wrapping_add(1000));
+    assert_eq!(
+        u32::from_be_bytes([ib[24], ib[25], ib[26], ib[27]]),
+        0xffff_ff00u32.wrapping_add(1000)
+    );
     assert_eq!(ib[20 + 13], 0x18 | 0x01);
     assert_eq!(internet_checksum(&ib[..20]), 0);
     assert!(l4_checksum_ok(&b));

@@ -31,7 +31,11 @@ pub struct PacketLog {
 impl PacketLog {
     /// A writer for direction `dir` (`"ab"` or `"ba"`) appending to `file`.
     pub fn new(file: Arc<Mutex<File>>, dir: &'static str) -> PacketLog {
-        PacketLog { file, dir, buf: String::with_capacity(CHUNK + 256) }
+        PacketLog {
+            file,
+            dir,
+            buf: String::with_capacity(CHUNK + 256),
+        }
     }
 
     /// Records one event.
@@ -92,20 +96,31 @@ pub fn report(reader: impl BufRead) -> io::Result<Vec<DirectionReport>> {
     for line in reader.lines() {
         let line = line?;
         let mut f = line.split_ascii_whitespace();
-        let (Some(t), Some(dir), Some(ev), Some(bytes), Some(segs)) = (f.next(), f.next(), f.next(), f.next(), f.next())
+        let (Some(t), Some(dir), Some(ev), Some(bytes), Some(segs)) =
+            (f.next(), f.next(), f.next(), f.next(), f.next())
         else {
             continue;
         };
         if ev != "out" {
             continue;
         }
-        let (Ok(t), Ok(bytes), Ok(segs)) = (t.parse::<u64>(), bytes.parse::<u64>(), segs.parse::<u64>()) else {
+        let (Ok(t), Ok(bytes), Ok(segs)) =
+            (t.parse::<u64>(), bytes.parse::<u64>(), segs.parse::<u64>())
+        else {
             continue;
         };
         let idx = match dirs.iter().position(|d| d.0.dir == dir) {
             Some(i) => i,
             None => {
-                dirs.push((DirectionReport { dir: dir.to_owned(), ..Default::default() }, None, t, [0; 32]));
+                dirs.push((
+                    DirectionReport {
+                        dir: dir.to_owned(),
+                        ..Default::default()
+                    },
+                    None,
+                    t,
+                    [0; 32],
+                ));
                 dirs.len() - 1
             }
         };

@@ -131,7 +131,12 @@ impl Pump {
         self.link.offer(now, packet, &mut st.verdict);
         st.counters.reads += 1;
         if let Some(log) = &mut self.log {
-            log.record(now, LogEvent::In, layout.payload_len + layout.headers_len, layout.segments);
+            log.record(
+                now,
+                LogEvent::In,
+                layout.payload_len + layout.headers_len,
+                layout.segments,
+            );
             if st.verdict.dropped_queue_segments + st.verdict.dropped_loss_segments > 0 {
                 let lost = st.verdict.dropped_queue_segments + st.verdict.dropped_loss_segments;
                 log.record(now, LogEvent::Drop, 0, lost);
@@ -153,7 +158,13 @@ impl Pump {
         for i in 0..st.verdict.runs.len() {
             let run = st.verdict.runs[i];
             let mut out = Vec::with_capacity(run.bytes as usize + VNET_HDR_LEN);
-            if !cut_run(&st.scratch, &layout, run.first_segment, run.segments, &mut out) {
+            if !cut_run(
+                &st.scratch,
+                &layout,
+                run.first_segment,
+                run.segments,
+                &mut out,
+            ) {
                 // Not splittable (cannot happen for a model that keeps one-segment packets
                 // whole); forward the packet whole rather than corrupt it.
                 st.counters.unsplittable += 1;
@@ -182,7 +193,12 @@ impl Pump {
         st.counters.record_lateness(late);
         if let Some(log) = &mut self.log {
             let layout = Layout::of(&pkt);
-            log.record(sent_at, LogEvent::Out, layout.payload_len + layout.headers_len, layout.segments);
+            log.record(
+                sent_at,
+                LogEvent::Out,
+                layout.payload_len + layout.headers_len,
+                layout.segments,
+            );
         }
         if pkt.capacity() >= MAX_PACKET_LEN && st.pool.len() < POOL_MAX {
             st.pool.push(pkt);
@@ -220,6 +236,9 @@ fn take_packet(st: &mut State) -> Vec<u8> {
     if st.scratch.len() <= SMALL_PACKET {
         return st.scratch.clone();
     }
-    let fresh = st.pool.pop().unwrap_or_else(|| Vec::with_capacity(MAX_PACKET_LEN));
+    let fresh = st
+        .pool
+        .pop()
+        .unwrap_or_else(|| Vec::with_capacity(MAX_PACKET_LEN));
     std::mem::replace(&mut st.scratch, fresh)
 }

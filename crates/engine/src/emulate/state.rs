@@ -29,11 +29,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// The pid recorded for emulator `name`, if any.
 pub fn read_pid(name: &str) -> Option<u32> {
-    std::fs::read_to_string(pid_path(name)).ok()?.trim().parse().ok()
+    std::fs::read_to_string(pid_path(name))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Removes the state files of emulator `name` (missing files are fine).
 pub fn remove(name: &str) {
     let _ = std::fs::remove_file(pid_path(name));
     let _ = std::fs::remove_file(stats_path(name));
+    let _ = std::fs::remove_file(stats_path(name).with_extension("log"));
 }

@@ -56,7 +56,9 @@ impl DirectionStats {
 
     /// Mean write lateness (ns).
     pub fn lateness_mean_ns(&self) -> u64 {
-        self.lateness_sum_ns.checked_div(self.writes + self.write_errors).unwrap_or(0)
+        self.lateness_sum_ns
+            .checked_div(self.writes + self.write_errors)
+            .unwrap_or(0)
     }
 }
 
@@ -79,6 +81,9 @@ pub struct EmulatorStats {
 impl EmulatorStats {
     /// Faults: packets lost outside the model (kernel ring drops, failed writes).
     pub fn faults(&self) -> u64 {
-        self.kernel_dropped_a + self.kernel_dropped_b + self.a_to_b.write_errors + self.b_to_a.write_errors
+        self.kernel_dropped_a
+            + self.kernel_dropped_b
+            + self.a_to_b.write_errors
+            + self.b_to_a.write_errors
     }
 }

@@ -68,11 +68,15 @@ pub fn check_name(name: &str) -> Result<(), EmulateError> {
     let ok = !name.is_empty()
         && name.len() <= MAX_NAME_LEN
         && !name.starts_with(['-', '.'])
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
     if ok {
         Ok(())
     } else {
-        Err(EmulateError::BadName { name: name.to_owned() })
+        Err(EmulateError::BadName {
+            name: name.to_owned(),
+        })
     }
 }
 
@@ -91,15 +95,24 @@ pub struct Topology {
 impl Topology {
     /// Creates both ends of emulator `name` with interface MTU `mtu` and transmit queue
     /// `txqueuelen` packets. On error nothing is left behind.
-    pub fn create(name: &str, mtu: u32, txqueuelen: u32, offload: bool) -> Result<Topology, EmulateError> {
+    pub fn create(
+        name: &str,
+        mtu: u32,
+        txqueuelen: u32,
+        offload: bool,
+    ) -> Result<Topology, EmulateError> {
         check_name(name)?;
         for end in [End::A, End::B] {
             if netns::exists(&ns_name(name, end)) {
-                return Err(EmulateError::NameInUse { name: name.to_owned() });
+                return Err(EmulateError::NameInUse {
+                    name: name.to_owned(),
+                });
             }
         }
-        let ns_a = NetnsGuard::create(&ns_name(name, End::A)).map_err(EmulateError::setup("create namespace"))?;
-        let ns_b = NetnsGuard::create(&ns_name(name, End::B)).map_err(EmulateError::setup("create namespace"))?;
+        let ns_a = NetnsGuard::create(&ns_name(name, End::A))
+            .map_err(EmulateError::setup("create namespace"))?;
+        let ns_b = NetnsGuard::create(&ns_name(name, End::B))
+            .map_err(EmulateError::setup("create namespace"))?;
         let tun_a = open_end(&ns_a, End::A, mtu, txqueuelen, offload)?;
         let tun_b = open_end(&ns_b, End::B, mtu, txqueuelen, offload)?;
         Ok(Topology {
@@ -111,7 +124,13 @@ impl Topology {
     }
 }
 
-fn open_end(ns: &NetnsGuard, end: End, mtu: u32, txqueuelen: u32, offload: bool) -> Result<TunDevice, EmulateError> {
+fn open_end(
+    ns: &NetnsGuard,
+    end: End,
+    mtu: u32,
+    txqueuelen: u32,
+    offload: bool,
+) -> Result<TunDevice, EmulateError> {
     let tun = netns::run_in(ns.name(), move || TunDevice::create(IFNAME, offload))
         .map_err(EmulateError::setup("open TUN device"))?;
     let n = ns.name();
@@ -120,7 +139,10 @@ fn open_end(ns: &NetnsGuard, end: End, mtu: u32, txqueuelen: u32, offload: bool)
     let v4 = format!("{}/24", end.ipv4());
     let v6 = format!("{}/64", end.ipv6());
     let setup = || -> std::io::Result<()> {
-        netns::ip(n, &["link", "set", IFNAME, "mtu", &mtu, "txqueuelen", &qlen])?;
+        netns::ip(
+            n,
+            &["link", "set", IFNAME, "mtu", &mtu, "txqueuelen", &qlen],
+        )?;
         netns::ip(n, &["addr", "add", &v4, "dev", IFNAME])?;
         netns::ip(n, &["-6", "addr", "add", &v6, "dev", IFNAME, "nodad"])?;
         netns::ip(n, &["link", "set", IFNAME, "up"])
