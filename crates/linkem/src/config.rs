@@ -76,7 +76,10 @@ impl std::fmt::Display for QueueLimit {
 /// How the delay varies from packet to packet. The drawn offset is added to the fixed
 /// delay and the sum is clamped at zero; without [`Reorder`] a packet is never released
 /// before the one ahead of it (release = max(drawn release, previous release)), so jitter
-/// bunches packets instead of reordering them.
+/// bunches packets instead of reordering them. Consequence: when packets follow each other
+/// much more closely than the jitter bound (bulk TCP), most of them wait for the latest
+/// draw so far and their delay approaches delay + bound; sparse packets (ping) see the
+/// full spread.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum Jitter {
     /// Uniform in [-max, +max].

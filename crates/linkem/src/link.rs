@@ -202,15 +202,12 @@ impl Link {
     }
 
     /// Backlog of the bottleneck at `now_ns`: (bytes of remaining work including
-    /// overhead, segments not yet fully sent). Does not change the link.
+    /// overhead, segments not yet fully sent). Does not change the link; O(log n), cheap
+    /// enough for live statistics.
     pub fn backlog(&self, now_ns: u64) -> (u64, u64) {
         let now_ns = now_ns.max(self.last_now_ns);
-        let segments = self
-            .in_queue
-            .iter()
-            .rev()
-            .take_while(|&&f| f > now_ns)
-            .count();
+        // Departure times are in increasing order: those still ahead are a suffix.
+        let segments = self.in_queue.len() - self.in_queue.partition_point(|&f| f <= now_ns);
         (self.backlog_bytes(now_ns), segments as u64)
     }
 
