@@ -92,13 +92,21 @@ pub enum Jitter {
         /// The standard deviation of the offset.
         sigma: Duration,
     },
+    /// An offset that wanders over time within [-max, +max]: linear between values drawn
+    /// uniformly every 4 x max, so it changes at most half as fast as time passes. Packets
+    /// keep their order by themselves, dense traffic sees the whole spread, and the mean
+    /// delay stays at the configured delay (unlike `Uniform` under dense traffic).
+    Wander {
+        /// The bound of the offset.
+        max: Duration,
+    },
 }
 
 impl Jitter {
     /// The largest absolute offset this jitter can draw.
     pub fn bound(&self) -> Duration {
         match *self {
-            Jitter::Uniform { max } => max,
+            Jitter::Uniform { max } | Jitter::Wander { max } => max,
             Jitter::Normal { sigma } => sigma.saturating_mul(3),
         }
     }

@@ -50,7 +50,9 @@
 //!   [`LossModel::GilbertElliott`] (netem's gemodel p, r, 1-h, 1-k).
 //! - Release at F + delay + jitter ([`Jitter`]), kept in FIFO order (release = max(drawn,
 //!   previous release)) unless the packet is chosen for reordering ([`Reorder`]), which
-//!   holds it back by an extra delay so that later packets overtake it.
+//!   holds it back by an extra delay so that later packets overtake it. Under dense
+//!   traffic the clamp pushes per-packet jitter towards the bound; [`Jitter::Wander`] (a
+//!   smooth offset over time) keeps order by itself and keeps the mean delay.
 //! - Duplication: the packet's surviving runs are delivered twice ([`Run::copies`]).
 //! - Jitter, reordering and duplication are drawn once per offered packet.
 //! - [`LinkStats`] (serde) counts all of it; [`Duplex`] pairs two directions.
@@ -68,6 +70,7 @@ mod loss;
 pub mod rng;
 mod spec;
 mod stats;
+mod wander;
 
 pub use config::{Jitter, LinkConfig, LossModel, QueueLimit, Reorder, MAX_DELAY, MAX_RATE_BPS};
 pub use delay_line::DelayLine;

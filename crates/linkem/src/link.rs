@@ -11,7 +11,7 @@
 //! Then the surviving segments are grouped into runs of consecutive segments, and each run
 //! is released at (departure of its last segment) + delay + jitter, kept in FIFO order
 //! unless the packet was chosen for reordering. Jitter, reordering and duplication are
-//! drawn once per offered packet.
+//! drawn once per offered packet (a wandering jitter is read at each run's departure).
 
 use std::collections::VecDeque;
 
@@ -19,6 +19,7 @@ use crate::config::{Jitter, LinkConfig, QueueLimit};
 use crate::loss::LossProcess;
 use crate::rng::{Chance, Rng};
 use crate::stats::LinkStats;
+use crate::wander::WanderingOffset;
 
 /// The most segments one offered packet is split into; a packet that would need more has
 /// its segments made larger (only a hostile or broken header asks for that).
@@ -163,6 +164,8 @@ pub struct Link {
     last_release_ns: u64,
     /// Whether the last segment that saw the loss model was lost (to count bursts).
     last_lost: bool,
+    /// The offset process of [`Jitter::Wander`], if configured.
+    wander: Option<WanderingOffset>,
     stats: LinkStats,
 }
 
@@ -186,6 +189,10 @@ impl Link {
             in_queue: VecDeque::new(),
             last_release_ns: 0,
             last_lost: false,
+            wander: match config.jitter {
+                Some(Jitter::Wander { max }) => Some(WanderingOffset::new(duration_ns(max))),
+                _ => None,
+            },
             stats: LinkStats::default(),
             config,
         }
@@ -323,8 +330,8 @@ impl Link {
     /// Turns each run's departure time into its release time and draws jitter,
     /// reordering and duplication for the packet.
     fn schedule(&mut self, verdict: &mut Verdict) {
-        let jitter_ns = match self.config.jitter {
-            None => 0,
+        let packet_jitter_ns = match self.config.jitter {
+            None | Some(Jitter::Wander { .. }) => 0,
             Some(j) => self.draw_jitter_ns(j),
         };
         let reorder_extra_ns = match self.reorder {
@@ -339,6 +346,10 @@ impl Link {
         }
         for run in &mut verdict.runs {
             let departure_ns = run.release_ns;
+            let jitter_ns = match &mut self.wander {
+                Some(w) => w.offset_at(departure_ns, &mut self.rng),
+                None => packet_jitter_ns,
+            };
             let base = i128::from(departure_ns) + i128::from(self.delay_ns) + jitter_ns;
             let drawn = base.clamp(i128::from(departure_ns), i128::from(u64::MAX)) as u64;
             let in_order = drawn.max(self.last_release_ns);
@@ -370,6 +381,8 @@ impl Link {
                 let z = self.rng.normal().clamp(-3.0, 3.0);
                 (z * duration_ns(sigma) as f64) as i128
             }
+            // Drawn per run from the wandering offset instead.
+            Jitter::Wander { .. } => 0,
         }
     }
 }

@@ -24,6 +24,7 @@ prop_compose! {
         queue in queue_limit(),
         delay_us in 0u64..50_000,
         jitter_us in prop::option::of(0u64..5_000),
+        wander in any::<bool>(),
         loss in 0.0f64..0.5,
         duplicate in 0.0f64..0.2,
         overhead in 0u32..40,
@@ -33,7 +34,10 @@ prop_compose! {
             rate_bps: rate,
             queue,
             delay: Duration::from_micros(delay_us),
-            jitter: jitter_us.map(|j| Jitter::Uniform { max: Duration::from_micros(j) }),
+            jitter: jitter_us.map(|j| {
+                let max = Duration::from_micros(j);
+                if wander { Jitter::Wander { max } } else { Jitter::Uniform { max } }
+            }),
             loss: LossModel::Bernoulli { p: loss },
             reorder: with_reorder.then_some(Reorder {
                 probability: reorder,

@@ -35,6 +35,12 @@ fn jitter_is_bounded_and_keeps_order() {
                 sigma: Duration::from_micros(700),
             },
         ),
+        (
+            23,
+            Jitter::Wander {
+                max: Duration::from_millis(2),
+            },
+        ),
     ] {
         let delay_ns = 50 * MS;
         let bound_ns = jitter.bound().as_nanos() as u64;
@@ -74,6 +80,64 @@ fn jitter_is_bounded_and_keeps_order() {
         assert!(sum / n >= delay_ns, "seed {seed}: mean {}", sum / n);
         assert_eq!(l.stats().reordered_packets, 0);
     }
+}
+
+/// Mean, minimum and maximum of (release - arrival - delay) in ns for packets every
+/// `gap_ns`.
+fn jitter_profile(seed: u64, jitter: Jitter, gap_ns: u64) -> (f64, i64, i64) {
+    let delay_ns = 50 * MS;
+    let cfg = LinkConfig {
+        delay: Duration::from_nanos(delay_ns),
+        jitter: Some(jitter),
+        ..Default::default()
+    };
+    let mut l = Link::new(cfg, seed);
+    let mut v = Verdict::default();
+    let (mut sum, mut min, mut max) = (0i64, i64::MAX, i64::MIN);
+    let n = 40_000u64;
+    for i in 0..n {
+        let now = i * gap_ns;
+        l.offer(now, Packet::single(1500), &mut v);
+        let extra = v.runs[0].release_ns as i64 - now as i64 - delay_ns as i64;
+        sum += extra;
+        min = min.min(extra);
+        max = max.max(extra);
+    }
+    (sum as f64 / n as f64, min, max)
+}
+
+#[test]
+fn wandering_jitter_keeps_the_mean_delay_under_dense_traffic() {
+    let bound = 1_000_000i64;
+    let ms1 = Duration::from_millis(1);
+    // Dense traffic (a packet every 10 us, jitter bound 1 ms): the FIFO clamp pushes
+    // uniform jitter towards the bound, while the wandering offset keeps the mean at
+    // the configured delay and still spans most of the range.
+    let (mean_u, _, _) = jitter_profile(24, Jitter::Uniform { max: ms1 }, 10_000);
+    assert!(
+        mean_u > 0.5 * bound as f64,
+        "seed 24: uniform mean {mean_u}"
+    );
+    let (mean_w, min_w, max_w) = jitter_profile(25, Jitter::Wander { max: ms1 }, 10_000);
+    assert!(
+        mean_w.abs() < 0.1 * bound as f64,
+        "seed 25: wander mean {mean_w}"
+    );
+    assert!(
+        min_w < -bound / 2 && max_w > bound / 2,
+        "seed 25: {min_w}..{max_w}"
+    );
+    assert!(
+        min_w >= -bound && max_w <= bound,
+        "seed 25: {min_w}..{max_w}"
+    );
+    // Sparse traffic (a packet every 10 ms): every packet sees a fresh draw.
+    let (mean_s, min_s, max_s) = jitter_profile(26, Jitter::Wander { max: ms1 }, 10 * MS);
+    assert!(mean_s.abs() < 0.05 * bound as f64, "seed 26: {mean_s}");
+    assert!(
+        min_s < -bound * 9 / 10 && max_s > bound * 9 / 10,
+        "seed 26: {min_s}..{max_s}"
+    );
 }
 
 #[test]
