@@ -21,6 +21,8 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Emulate a long fat path (rate, buffer, RTT, loss) between two network namespaces.
     Emulate(cmd::emulate::Args),
+    /// Check this host's TCP settings for a path; --apply fixes them, --revert undoes that.
+    Tune(cmd::tune::Args),
 }
 
 fn main() -> ExitCode {
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Plan(args) => cmd::plan::run(args),
         Command::Emulate(args) => cmd::emulate::run(args),
+        Command::Tune(args) => cmd::tune::run(args),
     };
     match result {
         Ok(code) => code,

@@ -2,3 +2,4 @@
 
 pub mod emulate;
 pub mod plan;
+pub mod tune;

@@ -1,0 +1,15 @@
+//! Host tuning for long fat paths, with no I/O: from the facts a driver read off a host
+//! ([`HostFacts`]) and the path to serve ([`Target`]), the findings ([`inspect`]) with their
+//! severity, why they matter and the command that fixes them; the sysctl drop-in file that
+//! `longhaul tune --apply` writes ([`render_dropin`]); and the saved previous values that
+//! `--revert` restores ([`PreviousState`]).
+
+mod dropin;
+mod error;
+mod facts;
+mod findings;
+
+pub use dropin::{render_dropin, PreviousState, DEFAULT_DROPIN_PATH, DEFAULT_STATE_PATH};
+pub use error::TuneError;
+pub use facts::{HostFacts, InterfaceFacts, SYSCTLS_INSPECTED};
+pub use findings::{inspect, Finding, Severity, SysctlChange, Target, SOCKET_BUFFER_LIMIT_BYTES};
