@@ -25,7 +25,7 @@ use crate::wander::WanderingOffset;
 /// its segments made larger (only a hostile or broken header asks for that).
 pub const MAX_SEGMENTS: u32 = 65_536;
 
-const NANOS_PER_SEC: u128 = 1_000_000_000;
+const NANOS_PER_SEC: u64 = 1_000_000_000;
 
 /// A packet as the link sees it: one IP packet, or a GSO super-packet that the wire
 /// carries as several segments, each with its own copy of the headers.
@@ -157,7 +157,7 @@ pub struct Link {
     /// Departure time of the last admitted segment (F_(i-1)).
     busy_until_ns: u64,
     /// Remainder of (bits * 1e9) / rate not yet turned into a whole nanosecond.
-    carry: u128,
+    carry: u64,
     /// Departure times of admitted segments still in the bottleneck, oldest first.
     in_queue: VecDeque<u64>,
     /// Release time of the last in-order run (FIFO clamp).
@@ -300,11 +300,7 @@ impl Link {
             now_ns
         };
         self.stats.record_queue_delay(start_ns - now_ns);
-        let work = u128::from(wire) * 8 * NANOS_PER_SEC + self.carry;
-        let rate = u128::from(rate);
-        self.carry = work % rate;
-        // Only a multi-GB segment on a link of a few bit/s exceeds u64 ns: saturate.
-        let tx_ns = u64::try_from(work / rate).unwrap_or(u64::MAX);
+        let tx_ns = self.transmission_ns(wire, rate);
         self.busy_until_ns = start_ns.saturating_add(tx_ns);
         self.in_queue.push_back(self.busy_until_ns);
         let backlog = self.backlog_bytes(now_ns);
@@ -316,14 +312,36 @@ impl Link {
         Some(self.busy_until_ns)
     }
 
+    /// Time to send `wire` bytes at `rate` bit/s, exact over a sequence of calls: the
+    /// remainder of the division is carried to the next segment.
+    fn transmission_ns(&mut self, wire: u64, rate: u64) -> u64 {
+        // carry < rate, so the sum only overflows u64 for multi-GB segments.
+        let fast = wire
+            .checked_mul(8 * NANOS_PER_SEC)
+            .and_then(|w| w.checked_add(self.carry));
+        if let Some(work) = fast {
+            self.carry = work % rate;
+            return work / rate;
+        }
+        let work = u128::from(wire) * 8 * u128::from(NANOS_PER_SEC) + u128::from(self.carry);
+        let rate = u128::from(rate);
+        // carry < rate <= u64::MAX.
+        self.carry = (work % rate) as u64;
+        // Only a multi-GB segment on a link of a few bit/s exceeds u64 ns: saturate.
+        u64::try_from(work / rate).unwrap_or(u64::MAX)
+    }
+
     /// Remaining work at the bottleneck at `now_ns`, in bytes, rounded up.
     fn backlog_bytes(&self, now_ns: u64) -> u64 {
         let Some(rate) = self.rate_bps else { return 0 };
         if self.busy_until_ns <= now_ns {
             return 0;
         }
-        let left_ns = u128::from(self.busy_until_ns - now_ns);
-        let bits = (left_ns * u128::from(rate)).div_ceil(NANOS_PER_SEC);
+        let left_ns = self.busy_until_ns - now_ns;
+        if let Some(x) = left_ns.checked_mul(rate) {
+            return x.div_ceil(NANOS_PER_SEC).div_ceil(8);
+        }
+        let bits = (u128::from(left_ns) * u128::from(rate)).div_ceil(u128::from(NANOS_PER_SEC));
         u64::try_from(bits.div_ceil(8)).unwrap_or(u64::MAX)
     }
 
@@ -432,6 +450,22 @@ mod tests {
         link.offer(1234, Packet::single(100), &mut v);
         assert!(v.is_whole());
         assert_eq!(v.runs[0].release_ns, 1234);
+    }
+
+    #[test]
+    fn huge_segments_take_the_wide_arithmetic_path_exactly() {
+        // 4 GiB - 1 at 10 Gbit/s: bits * 1e9 and backlog * rate overflow u64.
+        let cfg = LinkConfig {
+            rate_bps: Some(10_000_000_000),
+            ..Default::default()
+        };
+        let mut link = Link::new(cfg, 1);
+        let mut v = Verdict::default();
+        link.offer(0, Packet::single(u32::MAX), &mut v);
+        assert_eq!(v.runs[0].release_ns, 3_435_973_836);
+        assert_eq!(link.backlog(0), (u64::from(u32::MAX), 1));
+        link.offer(0, Packet::single(1250), &mut v);
+        assert_eq!(v.runs[0].release_ns, 3_435_973_836 + 1_000);
     }
 
     #[test]
