@@ -1,4 +1,8 @@
 //! Drivers that move real bytes: bench streams, pacing, telemetry sampling and the
 //! emulator's packet loop.
 
+pub mod bench;
+pub mod conn;
 pub mod emulate;
+pub mod host;
+pub mod token;

@@ -84,6 +84,7 @@ pub fn encode_frame(msg: &Message, out: &mut Vec<u8>) {
             w.str(&p.congestion, limits::MAX_CONGESTION_NAME);
             w.u64(p.rate_bps);
             w.u64(p.window_bytes);
+            w.u8(p.window_fixed as u8);
             w.u64(p.rx_rate_bps);
             w.u32(p.rtt_us);
             w.u32(p.interval_ms);
@@ -224,6 +225,7 @@ fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
             congestion: r.str("congestion", limits::MAX_CONGESTION_NAME)?,
             rate_bps: r.u64("rate")?,
             window_bytes: r.u64("window")?,
+            window_fixed: r.bool("window fixed")?,
             rx_rate_bps: r.u64("rx rate")?,
             rtt_us: r.u32("rtt")?,
             interval_ms: r.u32("interval")?,

@@ -131,8 +131,11 @@ pub struct BenchParams {
     pub congestion: String,
     /// Total pacing rate in bit/s (0 = no pacing limit); each stream gets `rate / streams`.
     pub rate_bps: u64,
-    /// Socket buffer per stream in bytes for both ends (0 = chosen by longhaul).
+    /// Socket buffer per stream in bytes (setsockopt value) the path needs at both ends.
     pub window_bytes: u64,
+    /// Whether the user fixed `window_bytes` (`--window SIZE`): set it even where kernel
+    /// autotuning would do; otherwise each end may keep autotuning when it covers the need.
+    pub window_fixed: bool,
     /// Receiver-side pacing: total rate the receiver's window is clamped to (0 = off).
     pub rx_rate_bps: u64,
     /// Round-trip time the client measured, in microseconds.

@@ -76,32 +76,35 @@ fn arb_message() -> impl Strategy<Value = Message> {
         (
             any::<u16>(),
             any::<[u64; 5]>(),
-            any::<bool>(),
+            (any::<bool>(), any::<bool>()),
             name,
             any::<u32>(),
             any::<u32>(),
             0u8..3
         )
-            .prop_map(|(streams, v, rev, congestion, rtt_us, interval_ms, mode)| {
-                Message::BenchParams(BenchParams {
-                    streams,
-                    duration_ms: v[0],
-                    bytes: v[1],
-                    direction: if rev {
-                        Direction::ServerToClient
-                    } else {
-                        Direction::ClientToServer
-                    },
-                    congestion,
-                    rate_bps: v[2],
-                    window_bytes: v[3],
-                    rx_rate_bps: v[4],
-                    rtt_us,
-                    interval_ms,
-                    send_mode: [SendMode::Write, SendMode::Sendfile, SendMode::MsgZerocopy]
-                        [mode as usize],
-                })
-            }),
+            .prop_map(
+                |(streams, v, (rev, window_fixed), congestion, rtt_us, interval_ms, mode)| {
+                    Message::BenchParams(BenchParams {
+                        streams,
+                        duration_ms: v[0],
+                        bytes: v[1],
+                        direction: if rev {
+                            Direction::ServerToClient
+                        } else {
+                            Direction::ClientToServer
+                        },
+                        congestion,
+                        rate_bps: v[2],
+                        window_bytes: v[3],
+                        window_fixed,
+                        rx_rate_bps: v[4],
+                        rtt_us,
+                        interval_ms,
+                        send_mode: [SendMode::Write, SendMode::Sendfile, SendMode::MsgZerocopy]
+                            [mode as usize],
+                    })
+                }
+            ),
         (any::<[u64; 7]>(), any::<bool>(), name).prop_map(|(v, force, cc)| {
             Message::BenchReady(BenchReady {
                 facts: HostFacts {

@@ -16,6 +16,7 @@ fn params() -> BenchParams {
         congestion: "bbr".into(),
         rate_bps: 1_000_000_000,
         window_bytes: 0,
+        window_fixed: false,
         rx_rate_bps: 0,
         rtt_us: 180_000,
         interval_ms: 1000,

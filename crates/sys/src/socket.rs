@@ -144,6 +144,17 @@ pub fn set_notsent_lowat(sock: &impl AsRawFd, bytes: u32) -> io::Result<()> {
     )
 }
 
+/// Gives up on a connection whose sent data stays unacknowledged for `ms` milliseconds
+/// (TCP_USER_TIMEOUT), so a vanished peer ends a run instead of hanging it.
+pub fn set_user_timeout(sock: &impl AsRawFd, ms: u32) -> io::Result<()> {
+    setsockopt(
+        sock.as_raw_fd(),
+        libc::IPPROTO_TCP,
+        libc::TCP_USER_TIMEOUT,
+        &ms,
+    )
+}
+
 /// Whether this process may exceed net.core.{r,w}mem_max (CAP_NET_ADMIN), found by trying
 /// SO_SNDBUFFORCE on a scratch socket.
 pub fn can_force_buffers() -> bool {

@@ -99,6 +99,11 @@ pub fn send_zerocopy(sock: &impl AsRawFd, buf: &[u8]) -> io::Result<usize> {
     }
 }
 
+/// Whether a `send_zerocopy` failed only because too many sends await completion.
+pub fn is_out_of_buffers(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOBUFS)
+}
+
 /// Reads every pending MSG_ZEROCOPY completion from the socket's error queue without
 /// blocking; returns how many sends completed and whether the kernel fell back to copying.
 pub fn drain_zerocopy_completions(sock: &impl AsRawFd) -> io::Result<(u64, bool)> {

@@ -1,0 +1,724 @@
+//! The client end of `longhaul bench`: control session, RTT measurement, window plan,
+//! data connections, the run loop with its intervals, and the end summary.
+
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use longhaul_proto::{
+    BenchParams, ClientEvent, ClientSession, Direction, ErrorCode, IntervalReport, Message,
+    ProtoError, Results, SendMode, Token,
+};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::options::{self, plan_buffer};
+use super::probe::RateProbe;
+use super::report::*;
+use super::run::{chrono_of, DataRun, Role, SenderPlan};
+use super::verdict::judge;
+use super::window::{needed_buffer, BufferChoice, Side, PROBE_CEILING_BPS};
+use crate::conn::{FramedConn, RecvError};
+use crate::host;
+
+/// The port `longhaul serve` listens on by default.
+pub const DEFAULT_PORT: u16 = 5290;
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
+const RTT_PINGS: u32 = 5;
+
+/// What the user asked for.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address.
+    pub target: String,
+    /// Parallel streams.
+    pub streams: u16,
+    /// Duration of a timed run.
+    pub duration: Duration,
+    /// Bytes to move instead of a duration.
+    pub bytes: Option<u64>,
+    /// The server sends.
+    pub reverse: bool,
+    /// Congestion control for the sender (None: BBR if available, else the default).
+    pub congestion: Option<String>,
+    /// Total pacing rate, bit/s.
+    pub rate_bps: Option<u64>,
+    /// Fixed socket buffer per stream (None: auto).
+    pub window: Option<u64>,
+    /// Receiver-side pacing rate, bit/s.
+    pub rx_rate_bps: Option<u64>,
+    /// Reporting interval.
+    pub interval: Duration,
+    /// How the sender hands data to the kernel.
+    pub send_mode: SendMode,
+    /// Throttle the reading application (to demonstrate receiver-side pacing), bit/s.
+    pub read_rate_bps: Option<u64>,
+    /// Shared token.
+    pub token: Token,
+}
+
+/// Receives what a run reports as it goes.
+pub trait BenchObserver {
+    /// The run is set up.
+    fn start(&mut self, report: &StartReport);
+    /// One interval.
+    fn interval(&mut self, view: &IntervalView);
+}
+
+/// Why a bench run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The target could not be parsed or resolved.
+    #[error("cannot resolve {target:?}: {why}; give HOST, HOST:PORT or [IPv6]:PORT")]
+    Resolve {
+        /// What was given.
+        target: String,
+        /// Why.
+        why: String,
+    },
+    /// The control connection failed.
+    #[error(
+        "cannot connect to {addr}: {source}; is `longhaul serve` running there and the port open?"
+    )]
+    Connect {
+        /// Address tried.
+        addr: SocketAddr,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The protocol failed (authentication, version, parameters, malformed input).
+    #[error("{0}")]
+    Proto(#[from] ProtoError),
+    /// The peer went away or a socket failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The peer stopped answering.
+    #[error("the server stopped answering while {0}; check that it is still running")]
+    Timeout(&'static str),
+    /// The run was refused locally.
+    #[error("{0}")]
+    Refused(String),
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError {
+    let what = what.into();
+    move |source| BenchError::Io { what, source }
+}
+
+/// Parses `HOST`, `HOST:PORT`, `[V6]` or `[V6]:PORT` or a bare IPv6 address, and resolves it.
+pub fn resolve(target: &str, default_port: u16) -> Result<Vec<SocketAddr>, BenchError> {
+    let err = |why: &str| BenchError::Resolve {
+        target: target.into(),
+        why: why.into(),
+    };
+    let (host, port) = if let Some(rest) = target.strip_prefix('[') {
+        let (h, after) = rest.split_once(']').ok_or_else(|| err("missing ']'"))?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => p.parse().map_err(|_| err("bad port"))?,
+            None if after.is_empty() => default_port,
+            None => return Err(err("unexpected text after ']'")),
+        };
+        (h.to_string(), port)
+    } else if target.matches(':').count() == 1 {
+        let (h, p) = target.split_once(':').ok_or_else(|| err("bad port"))?;
+        (h.to_string(), p.parse().map_err(|_| err("bad port"))?)
+    } else {
+        (target.to_string(), default_port)
+    };
+    if host.is_empty() {
+        return Err(err("empty host"));
+    }
+    let addrs: Vec<SocketAddr> = (host.as_str(), port)
+        .to_socket_addrs()
+        .map_err(|e| err(&e.to_string()))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(err("no address"));
+    }
+    Ok(addrs)
+}
+
+/// Runs a bench against a `longhaul serve`.
+pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndReport, BenchError> {
+    let addrs = resolve(&cfg.target, DEFAULT_PORT)?;
+    let (stream, addr) = connect_any(&addrs)?;
+    stream
+        .set_nodelay(true)
+        .map_err(io_err("control connection"))?;
+    stream
+        .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
+        .map_err(io_err("control connection"))?;
+    let mut conn = FramedConn::new(stream);
+    let mut nonce = [0u8; 32];
+    getrandom::getrandom(&mut nonce).map_err(|e| BenchError::Refused(e.to_string()))?;
+    let mut session = ClientSession::new(cfg.token.clone(), nonce);
+
+    // Handshake.
+    flush(&mut session, &mut conn)?;
+    let session_id = loop {
+        let msg = recv(&mut conn, "authenticating")?;
+        session.handle(msg).inspect_err(|_| {
+            let _ = flush(&mut session, &mut conn);
+        })?;
+        flush(&mut session, &mut conn)?;
+        if let Some(ClientEvent::Authenticated { session_id, .. }) = session.poll_event() {
+            break session_id;
+        }
+    };
+
+    // RTT: the minimum over a few pings on the idle control connection.
+    let mut rtt = Duration::MAX;
+    for seq in 0..RTT_PINGS {
+        let t0 = Instant::now();
+        session.ping(seq);
+        flush(&mut session, &mut conn)?;
+        loop {
+            let msg = recv(&mut conn, "measuring the RTT")?;
+            session.handle(msg)?;
+            if let Some(ClientEvent::Pong { seq: s }) = session.poll_event() {
+                if s == seq {
+                    break;
+                }
+            }
+        }
+        rtt = rtt.min(t0.elapsed());
+    }
+
+    // Window plan.
+    let local = host::host_facts();
+    let role = if cfg.reverse {
+        Role::Receiver
+    } else {
+        Role::Sender
+    };
+    let available = host::available_congestion();
+    let congestion = match (&cfg.congestion, role) {
+        (Some(cc), Role::Sender) => {
+            options::check_congestion(cc, &available).map_err(BenchError::Refused)?;
+            cc.clone()
+        }
+        (Some(cc), Role::Receiver) => cc.clone(),
+        (None, Role::Sender) => options::default_congestion(&available, &local.default_congestion),
+        (None, Role::Receiver) => String::new(),
+    };
+    let needed = match cfg.window {
+        Some(w) => w,
+        None => needed_buffer(cfg.rate_bps.unwrap_or(PROBE_CEILING_BPS), rtt, cfg.streams),
+    };
+    let side = match role {
+        Role::Sender => Side::Send,
+        Role::Receiver => Side::Receive,
+    };
+    let local_choice = plan_buffer(side, needed, cfg.window.is_some(), &host::caps_of(&local));
+    let mut warnings = Vec::new();
+    if let BufferChoice::Capped { fix, bytes, needed } = &local_choice {
+        warnings.push(format!(
+            "this host caps the {} buffer at {bytes} bytes but the path needs {needed} per stream; \
+             run as root (longhaul then overrides the cap) or: {fix}",
+            if side == Side::Send { "send" } else { "receive" }
+        ));
+    }
+
+    let params = BenchParams {
+        streams: cfg.streams,
+        duration_ms: if cfg.bytes.is_some() {
+            0
+        } else {
+            cfg.duration.as_millis() as u64
+        },
+        bytes: cfg.bytes.unwrap_or(0),
+        direction: if cfg.reverse {
+            Direction::ServerToClient
+        } else {
+            Direction::ClientToServer
+        },
+        congestion: if cfg.reverse {
+            cfg.congestion.clone().unwrap_or_default()
+        } else {
+            congestion.clone()
+        },
+        rate_bps: cfg.rate_bps.unwrap_or(0),
+        window_bytes: needed,
+        window_fixed: cfg.window.is_some(),
+        rx_rate_bps: if cfg.reverse {
+            0
+        } else {
+            cfg.rx_rate_bps.unwrap_or(0)
+        },
+        rtt_us: rtt.as_micros().min(u32::MAX as u128) as u32,
+        interval_ms: cfg.interval.as_millis().clamp(10, u32::MAX as u128) as u32,
+        send_mode: cfg.send_mode,
+    };
+    session.request(params.clone())?;
+    flush(&mut session, &mut conn)?;
+    let ready = loop {
+        let msg = recv(&mut conn, "waiting for the server to accept the parameters")?;
+        session.handle(msg)?;
+        match session.poll_event() {
+            Some(ClientEvent::Ready(r)) => break r,
+            Some(_) | None => continue,
+        }
+    };
+    let peer_side = match side {
+        Side::Send => Side::Receive,
+        Side::Receive => Side::Send,
+    };
+    if let BufferChoice::Capped { fix, bytes, needed } = plan_buffer(
+        peer_side,
+        needed,
+        cfg.window.is_some(),
+        &host::caps_of(&ready.facts),
+    ) {
+        warnings.push(format!(
+            "the server caps its {} buffer at {bytes} bytes but the path needs {needed} per stream; \
+             run `longhaul serve` as root or on the server: {fix}",
+            if peer_side == Side::Send { "send" } else { "receive" }
+        ));
+    }
+    let sender_congestion = if cfg.reverse {
+        cfg.congestion
+            .clone()
+            .unwrap_or_else(|| "server's choice".into())
+    } else {
+        congestion.clone()
+    };
+
+    // Data connections, opened in parallel (one RTT, not N).
+    let hellos: Vec<Message> = (0..cfg.streams)
+        .map(|i| session.data_hello(i))
+        .collect::<Option<_>>()
+        .ok_or_else(|| BenchError::Refused("session has no secret".into()))?;
+    let rx_rate = if cfg.reverse { cfg.rx_rate_bps } else { None };
+    let sockets = open_data_streams(
+        addr,
+        hellos,
+        side,
+        &local_choice,
+        rx_rate.map(|r| (r, cfg.streams, rtt)),
+    )?;
+    let _ = session_id;
+    for s in &sockets {
+        let cc = (role == Role::Sender).then_some(congestion.as_str());
+        options::tune_connected(s, cc).map_err(io_err("setting up a data connection"))?;
+    }
+
+    // Start.
+    let started = loop {
+        let msg = recv(&mut conn, "waiting for the data streams to attach")?;
+        session.handle(msg)?;
+        if let Some(ClientEvent::Started) = session.poll_event() {
+            break true;
+        }
+    };
+    debug_assert!(started);
+
+    let start = StartReport {
+        server: addr.to_string(),
+        streams: cfg.streams,
+        reverse: cfg.reverse,
+        duration_seconds: cfg.bytes.is_none().then(|| cfg.duration.as_secs_f64()),
+        bytes: cfg.bytes,
+        congestion: sender_congestion,
+        rtt_ms: rtt.as_secs_f64() * 1e3,
+        rate_bps: cfg.rate_bps,
+        window_mode: if cfg.window.is_some() {
+            "fixed"
+        } else {
+            "auto"
+        },
+        window_needed_bytes: needed,
+        local_buffer: options::describe(&local_choice),
+        server_sndbuf_bytes: ready.sndbuf_bytes,
+        server_rcvbuf_bytes: ready.rcvbuf_bytes,
+        send_mode: match cfg.send_mode {
+            SendMode::Write => "write",
+            SendMode::Sendfile => "sendfile",
+            SendMode::MsgZerocopy => "msg_zerocopy",
+        },
+        rx_rate_bps: if cfg.reverse {
+            cfg.rx_rate_bps
+        } else {
+            (ready.rx_rate_bps > 0).then_some(ready.rx_rate_bps)
+        },
+        client_host: HostView::from(&local),
+        server_host: HostView::from(&ready.facts),
+        warnings,
+    };
+    obs.start(&start);
+
+    let sender_plan = (role == Role::Sender).then(|| SenderPlan {
+        mode: cfg.send_mode,
+        pacing_bps: cfg.rate_bps.map(|r| r / cfg.streams.max(1) as u64),
+        probe: (cfg.window.is_none() && cfg.rate_bps.is_none() && rtt >= Duration::from_millis(1))
+            .then(|| RateProbe::new(rtt, congestion != "bbr")),
+        bytes: cfg.bytes,
+    });
+    let mut run = DataRun::start(role, sockets, sender_plan, cfg.read_rate_bps.unwrap_or(0))
+        .map_err(io_err("starting the data streams"))?;
+
+    // The control connection is read by a thread so the run loop can wait with a timeout.
+    let (tx, rx) = mpsc::channel();
+    let (ctrl_stream, leftover) = conn.into_parts();
+    let reader_stream = ctrl_stream
+        .try_clone()
+        .map_err(io_err("control connection"))?;
+    reader_stream
+        .set_read_timeout(None)
+        .map_err(io_err("control connection"))?;
+    std::thread::spawn(move || {
+        let mut reader = FramedConn::with_buffer(reader_stream, leftover);
+        loop {
+            let r = reader.recv();
+            let end = r.is_err();
+            if tx.send(r).is_err() || end {
+                break;
+            }
+        }
+    });
+    let mut writer = FramedConn::new(ctrl_stream);
+
+    let deadline = cfg.bytes.is_none().then(|| run.started_at() + cfg.duration);
+    let safety =
+        run.started_at() + cfg.duration.max(Duration::from_secs(1)) * 2 + Duration::from_secs(60);
+    let probe_every = rtt.max(Duration::from_millis(20));
+    let mut next_interval = run.started_at() + cfg.interval;
+    let mut next_probe = run.started_at() + probe_every;
+    let mut peer_results: Option<Results> = None;
+    let mut stopped = false;
+    let mut failure: Option<BenchError> = None;
+    loop {
+        let now = Instant::now();
+        if let Some(d) = deadline {
+            if now >= d && !stopped {
+                run.stop();
+                stopped = true;
+            }
+        }
+        if now >= next_probe && role == Role::Sender {
+            run.probe_step();
+            next_probe += probe_every;
+        }
+        if now >= next_interval {
+            let own = run.sample();
+            if role == Role::Sender {
+                obs.interval(&view(&own, cfg.rate_bps, run.held_bps()));
+            }
+            next_interval += cfg.interval;
+        }
+        if run.finished() {
+            break;
+        }
+        if now > safety {
+            failure = Some(BenchError::Timeout("running"));
+            break;
+        }
+        let mut wake = next_interval.min(safety);
+        if role == Role::Sender {
+            wake = wake.min(next_probe);
+        }
+        if let (Some(d), false) = (deadline, stopped) {
+            wake = wake.min(d);
+        }
+        // Poll the stream threads at least every 50 ms.
+        let wait = wake
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(50));
+        match rx.recv_timeout(wait) {
+            Ok(Ok(msg)) => {
+                if let Err(e) = session.handle(msg) {
+                    failure = Some(e.into());
+                    break;
+                }
+                while let Some(ev) = session.poll_event() {
+                    match ev {
+                        ClientEvent::PeerInterval(r) if role == Role::Receiver => {
+                            obs.interval(&view(&r, cfg.rate_bps, None));
+                        }
+                        ClientEvent::PeerResults(r) => peer_results = Some(r),
+                        _ => {}
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                if !run.finished() {
+                    failure = Some(match e {
+                        RecvError::Proto(p) => p.into(),
+                        RecvError::Closed => BenchError::Io {
+                            what: "the server closed the control connection mid-run".into(),
+                            source: std::io::ErrorKind::ConnectionAborted.into(),
+                        },
+                        RecvError::Io(source) => BenchError::Io {
+                            what: "control connection".into(),
+                            source,
+                        },
+                    });
+                    break;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {}
+        }
+    }
+    if let Some(e) = failure {
+        run.stop();
+        session.abort(ErrorCode::Aborted, e.to_string());
+        let _ = flush_to(&mut session, &mut writer);
+        return Err(e);
+    }
+    if let Some((stream, e)) = run.first_error() {
+        let msg = format!("data stream {stream} failed mid-run: {e}");
+        session.abort(ErrorCode::Aborted, msg.clone());
+        let _ = flush_to(&mut session, &mut writer);
+        // Prefer the server's own explanation if it sent one.
+        if let Ok(Ok(Message::Error { message, .. })) = rx.recv_timeout(Duration::from_millis(200))
+        {
+            return Err(BenchError::Refused(format!(
+                "{msg}; the server reported: {message}"
+            )));
+        }
+        return Err(BenchError::Refused(format!(
+            "{msg}; did the server stop or the path go down?"
+        )));
+    }
+    let own = run.results();
+    session.send_results(own.clone());
+    flush_to(&mut session, &mut writer)?;
+    let wait_until = Instant::now() + Duration::from_secs(30) + rtt * 4;
+    while peer_results.is_none() {
+        let left = wait_until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(BenchError::Timeout("exchanging results"));
+        }
+        match rx.recv_timeout(left) {
+            Ok(Ok(msg)) => {
+                session.handle(msg)?;
+                while let Some(ev) = session.poll_event() {
+                    if let ClientEvent::PeerResults(r) = ev {
+                        peer_results = Some(r);
+                    }
+                }
+            }
+            Ok(Err(RecvError::Proto(p))) => return Err(p.into()),
+            Ok(Err(_)) | Err(_) => return Err(BenchError::Timeout("exchanging results")),
+        }
+    }
+    let peer = peer_results.unwrap_or_default();
+    let (sender, receiver) = match role {
+        Role::Sender => (&own, &peer),
+        Role::Receiver => (&peer, &own),
+    };
+    Ok(summarize(sender, receiver, cfg.rate_bps, run.held_bps()))
+}
+
+fn connect_any(addrs: &[SocketAddr]) -> Result<(TcpStream, SocketAddr), BenchError> {
+    let mut last = None;
+    for a in addrs {
+        match TcpStream::connect_timeout(a, Duration::from_secs(10)) {
+            Ok(s) => return Ok((s, *a)),
+            Err(e) => last = Some((*a, e)),
+        }
+    }
+    let (addr, source) = last.unwrap_or_else(|| {
+        (
+            addrs[0],
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
+        )
+    });
+    Err(BenchError::Connect { addr, source })
+}
+
+fn open_data_streams(
+    addr: SocketAddr,
+    hellos: Vec<Message>,
+    side: Side,
+    choice: &BufferChoice,
+    rx_clamp: Option<(u64, u16, Duration)>,
+) -> Result<Vec<TcpStream>, BenchError> {
+    let handles: Vec<_> = hellos
+        .into_iter()
+        .map(|hello| {
+            let choice = choice.clone();
+            std::thread::spawn(move || -> std::io::Result<TcpStream> {
+                let sock =
+                    Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+                // Buffers before connect: the receive buffer sets the window scale.
+                options::apply_buffer(&sock, side, &choice)?;
+                sock.connect_timeout(&addr.into(), Duration::from_secs(10))?;
+                let stream: TcpStream = sock.into();
+                if let Some((rate, streams, rtt)) = rx_clamp {
+                    options::clamp_for_rx_rate(&stream, rate, streams, rtt)?;
+                }
+                let mut conn = FramedConn::new(stream);
+                conn.send(&hello)?;
+                Ok(conn.into_parts().0)
+            })
+        })
+        .collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for (i, h) in handles.into_iter().enumerate() {
+        let s = h
+            .join()
+            .map_err(|_| BenchError::Refused("data connection thread panicked".into()))?
+            .map_err(io_err(format!("opening data stream {i} to {addr}")))?;
+        out.push(s);
+    }
+    Ok(out)
+}
+
+fn recv(conn: &mut FramedConn, what: &'static str) -> Result<Message, BenchError> {
+    match conn.recv() {
+        Ok(Message::Error { code, message }) => Err(ProtoError::Peer { code, message }.into()),
+        Ok(m) => Ok(m),
+        Err(RecvError::Proto(p)) => Err(p.into()),
+        Err(RecvError::Closed) => Err(BenchError::Io {
+            what: format!("the server closed the connection while {what}"),
+            source: std::io::ErrorKind::UnexpectedEof.into(),
+        }),
+        Err(RecvError::Io(e))
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            Err(BenchError::Timeout(what))
+        }
+        Err(RecvError::Io(source)) => Err(BenchError::Io {
+            what: format!("control connection, while {what}"),
+            source,
+        }),
+    }
+}
+
+fn flush(session: &mut ClientSession, conn: &mut FramedConn) -> Result<(), BenchError> {
+    flush_to(session, conn)
+}
+
+fn flush_to(session: &mut ClientSession, conn: &mut FramedConn) -> Result<(), BenchError> {
+    while let Some(m) = session.poll_transmit() {
+        conn.send(&m).map_err(io_err("control connection"))?;
+    }
+    Ok(())
+}
+
+/// Turns one end's interval samples into the printed view.
+pub fn view(r: &IntervalReport, rate_bps: Option<u64>, held: Option<u64>) -> IntervalView {
+    let secs = ((r.end_ms.saturating_sub(r.start_ms)) as f64 / 1e3).max(1e-3);
+    let n = r.streams.len().max(1) as f64;
+    let streams: Vec<StreamInterval> = r
+        .streams
+        .iter()
+        .map(|s| {
+            let bps = s.bytes as f64 * 8.0 / secs;
+            let paced = rate_bps.map(|rate| bps / (rate as f64 / n));
+            StreamInterval {
+                id: s.stream,
+                bytes: s.bytes,
+                bits_per_second: bps,
+                cwnd_bytes: s.cwnd_bytes,
+                rtt_ms: s.srtt_us as f64 / 1e3,
+                retransmits: s.retransmits,
+                delivery_rate_bps: s.delivery_rate_bps,
+                pacing_rate_bps: s.pacing_rate_bps,
+                limited_by: judge(
+                    super::verdict::Chrono {
+                        elapsed_us: r.end_ms.saturating_sub(r.start_ms) * 1000,
+                        busy_us: s.busy_us,
+                        rwnd_limited_us: s.rwnd_limited_us,
+                        sndbuf_limited_us: s.sndbuf_limited_us,
+                    },
+                    paced,
+                ),
+            }
+        })
+        .collect();
+    let bytes = streams.iter().map(|s| s.bytes).sum::<u64>();
+    IntervalView {
+        start: r.start_ms as f64 / 1e3,
+        end: r.end_ms as f64 / 1e3,
+        bits_per_second: bytes as f64 * 8.0 / secs,
+        retransmits: streams.iter().map(|s| s.retransmits).sum(),
+        bytes,
+        streams,
+        held_rate_bps: held,
+    }
+}
+
+/// The end summary from both ends' totals.
+pub fn summarize(
+    sender: &Results,
+    receiver: &Results,
+    rate_bps: Option<u64>,
+    held: Option<u64>,
+) -> EndReport {
+    let bytes: u64 = receiver.streams.iter().map(|s| s.bytes).sum();
+    let seconds = receiver
+        .streams
+        .iter()
+        .map(|s| s.elapsed_us)
+        .max()
+        .unwrap_or(receiver.wall_us) as f64
+        / 1e6;
+    let seconds = seconds.max(1e-6);
+    let bps = bytes as f64 * 8.0 / seconds;
+    let n = sender.streams.len().max(1) as f64;
+    let mut total = super::verdict::Chrono::default();
+    let streams: Vec<StreamSummary> = sender
+        .streams
+        .iter()
+        .map(|s| {
+            let rx = receiver.streams.iter().find(|r| r.stream == s.stream);
+            let rx_bytes = rx.map_or(s.bytes, |r| r.bytes);
+            let rx_secs = rx.map_or(seconds, |r| (r.elapsed_us as f64 / 1e6).max(1e-6));
+            let c = chrono_of(s);
+            total.elapsed_us += c.elapsed_us;
+            total.busy_us += c.busy_us;
+            total.rwnd_limited_us += c.rwnd_limited_us;
+            total.sndbuf_limited_us += c.sndbuf_limited_us;
+            let stream_bps = rx_bytes as f64 * 8.0 / rx_secs;
+            StreamSummary {
+                id: s.stream,
+                bytes: rx_bytes,
+                bits_per_second: stream_bps,
+                retransmits: s.retransmits,
+                min_rtt_ms: s.min_rtt_us as f64 / 1e3,
+                cwnd_bytes: s.cwnd_bytes,
+                limited_by: judge(c, rate_bps.map(|r| stream_bps / (r as f64 / n))),
+            }
+        })
+        .collect();
+    let limited_by = judge(total, rate_bps.map(|r| bps / r as f64));
+    let max = streams.iter().map(|s| s.bytes).max().unwrap_or(0).max(1) as f64;
+    let min = streams.iter().map(|s| s.bytes).min().unwrap_or(0) as f64;
+    let cost = |r: &Results| {
+        let cpu = (r.cpu_user_us + r.cpu_system_us) as f64 / 1e6;
+        EndCost {
+            cpu_seconds: cpu,
+            cpu_seconds_per_gb: if bytes > 0 {
+                cpu / (bytes as f64 / 1e9)
+            } else {
+                0.0
+            },
+            cpu_percent: 100.0 * cpu / (r.wall_us.max(1) as f64 / 1e6),
+        }
+    };
+    EndReport {
+        summary: Summary {
+            bytes,
+            seconds,
+            bits_per_second: bps,
+            retransmits: sender.streams.iter().map(|s| s.retransmits).sum(),
+            limited_by,
+            limited_by_text: limited_by.describe(),
+            advice: limited_by.advice(),
+            balance: min / max,
+            held_rate_bps: held,
+            sender: cost(sender),
+            receiver: cost(receiver),
+        },
+        streams,
+    }
+}

@@ -1,0 +1,14 @@
+//! `longhaul bench`: memory-to-memory path tests, client and server.
+
+pub mod client;
+pub mod options;
+pub mod probe;
+pub mod report;
+pub mod run;
+pub mod server;
+pub mod stream;
+pub mod verdict;
+pub mod window;
+
+pub use client::{run_bench, BenchConfig, BenchError, BenchObserver, DEFAULT_PORT};
+pub use server::{ServeConfig, Server};

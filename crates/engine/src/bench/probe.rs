@@ -1,0 +1,173 @@
+//! Finding the bottleneck rate when the user did not give one, with no I/O.
+//!
+//! The record teams sized the window and pacing to the path by hand, from a priori
+//! knowledge. `--window auto` without `--rate` learns the rate instead: while the run
+//! starts it max-filters the kernel's estimate (BBR's bandwidth model when BBR runs,
+//! otherwise the delivery-rate samples), declares the probe over after three rounds
+//! without 25 % growth (BBR's own start-up exit rule) or, for loss-based congestion
+//! control, at the first retransmission, and then the sender holds its pacing to that rate
+//! so the path's queue is not overrun for the rest of the run.
+
+use std::time::Duration;
+
+/// Rounds without 25 % growth that end the probe.
+const FLAT_ROUNDS: u32 = 3;
+/// Growth that counts as still climbing.
+const GROWTH: f64 = 1.25;
+/// Shortest probe round, so that short RTTs still average over some samples.
+const MIN_ROUND: Duration = Duration::from_millis(20);
+
+/// One observation of all streams of a sender, summed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProbeSample {
+    /// Time since the run started.
+    pub at: Duration,
+    /// Sum of the streams' latest delivery-rate samples, bit/s.
+    pub delivery_bps: u64,
+    /// Sum of BBR's bandwidth estimates, bit/s, when every stream runs BBR.
+    pub bbr_bps: Option<u64>,
+    /// Segments retransmitted so far, all streams.
+    pub retransmits: u64,
+}
+
+/// The state of the probe.
+#[derive(Debug, Clone)]
+pub struct RateProbe {
+    round: Duration,
+    loss_ends_probe: bool,
+    best_bps: u64,
+    round_best_bps: u64,
+    round_end: Duration,
+    flat_rounds: u32,
+    first_retransmits: Option<u64>,
+    held: Option<u64>,
+}
+
+impl RateProbe {
+    /// A probe for a path with round-trip time `rtt`. `loss_ends_probe` is true for
+    /// loss-based congestion control (reno, cubic), whose first loss means the path is full.
+    pub fn new(rtt: Duration, loss_ends_probe: bool) -> Self {
+        let round = rtt.max(MIN_ROUND);
+        Self {
+            round,
+            loss_ends_probe,
+            best_bps: 0,
+            round_best_bps: 0,
+            round_end: round,
+            flat_rounds: 0,
+            first_retransmits: None,
+            held: None,
+        }
+    }
+
+    /// Feeds one sample; returns the rate to hold (bit/s) once, when the probe ends.
+    pub fn on_sample(&mut self, s: ProbeSample) -> Option<u64> {
+        if self.held.is_some() {
+            return None;
+        }
+        let estimate = s.bbr_bps.unwrap_or(s.delivery_bps);
+        self.best_bps = self.best_bps.max(estimate);
+        let base = *self.first_retransmits.get_or_insert(s.retransmits);
+        let lost = self.loss_ends_probe && s.retransmits > base && self.best_bps > 0;
+        if s.at >= self.round_end {
+            if self.best_bps as f64 >= self.round_best_bps as f64 * GROWTH {
+                self.round_best_bps = self.best_bps;
+                self.flat_rounds = 0;
+            } else {
+                self.flat_rounds += 1;
+            }
+            while self.round_end <= s.at {
+                self.round_end += self.round;
+            }
+        }
+        if lost || (self.flat_rounds >= FLAT_ROUNDS && self.best_bps > 0) {
+            self.held = Some(self.best_bps);
+            return self.held;
+        }
+        None
+    }
+
+    /// The rate being held, once the probe has ended.
+    pub fn held_bps(&self) -> Option<u64> {
+        self.held
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(ms: u64, bps: u64, retransmits: u64) -> ProbeSample {
+        ProbeSample {
+            at: Duration::from_millis(ms),
+            delivery_bps: bps,
+            bbr_bps: None,
+            retransmits,
+        }
+    }
+
+    #[test]
+    fn slow_start_then_plateau_holds_the_plateau() {
+        let mut p = RateProbe::new(Duration::from_millis(100), false);
+        let mut rate = 10_000_000u64;
+        let mut held = None;
+        for round in 1..40u64 {
+            rate = (rate * 2).min(1_000_000_000);
+            if let Some(h) = p.on_sample(sample(round * 100, rate, 0)) {
+                held = Some((round, h));
+                break;
+            }
+        }
+        let (round, h) = held.expect("probe never ended");
+        assert_eq!(h, 1_000_000_000);
+        // 10 Mbit/s doubles to 1 Gbit/s in 7 rounds, then three flat rounds.
+        assert!((9..=11).contains(&round), "ended at round {round}");
+        assert_eq!(p.held_bps(), Some(1_000_000_000));
+        assert_eq!(p.on_sample(sample(9999, 5, 0)), None);
+    }
+
+    #[test]
+    fn loss_ends_the_probe_for_loss_based_control_only() {
+        let mut cubic = RateProbe::new(Duration::from_millis(100), true);
+        assert_eq!(cubic.on_sample(sample(100, 500_000_000, 3)), None);
+        assert_eq!(cubic.on_sample(sample(200, 800_000_000, 3)), None);
+        assert_eq!(
+            cubic.on_sample(sample(300, 900_000_000, 4)),
+            Some(900_000_000)
+        );
+
+        let mut bbr = RateProbe::new(Duration::from_millis(100), false);
+        assert_eq!(bbr.on_sample(sample(100, 500_000_000, 3)), None);
+        assert_eq!(bbr.on_sample(sample(200, 800_000_000, 9)), None);
+    }
+
+    #[test]
+    fn bbr_model_is_preferred_over_delivery_samples() {
+        let mut p = RateProbe::new(Duration::from_millis(50), false);
+        let mut held = None;
+        for i in 1..20 {
+            let s = ProbeSample {
+                at: Duration::from_millis(i * 50),
+                delivery_bps: 2_000_000_000,
+                bbr_bps: Some(950_000_000),
+                retransmits: 0,
+            };
+            held = held.or(p.on_sample(s));
+        }
+        assert_eq!(held, Some(950_000_000));
+    }
+
+    #[test]
+    fn short_rtt_rounds_are_at_least_20_ms() {
+        let mut p = RateProbe::new(Duration::from_micros(30), false);
+        // Samples every 1 ms at a flat rate: needs 4 rounds of 20 ms.
+        let mut ended = None;
+        for ms in 1..200 {
+            if p.on_sample(sample(ms, 1_000_000_000, 0)).is_some() {
+                ended = Some(ms);
+                break;
+            }
+        }
+        assert_eq!(ended, Some(60));
+    }
+}

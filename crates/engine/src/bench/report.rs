@@ -1,0 +1,185 @@
+//! What a bench run reports, as serialisable values: the `start`, `interval` and `end`
+//! objects of `--json` (schema in the README) and the figures the human output prints.
+
+use serde::Serialize;
+
+use super::verdict::LimitedBy;
+
+/// Figures of one host's network stack.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostView {
+    /// net.core.wmem_max.
+    pub wmem_max: u64,
+    /// net.core.rmem_max.
+    pub rmem_max: u64,
+    /// Ceiling of send autotuning (tcp_wmem max).
+    pub tcp_wmem_max: u64,
+    /// Ceiling of receive autotuning (tcp_rmem max).
+    pub tcp_rmem_max: u64,
+    /// Whether the caps can be overridden (root).
+    pub can_force_buffers: bool,
+    /// Default congestion control.
+    pub default_congestion: String,
+}
+
+impl From<&longhaul_proto::HostFacts> for HostView {
+    fn from(f: &longhaul_proto::HostFacts) -> Self {
+        Self {
+            wmem_max: f.wmem_max,
+            rmem_max: f.rmem_max,
+            tcp_wmem_max: f.tcp_wmem_max,
+            tcp_rmem_max: f.tcp_rmem_max,
+            can_force_buffers: f.can_force_buffers,
+            default_congestion: f.default_congestion.clone(),
+        }
+    }
+}
+
+/// The `start` object: what will run and how the window was chosen.
+#[derive(Debug, Clone, Serialize)]
+pub struct StartReport {
+    /// Server address.
+    pub server: String,
+    /// Number of streams.
+    pub streams: u16,
+    /// `true` when the server sends (`--reverse`).
+    pub reverse: bool,
+    /// Duration of a timed run, seconds (null for `--bytes`).
+    pub duration_seconds: Option<f64>,
+    /// Bytes of a `--bytes` run.
+    pub bytes: Option<u64>,
+    /// Congestion control of the sender.
+    pub congestion: String,
+    /// RTT measured before the run (minimum of the control-connection pings), ms.
+    pub rtt_ms: f64,
+    /// Total pacing rate asked for, bit/s.
+    pub rate_bps: Option<u64>,
+    /// `auto` or `fixed`.
+    pub window_mode: &'static str,
+    /// Socket buffer (setsockopt value) the path needs per stream, bytes.
+    pub window_needed_bytes: u64,
+    /// What this end did with its buffer.
+    pub local_buffer: String,
+    /// Send buffer the server set per stream (0 = autotuning).
+    pub server_sndbuf_bytes: u64,
+    /// Receive buffer the server set per stream (0 = autotuning).
+    pub server_rcvbuf_bytes: u64,
+    /// How data is handed to the kernel.
+    pub send_mode: &'static str,
+    /// Receiver-side pacing rate in force, bit/s.
+    pub rx_rate_bps: Option<u64>,
+    /// This host.
+    pub client_host: HostView,
+    /// The server host.
+    pub server_host: HostView,
+    /// Warnings, each with its fix.
+    pub warnings: Vec<String>,
+}
+
+/// One stream's figures in an interval (the sender's TCP_INFO).
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamInterval {
+    /// Stream index.
+    pub id: u16,
+    /// Bytes acknowledged (or received) in the interval.
+    pub bytes: u64,
+    /// Bit rate over the interval.
+    pub bits_per_second: f64,
+    /// Congestion window, bytes.
+    pub cwnd_bytes: u64,
+    /// Smoothed RTT, ms.
+    pub rtt_ms: f64,
+    /// Segments retransmitted in the interval.
+    pub retransmits: u32,
+    /// Kernel's delivery-rate sample, bit/s.
+    pub delivery_rate_bps: u64,
+    /// Kernel's pacing rate, bit/s.
+    pub pacing_rate_bps: u64,
+    /// What limited the stream in the interval.
+    pub limited_by: LimitedBy,
+}
+
+/// The `interval` object.
+#[derive(Debug, Clone, Serialize)]
+pub struct IntervalView {
+    /// Start of the interval, seconds since the run began.
+    pub start: f64,
+    /// End of the interval.
+    pub end: f64,
+    /// Per stream.
+    pub streams: Vec<StreamInterval>,
+    /// Bytes of all streams.
+    pub bytes: u64,
+    /// Bit rate of all streams.
+    pub bits_per_second: f64,
+    /// Retransmits of all streams.
+    pub retransmits: u32,
+    /// Pacing rate held after the bottleneck probe, bit/s, once found.
+    pub held_rate_bps: Option<u64>,
+}
+
+/// One end's cost.
+#[derive(Debug, Clone, Serialize)]
+pub struct EndCost {
+    /// CPU seconds (user + system) this end spent.
+    pub cpu_seconds: f64,
+    /// CPU seconds per gigabyte moved.
+    pub cpu_seconds_per_gb: f64,
+    /// CPU use as a share of one core over the run, percent.
+    pub cpu_percent: f64,
+}
+
+/// One stream over the whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamSummary {
+    /// Stream index.
+    pub id: u16,
+    /// Bytes the receiver read.
+    pub bytes: u64,
+    /// Receiver's bit rate.
+    pub bits_per_second: f64,
+    /// Retransmits (sender).
+    pub retransmits: u64,
+    /// Smallest RTT (sender), ms.
+    pub min_rtt_ms: f64,
+    /// Final congestion window, bytes.
+    pub cwnd_bytes: u64,
+    /// Verdict for the stream.
+    pub limited_by: LimitedBy,
+}
+
+/// The `summary` of the `end` object.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// Bytes the receiver read, all streams.
+    pub bytes: u64,
+    /// Seconds from the start to the last byte read.
+    pub seconds: f64,
+    /// `bytes * 8 / seconds`.
+    pub bits_per_second: f64,
+    /// Segments retransmitted, all streams.
+    pub retransmits: u64,
+    /// Verdict for the whole run.
+    pub limited_by: LimitedBy,
+    /// The verdict in words.
+    pub limited_by_text: &'static str,
+    /// What to do about it.
+    pub advice: &'static str,
+    /// Slowest stream's share of the fastest stream's bytes (1.0 = balanced).
+    pub balance: f64,
+    /// Rate the bottleneck probe held pacing to, bit/s.
+    pub held_rate_bps: Option<u64>,
+    /// Sending end's cost.
+    pub sender: EndCost,
+    /// Receiving end's cost.
+    pub receiver: EndCost,
+}
+
+/// The `end` object.
+#[derive(Debug, Clone, Serialize)]
+pub struct EndReport {
+    /// Whole-run figures.
+    pub summary: Summary,
+    /// Per stream.
+    pub streams: Vec<StreamSummary>,
+}

@@ -1,0 +1,588 @@
+//! `longhaul serve` for bench runs: accepts control and data connections on one port,
+//! authenticates each, runs several sessions at once, and survives misbehaving clients.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use longhaul_proto::{
+    BenchParams, BenchReady, DataAttachments, Direction, ErrorCode, Message, ProtoError,
+    ServerEvent, ServerSession, Token,
+};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::options::{self, plan_buffer};
+use super::probe::RateProbe;
+use super::run::{DataRun, Role, SenderPlan};
+use super::window::{Side, MAX_WINDOW};
+use crate::conn::{FramedConn, RecvError};
+use crate::host;
+
+/// Concurrent sessions a server runs; more are refused with "busy".
+pub const MAX_SESSIONS: usize = 16;
+/// Connections that have not yet proved anything; more are closed at once.
+pub const MAX_PENDING: usize = 64;
+const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
+const ATTACH_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How the server runs.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Address and port to listen on (`[::]:5290` accepts IPv4 too).
+    pub listen: SocketAddr,
+    /// Shared token.
+    pub token: Token,
+    /// Serve one session, then return.
+    pub once: bool,
+    /// Receiver-side pacing applied to every run this server receives, bit/s.
+    pub rx_rate_bps: Option<u64>,
+}
+
+/// One line the server logs about a session.
+pub type LogFn = Arc<dyn Fn(&str) + Send + Sync>;
+
+struct Pending {
+    attach: DataAttachments,
+    sink: mpsc::Sender<(u16, TcpStream)>,
+}
+
+#[derive(Default)]
+struct Shared {
+    sessions: Mutex<HashMap<u64, Pending>>,
+    active: AtomicUsize,
+    pending: AtomicUsize,
+    next_id: AtomicU64,
+}
+
+/// A bound server.
+pub struct Server {
+    listener: TcpListener,
+    cfg: ServeConfig,
+    shared: Arc<Shared>,
+    log: LogFn,
+}
+
+impl Server {
+    /// Binds the listening socket. As root, its receive buffer is raised so that accepted
+    /// connections get the largest window scale (the scale is fixed at the handshake).
+    pub fn bind(cfg: ServeConfig, log: LogFn) -> io::Result<Self> {
+        let sock = Socket::new(
+            Domain::for_address(cfg.listen),
+            Type::STREAM,
+            Some(Protocol::TCP),
+        )?;
+        sock.set_reuse_address(true)?;
+        if cfg.listen.is_ipv6() {
+            // Dual stack: [::] also accepts IPv4 clients.
+            let _ = sock.set_only_v6(false);
+        }
+        if longhaul_sys::socket::can_force_buffers() {
+            let _ = longhaul_sys::socket::set_receive_buffer(&sock, MAX_WINDOW, true);
+        }
+        sock.bind(&cfg.listen.into()).map_err(|e| {
+            if e.kind() == io::ErrorKind::AddrInUse {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "port {} is in use (another longhaul serve?); pick another with --port",
+                        cfg.listen.port()
+                    ),
+                )
+            } else {
+                e
+            }
+        })?;
+        sock.listen(128)?;
+        let shared = Arc::new(Shared::default());
+        let mut seed = [0u8; 8];
+        getrandom::getrandom(&mut seed).map_err(|e| io::Error::other(e.to_string()))?;
+        shared
+            .next_id
+            .store(u64::from_le_bytes(seed) >> 16, Ordering::Relaxed);
+        Ok(Self {
+            listener: sock.into(),
+            cfg,
+            shared,
+            log,
+        })
+    }
+
+    /// The address actually bound (port 0 becomes the chosen port).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Accepts connections until an I/O error on the listener, until `stop` is raised, or
+    /// after the first session with `once`. Returns the first session's outcome with `once`.
+    pub fn serve(self, stop: Option<Arc<AtomicBool>>) -> io::Result<Result<(), String>> {
+        let (done_tx, done_rx) = mpsc::channel::<Result<(), String>>();
+        self.listener.set_nonblocking(true)?;
+        loop {
+            if self.cfg.once {
+                if let Ok(r) = done_rx.try_recv() {
+                    return Ok(r);
+                }
+            }
+            if stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+                return Ok(Ok(()));
+            }
+            let (stream, peer) = match self.listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if is_transient(&e) => {
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            // Accepted sockets do not inherit O_NONBLOCK on Linux; make sure anyway.
+            stream.set_nonblocking(false)?;
+            if self.shared.pending.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING {
+                self.shared.pending.fetch_sub(1, Ordering::AcqRel);
+                drop(stream);
+                continue;
+            }
+            let shared = self.shared.clone();
+            let cfg = self.cfg.clone();
+            let log = self.log.clone();
+            let done = done_tx.clone();
+            let spawned = std::thread::Builder::new()
+                .name("lh-conn".into())
+                .spawn(move || {
+                    if let Some(outcome) = handle_connection(stream, peer, &shared, &cfg, &log) {
+                        let _ = done.send(outcome);
+                    }
+                });
+            if spawned.is_err() {
+                self.shared.pending.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+}
+
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(code) if code == 24 || code == 23 || code == 105 || code == 12 || code == 103
+    )
+}
+
+/// Handles one accepted connection; returns a session outcome for control connections.
+fn handle_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: &Arc<Shared>,
+    cfg: &ServeConfig,
+    log: &LogFn,
+) -> Option<Result<(), String>> {
+    let _ = stream.set_read_timeout(Some(FIRST_MESSAGE_TIMEOUT));
+    let _ = stream.set_nodelay(true);
+    let mut conn = FramedConn::new(stream);
+    let first = conn.recv();
+    shared.pending.fetch_sub(1, Ordering::AcqRel);
+    match first {
+        Ok(Message::DataHello {
+            session_id,
+            stream,
+            mac,
+        }) => {
+            attach_data(conn, session_id, stream, &mac, shared, peer, log);
+            None
+        }
+        Ok(hello @ Message::ClientHello { .. }) => {
+            if shared.active.fetch_add(1, Ordering::AcqRel) >= MAX_SESSIONS {
+                shared.active.fetch_sub(1, Ordering::AcqRel);
+                let _ = conn.send(&Message::Error {
+                    code: ErrorCode::Busy,
+                    message: format!(
+                        "the server already runs {MAX_SESSIONS} sessions; try again later"
+                    ),
+                });
+                log(&format!(
+                    "{peer}: refused, {MAX_SESSIONS} sessions already running"
+                ));
+                return Some(Err("busy".into()));
+            }
+            let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+            let outcome = run_session(conn, hello, id, peer, shared, cfg, log);
+            shared.sessions.lock().map(|mut s| s.remove(&id)).ok();
+            shared.active.fetch_sub(1, Ordering::AcqRel);
+            match &outcome {
+                Ok(summary) => log(&format!("session {id} from {peer}: {summary}")),
+                Err(e) => log(&format!("session {id} from {peer}: error: {e}")),
+            }
+            Some(outcome.map(|_| ()))
+        }
+        Ok(other) => {
+            let e = ProtoError::Unexpected {
+                got: other.kind(),
+                state: "waiting for a hello",
+            };
+            let _ = conn.send(&Message::Error {
+                code: ErrorCode::Protocol,
+                message: e.to_string(),
+            });
+            log(&format!("{peer}: {e}"));
+            None
+        }
+        Err(RecvError::Proto(e)) => {
+            let _ = conn.send(&Message::Error {
+                code: ErrorCode::Protocol,
+                message: format!("{e}; is this a longhaul client?"),
+            });
+            log(&format!("{peer}: malformed first message: {e}"));
+            None
+        }
+        Err(e) => {
+            log(&format!("{peer}: no hello: {e}"));
+            None
+        }
+    }
+}
+
+fn attach_data(
+    conn: FramedConn,
+    session_id: u64,
+    stream: u16,
+    mac: &[u8; 32],
+    shared: &Shared,
+    peer: SocketAddr,
+    log: &LogFn,
+) {
+    let Ok(mut sessions) = shared.sessions.lock() else {
+        return;
+    };
+    let Some(p) = sessions.get_mut(&session_id) else {
+        drop(sessions);
+        log(&format!(
+            "{peer}: data connection for unknown session {session_id}"
+        ));
+        let mut conn = conn;
+        let _ = conn.send(&Message::Error {
+            code: ErrorCode::Auth,
+            message: "unknown session".into(),
+        });
+        return;
+    };
+    if let Err(e) = p.attach.attach(session_id, stream, mac) {
+        let sink = p.sink.clone();
+        drop(sessions);
+        drop(sink);
+        log(&format!("{peer}: data connection refused: {e}"));
+        let mut conn = conn;
+        let _ = conn.send(&Message::Error {
+            code: ErrorCode::Auth,
+            message: e.to_string(),
+        });
+        return;
+    }
+    let sink = p.sink.clone();
+    drop(sessions);
+    let (sock, _) = conn.into_parts();
+    let _ = sock.set_read_timeout(None);
+    let _ = sink.send((stream, sock));
+}
+
+fn send_all(session: &mut ServerSession, conn: &mut FramedConn) -> io::Result<()> {
+    while let Some(m) = session.poll_transmit() {
+        conn.send(&m)?;
+    }
+    Ok(())
+}
+
+fn recv_msg(conn: &mut FramedConn) -> Result<Message, String> {
+    conn.recv().map_err(|e| match e {
+        RecvError::Io(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
+            "the client stopped answering".to_string()
+        }
+        e => e.to_string(),
+    })
+}
+
+fn run_session(
+    mut conn: FramedConn,
+    hello: Message,
+    id: u64,
+    peer: SocketAddr,
+    shared: &Arc<Shared>,
+    cfg: &ServeConfig,
+    _log: &LogFn,
+) -> Result<String, String> {
+    let mut nonce = [0u8; 32];
+    getrandom::getrandom(&mut nonce).map_err(|e| e.to_string())?;
+    let mut session = ServerSession::new(cfg.token.clone(), nonce, id);
+    let mut msg = hello;
+    // Handshake and parameters.
+    let (secret, params) = {
+        let mut secret = None;
+        loop {
+            let r = session.handle(msg);
+            send_all(&mut session, &mut conn).map_err(|e| e.to_string())?;
+            r.map_err(|e| e.to_string())?;
+            let mut params = None;
+            while let Some(ev) = session.poll_event() {
+                match ev {
+                    ServerEvent::Authenticated { secret: s, .. } => secret = Some(s),
+                    ServerEvent::Params(p) => params = Some(p),
+                    _ => {}
+                }
+            }
+            if let (Some(s), Some(p)) = (&secret, params) {
+                break (s.clone(), p);
+            }
+            msg = recv_msg(&mut conn)?;
+        }
+    };
+
+    let role = match params.direction {
+        Direction::ClientToServer => Role::Receiver,
+        Direction::ServerToClient => Role::Sender,
+    };
+    let facts = host::host_facts();
+    let available = host::available_congestion();
+    let congestion = if role == Role::Sender {
+        let cc = if params.congestion.is_empty() {
+            options::default_congestion(&available, &facts.default_congestion)
+        } else {
+            params.congestion.clone()
+        };
+        if let Err(why) = options::check_congestion(&cc, &available) {
+            session.reject(format!("on the server: {why}"));
+            let _ = send_all(&mut session, &mut conn);
+            return Err(why);
+        }
+        Some(cc)
+    } else {
+        None
+    };
+    let side = match role {
+        Role::Sender => Side::Send,
+        Role::Receiver => Side::Receive,
+    };
+    let choice = plan_buffer(
+        side,
+        params.window_bytes,
+        params.window_fixed,
+        &host::caps_of(&facts),
+    );
+    let rx_rate = match role {
+        Role::Receiver if params.rx_rate_bps > 0 => Some(params.rx_rate_bps),
+        Role::Receiver => cfg.rx_rate_bps,
+        Role::Sender => None,
+    };
+    let (sink, streams_rx) = mpsc::channel();
+    shared
+        .sessions
+        .lock()
+        .map_err(|_| "session table poisoned".to_string())?
+        .insert(
+            id,
+            Pending {
+                attach: DataAttachments::new(id, secret, params.streams),
+                sink,
+            },
+        );
+    let chosen = options::choice_bytes(&choice);
+    session.accept(BenchReady {
+        facts,
+        rcvbuf_bytes: if side == Side::Receive { chosen } else { 0 },
+        sndbuf_bytes: if side == Side::Send { chosen } else { 0 },
+        rx_rate_bps: rx_rate.unwrap_or(0),
+    });
+    send_all(&mut session, &mut conn).map_err(|e| e.to_string())?;
+
+    // Wait for every data stream.
+    let mut sockets: Vec<Option<TcpStream>> = (0..params.streams).map(|_| None).collect();
+    let deadline = Instant::now() + ATTACH_TIMEOUT;
+    let mut attached = 0;
+    while attached < params.streams {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match streams_rx.recv_timeout(left) {
+            Ok((i, s)) => {
+                if let Some(slot) = sockets.get_mut(i as usize) {
+                    *slot = Some(s);
+                    attached += 1;
+                }
+            }
+            Err(_) => {
+                let why = format!(
+                    "only {attached} of {} data streams arrived within {} s; is a firewall blocking new connections to this port?",
+                    params.streams,
+                    ATTACH_TIMEOUT.as_secs()
+                );
+                session.abort(ErrorCode::Aborted, why.clone());
+                let _ = send_all(&mut session, &mut conn);
+                return Err(why);
+            }
+        }
+    }
+    shared.sessions.lock().map(|mut s| s.remove(&id)).ok();
+    let sockets: Vec<TcpStream> = sockets.into_iter().flatten().collect();
+    let rtt = Duration::from_micros(params.rtt_us as u64);
+    for s in &sockets {
+        options::apply_buffer(s, side, &choice).map_err(|e| e.to_string())?;
+        options::tune_connected(s, congestion.as_deref()).map_err(|e| e.to_string())?;
+        if let Some(r) = rx_rate {
+            options::clamp_for_rx_rate(s, r, params.streams, rtt).map_err(|e| e.to_string())?;
+        }
+    }
+    session.start();
+    send_all(&mut session, &mut conn).map_err(|e| e.to_string())?;
+
+    let plan = (role == Role::Sender).then(|| SenderPlan {
+        mode: params.send_mode,
+        pacing_bps: (params.rate_bps > 0).then(|| params.rate_bps / params.streams as u64),
+        probe: (!params.window_fixed && params.rate_bps == 0 && rtt >= Duration::from_millis(1))
+            .then(|| RateProbe::new(rtt, congestion.as_deref() != Some("bbr"))),
+        bytes: (params.bytes > 0).then_some(params.bytes),
+    });
+    let mut run = DataRun::start(role, sockets, plan, 0).map_err(|e| e.to_string())?;
+    let outcome = drive(&mut session, conn, &mut run, &params, role, rtt);
+    outcome
+        .map(|(bytes, secs)| {
+            format!(
+                "{} {} streams, {:.3} GB in {:.2} s = {:.3} Gbit/s",
+                if role == Role::Sender {
+                    "sent"
+                } else {
+                    "received"
+                },
+                params.streams,
+                bytes as f64 / 1e9,
+                secs,
+                bytes as f64 * 8.0 / secs.max(1e-6) / 1e9
+            )
+        })
+        .map_err(|e| format!("{e} (peer {peer})"))
+}
+
+/// Runs the streams to the end, reporting intervals to the client and exchanging results.
+fn drive(
+    session: &mut ServerSession,
+    conn: FramedConn,
+    run: &mut DataRun,
+    params: &BenchParams,
+    role: Role,
+    rtt: Duration,
+) -> Result<(u64, f64), String> {
+    let (stream, leftover) = conn.into_parts();
+    let reader = stream.try_clone().map_err(|e| e.to_string())?;
+    let _ = reader.set_read_timeout(None);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut r = FramedConn::with_buffer(reader, leftover);
+        loop {
+            let m = r.recv();
+            let end = m.is_err();
+            if tx.send(m).is_err() || end {
+                break;
+            }
+        }
+    });
+    let mut writer = FramedConn::new(stream);
+    let interval = Duration::from_millis(params.interval_ms as u64);
+    let start = run.started_at();
+    let duration = Duration::from_millis(params.duration_ms);
+    let deadline = (params.bytes == 0).then(|| start + duration);
+    let safety = start + duration.max(Duration::from_secs(1)) * 2 + Duration::from_secs(60);
+    let probe_every = rtt.max(Duration::from_millis(20));
+    let mut next_interval = start + interval;
+    let mut next_probe = start + probe_every;
+    let mut stopped = false;
+    let mut client_gone = false;
+    loop {
+        let now = Instant::now();
+        if let (Some(d), false) = (deadline, stopped) {
+            if now >= d && role == Role::Sender {
+                run.stop();
+                stopped = true;
+            }
+        }
+        if role == Role::Sender && now >= next_probe {
+            run.probe_step();
+            next_probe += probe_every;
+        }
+        if now >= next_interval {
+            let r = run.sample();
+            session.send_interval(r);
+            send_all(session, &mut writer).map_err(|e| e.to_string())?;
+            next_interval += interval;
+        }
+        if run.finished() {
+            break;
+        }
+        if now > safety {
+            run.stop();
+            return Err("the run outlived its time limit; aborted".into());
+        }
+        let wake = next_interval.min(next_probe).min(safety);
+        let wait = wake
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(50));
+        match rx.recv_timeout(wait) {
+            Ok(Ok(m)) => {
+                if let Err(e) = session.handle(m) {
+                    run.stop();
+                    let _ = send_all(session, &mut writer);
+                    return Err(e.to_string());
+                }
+            }
+            Ok(Err(_)) if !client_gone => {
+                // The client went away: stop sending; the streams end by themselves.
+                client_gone = true;
+                run.stop();
+            }
+            _ => {}
+        }
+    }
+    if let Some((stream, e)) = run.first_error() {
+        let msg = format!("data stream {stream} failed: {e}");
+        session.abort(ErrorCode::Aborted, msg.clone());
+        let _ = send_all(session, &mut writer);
+        return Err(msg);
+    }
+    if client_gone {
+        return Err("the client closed the control connection mid-run".into());
+    }
+    let results = run.results();
+    let bytes: u64 = results.streams.iter().map(|s| s.bytes).sum();
+    let secs = results
+        .streams
+        .iter()
+        .map(|s| s.elapsed_us)
+        .max()
+        .unwrap_or(0) as f64
+        / 1e6;
+    session.send_results(results);
+    send_all(session, &mut writer).map_err(|e| e.to_string())?;
+    // Wait briefly for the client's totals, so both ends close cleanly.
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(Ok(m)) => {
+                let done = matches!(m, Message::Results(_));
+                if let Err(e) = session.handle(m) {
+                    return Err(e.to_string());
+                }
+                if done {
+                    break;
+                }
+            }
+            _ => break,
+        }
+    }
+    Ok((bytes, secs))
+}

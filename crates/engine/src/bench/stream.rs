@@ -1,0 +1,301 @@
+//! One data stream's loop: the sender writes (write, sendfile or MSG_ZEROCOPY) until its
+//! budget ends, the receiver reads until end of file. Each counts its bytes for the sampler.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use longhaul_proto::SendMode;
+use longhaul_sys::zerocopy::{self, MemFile};
+
+/// Bytes handed to the kernel per call.
+const CHUNK: usize = 1 << 20;
+/// Size of the payload the sender cycles through (every packet of a run carries
+/// different data within this span, as the Land Speed Record rules ask).
+const PAYLOAD_LEN: usize = 8 << 20;
+
+/// The bytes a sender sends: pseudo-random data, in memory and in a memfd for sendfile.
+pub struct Payload {
+    bytes: Vec<u8>,
+    file: Option<MemFile>,
+}
+
+impl Payload {
+    /// Builds the payload; the memfd is made only for [`SendMode::Sendfile`].
+    pub fn new(mode: SendMode) -> io::Result<Self> {
+        let mut bytes = vec![0u8; PAYLOAD_LEN];
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for chunk in bytes.chunks_exact_mut(8) {
+            // xorshift64: cheap, incompressible enough for a link test.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            chunk.copy_from_slice(&x.to_le_bytes());
+        }
+        let file = match mode {
+            SendMode::Sendfile => Some(MemFile::with_contents("longhaul-payload", &bytes)?),
+            _ => None,
+        };
+        Ok(Self { bytes, file })
+    }
+}
+
+/// When a sender stops.
+#[derive(Clone)]
+pub enum Budget {
+    /// Until the flag is raised (a timed run).
+    Until(Arc<AtomicBool>),
+    /// Until the shared byte count is used up (a `--bytes` run: streams that go faster
+    /// take more, so no stream is left holding the end of the transfer).
+    Bytes(Arc<AtomicU64>),
+}
+
+impl Budget {
+    /// Claims up to `want` bytes to send next; 0 means stop.
+    fn claim(&self, want: usize) -> usize {
+        match self {
+            Budget::Until(stop) => {
+                if stop.load(Ordering::Relaxed) {
+                    0
+                } else {
+                    want
+                }
+            }
+            Budget::Bytes(left) => {
+                let mut cur = left.load(Ordering::Relaxed);
+                loop {
+                    let take = cur.min(want as u64);
+                    if take == 0 {
+                        return 0;
+                    }
+                    match left.compare_exchange_weak(
+                        cur,
+                        cur - take,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => return take as usize,
+                        Err(actual) => cur = actual,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Gives back bytes claimed but not sent (a stream that failed).
+    fn refund(&self, n: usize) {
+        if let Budget::Bytes(left) = self {
+            left.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+/// How a stream ended.
+#[derive(Debug)]
+pub struct StreamOutcome {
+    /// Bytes written (sender) or read (receiver).
+    pub bytes: u64,
+    /// From the run's start to the last byte.
+    pub elapsed: Duration,
+    /// CPU time of the stream's thread.
+    pub cpu: Duration,
+    /// The error that ended it early, if any.
+    pub error: Option<io::Error>,
+}
+
+/// Sends until the budget ends, then half-closes and waits for the receiver to close,
+/// so that every byte is acknowledged before the sender's figures are read.
+pub fn send(
+    sock: &TcpStream,
+    mode: SendMode,
+    payload: &Payload,
+    budget: &Budget,
+    counter: &AtomicU64,
+    start: Instant,
+) -> StreamOutcome {
+    let cpu0 = longhaul_sys::cpu::thread_cpu_time();
+    let mut sent = 0u64;
+    let result = send_loop(sock, mode, payload, budget, counter, &mut sent);
+    let result = result.and_then(|()| {
+        sock.shutdown(Shutdown::Write)?;
+        let mut sink = [0u8; 64];
+        // The receiver closes after it has read everything.
+        while (&*sock).read(&mut sink)? > 0 {}
+        Ok(())
+    });
+    StreamOutcome {
+        bytes: sent,
+        elapsed: start.elapsed(),
+        cpu: longhaul_sys::cpu::thread_cpu_time() - cpu0,
+        error: result.err(),
+    }
+}
+
+fn send_loop(
+    sock: &TcpStream,
+    mode: SendMode,
+    payload: &Payload,
+    budget: &Budget,
+    counter: &AtomicU64,
+    sent: &mut u64,
+) -> io::Result<()> {
+    let len = payload.bytes.len();
+    let mut offset = 0usize;
+    let mut zc_pending = 0u64;
+    if mode == SendMode::MsgZerocopy {
+        zerocopy::enable_zerocopy(sock)?;
+    }
+    loop {
+        let want = CHUNK.min(len - offset);
+        let n = budget.claim(want);
+        if n == 0 {
+            break;
+        }
+        let mut done = 0usize;
+        while done < n {
+            let at = offset + done;
+            let r = match mode {
+                SendMode::Write => (&*sock).write(&payload.bytes[at..offset + n]),
+                SendMode::Sendfile => match &payload.file {
+                    Some(f) => f.send_to(sock, at as u64, n - done),
+                    None => (&*sock).write(&payload.bytes[at..offset + n]),
+                },
+                SendMode::MsgZerocopy => {
+                    let r = zerocopy::send_zerocopy(sock, &payload.bytes[at..offset + n]);
+                    match r {
+                        Err(e) if zerocopy::is_out_of_buffers(&e) => {
+                            let (c, _) = zerocopy::drain_zerocopy_completions(sock)?;
+                            zc_pending = zc_pending.saturating_sub(c);
+                            if c == 0 {
+                                std::thread::sleep(Duration::from_micros(50));
+                            }
+                            continue;
+                        }
+                        Ok(k) => {
+                            zc_pending += 1;
+                            if zc_pending % 32 == 0 {
+                                let (c, _) = zerocopy::drain_zerocopy_completions(sock)?;
+                                zc_pending = zc_pending.saturating_sub(c);
+                            }
+                            Ok(k)
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+            };
+            match r {
+                Ok(0) => {
+                    budget.refund(n - done);
+                    return Err(io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        "the connection stopped taking data",
+                    ));
+                }
+                Ok(k) => {
+                    done += k;
+                    *sent += k as u64;
+                    counter.fetch_add(k as u64, Ordering::Relaxed);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    budget.refund(n - done);
+                    return Err(e);
+                }
+            }
+        }
+        offset = (offset + n) % len;
+    }
+    Ok(())
+}
+
+/// Reads until end of file, then closes, which tells the sender everything arrived.
+/// `read_rate_bps` throttles the reading application on purpose (to show receiver-side
+/// pacing); 0 reads as fast as possible.
+pub fn receive(
+    sock: &TcpStream,
+    counter: &AtomicU64,
+    start: Instant,
+    read_rate_bps: u64,
+) -> StreamOutcome {
+    let cpu0 = longhaul_sys::cpu::thread_cpu_time();
+    let mut buf = vec![0u8; CHUNK];
+    let mut got = 0u64;
+    let mut last_byte = start.elapsed();
+    let result = loop {
+        let want = if read_rate_bps > 0 {
+            64 * 1024
+        } else {
+            buf.len()
+        };
+        match (&*sock).read(&mut buf[..want]) {
+            Ok(0) => break Ok(()),
+            Ok(n) => {
+                got += n as u64;
+                counter.fetch_add(n as u64, Ordering::Relaxed);
+                last_byte = start.elapsed();
+                if read_rate_bps > 0 {
+                    let due = Duration::from_secs_f64(got as f64 * 8.0 / read_rate_bps as f64);
+                    if let Some(wait) = due.checked_sub(start.elapsed()) {
+                        std::thread::sleep(wait);
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => break Err(e),
+        }
+    };
+    let _ = sock.shutdown(Shutdown::Both);
+    StreamOutcome {
+        bytes: got,
+        elapsed: last_byte,
+        cpu: longhaul_sys::cpu::thread_cpu_time() - cpu0,
+        error: result.err(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        (c, s)
+    }
+
+    #[test]
+    fn byte_budget_is_exact_in_every_send_mode() {
+        for mode in [SendMode::Write, SendMode::Sendfile, SendMode::MsgZerocopy] {
+            let (c, s) = pair();
+            let start = Instant::now();
+            let rx = std::thread::spawn(move || {
+                let counter = AtomicU64::new(0);
+                receive(&s, &counter, start, 0)
+            });
+            let payload = Payload::new(mode).unwrap();
+            let budget = Budget::Bytes(Arc::new(AtomicU64::new(20_000_001)));
+            let counter = AtomicU64::new(0);
+            let out = send(&c, mode, &payload, &budget, &counter, start);
+            assert!(out.error.is_none(), "{mode:?}: {:?}", out.error);
+            assert_eq!(out.bytes, 20_000_001, "{mode:?}");
+            let r = rx.join().unwrap();
+            assert_eq!(r.bytes, 20_000_001, "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn budget_is_shared_between_streams() {
+        let left = Arc::new(AtomicU64::new(10));
+        let b = Budget::Bytes(left.clone());
+        assert_eq!(b.claim(4), 4);
+        assert_eq!(b.claim(4), 4);
+        assert_eq!(b.claim(4), 2);
+        assert_eq!(b.claim(4), 0);
+        b.refund(3);
+        assert_eq!(b.claim(4), 3);
+    }
+}

@@ -1,0 +1,97 @@
+//! Blocking framed I/O over a TCP stream: read and write whole protocol messages.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+
+use longhaul_proto::{decode_frame, encode_frame, Message, ProtoError};
+
+/// Why reading a message failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RecvError {
+    /// The socket failed or timed out.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    /// The peer closed the connection.
+    #[error("the peer closed the connection")]
+    Closed,
+    /// The peer sent something that is not a valid frame.
+    #[error("{0}")]
+    Proto(#[from] ProtoError),
+}
+
+/// A TCP stream carrying protocol frames.
+pub struct FramedConn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl FramedConn {
+    /// Wraps a connected stream.
+    pub fn new(stream: TcpStream) -> Self {
+        Self {
+            stream,
+            buf: Vec::with_capacity(4096),
+            out: Vec::with_capacity(4096),
+        }
+    }
+
+    /// Wraps a stream with bytes already read from it (see [`FramedConn::into_parts`]).
+    pub fn with_buffer(stream: TcpStream, buf: Vec<u8>) -> Self {
+        Self {
+            stream,
+            buf,
+            out: Vec::with_capacity(4096),
+        }
+    }
+
+    /// The underlying stream.
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// Gives the stream back, with any bytes read past the last message.
+    pub fn into_parts(self) -> (TcpStream, Vec<u8>) {
+        (self.stream, self.buf)
+    }
+
+    /// Sends one message.
+    pub fn send(&mut self, msg: &Message) -> io::Result<()> {
+        self.out.clear();
+        encode_frame(msg, &mut self.out);
+        self.stream.write_all(&self.out)
+    }
+
+    /// Receives one message, reading only as many bytes as the frame needs so a data
+    /// connection's payload stays in the socket.
+    pub fn recv(&mut self) -> Result<Message, RecvError> {
+        loop {
+            if let Some((msg, used)) = decode_frame(&self.buf)? {
+                self.buf.drain(..used);
+                return Ok(msg);
+            }
+            let want = match self.buf.len() {
+                n if n < longhaul_proto::FRAME_HEADER_LEN => longhaul_proto::FRAME_HEADER_LEN - n,
+                _ => {
+                    let len =
+                        u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]])
+                            as usize;
+                    longhaul_proto::FRAME_HEADER_LEN + len - self.buf.len()
+                }
+            };
+            let start = self.buf.len();
+            self.buf.resize(start + want, 0);
+            let n = match self.stream.read(&mut self.buf[start..]) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.buf.truncate(start);
+                    return Err(e.into());
+                }
+            };
+            self.buf.truncate(start + n);
+            if n == 0 {
+                return Err(RecvError::Closed);
+            }
+        }
+    }
+}
