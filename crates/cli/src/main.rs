@@ -19,6 +19,10 @@ struct Cli {
 enum Command {
     /// Print the figures a path needs: BDP, buffers, loss tolerance, recovery times.
     Plan(cmd::plan::Args),
+    /// Memory-to-memory path test against a `longhaul serve`, window sized to the path.
+    Bench(cmd::bench::Args),
+    /// Serve bench runs (and file transfers) to longhaul clients.
+    Serve(cmd::serve::Args),
     /// Emulate a long fat path (rate, buffer, RTT, loss) between two network namespaces.
     Emulate(cmd::emulate::Args),
     /// Check this host's TCP settings for a path; --apply fixes them, --revert undoes that.
@@ -31,6 +35,8 @@ fn main() -> ExitCode {
         Command::Plan(args) => cmd::plan::run(args),
         Command::Emulate(args) => cmd::emulate::run(args),
         Command::Tune(args) => cmd::tune::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,5 +1,8 @@
 //! One module per subcommand; each exposes `Args` (clap) and `run(Args) -> Result<ExitCode>`.
 
+pub mod bench;
+pub mod common;
 pub mod emulate;
 pub mod plan;
 pub mod tune;
+pub mod serve;

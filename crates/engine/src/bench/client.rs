@@ -320,7 +320,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         server: addr.to_string(),
         streams: cfg.streams,
         reverse: cfg.reverse,
-        duration_seconds: cfg.bytes.is_none().then(|| cfg.duration.as_secs_f64()),
+        duration_seconds: cfg.bytes.is_none().then_some(cfg.duration.as_secs_f64()),
         bytes: cfg.bytes,
         congestion: sender_congestion,
         rtt_ms: rtt.as_secs_f64() * 1e3,

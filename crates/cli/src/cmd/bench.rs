@@ -1,0 +1,294 @@
+//! `longhaul bench`: a memory-to-memory path test against a `longhaul serve`, with the
+//! window sized to the path and a verdict on what limited it.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use longhaul_engine::bench::report::{EndReport, IntervalView, StartReport};
+use longhaul_engine::bench::{run_bench, BenchConfig, BenchObserver};
+use longhaul_model::units::{format_bytes, format_rate_bps};
+use longhaul_proto::SendMode;
+use serde_json::json;
+
+use super::common::{duration, emit_json, rate, say, size, TokenArgs};
+
+/// Arguments of `longhaul bench`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The server: HOST, HOST:PORT, [IPv6]:PORT (default port 5290).
+    pub target: String,
+    /// Parallel TCP streams.
+    #[arg(short = 'P', long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub streams: u16,
+    /// Duration of the run.
+    #[arg(short = 't', long, default_value = "10s", value_parser = duration, conflicts_with = "bytes")]
+    pub time: Duration,
+    /// Move this many bytes instead of running for a time (streams share them dynamically).
+    #[arg(long, value_parser = size)]
+    pub bytes: Option<u64>,
+    /// The server sends and this end receives.
+    #[arg(short = 'R', long)]
+    pub reverse: bool,
+    /// Congestion control of the sender (reno, cubic, bbr; default: bbr where available).
+    #[arg(short = 'C', long)]
+    pub congestion: Option<String>,
+    /// Pace all streams together to this rate (SO_MAX_PACING_RATE, rate / streams each).
+    #[arg(long, value_parser = rate)]
+    pub rate: Option<u64>,
+    /// Socket buffer per stream: `auto` sizes it from the measured RTT and the rate, or a size.
+    #[arg(long, default_value = "auto")]
+    pub window: String,
+    /// Receiver-side pacing: the receiver clamps its window to RATE / streams x RTT.
+    #[arg(long, value_name = "RATE", value_parser = rate)]
+    pub rx_rate: Option<u64>,
+    /// Make the receiving application read no faster than RATE (to see --rx-rate work).
+    #[arg(long, value_name = "RATE", value_parser = rate)]
+    pub read_rate: Option<u64>,
+    /// Seconds between interval reports.
+    #[arg(short = 'i', long, default_value = "1s", value_parser = duration)]
+    pub interval: Duration,
+    /// How the sender hands data to the kernel.
+    #[arg(long, value_enum, default_value_t = Mode::Sendfile)]
+    pub send_mode: Mode,
+    /// Print JSON Lines (start, interval, end, error objects) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub token: TokenArgs,
+}
+
+/// `--send-mode` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Mode {
+    /// write(2) from a buffer.
+    Write,
+    /// sendfile(2) from an in-memory file (zero copy on send).
+    Sendfile,
+    /// send(2) with MSG_ZEROCOPY.
+    Zerocopy,
+}
+
+/// Runs `longhaul bench`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    match run_inner(args) {
+        Ok(code) => Ok(code),
+        Err(e) if json => {
+            emit_json(&json!({"type": "error", "error": format!("{e:#}")}));
+            Ok(ExitCode::from(2))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
+    let window = match args.window.as_str() {
+        "auto" => None,
+        s => Some(size(s).map_err(|e| anyhow::anyhow!("--window {s:?}: {e}; or use auto"))?),
+    };
+    if args.interval < Duration::from_millis(10) {
+        anyhow::bail!("--interval must be at least 10ms");
+    }
+    if args.time.is_zero() || args.time > Duration::from_secs(86_400) {
+        anyhow::bail!("--time must be between 1 ms and one day");
+    }
+    let cfg = BenchConfig {
+        target: args.target.clone(),
+        streams: args.streams,
+        duration: args.time,
+        bytes: args.bytes,
+        reverse: args.reverse,
+        congestion: args.congestion.clone(),
+        rate_bps: args.rate,
+        window,
+        rx_rate_bps: args.rx_rate,
+        interval: args.interval,
+        send_mode: match args.send_mode {
+            Mode::Write => SendMode::Write,
+            Mode::Sendfile => SendMode::Sendfile,
+            Mode::Zerocopy => SendMode::MsgZerocopy,
+        },
+        read_rate_bps: args.read_rate,
+        token: args.token.load()?,
+    };
+    let mut out: Box<dyn Printer> = if args.json {
+        Box::new(JsonPrinter)
+    } else {
+        Box::new(TextPrinter::default())
+    };
+    let end = run_bench(&cfg, &mut Observer(out.as_mut()))?;
+    out.end(&end);
+    Ok(ExitCode::SUCCESS)
+}
+
+trait Printer {
+    fn start(&mut self, s: &StartReport);
+    fn interval(&mut self, v: &IntervalView);
+    fn end(&mut self, e: &EndReport);
+}
+
+struct Observer<'a>(&'a mut dyn Printer);
+
+impl BenchObserver for Observer<'_> {
+    fn start(&mut self, report: &StartReport) {
+        self.0.start(report);
+    }
+    fn interval(&mut self, view: &IntervalView) {
+        self.0.interval(view);
+    }
+}
+
+struct JsonPrinter;
+
+impl Printer for JsonPrinter {
+    fn start(&mut self, s: &StartReport) {
+        let mut v = serde_json::to_value(s).unwrap_or_default();
+        v["type"] = json!("start");
+        emit_json(&v);
+    }
+    fn interval(&mut self, i: &IntervalView) {
+        let mut v = serde_json::to_value(i).unwrap_or_default();
+        v["type"] = json!("interval");
+        emit_json(&v);
+    }
+    fn end(&mut self, e: &EndReport) {
+        let mut v = serde_json::to_value(e).unwrap_or_default();
+        v["type"] = json!("end");
+        emit_json(&v);
+    }
+}
+
+#[derive(Default)]
+struct TextPrinter {
+    streams: u16,
+}
+
+fn rate_text(bps: f64) -> String {
+    format_rate_bps(bps)
+}
+
+impl Printer for TextPrinter {
+    fn start(&mut self, s: &StartReport) {
+        self.streams = s.streams;
+        let what = match (s.duration_seconds, s.bytes) {
+            (_, Some(b)) => format_bytes(b as f64),
+            (Some(d), None) => format!("{d} s"),
+            _ => String::new(),
+        };
+        say(&format!(
+            "longhaul bench {} {}: {} stream{}, {what}, {} sends with {}, {}",
+            if s.reverse { "<-" } else { "->" },
+            s.server,
+            s.streams,
+            if s.streams == 1 { "" } else { "s" },
+            if s.reverse { "server" } else { "client" },
+            s.congestion,
+            s.send_mode,
+        ));
+        let rate = s
+            .rate_bps
+            .map(|r| format!(", paced to {}", rate_text(r as f64)))
+            .unwrap_or_default();
+        say(&format!(
+            "RTT {:.3} ms; window {} ({} per stream needed{rate}); this end: {}; server: send {} / receive {}",
+            s.rtt_ms,
+            s.window_mode,
+            format_bytes(s.window_needed_bytes as f64),
+            s.local_buffer,
+            buf(s.server_sndbuf_bytes),
+            buf(s.server_rcvbuf_bytes),
+        ));
+        if let Some(r) = s.rx_rate_bps {
+            say(&format!(
+                "receiver-side pacing: window clamped for {}",
+                rate_text(r as f64)
+            ));
+        }
+        for w in &s.warnings {
+            say(&format!("warning: {w}"));
+        }
+        say("[ ID] Interval          Transfer     Bitrate          Retr  Cwnd        RTT        Limited by");
+    }
+
+    fn interval(&mut self, v: &IntervalView) {
+        for st in &v.streams {
+            say(&format!(
+                "[{:>3}] {:>6.2}-{:<6.2} s  {:>10}  {:>15}  {:>4}  {:>10}  {:>8.2} ms  {}",
+                st.id,
+                v.start,
+                v.end,
+                format_bytes(st.bytes as f64),
+                rate_text(st.bits_per_second),
+                st.retransmits,
+                format_bytes(st.cwnd_bytes as f64),
+                st.rtt_ms,
+                st.limited_by.describe(),
+            ));
+        }
+        if v.streams.len() > 1 {
+            say(&format!(
+                "[SUM] {:>6.2}-{:<6.2} s  {:>10}  {:>15}  {:>4}",
+                v.start,
+                v.end,
+                format_bytes(v.bytes as f64),
+                rate_text(v.bits_per_second),
+                v.retransmits
+            ));
+        }
+        if let Some(h) = v.held_rate_bps {
+            let _ = h;
+        }
+    }
+
+    fn end(&mut self, e: &EndReport) {
+        let s = &e.summary;
+        say("- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -");
+        for st in &e.streams {
+            say(&format!(
+                "[{:>3}] total {:>10}  {:>15}  {:>5} retransmits  min RTT {:.2} ms  {}",
+                st.id,
+                format_bytes(st.bytes as f64),
+                rate_text(st.bits_per_second),
+                st.retransmits,
+                st.min_rtt_ms,
+                st.limited_by.describe(),
+            ));
+        }
+        say(&format!(
+            "Total: {} in {:.2} s = {}, {} retransmits{}",
+            format_bytes(s.bytes as f64),
+            s.seconds,
+            rate_text(s.bits_per_second),
+            s.retransmits,
+            if e.streams.len() > 1 {
+                format!(", slowest stream {:.0} % of the fastest", s.balance * 100.0)
+            } else {
+                String::new()
+            }
+        ));
+        if let Some(h) = s.held_rate_bps {
+            say(&format!(
+                "Bottleneck probe: held pacing at {} once the rate stopped growing",
+                rate_text(h as f64)
+            ));
+        }
+        say(&format!(
+            "CPU: sender {:.2} s ({:.3} s/GB, {:.0} % of a core), receiver {:.2} s ({:.3} s/GB, {:.0} %)",
+            s.sender.cpu_seconds,
+            s.sender.cpu_seconds_per_gb,
+            s.sender.cpu_percent,
+            s.receiver.cpu_seconds,
+            s.receiver.cpu_seconds_per_gb,
+            s.receiver.cpu_percent
+        ));
+        say(&format!("Limited by: {}: {}", s.limited_by_text, s.advice));
+    }
+}
+
+fn buf(b: u64) -> String {
+    if b == 0 {
+        "autotuning".into()
+    } else {
+        format_bytes(b as f64)
+    }
+}

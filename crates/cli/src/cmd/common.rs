@@ -1,0 +1,60 @@
+//! Pieces several subcommands share: the token options and human-unit value parsers.
+
+use std::path::PathBuf;
+
+use longhaul_model::units;
+
+/// Where the shared token comes from (see `longhaul serve --help`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct TokenArgs {
+    /// File holding the shared token (default: $LONGHAUL_TOKEN, else
+    /// ~/.config/longhaul/token, created with mode 0600 on first use).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+}
+
+impl TokenArgs {
+    /// Loads the token.
+    pub fn load(&self) -> anyhow::Result<longhaul_proto::Token> {
+        let (token, _origin) = longhaul_engine::token::load_token(self.token_file.as_deref())?;
+        Ok(token)
+    }
+}
+
+/// clap value parser for rates (`1G`, `500M`).
+pub fn rate(s: &str) -> Result<u64, String> {
+    units::parse_rate_bps(s).map_err(|e| e.to_string())
+}
+
+/// clap value parser for sizes (`64MiB`, `10GB`).
+pub fn size(s: &str) -> Result<u64, String> {
+    units::parse_bytes(s).map_err(|e| e.to_string())
+}
+
+/// clap value parser for durations (`30s`, `250ms`); a bare number is seconds, as in iperf3.
+pub fn duration(s: &str) -> Result<std::time::Duration, String> {
+    if let Ok(secs) = s.parse::<f64>() {
+        if secs.is_finite() && secs > 0.0 && secs <= 86_400.0 {
+            return Ok(std::time::Duration::from_secs_f64(secs));
+        }
+    }
+    units::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// Prints one JSON Lines object to stdout; a closed pipe ends the program quietly.
+pub fn emit_json(value: &serde_json::Value) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{value}").and_then(|()| out.flush()).is_err() {
+        std::process::exit(0);
+    }
+}
+
+/// Prints one line of human output; a closed pipe ends the program quietly.
+pub fn say(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+        std::process::exit(0);
+    }
+}

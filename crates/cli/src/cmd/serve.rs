@@ -1,0 +1,57 @@
+//! `longhaul serve`: the server end of bench runs (and, later, file transfers).
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use longhaul_engine::bench::{ServeConfig, Server, DEFAULT_PORT};
+
+use super::common::{rate, TokenArgs};
+
+/// Arguments of `longhaul serve`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Address to listen on; the default `::` takes IPv4 and IPv6.
+    #[arg(long, default_value_t = IpAddr::V6(Ipv6Addr::UNSPECIFIED))]
+    pub listen: IpAddr,
+    /// TCP port for control and data connections.
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Serve one session, then exit with its outcome.
+    #[arg(long)]
+    pub once: bool,
+    /// Receiver-side pacing for runs this server receives: clamp each stream's advertised
+    /// window to RATE / streams x RTT (the University of Tokyo's fix for slow receivers).
+    #[arg(long, value_name = "RATE", value_parser = rate)]
+    pub rx_rate: Option<u64>,
+    #[command(flatten)]
+    pub token: TokenArgs,
+}
+
+/// Runs `longhaul serve`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let token = args.token.load()?;
+    let listen = SocketAddr::new(args.listen, args.port);
+    let log: longhaul_engine::bench::server::LogFn =
+        Arc::new(|line: &str| eprintln!("longhaul serve: {line}"));
+    let server = Server::bind(
+        ServeConfig {
+            listen,
+            token,
+            once: args.once,
+            rx_rate_bps: args.rx_rate,
+        },
+        log,
+    )
+    .with_context(|| format!("cannot listen on {listen}"))?;
+    let addr = server.local_addr()?;
+    eprintln!("longhaul serve: listening on {addr}");
+    match server.serve(None).context("accepting connections")? {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            eprintln!("longhaul serve: the session failed: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
