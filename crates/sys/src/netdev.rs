@@ -38,6 +38,23 @@ pub fn default_route_interface() -> io::Result<Option<String>> {
     Ok(None)
 }
 
+/// The interface of the default route, or else the first interface other than `lo` that has
+/// an IPv4 route (a namespace with only a link route, such as an emulator's end).
+pub fn routed_interface() -> io::Result<Option<String>> {
+    if let Some(dev) = default_route_interface()? {
+        return Ok(Some(dev));
+    }
+    let Ok(table) = fs::read_to_string("/proc/net/route") else {
+        return Ok(None);
+    };
+    Ok(table
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().next())
+        .find(|name| *name != "lo" && valid_name(name))
+        .map(str::to_string))
+}
+
 /// An interface's settings that matter on a long fat path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InterfaceInfo {
@@ -82,18 +99,24 @@ pub fn interface_info(name: &str) -> io::Result<InterfaceInfo> {
 
 /// Offloads of an interface from `ethtool -k` (segmentation and receive offloads only).
 fn ethtool_offloads(name: &str) -> Option<Vec<(String, bool)>> {
+    let out = Command::new("ethtool").arg("-k").arg(name).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    Some(parse_ethtool_features(&String::from_utf8_lossy(
+        &out.stdout,
+    )))
+}
+
+/// The segmentation and receive offloads in `ethtool -k` output, e.g.
+/// `tcp-segmentation-offload: on` -> `("tcp-segmentation-offload", true)`.
+fn parse_ethtool_features(text: &str) -> Vec<(String, bool)> {
     const WANTED: [&str; 3] = [
         "tcp-segmentation-offload",
         "generic-segmentation-offload",
         "generic-receive-offload",
     ];
-    let out = Command::new("ethtool").arg("-k").arg(name).output().ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let found: Vec<(String, bool)> = text
-        .lines()
+    text.lines()
         .filter_map(|line| {
             let (key, value) = line.split_once(':')?;
             let key = key.trim();
@@ -101,8 +124,7 @@ fn ethtool_offloads(name: &str) -> Option<Vec<(String, bool)>> {
                 .contains(&key)
                 .then(|| (key.to_string(), value.trim().starts_with("on")))
         })
-        .collect();
-    Some(found)
+        .collect()
 }
 
 /// The distinct CPU frequency governors in use (`scaling_governor` of every CPU); empty
@@ -151,6 +173,21 @@ mod tests {
         let lo = interface_info("lo").unwrap();
         assert!(lo.mtu_bytes >= 1500, "{lo:?}");
         assert_eq!(lo.name, "lo");
+    }
+
+    #[test]
+    fn ethtool_output_is_parsed() {
+        let text = "Features for eth0:\nrx-checksumming: on\ntcp-segmentation-offload: off\n\
+                    \ttx-tcp-segmentation: off\ngeneric-segmentation-offload: on\n\
+                    generic-receive-offload: on [fixed]\n";
+        assert_eq!(
+            parse_ethtool_features(text),
+            vec![
+                ("tcp-segmentation-offload".to_string(), false),
+                ("generic-segmentation-offload".to_string(), true),
+                ("generic-receive-offload".to_string(), true),
+            ]
+        );
     }
 
     #[test]

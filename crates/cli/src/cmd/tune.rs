@@ -34,7 +34,7 @@ pub struct Args {
     /// Measure the RTT to a `longhaul serve` and ask it for its side's findings (not built yet).
     #[arg(long, value_name = "HOST", conflicts_with_all = ["rate", "rtt"])]
     pub peer: Option<String>,
-    /// Interface to check (default: the one carrying the default route).
+    /// Interface to check (default: the one of the default route, else the first routed one).
     #[arg(long, value_name = "NAME")]
     pub dev: Option<String>,
     /// Write the sysctl drop-in file and apply it in this network namespace (root).
@@ -94,11 +94,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let changes = changes_of(&findings);
         if !out.json && !changes.is_empty() {
             println!(
-                "\n{} sysctl change(s) would fix this: run `longhaul tune --rate {} --rtt {}ms \
+                "\n{} sysctl change(s) would fix this: run `longhaul tune --rate {} --rtt {} \
                  --apply` as root (writes {}).",
                 changes.len(),
-                rate_bps,
-                rtt.as_millis(),
+                rate_arg(rate_bps),
+                rtt_arg(rtt),
                 paths.dropin.display()
             );
         }
@@ -112,6 +112,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         &paths,
         &out,
     )
+}
+
+/// A rate as the shortest `--rate` argument that means it exactly: 1000000000 -> "1G".
+fn rate_arg(rate_bps: u64) -> String {
+    for (unit, prefix) in [
+        (1_000_000_000_000, "T"),
+        (1_000_000_000, "G"),
+        (1_000_000, "M"),
+        (1000, "k"),
+    ] {
+        if rate_bps % unit == 0 {
+            return format!("{}{prefix}", rate_bps / unit);
+        }
+    }
+    rate_bps.to_string()
+}
+
+/// A duration as an exact `--rtt` argument: "180ms", or "180500us".
+fn rtt_arg(rtt: Duration) -> String {
+    if rtt.as_nanos() % 1_000_000 == 0 {
+        format!("{}ms", rtt.as_millis())
+    } else {
+        format!("{}us", rtt.as_micros())
+    }
 }
 
 struct Paths {
@@ -142,7 +166,7 @@ fn gather(dev: Option<&str>) -> anyhow::Result<HostFacts> {
     }
     let dev = match dev {
         Some(d) => Some(d.to_string()),
-        None => netdev::default_route_interface()?,
+        None => netdev::routed_interface()?,
     };
     if let Some(name) = dev {
         let info = netdev::interface_info(&name)
