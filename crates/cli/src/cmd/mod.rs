@@ -4,5 +4,5 @@ pub mod bench;
 pub mod common;
 pub mod emulate;
 pub mod plan;
-pub mod tune;
 pub mod serve;
+pub mod tune;
