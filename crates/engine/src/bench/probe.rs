@@ -160,7 +160,8 @@ mod tests {
     #[test]
     fn short_rtt_rounds_are_at_least_20_ms() {
         let mut p = RateProbe::new(Duration::from_micros(30), false);
-        // Samples every 1 ms at a flat rate: needs 4 rounds of 20 ms.
+        // Samples every 1 ms at a flat rate: the first 20 ms round counts as growth from
+        // nothing, then three flat rounds end the probe at 80 ms.
         let mut ended = None;
         for ms in 1..200 {
             if p.on_sample(sample(ms, 1_000_000_000, 0)).is_some() {
@@ -168,6 +169,6 @@ mod tests {
                 break;
             }
         }
-        assert_eq!(ended, Some(60));
+        assert_eq!(ended, Some(80));
     }
 }

@@ -73,7 +73,11 @@ pub fn judge(c: Chrono, paced_fraction: Option<f64>) -> LimitedBy {
     if paced_fraction.is_some_and(|f| f >= 0.9) {
         return LimitedBy::Pacing;
     }
-    let elapsed = c.elapsed_us.max(1) as f64;
+    if c.elapsed_us == 0 {
+        // Nothing was observed: no counter can speak against the network.
+        return LimitedBy::Network;
+    }
+    let elapsed = c.elapsed_us as f64;
     let busy = c.busy_us.min(c.elapsed_us) as f64;
     let rwnd = c.rwnd_limited_us as f64;
     let sndbuf = c.sndbuf_limited_us as f64;
@@ -126,7 +130,8 @@ mod tests {
 
     #[test]
     fn bogus_counters_do_not_panic() {
-        assert_eq!(judge(c(0, 50, 100, 100), None), LimitedBy::ReceiverWindow);
+        assert_eq!(judge(c(0, 50, 100, 100), None), LimitedBy::Network);
+        assert_eq!(judge(c(10, 50, 100, 100), None), LimitedBy::ReceiverWindow);
         assert_eq!(judge(Chrono::default(), None), LimitedBy::Network);
     }
 }
