@@ -74,6 +74,13 @@ enum Action {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
+enum JitterModel {
+    Wander,
+    Uniform,
+    Normal,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
 enum EndArg {
     A,
     B,
@@ -112,9 +119,14 @@ struct UpArgs {
     /// Random loss per segment: a probability (1e-4, 0.01%) or Gilbert-Elliott ge:P,R,H,K.
     #[arg(long)]
     loss: Option<String>,
-    /// Delay variation, uniform in +-JITTER (packets stay in order unless --reorder).
+    /// Delay variation of up to +-JITTER (packets stay in order unless --reorder).
     #[arg(long)]
     jitter: Option<String>,
+    /// How the delay varies: `wander` (a smooth offset; the mean delay stays as
+    /// configured), `uniform` (drawn per packet, kept in order: dense traffic is delayed
+    /// by about the whole bound) or `normal` (per packet, sigma = JITTER / 3).
+    #[arg(long, value_enum, default_value = "wander")]
+    jitter_model: JitterModel,
     /// Percentage of packets held back and overtaken by later ones.
     #[arg(long)]
     reorder: Option<f64>,
@@ -204,7 +216,11 @@ fn config_from(up: &UpArgs) -> Result<EmulatorConfig> {
     let jitter = match &up.jitter {
         Some(j) => {
             let max = parse_time("jitter", j)?;
-            (!max.is_zero()).then_some(Jitter::Uniform { max })
+            (!max.is_zero()).then_some(match up.jitter_model {
+                JitterModel::Wander => Jitter::Wander { max },
+                JitterModel::Uniform => Jitter::Uniform { max },
+                JitterModel::Normal => Jitter::Normal { sigma: max / 3 },
+            })
         }
         None => None,
     };
