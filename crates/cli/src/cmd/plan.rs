@@ -1,6 +1,20 @@
 //! `longhaul plan`: the figures a path needs, computed by `longhaul-model`, each printed with
 //! its formula in words; `--json` prints one object `{"type":"plan", ...}`.
 //!
+//! JSON fields (snake_case, unit in the name): the inputs `rate_bps`, `rtt_seconds`,
+//! `mtu_bytes`, `mss_bytes`, `streams`; `bdp_bytes`, `bdp_per_stream_bytes`,
+//! `socket_buffer_bytes` (per stream), `window_scale_ceiling_bytes`, `single_stream_can_cover`,
+//! `streams_can_cover`, `streams_needed_for_window`, `single_stream_max_bps`,
+//! `goodput_fraction`, `goodput_ceiling_bps`, `window_segments_per_stream`,
+//! `reno_recovery_seconds` (delayed ACKs), `reno_recovery_no_delayed_ack_seconds`,
+//! `reno_recovery_jumbo_seconds`, `reno_recovery_jumbo_no_delayed_ack_seconds`,
+//! `max_loss_reno`, `max_loss_cubic`, `max_loss_hstcp`, `cubic_k_seconds`,
+//! `router_buffer_bytes`, `router_buffer_for_streams_bytes`, `merge_buffer_bytes`,
+//! `pacing_rate_per_stream_bps`, `parallel_reno_utilisation`, `target_reachable`,
+//! `shortfalls` (sentences); with `--loss`: `loss`, `mathis_throughput_bps`; with `--size`:
+//! `size_bytes`, `transfer_seconds`, `stock_rate_bps`, `stock_transfer_seconds`; with
+//! `--distance`: `distance_m`, `bit_meters_per_second`.
+//!
 //! Exit code 0 when the planned streams can reach the target; 1 when they cannot (the
 //! window ceiling is below the BDP share of a stream, or the Mathis bound at `--loss` is
 //! below the target rate); 2 on a usage error.

@@ -7,6 +7,19 @@
 //!
 //! The drop-in and state paths can be moved with `--dropin`/`--state` or the environment
 //! variables `LONGHAUL_TUNE_DROPIN`/`LONGHAUL_TUNE_STATE` (tests write into a temp dir).
+//!
+//! `--json` prints JSON Lines:
+//! - `{"type":"finding","key","severity":"ok|info|warning|critical","current","wanted","why",
+//!   "fix","applies"}`, one per check (`fix` is a shell command or null; `applies` says
+//!   whether `--apply` changes it);
+//! - with `--apply`: `{"type":"applied","key","previous","value"}` per sysctl written,
+//!   `{"type":"skipped","key","reason"}` per global sysctl not writable in this namespace,
+//!   then the findings after the change;
+//! - with `--revert`: `{"type":"reverted","key","previous":null,"value"}` per sysctl;
+//! - last, `{"type":"end","command":"tune","critical","warning","info","ok","applied"}`
+//!   (`{"type":"end","command":"tune","reverted"}` for `--revert`).
+//!
+//! Notes go to stderr with `--json`.
 
 use anyhow::{bail, Context};
 use longhaul_model::units::{format_bytes, parse_duration, parse_rate_bps};
