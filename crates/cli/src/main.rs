@@ -27,6 +27,11 @@ enum Command {
     Emulate(cmd::emulate::Args),
     /// Check this host's TCP settings for a path; --apply fixes them, --revert undoes that.
     Tune(cmd::tune::Args),
+    /// Measure a run as the Internet2 Land Speed Record did: bit-meters/second over the
+    /// route's great-circle legs, the contest's rules, the record to beat.
+    Record(cmd::record::Args),
+    /// Draw a run log's graphs: throughput per stream and in total, cwnd, RTT, retransmits.
+    Plot(cmd::plot::Args),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +42,8 @@ fn main() -> ExitCode {
         Command::Tune(args) => cmd::tune::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Serve(args) => cmd::serve::run(args),
+        Command::Record(args) => cmd::record::run(args),
+        Command::Plot(args) => cmd::plot::run(args),
     };
     match result {
         Ok(code) => code,

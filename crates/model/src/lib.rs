@@ -6,14 +6,18 @@
 //! - [`tcp_response`]: Reno recovery, Mathis, CUBIC (RFC 9438), HighSpeed TCP (RFC 3649).
 //! - [`path`]: [`PathSpec`], the path every formula works from.
 //! - [`plan`]: every figure of `longhaul plan` for one path, computed at once.
-//! - [`lsr`]: the Land Speed Record metric in bit-meters/second.
+//! - [`lsr`]: the Land Speed Record metric in bit-meters/second, its rules and history.
+//! - [`geo`], [`airports`], [`route`]: great-circle distances, the airport table, routes.
 
 mod error;
 
+pub mod airports;
 pub mod buffers;
+pub mod geo;
 pub mod lsr;
 pub mod path;
 pub mod plan;
+pub mod route;
 pub mod tcp_response;
 pub mod units;
 

@@ -4,5 +4,8 @@ pub mod bench;
 pub mod common;
 pub mod emulate;
 pub mod plan;
+pub mod plot;
+mod png;
+pub mod record;
 pub mod serve;
 pub mod tune;

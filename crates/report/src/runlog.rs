@@ -1,0 +1,479 @@
+//! The reader of run logs: the JSON Lines that `longhaul bench --json` prints.
+//!
+//! Each line is an object with a `"type"`: `start` (the parameters and host settings),
+//! `interval` (per-stream figures and totals for one interval), `end` (with a `summary`:
+//! `bytes`, `seconds`, `bits_per_second`, `retransmits`, `limited_by`) and `error`. The
+//! reader is tolerant: unknown fields and types are ignored, figures may be missing or come
+//! under a few common names, and lines that are not JSON objects are counted and skipped. It
+//! is bounded: at most [`MAX_LINES`] lines of at most [`MAX_LINE_BYTES`] bytes and
+//! [`MAX_STREAMS`] streams per interval.
+
+use serde_json::{Map, Value};
+
+/// Most lines a run log may have (a day at one interval per 0.1 s).
+pub const MAX_LINES: usize = 1_000_000;
+/// Longest line accepted, bytes.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+/// Most streams read per interval.
+pub const MAX_STREAMS: usize = 1024;
+
+/// Why a run log could not be read.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum RunLogError {
+    /// No `start`, `interval` or `end` object was found.
+    #[error("no run found: expected JSON Lines from `longhaul bench --json` with \"type\" start/interval/end ({skipped} line(s) skipped)")]
+    NoRun {
+        /// Lines that were not usable objects.
+        skipped: usize,
+    },
+    /// More lines than [`MAX_LINES`].
+    #[error("run log has more than {MAX_LINES} lines; cut it or use a longer --interval")]
+    TooManyLines,
+    /// A line longer than [`MAX_LINE_BYTES`].
+    #[error("line {line} is {bytes} bytes long; at most {MAX_LINE_BYTES} are accepted")]
+    LineTooLong {
+        /// 1-based line number.
+        line: usize,
+        /// Its length.
+        bytes: usize,
+    },
+}
+
+/// One stream's figures in one interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamSample {
+    /// Stream id as the log gives it.
+    pub id: String,
+    /// Bytes moved in the interval.
+    pub bytes: Option<f64>,
+    /// Throughput in the interval, bit/s.
+    pub bits_per_second: Option<f64>,
+    /// Congestion window, bytes.
+    pub cwnd_bytes: Option<f64>,
+    /// Smoothed RTT, microseconds.
+    pub rtt_us: Option<f64>,
+    /// Retransmitted segments in the interval.
+    pub retransmits: Option<f64>,
+}
+
+/// One interval of the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interval {
+    /// Seconds since the start when the interval began.
+    pub start_s: f64,
+    /// Seconds since the start when it ended.
+    pub end_s: f64,
+    /// Total throughput, bit/s (from the log's total, else the sum of its streams).
+    pub bits_per_second: f64,
+    /// Total bytes in the interval.
+    pub bytes: f64,
+    /// Total retransmits in the interval.
+    pub retransmits: f64,
+    /// Per-stream figures.
+    pub streams: Vec<StreamSample>,
+}
+
+/// The `end` object's summary.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EndSummary {
+    /// Bytes moved.
+    pub bytes: Option<f64>,
+    /// Duration, seconds.
+    pub seconds: Option<f64>,
+    /// Mean throughput, bit/s.
+    pub bits_per_second: Option<f64>,
+    /// Retransmitted segments.
+    pub retransmits: Option<f64>,
+    /// What limited the transfer (receiver window, send buffer, network, CPU...).
+    pub limited_by: Option<String>,
+    /// The whole `end` object, for fields this reader does not know.
+    pub raw: Map<String, Value>,
+}
+
+/// A parsed run log.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunLog {
+    /// The `start` object as it came (parameters and host settings).
+    pub start: Option<Map<String, Value>>,
+    /// The intervals in order.
+    pub intervals: Vec<Interval>,
+    /// The `end` summary.
+    pub end: Option<EndSummary>,
+    /// Messages of `error` objects.
+    pub errors: Vec<String>,
+    /// Lines skipped because they were not JSON objects with a known type.
+    pub skipped_lines: usize,
+}
+
+impl RunLog {
+    /// Parses JSON Lines text.
+    pub fn parse(text: &str) -> Result<Self, RunLogError> {
+        let mut log = RunLog::default();
+        let mut found = false;
+        for (idx, line) in text.lines().enumerate() {
+            if idx >= MAX_LINES {
+                return Err(RunLogError::TooManyLines);
+            }
+            if line.len() > MAX_LINE_BYTES {
+                return Err(RunLogError::LineTooLong {
+                    line: idx + 1,
+                    bytes: line.len(),
+                });
+            }
+            if line.trim().is_empty() {
+                continue;
+            }
+            let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(line) else {
+                log.skipped_lines += 1;
+                continue;
+            };
+            match obj.get("type").and_then(Value::as_str) {
+                Some("start") => {
+                    log.start = Some(obj);
+                    found = true;
+                }
+                Some("interval") => {
+                    let prev_end = log.intervals.last().map_or(0.0, |i| i.end_s);
+                    let step = log.interval_step_s();
+                    log.intervals.push(parse_interval(&obj, prev_end, step));
+                    found = true;
+                }
+                Some("end") => {
+                    log.end = Some(parse_end(obj));
+                    found = true;
+                }
+                Some("error") => {
+                    let msg = text_of(&obj, &["message", "error", "msg"])
+                        .unwrap_or_else(|| Value::Object(obj.clone()).to_string());
+                    log.errors.push(msg);
+                }
+                _ => log.skipped_lines += 1,
+            }
+        }
+        if found {
+            Ok(log)
+        } else {
+            Err(RunLogError::NoRun {
+                skipped: log.skipped_lines,
+            })
+        }
+    }
+
+    /// The interval length the `start` object announces, else 1 s.
+    fn interval_step_s(&self) -> f64 {
+        self.start
+            .as_ref()
+            .and_then(|s| {
+                num(
+                    s,
+                    &[
+                        "interval_s",
+                        "params.interval_s",
+                        "interval",
+                        "params.interval",
+                    ],
+                )
+            })
+            .filter(|v| *v > 0.0)
+            .unwrap_or(1.0)
+    }
+
+    /// Bytes moved: the summary's, else the sum of the intervals.
+    pub fn bytes(&self) -> Option<u64> {
+        let from_end = self.end.as_ref().and_then(|e| e.bytes);
+        let from_intervals = (!self.intervals.is_empty())
+            .then(|| self.intervals.iter().map(|i| i.bytes).sum::<f64>());
+        from_end
+            .or(from_intervals)
+            .filter(|b| *b >= 0.0)
+            .map(|b| b.round() as u64)
+    }
+
+    /// Duration: the summary's, else the end of the last interval.
+    pub fn seconds(&self) -> Option<f64> {
+        self.end
+            .as_ref()
+            .and_then(|e| e.seconds)
+            .or_else(|| self.intervals.last().map(|i| i.end_s))
+            .filter(|s| *s > 0.0)
+    }
+
+    /// Mean throughput: the summary's, else bytes / seconds.
+    pub fn bits_per_second(&self) -> Option<f64> {
+        self.end
+            .as_ref()
+            .and_then(|e| e.bits_per_second)
+            .or_else(|| {
+                let (b, s) = (self.bytes()?, self.seconds()?);
+                Some(b as f64 * 8.0 / s)
+            })
+    }
+
+    /// Retransmits: the summary's, else the sum of the intervals.
+    pub fn retransmits(&self) -> Option<u64> {
+        self.end
+            .as_ref()
+            .and_then(|e| e.retransmits)
+            .or_else(|| {
+                (!self.intervals.is_empty())
+                    .then(|| self.intervals.iter().map(|i| i.retransmits).sum())
+            })
+            .map(|r| r.round() as u64)
+    }
+
+    /// Number of streams: the start's parameter, else the most seen in one interval.
+    pub fn streams(&self) -> Option<u32> {
+        let from_start = self.start.as_ref().and_then(|s| {
+            num(
+                s,
+                &["streams", "params.streams", "parallel", "params.parallel"],
+            )
+        });
+        let seen = self.intervals.iter().map(|i| i.streams.len()).max();
+        from_start
+            .map(|v| v.round() as u32)
+            .or(seen.filter(|n| *n > 0).map(|n| n as u32))
+    }
+
+    /// IP version of the run when the log tells it: a `family`/`ip` field or an address.
+    pub fn ipv6(&self) -> Option<bool> {
+        let s = self.start.as_ref()?;
+        if let Some(v) = s.get("ipv6").and_then(Value::as_bool) {
+            return Some(v);
+        }
+        for key in ["family", "ip", "ip_version", "params.family"] {
+            if let Some(t) = text_of(s, &[key]) {
+                let t = t.to_ascii_lowercase();
+                if t.contains('6') {
+                    return Some(true);
+                }
+                if t.contains('4') {
+                    return Some(false);
+                }
+            }
+        }
+        for key in ["remote", "peer", "server", "remote_addr", "connect"] {
+            if let Some(addr) = text_of(s, &[key]) {
+                // "[::1]:5201" or "2001:db8::1" have more than one colon; "10.0.0.2:5201" one.
+                return Some(addr.matches(':').count() > 1);
+            }
+        }
+        None
+    }
+
+    /// What limited the transfer, when the summary says.
+    pub fn limited_by(&self) -> Option<&str> {
+        self.end.as_ref()?.limited_by.as_deref()
+    }
+
+    /// The settings the log carries (the `start` object, flattened to `a.b = value` pairs,
+    /// without `type`), sorted by key. Capped at 500 entries.
+    pub fn settings(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if let Some(start) = &self.start {
+            for (k, v) in start {
+                if k != "type" {
+                    flatten(k, v, &mut out);
+                }
+            }
+        }
+        out.truncate(500);
+        out
+    }
+}
+
+fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
+    if out.len() >= 500 {
+        return;
+    }
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, v) in m {
+                flatten(&format!("{prefix}.{k}"), v, out);
+            }
+        }
+        Value::String(s) => out.push((prefix.to_string(), s.clone())),
+        other => out.push((prefix.to_string(), other.to_string())),
+    }
+}
+
+fn parse_interval(obj: &Map<String, Value>, prev_end: f64, step: f64) -> Interval {
+    let end_s = num(
+        obj,
+        &["end_s", "elapsed_s", "t_s", "time_s", "t", "end", "sum.end"],
+    )
+    .unwrap_or(prev_end + step);
+    let start_s = num(obj, &["start_s", "start", "sum.start"]).unwrap_or(prev_end);
+    let streams: Vec<StreamSample> = obj
+        .get("streams")
+        .and_then(Value::as_array)
+        .map(|arr| {
+            arr.iter()
+                .take(MAX_STREAMS)
+                .enumerate()
+                .filter_map(|(i, s)| s.as_object().map(|s| parse_stream(s, i)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let sum = |f: fn(&StreamSample) -> Option<f64>| -> f64 { streams.iter().filter_map(f).sum() };
+    let bits_per_second = num(
+        obj,
+        &[
+            "bits_per_second",
+            "sum.bits_per_second",
+            "total.bits_per_second",
+        ],
+    )
+    .unwrap_or_else(|| sum(|s| s.bits_per_second));
+    let bytes =
+        num(obj, &["bytes", "sum.bytes", "total.bytes"]).unwrap_or_else(|| sum(|s| s.bytes));
+    let retransmits = num(
+        obj,
+        &["retransmits", "sum.retransmits", "total.retransmits"],
+    )
+    .unwrap_or_else(|| sum(|s| s.retransmits));
+    Interval {
+        start_s,
+        end_s,
+        bits_per_second,
+        bytes,
+        retransmits,
+        streams,
+    }
+}
+
+fn parse_stream(s: &Map<String, Value>, index: usize) -> StreamSample {
+    let id = match s.get("id").or_else(|| s.get("stream")) {
+        Some(Value::String(t)) => t.chars().take(32).collect(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => index.to_string(),
+    };
+    let rtt_us =
+        num(s, &["rtt_us", "srtt_us"]).or_else(|| num(s, &["rtt_ms"]).map(|ms| ms * 1000.0));
+    StreamSample {
+        id,
+        bytes: num(s, &["bytes"]),
+        bits_per_second: num(s, &["bits_per_second"]),
+        cwnd_bytes: num(s, &["cwnd_bytes", "snd_cwnd_bytes", "cwnd"]),
+        rtt_us,
+        retransmits: num(s, &["retransmits", "retrans"]),
+    }
+}
+
+fn parse_end(obj: Map<String, Value>) -> EndSummary {
+    let sum = obj
+        .get("summary")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_else(|| obj.clone());
+    EndSummary {
+        bytes: num(&sum, &["bytes"]),
+        seconds: num(&sum, &["seconds", "duration_s", "elapsed_s"]),
+        bits_per_second: num(&sum, &["bits_per_second"]),
+        retransmits: num(&sum, &["retransmits"]),
+        limited_by: text_of(&sum, &["limited_by"]),
+        raw: obj,
+    }
+}
+
+/// The first of `paths` (dotted, `a.b`) that holds a finite number.
+fn num(obj: &Map<String, Value>, paths: &[&str]) -> Option<f64> {
+    paths.iter().find_map(|p| {
+        let v = lookup(obj, p)?;
+        let n = match v {
+            Value::Number(n) => n.as_f64(),
+            Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        };
+        n.filter(|x: &f64| x.is_finite())
+    })
+}
+
+/// The first of `paths` that holds a string (numbers and booleans are shown as text).
+fn text_of(obj: &Map<String, Value>, paths: &[&str]) -> Option<String> {
+    paths.iter().find_map(|p| match lookup(obj, p)? {
+        Value::String(s) => Some(s.chars().take(4096).collect()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    })
+}
+
+fn lookup<'a>(obj: &'a Map<String, Value>, path: &str) -> Option<&'a Value> {
+    let mut parts = path.split('.');
+    let mut cur = obj.get(parts.next()?)?;
+    for p in parts {
+        cur = cur.as_object()?.get(p)?;
+    }
+    Some(cur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = include_str!("../tests/data/bench-2streams.jsonl");
+
+    #[test]
+    fn reads_the_sample_bench_log() {
+        let log = RunLog::parse(SAMPLE).expect("parses");
+        assert_eq!(log.skipped_lines, 0);
+        assert_eq!(log.streams(), Some(2));
+        assert_eq!(log.intervals.len(), 12);
+        assert_eq!(log.intervals[0].streams.len(), 2);
+        assert_eq!(log.intervals[3].streams[1].id, "1");
+        assert!(log.intervals[0].streams[0].cwnd_bytes.is_some());
+        assert!(log.intervals[0].streams[0].rtt_us.is_some());
+        let end = log.end.as_ref().expect("end");
+        assert_eq!(log.bytes(), end.bytes.map(|b| b as u64));
+        assert_eq!(log.limited_by(), Some("network"));
+        assert_eq!(log.ipv6(), Some(false));
+        // The intervals' bytes add up to the summary's.
+        let sum: f64 = log.intervals.iter().map(|i| i.bytes).sum();
+        assert!((sum - end.bytes.expect("bytes")).abs() < 1.0);
+        let settings = log.settings();
+        assert!(
+            settings.iter().any(|(k, _)| k.starts_with("hosts.")),
+            "{settings:?}"
+        );
+    }
+
+    #[test]
+    fn tolerates_missing_fields_other_names_and_noise() {
+        let text = "not json\n\
+            {\"type\":\"start\",\"params\":{\"streams\":3},\"remote\":\"[fd00::2]:5201\"}\n\
+            {\"type\":\"interval\",\"streams\":[{\"id\":\"a\",\"bits_per_second\":1e9,\"bytes\":125000000,\"rtt_ms\":180}]}\n\
+            {\"type\":\"interval\",\"sum\":{\"bits_per_second\":2e9,\"bytes\":250000000}}\n\
+            {\"type\":\"progress\"}\n\
+            {\"type\":\"error\",\"message\":\"peer went away\"}\n";
+        let log = RunLog::parse(text).expect("parses");
+        assert_eq!(log.skipped_lines, 2);
+        assert_eq!(log.streams(), Some(3));
+        assert_eq!(log.ipv6(), Some(true));
+        assert_eq!(log.intervals[0].end_s, 1.0);
+        assert_eq!(log.intervals[1].end_s, 2.0);
+        assert_eq!(log.intervals[0].bits_per_second, 1e9);
+        assert_eq!(log.intervals[0].streams[0].rtt_us, Some(180_000.0));
+        assert_eq!(log.intervals[1].bits_per_second, 2e9);
+        assert_eq!(log.bytes(), Some(375_000_000));
+        assert_eq!(log.seconds(), Some(2.0));
+        assert_eq!(log.bits_per_second(), Some(1.5e9));
+        assert_eq!(log.errors, vec!["peer went away".to_string()]);
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_run() {
+        assert_eq!(
+            RunLog::parse("hello\n{\"a\":1}\n"),
+            Err(RunLogError::NoRun { skipped: 2 })
+        );
+        let long = format!(
+            "{{\"type\":\"start\",\"x\":\"{}\"}}",
+            "a".repeat(MAX_LINE_BYTES)
+        );
+        assert!(matches!(
+            RunLog::parse(&long),
+            Err(RunLogError::LineTooLong { line: 1, .. })
+        ));
+    }
+}
