@@ -17,10 +17,9 @@ trap '$lh emulate down "$name" >/dev/null 2>&1 || true' EXIT
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
-printf "%-6s %-7s %12s %14s %10s\n" mtu rtt "Gbit/s" "emulator CPU" retrans
-for mtu in 9000 1500; do
-  for rtt in 0ms 100ms; do
-    $lh emulate up "$name" --rtt "$rtt" --mtu "$mtu" --daemon >/dev/null
+run() { # mtu rtt [extra up options]
+    local mtu=$1 rtt=$2; shift 2
+    $lh emulate up "$name" --rtt "$rtt" --mtu "$mtu" --daemon "$@" >/dev/null
     pid=$(cat "/run/longhaul/emulate-$name.pid")
     for end in a b; do
       # Let TCP autotuning grow windows past the 100 ms BDP (per-namespace sysctls).
@@ -34,8 +33,17 @@ for mtu in 9000 1500; do
     t1=$(cpu_ticks "$pid"); s1=$(date +%s.%N)
     read -r gbps retr < <(python3 -c 'import json,sys; e=json.load(sys.stdin)["end"]; print("%.2f %d" % (e["sum_received"]["bits_per_second"]/1e9, e["sum_sent"].get("retransmits",0)))' <<<"$json")
     cpu=$(python3 -c "print('%.0f %%' % (100*($t1-$t0)/$hz/($s1-$s0)))")
-    printf "%-6s %-7s %12s %14s %10s\n" "$mtu" "$rtt" "$gbps" "$cpu" "$retr"
+    printf "%-6s %-7s %-12s %8s %14s %8s\n" "$mtu" "$rtt" "${1:-}" "$gbps" "$cpu" "$retr"
     $lh emulate stats "$name" | grep faults | sed 's/^/        /'
     $lh emulate down "$name" >/dev/null
+}
+
+printf "%-6s %-7s %-12s %8s %14s %8s\n" mtu rtt options "Gbit/s" "emulator CPU" retrans
+for mtu in 9000 1500; do
+  for rtt in 0ms 100ms; do
+    run "$mtu" "$rtt"
   done
 done
+# For scale: one packet per read (no TUN offloads), as a plain forwarder would do.
+run 9000 0ms --no-offload
+run 1500 0ms --no-offload

@@ -105,3 +105,18 @@ pub fn redirect_stdio(file: &std::fs::File) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Gives the calling thread real-time (SCHED_FIFO) priority `priority` (1..=99), so timed
+/// wakeups preempt ordinary processes at once. The kernel's RT throttling
+/// (sched_rt_runtime_us) still leaves other tasks a share of each CPU.
+pub fn set_realtime_priority(priority: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority.clamp(1, 99),
+    };
+    // SAFETY: param is valid; pthread_self() is the calling thread.
+    let rc = unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}

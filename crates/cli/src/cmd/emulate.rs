@@ -142,6 +142,9 @@ struct UpArgs {
     /// Turn TUN offloads (TSO/USO super-packets) off: one packet per read.
     #[arg(long)]
     no_offload: bool,
+    /// Run the packet loops at normal priority instead of real-time (SCHED_FIFO).
+    #[arg(long)]
+    no_realtime: bool,
     /// Seed of the model's random choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -263,6 +266,7 @@ fn config_from(up: &UpArgs) -> Result<EmulatorConfig> {
     cfg.txqueuelen = up.txqueuelen;
     cfg.offload = !up.no_offload;
     cfg.seed = up.seed;
+    cfg.realtime = !up.no_realtime;
     cfg.log = up.log.clone();
     emulate::validate(&cfg)?;
     Ok(cfg)
@@ -541,10 +545,16 @@ fn print_stats(name: &str, s: &EmulatorStats) {
         );
     }
     println!(
-        "  faults: kernel TUN drops a {} b {}, write errors {}",
+        "  faults: kernel TUN drops a {} b {}, write errors {}, delay line overflow {}{}",
         s.kernel_dropped_a,
         s.kernel_dropped_b,
-        s.a_to_b.write_errors + s.b_to_a.write_errors
+        s.a_to_b.write_errors + s.b_to_a.write_errors,
+        s.a_to_b.overflow_drops + s.b_to_a.overflow_drops,
+        if s.a_to_b.realtime && s.b_to_a.realtime {
+            ""
+        } else {
+            " (no real-time priority: releases may be late under load)"
+        }
     );
 }
 

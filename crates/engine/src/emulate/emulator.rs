@@ -39,6 +39,13 @@ pub struct EmulatorConfig {
     pub seed: u64,
     /// Per-packet log file (see [`super::log`]).
     pub log: Option<PathBuf>,
+    /// Run the packet loops with real-time (SCHED_FIFO) priority, so that the end hosts'
+    /// processes do not delay releases by a scheduler time slice. Falls back to normal
+    /// priority where that is not allowed.
+    pub realtime: bool,
+    /// Most bytes each direction may hold in its delay line; packets beyond are dropped
+    /// and counted as faults (`overflow_drops`).
+    pub max_held_bytes: u64,
 }
 
 impl EmulatorConfig {
@@ -53,9 +60,14 @@ impl EmulatorConfig {
             offload: true,
             seed: 1,
             log: None,
+            realtime: true,
+            max_held_bytes: DEFAULT_MAX_HELD_BYTES,
         }
     }
 }
+
+/// Default bound of each direction's delay line: 4 GiB (32 Gbit/s x 1 s).
+pub const DEFAULT_MAX_HELD_BYTES: u64 = 4 << 30;
 
 /// Smallest and largest interface MTU accepted.
 pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 1280..=65_000;
@@ -174,6 +186,8 @@ impl Emulator {
                 stats,
                 stop: stop.clone(),
                 epoch_ns,
+                realtime: cfg.realtime,
+                max_held_bytes: cfg.max_held_bytes,
                 log: log_file.as_ref().map(|f| PacketLog::new(f.clone(), dir)),
             };
             let handle = std::thread::Builder::new()

@@ -16,6 +16,9 @@ use super::gso::{cut_run, Layout, VNET_HDR_LEN};
 use super::log::{LogEvent, PacketLog};
 use super::stats::DirectionStats;
 
+/// SCHED_FIFO priority of the packet loops (middle of the range: above every ordinary
+/// task, below the kernel's own real-time threads).
+const REALTIME_PRIORITY: i32 = 50;
 /// Packets read in one go before due packets get written.
 const READ_BURST: usize = 64;
 /// A release this close (ns) is waited for by spinning, not sleeping.
@@ -36,6 +39,8 @@ pub(crate) struct Pump {
     pub stats: Arc<Mutex<DirectionStats>>,
     pub stop: Arc<AtomicBool>,
     pub epoch_ns: u64,
+    pub realtime: bool,
+    pub max_held_bytes: u64,
     pub log: Option<PacketLog>,
 }
 
@@ -44,20 +49,42 @@ struct State {
     line: DelayLine<Vec<u8>>,
     pool: Vec<Vec<u8>>,
     scratch: Vec<u8>,
+    /// Bytes of the packets in `line`.
+    held_bytes: u64,
     counters: DirectionStats,
+}
+
+impl State {
+    /// Puts a packet into the delay line unless that would hold more than `max` bytes
+    /// (then it is dropped and counted as a fault: memory is bounded whatever the config).
+    fn hold(&mut self, release_ns: u64, pkt: Vec<u8>, max: u64) {
+        if self.held_bytes + pkt.len() as u64 > max {
+            self.counters.overflow_drops += 1;
+            return;
+        }
+        self.held_bytes += pkt.len() as u64;
+        self.line.push(release_ns, pkt);
+    }
 }
 
 impl Pump {
     /// Runs until `stop` is set.
     pub fn run(mut self) -> io::Result<()> {
         let _ = longhaul_sys::process::set_timer_slack(1);
+        let mut counters = DirectionStats::default();
+        if self.realtime {
+            // Not fatal: without it releases are late by up to a time slice under load.
+            counters.realtime =
+                longhaul_sys::process::set_realtime_priority(REALTIME_PRIORITY).is_ok();
+        }
         let waiter = ReadOrDeadline::new(std::os::fd::AsFd::as_fd(&*self.rx))?;
         let mut st = State {
             verdict: Verdict::default(),
             line: DelayLine::new(),
             pool: Vec::new(),
             scratch: Vec::with_capacity(MAX_PACKET_LEN),
-            counters: DirectionStats::default(),
+            held_bytes: 0,
+            counters,
         };
         let mut next_publish = 0;
         while !self.stop.load(Ordering::Relaxed) {
@@ -149,9 +176,9 @@ impl Pump {
             let run = st.verdict.runs[0];
             let buf = take_packet(st);
             if run.copies > 1 {
-                st.line.push(run.release_ns, buf.clone());
+                st.hold(run.release_ns, buf.clone(), self.max_held_bytes);
             }
-            st.line.push(run.release_ns, buf);
+            st.hold(run.release_ns, buf, self.max_held_bytes);
             return;
         }
         st.counters.split_packets += 1;
@@ -171,14 +198,15 @@ impl Pump {
                 out = st.scratch.clone();
             }
             if run.copies > 1 {
-                st.line.push(run.release_ns, out.clone());
+                st.hold(run.release_ns, out.clone(), self.max_held_bytes);
             }
-            st.line.push(run.release_ns, out);
+            st.hold(run.release_ns, out, self.max_held_bytes);
         }
     }
 
     fn release_due(&mut self, st: &mut State, now: u64) {
         while let Some((release_ns, pkt)) = st.line.pop_due(now) {
+            st.held_bytes -= pkt.len() as u64;
             self.write(st, release_ns, pkt);
         }
     }
@@ -223,6 +251,7 @@ impl Pump {
     fn publish(&mut self, st: &mut State, now: u64) {
         st.counters.link = self.link.stats().clone();
         st.counters.in_flight_packets = st.line.len() as u64;
+        st.counters.in_flight_bytes = st.held_bytes;
         let (backlog_bytes, _) = self.link.backlog(now);
         st.counters.backlog_bytes = backlog_bytes;
         if let Ok(mut shared) = self.stats.lock() {

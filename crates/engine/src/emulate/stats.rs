@@ -29,6 +29,13 @@ pub struct DirectionStats {
     pub unsplittable: u64,
     /// Packets held in the delay line now.
     pub in_flight_packets: u64,
+    /// Bytes held in the delay line now.
+    pub in_flight_bytes: u64,
+    /// Packets dropped because the delay line held its maximum of bytes (a fault: the
+    /// configuration asks for more memory than the emulator may use).
+    pub overflow_drops: u64,
+    /// Whether the packet loop got real-time priority.
+    pub realtime: bool,
     /// Bottleneck backlog now (bytes).
     pub backlog_bytes: u64,
     /// Timed sleeps.
@@ -79,7 +86,8 @@ pub struct EmulatorStats {
 }
 
 impl EmulatorStats {
-    /// Faults: packets lost outside the model (kernel ring drops, failed writes).
+    /// Faults: packets lost outside the model (kernel ring drops, failed writes, delay
+    /// line overflow).
     pub fn faults(&self) -> u64 {
         self.kernel_dropped_a
             + self.kernel_dropped_b
