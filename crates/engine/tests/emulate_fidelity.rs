@@ -243,21 +243,26 @@ fn udp_flood_gets_the_rate_and_the_queueing_delay() {
         (measured / rate_bps as f64 - 1.0).abs() <= 0.02,
         "delivered {measured} bit/s vs configured {rate_bps}"
     );
-    // Queueing delay under overload: about buffer / rate.
-    let owd: Vec<f64> = steady
+    // Queueing delay under overload: about buffer / rate. The sender sends in bursts, so
+    // the first datagrams of a burst find the queue drained a little since the previous
+    // one; those that fill it up again see it full: take the 90th percentile.
+    let mut owd: Vec<f64> = steady
         .iter()
         .map(|g| (g.recv_ns - g.sent_ns) as f64 / 1e9)
         .collect();
-    let m = median(owd);
+    owd.sort_by(|a, b| a.total_cmp(b));
+    let p90 = owd[owd.len() * 9 / 10];
+    let m = owd[owd.len() / 2];
     let want = buffer as f64 * 8.0 / rate_bps as f64;
     eprintln!(
-        "queueing delay: expected {:.3} ms, median one-way {:.3} ms",
+        "queueing delay: expected {:.3} ms, one-way median {:.3} ms, p90 {:.3} ms",
         want * 1e3,
-        m * 1e3
+        m * 1e3,
+        p90 * 1e3
     );
     assert!(
-        (m / want - 1.0).abs() <= 0.10,
-        "one-way delay {m} s vs buffer/rate {want} s"
+        (p90 / want - 1.0).abs() <= 0.10,
+        "one-way delay p90 {p90} s vs buffer/rate {want} s"
     );
     assert!(
         stats.a_to_b.link.dropped_queue_segments > 0,
