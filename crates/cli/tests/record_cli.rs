@@ -197,9 +197,9 @@ fn html_report_is_self_contained_and_carries_the_run() {
         "this run (IPv4): 7.341 Pb·m/s",
         "mean 734.7 Mbit/s",
         "37 retr",
-        "net.ipv4.tcp_rmem",
-        "<th>remote</th>",
-        "4096 131072 67108864",
+        "<th>client</th><th>server</th>",
+        "<td>rmem_max</td><td>67108864</td><td>33554432</td>",
+        "the network (loss or a full bottleneck)",
         "264.147 Pb·m/s",
     ] {
         assert!(html.contains(needle), "report lacks {needle:?}");
@@ -257,7 +257,7 @@ fn html_report_renders_in_headless_chromium_without_requests() {
 
     // The screenshot shows the page: mostly white, with the charts' colours drawn.
     let (w, h, pixels) = decode_png(&run.screenshot);
-    assert_eq!((w, h), (1024, 3600));
+    assert_eq!((w, h), (1024, 4800));
     let non_white = pixels
         .chunks(4)
         .filter(|p| p[0] < 240 || p[1] < 240 || p[2] < 240)
@@ -315,7 +315,7 @@ fn render(chromium: &Path, dir: &Scratch, page: &Path, tag: &str) -> Rendered {
         dir,
         &[
             "--hide-scrollbars",
-            "--window-size=1024,3600",
+            "--window-size=1024,4800",
             &format!("--screenshot={}", screenshot.display()),
             &url,
         ],
@@ -469,4 +469,85 @@ fn count_near(rgba: &[u8], rgb: [u8; 3], tolerance: i32) -> usize {
     rgba.chunks(4)
         .filter(|p| (0..3).all(|i| (i32::from(p[i]) - i32::from(rgb[i])).abs() <= tolerance))
         .count()
+}
+
+/// Kills the child on drop (a server left behind by a failed test).
+struct ChildGuard(std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn record_and_plot_read_a_real_bench_log() {
+    // A real `longhaul bench --json` run on loopback, paced so it stays light.
+    let dir = Scratch::new("bench");
+    let token = "record-test-token-0123456789abcdef";
+    let mut server = ChildGuard(
+        Command::new(env!("CARGO_BIN_EXE_longhaul"))
+            .args(["serve", "--listen", "127.0.0.1", "--port", "0", "--once"])
+            .env("LONGHAUL_TOKEN", token)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start serve"),
+    );
+    let stderr = server.0.stderr.take().expect("piped stderr");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stderr));
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("serve printed its address before exiting")
+            .expect("read serve stderr");
+        if let Some(addr) = line.split("listening on ").nth(1) {
+            break addr.trim().to_string();
+        }
+    };
+    let bench = Command::new(env!("CARGO_BIN_EXE_longhaul"))
+        .args([
+            "bench", &addr, "-P", "2", "-t", "2s", "--rate", "200M", "--json",
+        ])
+        .env("LONGHAUL_TOKEN", token)
+        .output()
+        .expect("run bench");
+    assert!(
+        bench.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bench.stderr)
+    );
+    let log_path = dir.path("run.jsonl");
+    std::fs::write(&log_path, &bench.stdout).expect("write run log");
+    let end: serde_json::Value = String::from_utf8_lossy(&bench.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "end")
+        .expect("bench printed an end object");
+
+    let log = log_path.to_str().expect("utf-8 path");
+    let out = longhaul(&["record", "--route", "GVA,ORD", "--log", log, "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a 2 s run fails the 10 minute rule"
+    );
+    let v = json_of(&out);
+    assert_eq!(v["bytes"], end["summary"]["bytes"]);
+    assert_eq!(v["bits_per_second"], end["summary"]["bits_per_second"]);
+    assert_eq!(v["seconds"], end["summary"]["seconds"]);
+    assert_eq!(v["streams"], 2);
+    assert_eq!(v["ip"], "IPv4");
+
+    let svg = dir.path("run.svg");
+    let out = longhaul(&["plot", log, "-o", svg.to_str().expect("utf-8 path")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&svg).expect("svg written");
+    assert!(text.contains("stream 0") && text.contains("stream 1") && text.contains("total"));
+    assert_well_formed(&text);
 }

@@ -1,6 +1,7 @@
 //! The self-contained HTML report of a run: summary figures, the route with each leg, the
-//! Land Speed Record rules and standing record, the run's graphs, the settings of both hosts
-//! as the log carries them, and the record history with the run placed on it.
+//! Land Speed Record rules and standing record, the record history with the run placed on
+//! it, the run's graphs, per-stream and end-of-run figures, the settings of both hosts as
+//! the log carries them, and the table of every record.
 //!
 //! The page is one file: inline CSS and inline SVG, no scripts, no fonts, no network fetch.
 //! It is also well-formed XML (every element closed), so tests can parse it.
@@ -106,23 +107,6 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
         route_section(&mut h, route);
         rules_section(&mut h, a, input.history);
     }
-    if let Some(log) = input.log {
-        h.push_str("<h2>Graphs</h2>");
-        if log.intervals.is_empty() {
-            h.push_str("<p class=\"muted\">The log has no intervals to draw.</p>");
-        }
-        for chart in run_charts(log).iter().filter(|_| !log.intervals.is_empty()) {
-            let _ = write!(h, "<figure>{}</figure>", chart.to_svg());
-        }
-        if !log.errors.is_empty() {
-            h.push_str("<h2>Errors in the log</h2><ul>");
-            for e in &log.errors {
-                let _ = write!(h, "<li>{}</li>", escape(e));
-            }
-            h.push_str("</ul>");
-        }
-    }
-    settings_section(&mut h, input);
     h.push_str("<h2>Record history</h2>");
     let run = attempt.as_ref().map(|a| RunPoint {
         label: "this run".to_string(),
@@ -134,6 +118,48 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
         "<figure>{}</figure>",
         history_chart(input.history, run.as_ref()).to_svg()
     );
+    if let Some(log) = input.log {
+        h.push_str("<h2>Graphs</h2>");
+        if log.intervals.is_empty() {
+            h.push_str("<p class=\"muted\">The log has no intervals to draw.</p>");
+        }
+        for chart in run_charts(log).iter().filter(|_| !log.intervals.is_empty()) {
+            let _ = write!(h, "<figure>{}</figure>", chart.to_svg());
+        }
+        let (cols, rows) = log.end_streams();
+        if !rows.is_empty() {
+            h.push_str("<h2>Per stream at the end</h2><table><tr>");
+            for c in &cols {
+                let _ = write!(h, "<th>{}</th>", escape(c));
+            }
+            h.push_str("</tr>");
+            for row in rows {
+                h.push_str("<tr>");
+                for v in row {
+                    let _ = write!(h, "<td>{}</td>", escape(&v));
+                }
+                h.push_str("</tr>");
+            }
+            h.push_str("</table>");
+        }
+        let details = log.summary_details();
+        if !details.is_empty() {
+            h.push_str("<h2>End of run</h2><table><tr><th>Figure</th><th>Value</th></tr>");
+            for (k, v) in details {
+                let _ = write!(h, "<tr><td>{}</td><td>{}</td></tr>", escape(&k), escape(&v));
+            }
+            h.push_str("</table>");
+        }
+        if !log.errors.is_empty() {
+            h.push_str("<h2>Errors in the log</h2><ul>");
+            for e in &log.errors {
+                let _ = write!(h, "<li>{}</li>", escape(e));
+            }
+            h.push_str("</ul>");
+        }
+    }
+    settings_section(&mut h, input);
+    h.push_str("<h2>Every record of the contest</h2>");
     history_table(&mut h, input.history);
     h.push_str("</body></html>\n");
     h
@@ -302,13 +328,17 @@ fn settings_section(h: &mut String, input: &ReportInput<'_>) {
 /// Most hosts shown side by side.
 const MAX_HOSTS: usize = 4;
 
-/// `hosts.local.net.core.rmem_max` -> (`local`, `net.core.rmem_max`); also `remote.x`.
+/// `hosts.local.net.core.rmem_max` -> (`local`, `net.core.rmem_max`); also `remote.x`
+/// and `server_host.x` -> (`server`, `x`) as `longhaul bench` writes them.
 fn host_of(key: &str) -> Option<(String, String)> {
     if let Some(rest) = key.strip_prefix("hosts.") {
         let (host, k) = rest.split_once('.')?;
         return Some((host.to_string(), k.to_string()));
     }
     let (first, k) = key.split_once('.')?;
+    if let Some(host) = first.strip_suffix("_host").filter(|h| !h.is_empty()) {
+        return Some((host.to_string(), k.to_string()));
+    }
     ["local", "remote", "sender", "receiver", "client", "server"]
         .contains(&first)
         .then(|| (first.to_string(), k.to_string()))
@@ -360,6 +390,10 @@ mod tests {
             Some(("remote".into(), "kernel".into()))
         );
         assert_eq!(host_of("params.streams"), None);
+        assert_eq!(
+            host_of("server_host.rmem_max"),
+            Some(("server".into(), "rmem_max".into()))
+        );
         assert_eq!(format_rate(4_310_620_000.0), "4.311 Gbit/s");
         assert_eq!(format_rate(734_721_736.0), "734.7 Mbit/s");
     }

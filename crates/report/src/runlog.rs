@@ -84,7 +84,8 @@ pub struct EndSummary {
     pub bits_per_second: Option<f64>,
     /// Retransmitted segments.
     pub retransmits: Option<f64>,
-    /// What limited the transfer (receiver window, send buffer, network, CPU...).
+    /// What limited the transfer (receiver window, send buffer, network, CPU...), in words
+    /// when the log has them (`limited_by_text`), else the short code (`limited_by`).
     pub limited_by: Option<String>,
     /// The whole `end` object, for fields this reader does not know.
     pub raw: Map<String, Value>,
@@ -266,19 +267,97 @@ impl RunLog {
         self.end.as_ref()?.limited_by.as_deref()
     }
 
+    /// The end summary's other figures (advice, CPU per host, balance...), flattened to
+    /// `a.b = value` pairs and sorted by key; the headline figures are left out.
+    pub fn summary_details(&self) -> Vec<(String, String)> {
+        const HEADLINE: [&str; 6] = [
+            "bytes",
+            "seconds",
+            "bits_per_second",
+            "retransmits",
+            "limited_by",
+            "limited_by_text",
+        ];
+        let mut out = Vec::new();
+        let Some(end) = &self.end else { return out };
+        if let Some(Value::Object(summary)) = end.raw.get("summary") {
+            for (k, v) in summary {
+                if !HEADLINE.contains(&k.as_str()) && !v.is_null() {
+                    flatten(k, v, &mut out);
+                }
+            }
+        }
+        out
+    }
+
+    /// Per-stream rows of the `end` object (`streams: [...]`): the column names in order of
+    /// first appearance and one row of values per stream (`-` where missing). At most
+    /// [`MAX_STREAMS`] rows and 12 columns.
+    pub fn end_streams(&self) -> (Vec<String>, Vec<Vec<String>>) {
+        let Some(Value::Array(streams)) = self.end.as_ref().and_then(|e| e.raw.get("streams"))
+        else {
+            return (Vec::new(), Vec::new());
+        };
+        let objs: Vec<&Map<String, Value>> = streams
+            .iter()
+            .take(MAX_STREAMS)
+            .filter_map(Value::as_object)
+            .collect();
+        let mut cols: Vec<String> = Vec::new();
+        for o in &objs {
+            for k in o.keys() {
+                if !cols.contains(k) && cols.len() < 12 {
+                    cols.push(k.clone());
+                }
+            }
+        }
+        if let Some(i) = cols.iter().position(|c| c == "id") {
+            let id = cols.remove(i);
+            cols.insert(0, id);
+        }
+        let rows = objs
+            .iter()
+            .map(|o| {
+                cols.iter()
+                    .map(|c| match o.get(c) {
+                        None | Some(Value::Null) => "-".to_string(),
+                        Some(Value::String(t)) => t.chars().take(200).collect(),
+                        Some(Value::Number(n)) => format_number(n.as_f64().unwrap_or(0.0)),
+                        Some(v) => v.to_string().chars().take(200).collect(),
+                    })
+                    .collect()
+            })
+            .collect();
+        (cols, rows)
+    }
+
     /// The settings the log carries (the `start` object, flattened to `a.b = value` pairs,
     /// without `type`), sorted by key. Capped at 500 entries.
     pub fn settings(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         if let Some(start) = &self.start {
             for (k, v) in start {
-                if k != "type" {
+                if k != "type" && !v.is_null() {
                     flatten(k, v, &mut out);
                 }
             }
         }
         out.truncate(500);
         out
+    }
+}
+
+/// A number without float noise: integers as integers, others to 4 significant decimals.
+fn format_number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        let t = if v.abs() >= 100.0 {
+            format!("{v:.1}")
+        } else {
+            format!("{v:.4}")
+        };
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }
 
@@ -293,6 +372,9 @@ fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
             }
         }
         Value::String(s) => out.push((prefix.to_string(), s.clone())),
+        Value::Number(n) => {
+            out.push((prefix.to_string(), format_number(n.as_f64().unwrap_or(0.0))))
+        }
         other => out.push((prefix.to_string(), other.to_string())),
     }
 }
@@ -371,7 +453,7 @@ fn parse_end(obj: Map<String, Value>) -> EndSummary {
         seconds: num(&sum, &["seconds", "duration_s", "elapsed_s"]),
         bits_per_second: num(&sum, &["bits_per_second"]),
         retransmits: num(&sum, &["retransmits"]),
-        limited_by: text_of(&sum, &["limited_by"]),
+        limited_by: text_of(&sum, &["limited_by_text", "limited_by"]),
         raw: obj,
     }
 }
@@ -426,16 +508,34 @@ mod tests {
         assert!(log.intervals[0].streams[0].rtt_us.is_some());
         let end = log.end.as_ref().expect("end");
         assert_eq!(log.bytes(), end.bytes.map(|b| b as u64));
-        assert_eq!(log.limited_by(), Some("network"));
+        assert_eq!(
+            log.limited_by(),
+            Some("the network (loss or a full bottleneck)")
+        );
         assert_eq!(log.ipv6(), Some(false));
         // The intervals' bytes add up to the summary's.
         let sum: f64 = log.intervals.iter().map(|i| i.bytes).sum();
         assert!((sum - end.bytes.expect("bytes")).abs() < 1.0);
         let settings = log.settings();
         assert!(
-            settings.iter().any(|(k, _)| k.starts_with("hosts.")),
+            settings.contains(&("server_host.rmem_max".to_string(), "33554432".to_string())),
             "{settings:?}"
         );
+        assert!(
+            !settings.iter().any(|(k, _)| k == "bytes"),
+            "null values are left out"
+        );
+        let details = log.summary_details();
+        assert!(details.contains(&("sender.cpu_percent".to_string(), "21.5".to_string())));
+        assert!(!details.iter().any(|(k, _)| k == "bytes"));
+        let (cols, rows) = log.end_streams();
+        assert_eq!(cols[0], "id");
+        assert_eq!(rows.len(), 2);
+        let retr = cols
+            .iter()
+            .position(|c| c == "retransmits")
+            .expect("column");
+        assert_eq!(rows[0][retr], "37");
     }
 
     #[test]

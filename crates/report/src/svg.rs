@@ -16,6 +16,8 @@ pub enum SeriesStyle {
     Line,
     /// A step line (value held until the next point) with dots at the points.
     StepWithDots,
+    /// A step line without dots.
+    Step,
     /// Dots only.
     Dots,
 }
@@ -72,6 +74,8 @@ pub struct Chart {
     pub y_log: bool,
     /// Force the y range to include 0 (linear axes only).
     pub y_from_zero: bool,
+    /// Extra room on both ends of the x axis, as a fraction of the data's x range.
+    pub x_pad: f64,
     /// Series in drawing order.
     pub series: Vec<Series>,
     /// Vertical markers.
@@ -102,6 +106,7 @@ impl Chart {
             y_label: y_label.to_string(),
             y_log: false,
             y_from_zero: true,
+            x_pad: 0.0,
             series: Vec::new(),
             markers: Vec::new(),
             callouts: Vec::new(),
@@ -155,7 +160,8 @@ impl Chart {
             );
             return;
         };
-        let x_axis = Axis::tight(xr);
+        let pad = (xr.1 - xr.0) * self.x_pad.clamp(0.0, 1.0);
+        let x_axis = Axis::tight((xr.0 - pad, xr.1 + pad));
         let y_axis = if self.y_log {
             Axis::log10(yr)
         } else {
@@ -234,12 +240,13 @@ impl Chart {
                 .map(|&(x, y)| (sx(x), sy(y)))
                 .collect();
             let color = escape(&s.color);
-            if matches!(s.style, SeriesStyle::Line | SeriesStyle::StepWithDots) && pts.len() > 1 {
+            let stepped = matches!(s.style, SeriesStyle::StepWithDots | SeriesStyle::Step);
+            if (stepped || s.style == SeriesStyle::Line) && pts.len() > 1 {
                 let mut d = String::new();
                 for (i, (x, y)) in pts.iter().enumerate() {
                     if i == 0 {
                         let _ = write!(d, "M{x:.1},{y:.1}");
-                    } else if s.style == SeriesStyle::StepWithDots {
+                    } else if stepped {
                         let _ = write!(d, " H{x:.1} V{y:.1}");
                     } else {
                         let _ = write!(d, " L{x:.1},{y:.1}");
@@ -289,12 +296,25 @@ impl Chart {
         let lx = LEFT + pw + 14.0;
         for (i, s) in self.series.iter().take(MAX_LEGEND).enumerate() {
             let ly = TOP + 8.0 + i as f64 * 18.0;
+            if s.style == SeriesStyle::Dots {
+                let _ = write!(
+                    out,
+                    r#"<circle cx="{:.1}" cy="{ly:.1}" r="3.5" fill="{}"/>"#,
+                    lx + 9.0,
+                    escape(&s.color)
+                );
+            } else {
+                let _ = write!(
+                    out,
+                    r#"<line x1="{lx:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{}" stroke-width="{}"/>"#,
+                    lx + 18.0,
+                    escape(&s.color),
+                    s.width.max(2.0)
+                );
+            }
             let _ = write!(
                 out,
-                r##"<line x1="{lx:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{}" stroke-width="{}"/><text x="{:.1}" y="{:.1}" fill="#222">{}</text>"##,
-                lx + 18.0,
-                escape(&s.color),
-                s.width.max(2.0),
+                r##"<text x="{:.1}" y="{:.1}" fill="#222">{}</text>"##,
                 lx + 24.0,
                 ly + 4.0,
                 escape(&truncate(&s.name, 20))
@@ -468,13 +488,26 @@ fn nice_step(raw: f64) -> f64 {
     nice * mag
 }
 
-/// A tick value without needless digits: `0`, `2.5`, `1000`, `1e+06`.
+/// A tick value without needless digits: `0`, `2.5`, `1000`, `100,000`, `1e13`.
 fn tick_label(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
         "0".to_string()
-    } else if !(1e-3..1e6).contains(&a) {
+    } else if !(1e-3..1e12).contains(&a) {
         format!("{v:e}")
+    } else if a >= 1e4 && v.fract() == 0.0 {
+        let digits = format!("{:.0}", a);
+        let mut grouped = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                grouped.push(',');
+            }
+            grouped.push(c);
+        }
+        if v < 0.0 {
+            grouped.insert(0, '-');
+        }
+        grouped
     } else {
         let s = format!("{v:.3}");
         s.trim_end_matches('0').trim_end_matches('.').to_string()
@@ -550,6 +583,9 @@ mod tests {
         assert_eq!(nice_step(3.0), 5.0);
         assert_eq!(tick_label(2.5), "2.5");
         assert_eq!(tick_label(1000.0), "1000");
+        assert_eq!(tick_label(1e6), "1,000,000");
+        assert_eq!(tick_label(-250_000.0), "-250,000");
+        assert_eq!(tick_label(1e13), "1e13");
         assert_eq!(escape("a&b\"<"), "a&amp;b&quot;&lt;");
     }
 }
