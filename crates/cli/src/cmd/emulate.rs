@@ -1,6 +1,7 @@
 //! `longhaul emulate`: a long fat path between two network namespaces, emulated in user
 //! space on TUN devices (`up`, `down`, `exec`, `addr`, `stats`, `log-report`).
 
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
@@ -142,6 +143,11 @@ struct UpArgs {
     /// Turn TUN offloads (TSO/USO super-packets) off: one packet per read.
     #[arg(long)]
     no_offload: bool,
+    /// With a rate, the longest burst written at once, in bottleneck time: offload
+    /// super-packets are cut so that segments arrive spaced as on the wire. 0 writes
+    /// each surviving super-packet whole (fewer writes, burstier arrivals).
+    #[arg(long, default_value = "100us")]
+    max_burst: String,
     /// Run the packet loops at normal priority instead of real-time (SCHED_FIFO).
     #[arg(long)]
     no_realtime: bool,
@@ -267,6 +273,8 @@ fn config_from(up: &UpArgs) -> Result<EmulatorConfig> {
     cfg.offload = !up.no_offload;
     cfg.seed = up.seed;
     cfg.realtime = !up.no_realtime;
+    let max_burst = parse_time("max-burst", &up.max_burst)?;
+    cfg.max_burst = (!max_burst.is_zero()).then_some(max_burst);
     cfg.log = up.log.clone();
     emulate::validate(&cfg)?;
     Ok(cfg)
@@ -310,8 +318,7 @@ fn run_up(up: UpArgs) -> Result<ExitCode> {
             up.name
         )
     };
-    println!("{ready}");
-    let _ = std::io::stdout().flush();
+    let _ = emit(&format!("{ready}\n"));
     if up.detached {
         let log = std::fs::File::create(state::stats_path(&up.name).with_extension("log"))
             .context("create the daemon log")?;
@@ -323,12 +330,12 @@ fn run_up(up: UpArgs) -> Result<ExitCode> {
     outcome?;
     let stats = final_stats?;
     if up.json {
-        println!(
-            "{}",
+        emit(&format!(
+            "{}\n",
             serde_json::json!({"type": "end", "name": up.name, "stats": stats})
-        );
+        ))?;
     } else {
-        print_stats(&up.name, &stats);
+        print_stats(&up.name, &stats)?;
     }
     if stats.faults() > 0 {
         eprintln!("longhaul: {} packets lost outside the model (kernel TUN ring drops or failed writes): raise --txqueuelen", stats.faults());
@@ -508,18 +515,20 @@ fn run_stats(name: &str, json: bool) -> Result<ExitCode> {
         bail!("emulator {name:?} is not running (pid {} is gone); clean up with `longhaul emulate down {name}`", file.pid);
     }
     if json {
-        println!("{}", String::from_utf8_lossy(&text));
+        emit(&format!("{}\n", String::from_utf8_lossy(&text)))?;
     } else {
-        print_stats(name, &file.stats);
+        print_stats(name, &file.stats)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_stats(name: &str, s: &EmulatorStats) {
-    println!("emulator {name}, up {:.1} s", s.uptime_ns as f64 / 1e9);
+fn print_stats(name: &str, s: &EmulatorStats) -> std::io::Result<()> {
+    let mut o = String::new();
+    let _ = writeln!(o, "emulator {name}, up {:.1} s", s.uptime_ns as f64 / 1e9);
     for (dir, d) in [("a->b", &s.a_to_b), ("b->a", &s.b_to_a)] {
         let l = &d.link;
-        println!(
+        let _ = writeln!(
+ o,
             "  {dir}: in {} pkts / {} segs / {}, out {} segs / {}, dropped queue {} loss {} (bursts {}), dup {}, reordered {}",
             l.packets_in,
             l.segments_in,
@@ -532,7 +541,8 @@ fn print_stats(name: &str, s: &EmulatorStats) {
             l.duplicated_segments,
             l.reordered_packets
         );
-        println!(
+        let _ = writeln!(
+ o,
             "        queue max {} / {} segs, queue delay mean {} max {}, in flight {} pkts, split {}, late mean {} max {}",
             format_bytes(l.queue_high_water_bytes as f64),
             l.queue_high_water_segments,
@@ -544,7 +554,8 @@ fn print_stats(name: &str, s: &EmulatorStats) {
             format_duration(Duration::from_nanos(d.lateness_max_ns)),
         );
     }
-    println!(
+    let _ = writeln!(
+        o,
         "  faults: kernel TUN drops a {} b {}, write errors {}, delay line overflow {}{}",
         s.kernel_dropped_a,
         s.kernel_dropped_b,
@@ -556,6 +567,7 @@ fn print_stats(name: &str, s: &EmulatorStats) {
             " (no real-time priority: releases may be late under load)"
         }
     );
+    emit(&o)
 }
 
 fn run_log_report(file: &PathBuf, bins: bool, json: bool) -> Result<ExitCode> {
@@ -568,6 +580,7 @@ fn run_log_report(file: &PathBuf, bins: bool, json: bool) -> Result<ExitCode> {
             file.display()
         );
     }
+    let mut o = String::new();
     for r in &reports {
         if json {
             let mut v = serde_json::to_value(r)?;
@@ -575,21 +588,22 @@ fn run_log_report(file: &PathBuf, bins: bool, json: bool) -> Result<ExitCode> {
             if !bins {
                 v.as_object_mut().map(|o| o.remove("bin_rates_bps"));
             }
-            println!("{v}");
+            let _ = writeln!(o, "{v}");
             continue;
         }
-        println!(
+        let _ = writeln!(
+            o,
             "direction {}: {} packets, {} segments, {}",
             r.dir,
             r.packets,
             r.segments,
             format_bytes(r.bytes as f64)
         );
-        println!("  inter-packet gap histogram:");
+        let _ = writeln!(o, "  inter-packet gap histogram:");
         let mut lower = 0;
         for &(upper, count) in &r.gap_histogram {
             if count > 0 {
-                println!("    {:>8} .. {:>8} us  {count}", lower, upper);
+                let _ = writeln!(o, "    {:>8} .. {:>8} us  {count}", lower, upper);
             }
             lower = upper;
         }
@@ -597,7 +611,8 @@ fn run_log_report(file: &PathBuf, bins: bool, json: bool) -> Result<ExitCode> {
         rates.sort_by(|a, b| a.total_cmp(b));
         let pct = |q: f64| rates[((rates.len() - 1) as f64 * q).round() as usize];
         let mean = rates.iter().sum::<f64>() / rates.len() as f64;
-        println!(
+        let _ = writeln!(
+            o,
             "  rate in 0.25 ms bins ({} bins): mean {}, min {}, p1 {}, median {}, p99 {}, max {}",
             rates.len(),
             format_rate_bps(mean),
@@ -609,7 +624,8 @@ fn run_log_report(file: &PathBuf, bins: bool, json: bool) -> Result<ExitCode> {
         );
         if bins {
             for (i, rate) in r.bin_rates_bps.iter().enumerate() {
-                println!(
+                let _ = writeln!(
+                    o,
                     "    {:>10.2} ms  {}",
                     i as f64 * 0.25,
                     format_rate_bps(*rate)
@@ -617,5 +633,15 @@ fn run_log_report(file: &PathBuf, bins: bool, json: bool) -> Result<ExitCode> {
             }
         }
     }
+    emit(&o)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `text` to stdout; a closed pipe (`| head`) is not an error.
+fn emit(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
+        _ => Ok(()),
+    }
 }

@@ -46,6 +46,10 @@ pub struct EmulatorConfig {
     /// Most bytes each direction may hold in its delay line; packets beyond are dropped
     /// and counted as faults (`overflow_drops`).
     pub max_held_bytes: u64,
+    /// With a rate limit, cut super-packets so that no chunk written at once spans more
+    /// than this much bottleneck time (segments then arrive spaced as on the wire);
+    /// `None` releases each surviving run whole, at its last segment's time.
+    pub max_burst: Option<std::time::Duration>,
 }
 
 impl EmulatorConfig {
@@ -62,12 +66,16 @@ impl EmulatorConfig {
             log: None,
             realtime: true,
             max_held_bytes: DEFAULT_MAX_HELD_BYTES,
+            max_burst: Some(DEFAULT_MAX_BURST),
         }
     }
 }
 
 /// Default bound of each direction's delay line: 4 GiB (32 Gbit/s x 1 s).
 pub const DEFAULT_MAX_HELD_BYTES: u64 = 4 << 30;
+
+/// Default bound of a burst written at once, in bottleneck time.
+pub const DEFAULT_MAX_BURST: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// Smallest and largest interface MTU accepted.
 pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 1280..=65_000;
@@ -188,6 +196,9 @@ impl Emulator {
                 epoch_ns,
                 realtime: cfg.realtime,
                 max_held_bytes: cfg.max_held_bytes,
+                max_burst_ns: cfg
+                    .max_burst
+                    .map(|d| d.as_nanos().min(u64::MAX as u128) as u64),
                 log: log_file.as_ref().map(|f| PacketLog::new(f.clone(), dir)),
             };
             let handle = std::thread::Builder::new()

@@ -12,7 +12,10 @@ pub mod state;
 pub mod stats;
 pub mod topology;
 
-pub use emulator::{preflight, validate, Emulator, EmulatorConfig, MTU_RANGE};
+pub use emulator::{
+    preflight, validate, Emulator, EmulatorConfig, DEFAULT_MAX_BURST, DEFAULT_MAX_HELD_BYTES,
+    MTU_RANGE,
+};
 pub use error::EmulateError;
 pub use stats::{DirectionStats, EmulatorStats};
 pub use topology::End;
