@@ -198,7 +198,10 @@ fn parse_stop(text: &str) -> Result<RouteStop, RouteError> {
             code: text.chars().take(64).collect(),
             suggestions: airports::suggest(text)
                 .iter()
-                .map(|a| format!("{} ({}, {})", a.iata, a.city, a.country))
+                .map(|a| {
+                    let place = if a.city.is_empty() { &a.name } else { &a.city };
+                    format!("{} ({place}, {})", a.iata, a.country)
+                })
                 .collect(),
         }),
     }
@@ -221,6 +224,13 @@ mod tests {
         // Caltech/CERN 2003 quoted 10,037 km for Geneva-Chicago-Sunnyvale; the airports give
         // the same within 1 % (the teams used city points, Sunnyvale is near SJC).
         assert!((sum - 10037.0).abs() / 10037.0 < 0.01, "{sum}");
+    }
+
+    #[test]
+    fn metropolitan_codes_sit_between_their_airports() {
+        let nyc = Route::parse("NYC,JFK").expect("NYC is known");
+        assert!(nyc.distance_km() < 30.0, "{}", nyc.distance_km());
+        assert_eq!(nyc.stops()[0].describe(), "NYC (New York, US)");
     }
 
     #[test]

@@ -171,15 +171,14 @@ fn print_text(
     println!("route: {}", names.join(" -> "));
     for (i, leg) in route.legs().iter().enumerate() {
         println!(
-            "  leg {:<2} {:>8} -> {:<8} {:>10.1} km",
+            "  leg {:<3} {:<28} {:>10.1} km",
             i + 1,
-            leg.from,
-            leg.to,
+            format!("{} -> {}", leg.from, leg.to),
             leg.km
         );
     }
     println!(
-        "  total {:>31.1} km (sum of great-circle legs)",
+        "  total {:>39.1} km (sum of great-circle legs)",
         route.distance_km()
     );
     let mut detail = Vec::new();
