@@ -90,6 +90,25 @@ mod tests {
         assert_eq!(great_circle_km(a, a), 0.0);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn distances_are_a_metric_on_the_sphere(
+            a in (-90.0f64..=90.0, -180.0f64..=180.0),
+            b in (-90.0f64..=90.0, -180.0f64..=180.0),
+            c in (-90.0f64..=90.0, -180.0f64..=180.0),
+        ) {
+            let (a, b, c) = (p(a.0, a.1), p(b.0, b.1), p(c.0, c.1));
+            let ab = great_circle_km(a, b);
+            let bc = great_circle_km(b, c);
+            let ac = great_circle_km(a, c);
+            let half_circumference = std::f64::consts::PI * EARTH_MEAN_RADIUS_KM;
+            proptest::prop_assert!((0.0..=half_circumference + 1e-6).contains(&ab));
+            proptest::prop_assert!((ab - great_circle_km(b, a)).abs() < 1e-9);
+            // Triangle inequality, with room for rounding.
+            proptest::prop_assert!(ac <= ab + bc + 1e-6, "{ac} > {ab} + {bc}");
+        }
+    }
+
     #[test]
     fn rejects_out_of_range_points() {
         assert!(GeoPoint::new(90.1, 0.0).is_none());

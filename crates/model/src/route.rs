@@ -257,6 +257,27 @@ mod tests {
         assert!(msg.contains("ORQ") && msg.contains("did you mean"), "{msg}");
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_text_parses_or_errs_without_panic(text in "\\PC{0,80}") {
+            if let Ok(route) = Route::parse(&text) {
+                proptest::prop_assert!(route.stops().len() >= 2);
+                proptest::prop_assert!(route.distance_km().is_finite());
+            }
+        }
+
+        #[test]
+        fn coordinate_routes_round_trip(
+            stops in proptest::collection::vec((-90.0f64..=90.0, -180.0f64..=180.0), 2..8)
+        ) {
+            let text: Vec<String> = stops.iter().map(|(la, lo)| format!("{la}:{lo}")).collect();
+            let route = Route::parse(&text.join(",")).expect("valid coordinates parse");
+            proptest::prop_assert_eq!(route.legs().len(), stops.len() - 1);
+            let again = Route::parse(&route.to_spec()).expect("spec parses");
+            proptest::prop_assert_eq!(again.distance_km(), route.distance_km());
+        }
+    }
+
     #[test]
     fn rejects_bad_input_with_reasons() {
         assert_eq!(Route::parse(" , "), Err(RouteError::Empty));

@@ -5,6 +5,8 @@
 use anyhow::{bail, Context as _};
 use longhaul_report::charts::run_figure_svg;
 use std::path::PathBuf;
+
+use super::common::say;
 use std::process::ExitCode;
 
 /// Arguments of `longhaul plot`.
@@ -40,11 +42,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     std::fs::write(&args.output, bytes)
         .with_context(|| format!("writing {}", args.output.display()))?;
-    println!(
+    say(&format!(
         "wrote {} ({} intervals, {} streams)",
         args.output.display(),
         log.intervals.len(),
         log.streams().unwrap_or(0)
-    );
+    ));
     Ok(ExitCode::SUCCESS)
 }

@@ -21,6 +21,8 @@ use longhaul_model::units;
 use longhaul_report::html::format_rate;
 use longhaul_report::{render_report, ReportInput, RunFigures, RunLog};
 use serde_json::json;
+
+use super::common::{emit_json, say};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -80,6 +82,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cmp = compare(history(), &attempt);
     let bmps = attempt.bit_meters_per_second();
 
+    if let Some(path) = &args.html {
+        let html = render_report(&ReportInput {
+            title: format!("longhaul record: {}", route.to_spec()),
+            generated_at: utc_now_text(),
+            route: Some(&route),
+            figures: figures.clone(),
+            log: log.as_ref(),
+            history: history(),
+            settings: Vec::new(),
+            extra_sections: Vec::new(),
+        });
+        std::fs::write(path, html)
+            .with_context(|| format!("writing the report {}", path.display()))?;
+    }
     if args.json {
         let legs = route.legs();
         let out = json!({
@@ -118,16 +134,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             })),
             "html": args.html.as_ref().map(|p| p.display().to_string()),
         });
-        println!("{out}");
+        emit_json(&out);
     } else {
         print_text(&route, &figures, &checks, bmps, &cmp.describe(bmps));
         if let Some(r) = &cmp.record {
-            println!(
+            say(&format!(
                 "  this run is {} of {} ({})",
                 format_percent(cmp.ratio),
                 format_bit_meters(r.terabit_meters_per_second * TERABIT_METER),
                 r.date
-            );
+            ));
+        }
+        if let Some(path) = &args.html {
+            say(&format!("report: {}", path.display()));
         }
         if let Some(l) = &log {
             if l.skipped_lines > 0 {
@@ -136,23 +155,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
 
-    if let Some(path) = &args.html {
-        let html = render_report(&ReportInput {
-            title: format!("longhaul record: {}", route.to_spec()),
-            generated_at: utc_now_text(),
-            route: Some(&route),
-            figures,
-            log: log.as_ref(),
-            history: history(),
-            settings: Vec::new(),
-            extra_sections: Vec::new(),
-        });
-        std::fs::write(path, html)
-            .with_context(|| format!("writing the report {}", path.display()))?;
-        if !args.json {
-            println!("report: {}", path.display());
-        }
-    }
     Ok(if all_pass(&checks) {
         ExitCode::SUCCESS
     } else {
@@ -168,19 +170,19 @@ fn print_text(
     standing: &str,
 ) {
     let names: Vec<String> = route.stops().iter().map(|s| s.describe()).collect();
-    println!("route: {}", names.join(" -> "));
+    say(&format!("route: {}", names.join(" -> ")));
     for (i, leg) in route.legs().iter().enumerate() {
-        println!(
+        say(&format!(
             "  leg {:<3} {:<28} {:>10.1} km",
             i + 1,
             format!("{} -> {}", leg.from, leg.to),
             leg.km
-        );
+        ));
     }
-    println!(
+    say(&format!(
         "  total {:>39.1} km (sum of great-circle legs)",
         route.distance_km()
-    );
+    ));
     let mut detail = Vec::new();
     if let Some(b) = f.bytes {
         detail.push(format!("{b} bytes"));
@@ -190,22 +192,27 @@ fn print_text(
     }
     detail.push(format!("{} stream(s)", f.streams));
     detail.push(if f.ipv6 { "IPv6" } else { "IPv4" }.to_string());
-    println!(
+    say(&format!(
         "throughput: {} ({})",
         format_rate(f.bits_per_second),
         detail.join(", ")
-    );
-    println!(
+    ));
+    say(&format!(
         "metric: {} ({:.1} Tb·m/s, {:.4e} bit·m/s)",
         format_bit_meters(bmps),
         bmps / TERABIT_METER,
         bmps
-    );
-    println!("rules:");
+    ));
+    say("rules:");
     for c in checks {
-        println!("  {:<8} {:<11} {}", c.status.as_str(), c.name, c.why);
+        say(&format!(
+            "  {:<8} {:<11} {}",
+            c.status.as_str(),
+            c.name,
+            c.why
+        ));
     }
-    println!("record: {standing}");
+    say(&format!("record: {standing}"));
 }
 
 /// The run's figures from the log or the command line; flags override the log.
