@@ -1,0 +1,307 @@
+//! The `longhaul` binary end to end: `serve` and `bench` as separate processes, the JSON
+//! Lines schema, the default per-user token, a server killed mid-run, and a run between two
+//! network namespaces joined by a veth pair (root only; skipped with a message otherwise).
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_longhaul");
+
+/// A child process killed and reaped on drop.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A private HOME so the default token file is created fresh for each test.
+struct TempHome(PathBuf);
+
+impl TempHome {
+    fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("longhaul-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for TempHome {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn command(prefix: &[&str], home: &TempHome) -> Command {
+    let mut c = if prefix.is_empty() {
+        Command::new(BIN)
+    } else {
+        let mut c = Command::new(prefix[0]);
+        c.args(&prefix[1..]).arg(BIN);
+        c
+    };
+    c.env("HOME", &home.0)
+        .env_remove("LONGHAUL_TOKEN")
+        .env_remove("XDG_CONFIG_HOME");
+    c
+}
+
+/// Starts `longhaul serve` and waits for its "listening on ADDR" line (no sleeping).
+fn serve(prefix: &[&str], home: &TempHome, args: &[&str]) -> (Proc, String) {
+    let mut child = command(prefix, home)
+        .arg("serve")
+        .args(args)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let first = lines.next().expect("serve printed nothing").unwrap();
+    let addr = first
+        .rsplit("listening on ")
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    assert!(
+        first.contains("listening on"),
+        "unexpected first line: {first}"
+    );
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (Proc(child), addr)
+}
+
+fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
+}
+
+#[test]
+fn json_schema_and_default_token_between_two_processes() {
+    let home = TempHome::new("json");
+    let (_server, addr) = serve(&[], &home, &["--listen", "127.0.0.1", "--port", "0"]);
+    let port = addr.rsplit(':').next().unwrap().to_string();
+    let out = command(&[], &home)
+        .args([
+            "bench",
+            &format!("127.0.0.1:{port}"),
+            "-t",
+            "1.2s",
+            "-i",
+            "0.4s",
+            "-P",
+            "2",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let objs = json_lines(&out.stdout);
+    assert_eq!(objs.first().unwrap()["type"], "start");
+    assert_eq!(objs.last().unwrap()["type"], "end");
+    assert!(objs.iter().filter(|o| o["type"] == "interval").count() >= 2);
+    let summary = &objs.last().unwrap()["summary"];
+    for key in [
+        "bytes",
+        "seconds",
+        "bits_per_second",
+        "retransmits",
+        "limited_by",
+    ] {
+        assert!(!summary[key].is_null(), "summary lacks {key}: {summary}");
+    }
+    assert!(summary["bytes"].as_u64().unwrap() > 0);
+    let interval = objs.iter().find(|o| o["type"] == "interval").unwrap();
+    let s0 = &interval["streams"][0];
+    for key in [
+        "bytes",
+        "bits_per_second",
+        "cwnd_bytes",
+        "rtt_ms",
+        "retransmits",
+        "delivery_rate_bps",
+        "pacing_rate_bps",
+        "limited_by",
+    ] {
+        assert!(!s0[key].is_null(), "interval stream lacks {key}: {s0}");
+    }
+    // The default token was created private on first use.
+    let token = home.0.join(".config/longhaul/token");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&token).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}
+
+#[test]
+fn mismatched_tokens_say_how_to_share_one() {
+    let home_a = TempHome::new("tok-a");
+    let home_b = TempHome::new("tok-b");
+    let (_server, addr) = serve(&[], &home_a, &["--listen", "127.0.0.1", "--port", "0"]);
+    let out = command(&[], &home_b)
+        .args(["bench", &addr, "-t", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("same token") && err.contains("LONGHAUL_TOKEN"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "not a one-line error: {err}");
+}
+
+#[test]
+fn a_server_killed_mid_run_ends_the_client_with_a_clear_error() {
+    let home = TempHome::new("kill");
+    let (mut server, addr) = serve(&[], &home, &["--listen", "127.0.0.1", "--port", "0"]);
+    let mut client = Proc(
+        command(&[], &home)
+            .args(["bench", &addr, "-t", "60s", "-i", "0.2s", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = client.0.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    // Wait until the run is under way.
+    loop {
+        let l = lines.next().expect("client ended early").unwrap();
+        if l.contains("\"interval\"") {
+            break;
+        }
+    }
+    let killed_at = Instant::now();
+    server.0.kill().unwrap();
+    let _ = server.0.wait();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = client.0.wait().unwrap();
+    assert_eq!(status.code(), Some(2));
+    let last = rest.last().expect("no error object");
+    let v: serde_json::Value = serde_json::from_str(last).unwrap();
+    assert_eq!(v["type"], "error", "{last}");
+    // Bounded: far less than the 60 s the run asked for.
+    assert!(killed_at.elapsed() < Duration::from_secs(45));
+}
+
+/// Two namespaces joined by a veth pair, deleted on drop.
+struct VethPair {
+    a: String,
+    b: String,
+}
+
+impl VethPair {
+    fn new() -> Option<Self> {
+        let tag = format!("lhb{}", std::process::id() % 100_000);
+        let pair = Self {
+            a: format!("{tag}a"),
+            b: format!("{tag}b"),
+        };
+        let ip = |args: &[&str]| {
+            Command::new("ip")
+                .args(args)
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false)
+        };
+        let ok = ip(&["netns", "add", &pair.a])
+            && ip(&["netns", "add", &pair.b])
+            && ip(&[
+                "link",
+                "add",
+                "veth-lh-a",
+                "netns",
+                &pair.a,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "veth-lh-b",
+                "netns",
+                &pair.b,
+            ])
+            && ip(&[
+                "-n",
+                &pair.a,
+                "addr",
+                "add",
+                "10.231.0.1/24",
+                "dev",
+                "veth-lh-a",
+            ])
+            && ip(&[
+                "-n",
+                &pair.b,
+                "addr",
+                "add",
+                "10.231.0.2/24",
+                "dev",
+                "veth-lh-b",
+            ])
+            && ip(&["-n", &pair.a, "link", "set", "veth-lh-a", "up"])
+            && ip(&["-n", &pair.b, "link", "set", "veth-lh-b", "up"])
+            && ip(&["-n", &pair.a, "link", "set", "lo", "up"])
+            && ip(&["-n", &pair.b, "link", "set", "lo", "up"]);
+        ok.then_some(pair)
+    }
+}
+
+impl Drop for VethPair {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "delete", ns]).status();
+        }
+    }
+}
+
+#[test]
+fn bench_between_two_namespaces_over_veth() {
+    let is_root = std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !is_root {
+        eprintln!("SKIP: bench_between_two_namespaces_over_veth needs root (network namespaces)");
+        return;
+    }
+    let Some(pair) = VethPair::new() else {
+        panic!("could not create namespaces and a veth pair although root");
+    };
+    let home = TempHome::new("veth");
+    let (_server, _addr) = serve(
+        &["ip", "netns", "exec", &pair.a],
+        &home,
+        &["--listen", "10.231.0.1", "--port", "5290", "--once"],
+    );
+    let out = command(&["ip", "netns", "exec", &pair.b], &home)
+        .args(["bench", "10.231.0.1", "-t", "1.5s", "-P", "2", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let objs = json_lines(&out.stdout);
+    let end = objs.last().unwrap();
+    assert_eq!(end["type"], "end");
+    assert!(end["summary"]["bytes"].as_u64().unwrap() > 0);
+    assert_eq!(objs[0]["server"], "10.231.0.1:5290");
+}
