@@ -48,7 +48,7 @@ pub struct Args {
     #[arg(short = 'i', long, default_value = "1s", value_parser = duration)]
     pub interval: Duration,
     /// How the sender hands data to the kernel.
-    #[arg(long, value_enum, default_value_t = Mode::Sendfile)]
+    #[arg(long, value_enum, default_value_t = Mode::Write)]
     pub send_mode: Mode,
     /// Print JSON Lines (start, interval, end, error objects) instead of text.
     #[arg(long)]

@@ -51,6 +51,9 @@ struct Pending {
 
 #[derive(Default)]
 struct Shared {
+    /// The listening socket, so a session can raise its receive buffer (see
+    /// [`widen_window_scale`]).
+    listener: Option<Socket>,
     sessions: Mutex<HashMap<u64, Pending>>,
     active: AtomicUsize,
     pending: AtomicUsize,
@@ -66,8 +69,7 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds the listening socket. As root, its receive buffer is raised so that accepted
-    /// connections get the largest window scale (the scale is fixed at the handshake).
+    /// Binds the listening socket.
     pub fn bind(cfg: ServeConfig, log: LogFn) -> io::Result<Self> {
         let sock = Socket::new(
             Domain::for_address(cfg.listen),
@@ -78,9 +80,6 @@ impl Server {
         if cfg.listen.is_ipv6() {
             // Dual stack: [::] also accepts IPv4 clients.
             let _ = sock.set_only_v6(false);
-        }
-        if longhaul_sys::socket::can_force_buffers() {
-            let _ = longhaul_sys::socket::set_receive_buffer(&sock, MAX_WINDOW, true);
         }
         sock.bind(&cfg.listen.into()).map_err(|e| {
             if e.kind() == io::ErrorKind::AddrInUse {
@@ -96,14 +95,18 @@ impl Server {
             }
         })?;
         sock.listen(128)?;
-        let shared = Arc::new(Shared::default());
+        let listener: TcpListener = sock.into();
+        let shared = Arc::new(Shared {
+            listener: listener.try_clone().ok().map(Socket::from),
+            ..Shared::default()
+        });
         let mut seed = [0u8; 8];
         getrandom::getrandom(&mut seed).map_err(|e| io::Error::other(e.to_string()))?;
         shared
             .next_id
             .store(u64::from_le_bytes(seed) >> 16, Ordering::Relaxed);
         Ok(Self {
-            listener: sock.into(),
+            listener,
             cfg,
             shared,
             log,
@@ -164,6 +167,30 @@ impl Server {
                 self.shared.pending.fetch_sub(1, Ordering::AcqRel);
             }
         }
+    }
+}
+
+/// The window scale of a connection is fixed in its handshake, from the listening
+/// socket's receive buffer or, when that is not set, from the larger of tcp_rmem's ceiling
+/// and rmem_max. When a session needs a window beyond that, the listener's buffer is raised
+/// (as root) before the data connections arrive. The listener keeps the larger buffer
+/// afterwards, which only matters to later runs that would have been autotuned.
+fn widen_window_scale(shared: &Shared, rcvbuf: u64, facts: &longhaul_proto::HostFacts) {
+    let Some(listener) = &shared.listener else {
+        return;
+    };
+    let basis = facts.tcp_rmem_max.max(facts.rmem_max).max(1);
+    let mut scale = 0u32;
+    while (basis >> scale) > 65_535 && scale < 14 {
+        scale += 1;
+    }
+    let max_window = 65_535u64 << scale;
+    if rcvbuf <= max_window || !facts.can_force_buffers {
+        return;
+    }
+    let current = longhaul_sys::socket::receive_buffer(listener).unwrap_or(0);
+    if current < 2 * rcvbuf {
+        let _ = longhaul_sys::socket::set_receive_buffer(listener, rcvbuf.min(MAX_WINDOW), true);
     }
 }
 
@@ -395,6 +422,9 @@ fn run_session(
             },
         );
     let chosen = options::choice_bytes(&choice);
+    if side == Side::Receive {
+        widen_window_scale(shared, chosen, &facts);
+    }
     session.accept(BenchReady {
         facts,
         rcvbuf_bytes: if side == Side::Receive { chosen } else { 0 },
@@ -527,7 +557,10 @@ fn drive(
             run.stop();
             return Err("the run outlived its time limit; aborted".into());
         }
-        let wake = next_interval.min(next_probe).min(safety);
+        let mut wake = next_interval.min(safety);
+        if role == Role::Sender {
+            wake = wake.min(next_probe);
+        }
         let wait = wake
             .saturating_duration_since(Instant::now())
             .min(Duration::from_millis(50));
