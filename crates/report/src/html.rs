@@ -100,6 +100,16 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
     let f = &input.figures;
     let attempt = input.route.map(|r| f.attempt(r));
     summary(&mut h, f, attempt.as_ref());
+    if let Some(log) = input.log {
+        let warnings = log.warnings();
+        if !warnings.is_empty() {
+            h.push_str("<h2>Warnings from the run</h2><ul>");
+            for w in warnings {
+                let _ = write!(h, "<li class=\"unknown\">{}</li>", escape(&w));
+            }
+            h.push_str("</ul>");
+        }
+    }
     for (heading, body) in &input.extra_sections {
         let _ = write!(h, "<h2>{}</h2>{body}", escape(heading));
     }

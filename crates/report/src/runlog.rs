@@ -267,6 +267,24 @@ impl RunLog {
         self.end.as_ref()?.limited_by.as_deref()
     }
 
+    /// Warnings the run reported in its `start` object (`warnings: ["..."]`), at most 50.
+    pub fn warnings(&self) -> Vec<String> {
+        self.start
+            .as_ref()
+            .and_then(|s| s.get("warnings"))
+            .and_then(Value::as_array)
+            .map(|w| {
+                w.iter()
+                    .take(50)
+                    .map(|v| match v {
+                        Value::String(t) => t.chars().take(1000).collect(),
+                        other => other.to_string().chars().take(1000).collect(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The end summary's other figures (advice, CPU per host, balance...), flattened to
     /// `a.b = value` pairs and sorted by key; the headline figures are left out.
     pub fn summary_details(&self) -> Vec<(String, String)> {
@@ -559,6 +577,15 @@ mod tests {
         assert_eq!(log.seconds(), Some(2.0));
         assert_eq!(log.bits_per_second(), Some(1.5e9));
         assert_eq!(log.errors, vec!["peer went away".to_string()]);
+        assert!(log.warnings().is_empty());
+        let warned = RunLog::parse(
+            "{\"type\":\"start\",\"warnings\":[\"wmem_max caps the window at 4 MiB\"]}",
+        )
+        .expect("parses");
+        assert_eq!(
+            warned.warnings(),
+            vec!["wmem_max caps the window at 4 MiB".to_string()]
+        );
     }
 
     #[test]

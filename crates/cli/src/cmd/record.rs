@@ -197,6 +197,9 @@ fn print_text(
         format_rate(f.bits_per_second),
         detail.join(", ")
     ));
+    if let Some(l) = &f.limited_by {
+        say(&format!("limited by: {l}"));
+    }
     say(&format!(
         "metric: {} ({:.1} Tb·m/s, {:.4e} bit·m/s)",
         format_bit_meters(bmps),
