@@ -18,6 +18,7 @@ use super::log::PacketLog;
 use super::pump::Pump;
 use super::stats::{DirectionStats, EmulatorStats};
 use super::topology::{ns_name, End, Topology, IFNAME};
+use super::wire::WirePacing;
 
 /// Everything that describes one emulated path.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,6 +188,13 @@ impl Emulator {
         ];
         me.topology = Some(topology);
         for (dir, rx, tx, link, stats, seed) in pumps {
+            let pacing = WirePacing {
+                rate_bps: link.rate_bps,
+                overhead_bytes: link.per_segment_overhead_bytes,
+                max_burst_ns: cfg
+                    .max_burst
+                    .map(|d| d.as_nanos().min(u64::MAX as u128) as u64),
+            };
             let pump = Pump {
                 rx,
                 tx,
@@ -196,9 +204,7 @@ impl Emulator {
                 epoch_ns,
                 realtime: cfg.realtime,
                 max_held_bytes: cfg.max_held_bytes,
-                max_burst_ns: cfg
-                    .max_burst
-                    .map(|d| d.as_nanos().min(u64::MAX as u128) as u64),
+                pacing,
                 log: log_file.as_ref().map(|f| PacketLog::new(f.clone(), dir)),
             };
             let handle = std::thread::Builder::new()

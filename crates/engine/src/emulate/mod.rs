@@ -11,6 +11,7 @@ mod pump;
 pub mod state;
 pub mod stats;
 pub mod topology;
+pub mod wire;
 
 pub use emulator::{
     preflight, validate, Emulator, EmulatorConfig, DEFAULT_MAX_BURST, DEFAULT_MAX_HELD_BYTES,

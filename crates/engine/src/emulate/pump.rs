@@ -15,6 +15,7 @@ use longhaul_sys::tun::{TunDevice, MAX_PACKET_LEN};
 use super::gso::{cut_run, Layout, VNET_HDR_LEN};
 use super::log::{LogEvent, PacketLog};
 use super::stats::DirectionStats;
+use super::wire::{Chunk, WirePacing};
 
 /// SCHED_FIFO priority of the packet loops (middle of the range: above every ordinary
 /// task, below the kernel's own real-time threads).
@@ -41,7 +42,7 @@ pub(crate) struct Pump {
     pub epoch_ns: u64,
     pub realtime: bool,
     pub max_held_bytes: u64,
-    pub max_burst_ns: Option<u64>,
+    pub pacing: WirePacing,
     pub log: Option<PacketLog>,
 }
 
@@ -54,6 +55,8 @@ struct State {
     held_bytes: u64,
     /// Latest release of an in-order packet.
     last_release_ns: u64,
+    /// Chunks of the packet being handled (reused).
+    chunks: Vec<Chunk>,
     counters: DirectionStats,
 }
 
@@ -98,6 +101,7 @@ impl Pump {
             scratch: Vec::with_capacity(MAX_PACKET_LEN),
             held_bytes: 0,
             last_release_ns: 0,
+            chunks: Vec::new(),
             counters,
         };
         let mut next_publish = 0;
@@ -186,8 +190,8 @@ impl Pump {
         if st.verdict.is_dropped() {
             return;
         }
-        let chunk = self.chunk_segments(&layout);
-        if st.verdict.is_whole() && chunk >= layout.segments {
+        let whole = st.verdict.is_whole();
+        if whole && self.pacing.chunk_segments(&layout) >= layout.segments {
             let run = st.verdict.runs[0];
             let release = st.in_order(run.release_ns, st.verdict.reordered);
             let buf = take_packet(st);
@@ -197,69 +201,41 @@ impl Pump {
             st.hold(release, buf, self.max_held_bytes);
             return;
         }
-        if !st.verdict.is_whole() {
+        if !whole {
             st.counters.split_packets += 1;
         }
-        for i in 0..st.verdict.runs.len() {
-            let run = st.verdict.runs[i];
-            let end = run.first_segment + run.segments;
-            let mut first = run.first_segment;
-            while first < end {
-                let count = chunk.min(end - first);
-                // Segments of one packet leave the bottleneck back to back: this chunk's
-                // last segment departed the transmission time of the rest of the run
-                // before the run's last one.
-                let after: u64 = (first + count..end)
-                    .map(|k| layout.segment_wire_len(k) as u64)
-                    .sum();
-                let release = st.in_order(
-                    run.release_ns
-                        .saturating_sub(self.transmission_ns(after, end - first - count)),
-                    st.verdict.reordered,
-                );
-                let mut out = Vec::with_capacity(run.bytes as usize + VNET_HDR_LEN);
-                if !cut_run(&st.scratch, &layout, first, count, &mut out) {
-                    // Not splittable (cannot happen for a model that keeps one-segment
-                    // packets whole); forward the packet whole rather than corrupt it.
-                    st.counters.unsplittable += 1;
-                    out = st.scratch.clone();
-                    first = end;
-                } else {
-                    first += count;
+        st.chunks.clear();
+        for run in &st.verdict.runs {
+            let before = st.chunks.len();
+            self.pacing.chunks(
+                &layout,
+                run.first_segment,
+                run.segments,
+                run.release_ns,
+                &mut st.chunks,
+            );
+            if run.copies > 1 {
+                for k in before..st.chunks.len() {
+                    let c = st.chunks[k];
+                    st.chunks.push(c);
                 }
-                if run.copies > 1 {
-                    st.hold(release, out.clone(), self.max_held_bytes);
-                }
-                st.hold(release, out, self.max_held_bytes);
             }
         }
-    }
-
-    /// Segments per released chunk, so that no chunk spans more than `max_burst_ns` of
-    /// bottleneck time (all of them when there is no rate or no bound).
-    fn chunk_segments(&self, layout: &Layout) -> u32 {
-        let (Some(_rate), Some(max_burst_ns)) = (self.link.config().rate_bps, self.max_burst_ns)
-        else {
-            return u32::MAX;
-        };
-        if layout.transport.is_none() || layout.segments <= 1 {
-            return u32::MAX;
+        let reordered = st.verdict.reordered;
+        for k in 0..st.chunks.len() {
+            let c = st.chunks[k];
+            let release = st.in_order(c.release_ns, reordered);
+            let mut out = Vec::with_capacity(
+                VNET_HDR_LEN + layout.headers_len + c.segments as usize * layout.segment_payload,
+            );
+            if !cut_run(&st.scratch, &layout, c.first, c.segments, &mut out) {
+                // Not splittable (cannot happen for a model that keeps one-segment packets
+                // whole); forward the packet whole rather than corrupt it.
+                st.counters.unsplittable += 1;
+                out = st.scratch.clone();
+            }
+            st.hold(release, out, self.max_held_bytes);
         }
-        let seg_ns = self
-            .transmission_ns(layout.segment_wire_len(0) as u64, 1)
-            .max(1);
-        (max_burst_ns / seg_ns).clamp(1, u32::MAX as u64) as u32
-    }
-
-    /// Bottleneck time of `bytes` in `segments` segments.
-    fn transmission_ns(&self, bytes: u64, segments: u32) -> u64 {
-        let Some(rate) = self.link.config().rate_bps.filter(|&r| r > 0) else {
-            return 0;
-        };
-        let overhead =
-            u64::from(self.link.config().per_segment_overhead_bytes) * u64::from(segments);
-        let bits = u128::from(bytes + overhead) * 8;
-        u64::try_from(bits * 1_000_000_000 / u128::from(rate)).unwrap_or(u64::MAX)
     }
 
     fn release_due(&mut self, st: &mut State, now: u64) {
