@@ -22,9 +22,10 @@ pub fn throughput_chart(log: &RunLog) -> Chart {
     } else {
         ("Mbit/s", 1e6)
     };
-    let mean = log
-        .bits_per_second()
-        .map_or(String::new(), |b| format!(" (mean {:.1} {unit})", b / div));
+    let mean = log.bits_per_second().map_or(String::new(), |b| {
+        let digits = if div >= 1e9 { 3 } else { 1 };
+        format!(" (mean {:.digits$} {unit})", b / div)
+    });
     let mut chart = Chart::new(
         &format!("Throughput per stream and in total{mean}"),
         "time (s)",
