@@ -305,3 +305,111 @@ fn bench_between_two_namespaces_over_veth() {
     assert!(end["summary"]["bytes"].as_u64().unwrap() > 0);
     assert_eq!(objs[0]["server"], "10.231.0.1:5290");
 }
+
+/// An emulated path brought up with `longhaul emulate up --daemon`, taken down on drop.
+struct EmulatedPath(String);
+
+impl EmulatedPath {
+    fn up(name: &str, args: &[&str]) -> Self {
+        let out = Command::new(BIN)
+            .args(["emulate", "up", name, "--daemon"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self(name.to_string())
+    }
+}
+
+impl Drop for EmulatedPath {
+    fn drop(&mut self) {
+        let _ = Command::new(BIN)
+            .args(["emulate", "down", &self.0])
+            .output();
+    }
+}
+
+/// Receiver-side pacing (the University of Tokyo's fix for receivers slower than the
+/// wire): with a receiving application throttled to 100 Mbit/s, an unclamped sender runs
+/// far ahead of it and parks megabytes in the receiver's buffer; with `--rx-rate 100M` the
+/// advertised window holds the sender to what the receiver absorbs.
+#[test]
+fn rx_rate_holds_the_sender_to_a_slow_receiver() {
+    let is_root = std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !is_root || !std::path::Path::new("/dev/net/tun").exists() {
+        eprintln!("SKIP: rx_rate_holds_the_sender_to_a_slow_receiver needs root and /dev/net/tun");
+        return;
+    }
+    let name = format!("rx{}", std::process::id() % 100_000);
+    let _path = EmulatedPath::up(&name, &["--rtt", "40ms", "--rate", "1G"]);
+    let home = TempHome::new("rxrate");
+    let ns_a = format!("lh-{name}-a");
+    let ns_b = format!("lh-{name}-b");
+    let (_server, _) = serve(
+        &["ip", "netns", "exec", &ns_b],
+        &home,
+        &["--listen", "10.99.0.2"],
+    );
+    let run = |extra: &[&str]| -> (Vec<f64>, f64) {
+        let out = command(&["ip", "netns", "exec", &ns_a], &home)
+            .args([
+                "bench",
+                "10.99.0.2",
+                "-t",
+                "3s",
+                "-i",
+                "0.5s",
+                "--read-rate",
+                "100M",
+                "--json",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let objs = json_lines(&out.stdout);
+        // What the sender had acknowledged, interval by interval, in bit/s.
+        let acked: Vec<f64> = objs
+            .iter()
+            .filter(|o| o["type"] == "interval")
+            .map(|o| o["bits_per_second"].as_f64().unwrap())
+            .collect();
+        let read = objs.last().unwrap()["summary"]["bits_per_second"]
+            .as_f64()
+            .unwrap();
+        (acked, read)
+    };
+    let (free, free_read) = run(&[]);
+    let (clamped, clamped_read) = run(&["--rx-rate", "100M"]);
+    let peak = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max);
+    // The reader is throttled in both runs.
+    assert!(
+        free_read < 130e6 && clamped_read < 130e6,
+        "{free_read} {clamped_read}"
+    );
+    // Unclamped, the sender fills the receiver's buffer at path speed first.
+    assert!(
+        peak(&free) > 300e6,
+        "unclamped sender peaked at only {}",
+        peak(&free)
+    );
+    // Clamped, it never gets much ahead of the reader.
+    assert!(
+        peak(&clamped) < 200e6,
+        "clamped sender peaked at {}",
+        peak(&clamped)
+    );
+}

@@ -354,6 +354,7 @@ fn absurd_parameters_from_a_raw_client_are_refused_after_authentication() {
         window_bytes: 0,
         window_fixed: false,
         rx_rate_bps: 0,
+        read_rate_bps: 0,
         rtt_us: 100,
         interval_ms: 1000,
         send_mode: SendMode::Write,

@@ -86,6 +86,7 @@ pub fn encode_frame(msg: &Message, out: &mut Vec<u8>) {
             w.u64(p.window_bytes);
             w.u8(p.window_fixed as u8);
             w.u64(p.rx_rate_bps);
+            w.u64(p.read_rate_bps);
             w.u32(p.rtt_us);
             w.u32(p.interval_ms);
             w.u8(match p.send_mode {
@@ -227,6 +228,7 @@ fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
             window_bytes: r.u64("window")?,
             window_fixed: r.bool("window fixed")?,
             rx_rate_bps: r.u64("rx rate")?,
+            read_rate_bps: r.u64("read rate")?,
             rtt_us: r.u32("rtt")?,
             interval_ms: r.u32("interval")?,
             send_mode: match r.u8("send mode")? {

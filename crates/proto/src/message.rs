@@ -138,6 +138,9 @@ pub struct BenchParams {
     pub window_fixed: bool,
     /// Receiver-side pacing: total rate the receiver's window is clamped to (0 = off).
     pub rx_rate_bps: u64,
+    /// Throttle of the receiving application, bit/s (0 = read as fast as possible); a
+    /// test knob that makes a receiver slow on purpose.
+    pub read_rate_bps: u64,
     /// Round-trip time the client measured, in microseconds.
     pub rtt_us: u32,
     /// Reporting interval in milliseconds.

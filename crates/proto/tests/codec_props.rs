@@ -98,6 +98,7 @@ fn arb_message() -> impl Strategy<Value = Message> {
                         window_bytes: v[3],
                         window_fixed,
                         rx_rate_bps: v[4],
+                        read_rate_bps: v[0] ^ v[4],
                         rtt_us,
                         interval_ms,
                         send_mode: [SendMode::Write, SendMode::Sendfile, SendMode::MsgZerocopy]

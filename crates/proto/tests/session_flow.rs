@@ -18,6 +18,7 @@ fn params() -> BenchParams {
         window_bytes: 0,
         window_fixed: false,
         rx_rate_bps: 0,
+        read_rate_bps: 0,
         rtt_us: 180_000,
         interval_ms: 1000,
         send_mode: SendMode::Sendfile,

@@ -235,9 +235,6 @@ impl Printer for TextPrinter {
                 v.retransmits
             ));
         }
-        if let Some(h) = v.held_rate_bps {
-            let _ = h;
-        }
     }
 
     fn end(&mut self, e: &EndReport) {
@@ -267,8 +264,13 @@ impl Printer for TextPrinter {
             }
         ));
         if let Some(h) = s.held_rate_bps {
+            let cruise = s
+                .cruise_congestion
+                .as_deref()
+                .map(|c| format!(", then ran on {c}"))
+                .unwrap_or_default();
             say(&format!(
-                "Bottleneck probe: held pacing at {} once the rate stopped growing",
+                "Bottleneck probe: held pacing at {} once the rate stopped growing{cruise}",
                 rate_text(h as f64)
             ));
         }

@@ -249,6 +249,11 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         } else {
             cfg.rx_rate_bps.unwrap_or(0)
         },
+        read_rate_bps: if cfg.reverse {
+            0
+        } else {
+            cfg.read_rate_bps.unwrap_or(0)
+        },
         rtt_us: rtt.as_micros().min(u32::MAX as u128) as u32,
         interval_ms: cfg.interval.as_millis().clamp(10, u32::MAX as u128) as u32,
         send_mode: cfg.send_mode,
@@ -511,7 +516,9 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         Role::Sender => (&own, &peer),
         Role::Receiver => (&peer, &own),
     };
-    Ok(summarize(sender, receiver, cfg.rate_bps, run.held_bps()))
+    let mut end = summarize(sender, receiver, cfg.rate_bps, run.held_bps());
+    end.summary.cruise_congestion = run.cruise().map(str::to_string);
+    Ok(end)
 }
 
 fn connect_any(addrs: &[SocketAddr]) -> Result<(TcpStream, SocketAddr), BenchError> {
@@ -716,6 +723,7 @@ pub fn summarize(
             advice: limited_by.advice(),
             balance: min / max,
             held_rate_bps: held,
+            cruise_congestion: None,
             sender: cost(sender),
             receiver: cost(receiver),
         },

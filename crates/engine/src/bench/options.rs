@@ -78,7 +78,8 @@ pub fn tune_connected(sock: &TcpStream, congestion: Option<&str>) -> io::Result<
 }
 
 /// Receiver-side pacing: clamps the advertised window so the sender can have at most
-/// `rx_rate_bps / streams` x RTT in flight on this stream.
+/// `rx_rate_bps / streams` x RTT in flight on this stream. Call after any other buffer
+/// setting on the socket.
 pub fn clamp_for_rx_rate(
     sock: &TcpStream,
     rx_rate_bps: u64,
@@ -88,6 +89,11 @@ pub fn clamp_for_rx_rate(
     let per_stream = rx_rate_bps / streams.max(1) as u64;
     let clamp = (per_stream as u128 * rtt.as_micros() / 8 / 1_000_000) as u64;
     let clamp = clamp.max(16 * 1024);
+    // Linux recomputes the window clamp from the receive buffer as data arrives, so
+    // TCP_WINDOW_CLAMP alone does not hold. A receive buffer of `clamp` bytes (the kernel
+    // doubles the value set, and keeps about half or more of it for the window) does.
+    let force = longhaul_sys::socket::can_force_buffers();
+    longhaul_sys::socket::set_receive_buffer(sock, clamp / 2, force)?;
     longhaul_sys::socket::set_window_clamp(sock, clamp)?;
     Ok(clamp)
 }

@@ -167,8 +167,10 @@ pub struct Summary {
     pub advice: &'static str,
     /// Slowest stream's share of the fastest stream's bytes (1.0 = balanced).
     pub balance: f64,
-    /// Rate the bottleneck probe held pacing to, bit/s.
+    /// Rate the bottleneck probe held pacing to, bit/s (known when this end sends).
     pub held_rate_bps: Option<u64>,
+    /// Congestion control the held run cruised on, if the probe switched it.
+    pub cruise_congestion: Option<String>,
     /// Sending end's cost.
     pub sender: EndCost,
     /// Receiving end's cost.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use longhaul_proto::{IntervalReport, Results, SendMode, StreamResult, StreamSample};
 use longhaul_sys::tcp_info::{bbr_info, tcp_info, TcpInfo};
 
-use super::probe::{ProbeSample, RateProbe};
+use super::probe::{ProbeAction, ProbeSample, RateProbe};
 use super::stream::{self, Budget, Payload, StreamOutcome};
 use super::verdict::Chrono;
 
@@ -55,6 +55,7 @@ pub struct DataRun {
     last_sample: Duration,
     probe: Option<RateProbe>,
     held_bps: Option<u64>,
+    cruise: Option<String>,
     cpu0: (Duration, Duration),
 }
 
@@ -126,6 +127,7 @@ impl DataRun {
             last_sample: Duration::ZERO,
             probe,
             held_bps: None,
+            cruise: None,
             cpu0,
         })
     }
@@ -167,9 +169,14 @@ impl DataRun {
         self.held_bps
     }
 
+    /// The congestion control the held run cruises on, if the probe switched it.
+    pub fn cruise(&self) -> Option<&str> {
+        self.cruise.as_deref()
+    }
+
     /// Feeds the rate probe (sender only); when it ends, caps every stream's pacing at
-    /// its share of the rate found. Returns the total rate held, once.
-    pub fn probe_step(&mut self) -> Option<u64> {
+    /// its share of the rate found and switches congestion control as the probe says.
+    pub fn probe_step(&mut self) -> Option<ProbeAction> {
         let probe = self.probe.as_mut()?;
         let mut delivery = 0u64;
         let mut bbr = Some(0u64);
@@ -185,18 +192,35 @@ impl DataRun {
                 _ => None,
             };
         }
-        let held = probe.on_sample(ProbeSample {
+        let action = probe.on_sample(ProbeSample {
             at: self.start.elapsed(),
             delivery_bps: delivery,
             bbr_bps: bbr,
             retransmits: retrans,
         })?;
-        let per_stream = held / self.streams.len().max(1) as u64;
-        for s in &self.streams {
-            let _ = longhaul_sys::socket::set_max_pacing_rate(&*s.sock, per_stream / 8);
+        match action {
+            ProbeAction::Hold {
+                rate_bps,
+                congestion,
+            } => {
+                let per_stream = rate_bps / self.streams.len().max(1) as u64;
+                for s in &self.streams {
+                    let _ = longhaul_sys::socket::set_max_pacing_rate(&*s.sock, per_stream / 8);
+                    if let Some(cc) = congestion {
+                        let _ = longhaul_sys::socket::set_congestion(&*s.sock, cc);
+                    }
+                }
+                self.held_bps = Some(rate_bps);
+                self.cruise = congestion.map(str::to_string);
+            }
+            ProbeAction::Switch(cc) => {
+                for s in &self.streams {
+                    let _ = longhaul_sys::socket::set_congestion(&*s.sock, cc);
+                }
+                self.cruise = Some(format!("{cc} (after non-congestive loss)"));
+            }
         }
-        self.held_bps = Some(held);
-        Some(held)
+        Some(action)
     }
 
     /// Per-stream samples since the previous call.

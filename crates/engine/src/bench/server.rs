@@ -478,7 +478,8 @@ fn run_session(
             .then(|| RateProbe::new(rtt, congestion.as_deref() != Some("bbr"))),
         bytes: (params.bytes > 0).then_some(params.bytes),
     });
-    let mut run = DataRun::start(role, sockets, plan, 0).map_err(|e| e.to_string())?;
+    let mut run =
+        DataRun::start(role, sockets, plan, params.read_rate_bps).map_err(|e| e.to_string())?;
     let outcome = drive(&mut session, conn, &mut run, &params, role, rtt);
     outcome
         .map(|(bytes, secs)| {
