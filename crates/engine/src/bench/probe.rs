@@ -176,7 +176,10 @@ mod tests {
         assert_eq!(cubic.on_sample(sample(200, 800_000_000, 3)), None);
         assert_eq!(
             cubic.on_sample(sample(300, 900_000_000, 4)),
-            Some(900_000_000)
+            Some(ProbeAction::Hold {
+                rate_bps: 900_000_000,
+                congestion: None
+            })
         );
 
         let mut bbr = RateProbe::new(Duration::from_millis(100), false);
