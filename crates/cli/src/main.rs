@@ -32,6 +32,9 @@ enum Command {
     Record(cmd::record::Args),
     /// Draw a run log's graphs: throughput per stream and in total, cwnd, RTT, retransmits.
     Plot(cmd::plot::Args),
+    /// Re-enact a Land Speed Record on this machine: an emulated path with the record's RTT,
+    /// stock TCP then longhaul side by side, an HTML report (root; about three minutes).
+    Demo(cmd::demo::Args),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => cmd::serve::run(args),
         Command::Record(args) => cmd::record::run(args),
         Command::Plot(args) => cmd::plot::run(args),
+        Command::Demo(args) => cmd::demo::run(args),
     };
     match result {
         Ok(code) => code,

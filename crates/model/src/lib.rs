@@ -8,6 +8,7 @@
 //! - [`plan`]: every figure of `longhaul plan` for one path, computed at once.
 //! - [`lsr`]: the Land Speed Record metric in bit-meters/second, its rules and history.
 //! - [`geo`], [`airports`], [`route`]: great-circle distances, the airport table, routes.
+//! - [`scenario`]: the record runs `longhaul demo` re-enacts.
 
 mod error;
 
@@ -18,6 +19,7 @@ pub mod lsr;
 pub mod path;
 pub mod plan;
 pub mod route;
+pub mod scenario;
 pub mod tcp_response;
 pub mod units;
 

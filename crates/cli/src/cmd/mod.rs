@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod common;
+pub mod demo;
 pub mod emulate;
 pub mod plan;
 pub mod plot;

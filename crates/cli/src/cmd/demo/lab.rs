@@ -1,0 +1,379 @@
+//! The demo's lab: an emulated path, a `longhaul serve` inside its end b, bench runs from
+//! its end a, child processes (iperf3) inside the namespaces — each behind a guard that
+//! undoes it on drop — and the [`Cleanup`] registry the signal handler uses when the
+//! guards cannot run.
+
+use std::io;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context as _};
+use longhaul_engine::bench::report::{EndReport, IntervalView, StartReport};
+use longhaul_engine::bench::{run_bench, BenchConfig, BenchObserver, ServeConfig, Server};
+use longhaul_engine::emulate::{Emulator, EmulatorConfig, End};
+use longhaul_linkem::{LinkConfig, QueueLimit};
+use longhaul_proto::{SendMode, Token};
+use longhaul_sys::netns;
+use serde_json::json;
+
+/// Port of the demo's `longhaul serve` (inside namespace b only).
+pub const SERVE_PORT: u16 = longhaul_engine::bench::DEFAULT_PORT;
+/// Port of the demo's iperf3 server (inside namespace b only).
+pub const IPERF_PORT: u16 = 5201;
+
+/// What must be undone if the process is told to stop while guards cannot run: emulator
+/// names (their namespaces) and child process ids.
+#[derive(Debug, Clone, Default)]
+pub struct Cleanup {
+    inner: Arc<Mutex<(Vec<String>, Vec<u32>)>>,
+}
+
+impl Cleanup {
+    /// Remembers an emulator by name.
+    pub fn add_emulator(&self, name: &str) {
+        if let Ok(mut g) = self.inner.lock() {
+            g.0.push(name.to_owned());
+        }
+    }
+
+    /// Remembers a child process.
+    pub fn add_child(&self, pid: u32) {
+        if let Ok(mut g) = self.inner.lock() {
+            g.1.push(pid);
+        }
+    }
+
+    /// Kills every child still alive and removes every emulator's namespaces. Returns what
+    /// it removed, for the message.
+    pub fn run_now(&self) -> Vec<String> {
+        let (names, pids) = match self.inner.lock() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        for pid in pids {
+            if longhaul_sys::process::process_alive(pid) {
+                // The children inherited the blocked termination signals: only SIGKILL works.
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+        }
+        let mut removed = Vec::new();
+        for name in names {
+            if let Ok(r) = longhaul_engine::emulate::topology::remove_leftovers(&name) {
+                removed.extend(r);
+            }
+        }
+        removed
+    }
+}
+
+/// The emulated path of a demo step.
+pub struct Path {
+    emulator: Emulator,
+}
+
+impl Path {
+    /// Builds a path of `rate_bps` (None: unlimited) with `rtt` and `mtu`; the bottleneck
+    /// buffer is one BDP (at least 64 packets).
+    pub fn start(
+        name: &str,
+        rate_bps: Option<u64>,
+        rtt: Duration,
+        mtu: u32,
+        cleanup: &Cleanup,
+    ) -> anyhow::Result<Path> {
+        let queue = match rate_bps {
+            Some(r) => {
+                let bdp = (r as u128 * rtt.as_micros() / 8 / 1_000_000) as u64;
+                QueueLimit::Bytes(bdp.max(64 * u64::from(mtu)))
+            }
+            None => QueueLimit::Unlimited,
+        };
+        let link = LinkConfig {
+            rate_bps,
+            queue,
+            delay: rtt / 2,
+            ..LinkConfig::default()
+        };
+        let mut cfg = EmulatorConfig::symmetric(name, link);
+        cfg.mtu = mtu;
+        // Left over from a demo that was killed (SIGKILL) with the same pid: remove it.
+        let _ = longhaul_engine::emulate::topology::remove_leftovers(name);
+        cleanup.add_emulator(name);
+        let emulator = Emulator::start(cfg).with_context(|| format!("emulator {name}"))?;
+        // A new connection must not start from the previous run's cached ssthresh/RTT.
+        for end in [End::A, End::B] {
+            let ns = emulator.netns(end);
+            let _ = netns::command_in(&ns, "sysctl")
+                .args(["-qw", "net.ipv4.tcp_no_metrics_save=1"])
+                .status();
+        }
+        Ok(Path { emulator })
+    }
+
+    /// Namespace of `end`.
+    pub fn netns(&self, end: End) -> String {
+        self.emulator.netns(end)
+    }
+
+    /// Bottleneck drops (segments) in the a -> b direction so far.
+    pub fn drops_a_to_b(&self) -> u64 {
+        self.emulator.stats().a_to_b.link.dropped_queue_segments
+    }
+
+    /// Stops forwarding and removes both namespaces.
+    pub fn shutdown(self) -> anyhow::Result<()> {
+        self.emulator.shutdown().context("stopping the emulator")?;
+        Ok(())
+    }
+}
+
+/// A `longhaul serve` running on a thread inside a namespace; stopped on drop.
+pub struct ServeGuard {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl ServeGuard {
+    /// Binds `[::]:SERVE_PORT` inside `ns` and serves until dropped.
+    pub fn start(ns: &str, token: Token) -> anyhow::Result<ServeGuard> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel::<io::Result<()>>();
+        let ns_name = ns.to_owned();
+        let stop2 = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("lh-demo-serve".into())
+            .spawn(move || {
+                if let Err(e) = netns::enter(&ns_name) {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+                let log: longhaul_engine::bench::server::LogFn = Arc::new(|_line: &str| {});
+                let cfg = ServeConfig {
+                    listen: SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), SERVE_PORT),
+                    token,
+                    once: false,
+                    rx_rate_bps: None,
+                };
+                match Server::bind(cfg, log) {
+                    Ok(server) => {
+                        let _ = tx.send(Ok(()));
+                        let _ = server.serve(Some(stop2));
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                    }
+                }
+            })
+            .context("starting the server thread")?;
+        let guard = ServeGuard {
+            stop,
+            handle: Some(handle),
+        };
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(())) => Ok(guard),
+            Ok(Err(e)) => Err(anyhow!("longhaul serve inside {ns}: {e}")),
+            Err(_) => Err(anyhow!(
+                "longhaul serve inside {ns} did not start within 10 s"
+            )),
+        }
+    }
+}
+
+impl Drop for ServeGuard {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A bench run's outcome: the end report and its JSON Lines log (start, interval, end).
+pub struct BenchRun {
+    /// The end figures.
+    pub end: EndReport,
+    /// The JSON Lines `longhaul bench --json` would have printed.
+    pub jsonl: String,
+}
+
+/// The settings of a bench run from the demo.
+pub struct BenchPlan {
+    /// Target (`10.99.0.2` or `[fd00:6c68::2]`).
+    pub target: String,
+    /// Duration.
+    pub duration: Duration,
+    /// Fixed buffer per stream (None: longhaul's automatic sizing).
+    pub window: Option<u64>,
+    /// Congestion control (None: longhaul's choice).
+    pub congestion: Option<String>,
+    /// Print a progress line every this many intervals (0: none).
+    pub progress_every: u32,
+}
+
+/// Runs `longhaul bench` from a thread inside namespace `ns`.
+pub fn bench_in(ns: &str, plan: BenchPlan, token: Token) -> anyhow::Result<BenchRun> {
+    let cfg = BenchConfig {
+        target: plan.target,
+        streams: 1,
+        duration: plan.duration,
+        bytes: None,
+        reverse: false,
+        congestion: plan.congestion,
+        rate_bps: None,
+        window: plan.window,
+        rx_rate_bps: None,
+        interval: Duration::from_secs(1),
+        send_mode: SendMode::Write,
+        read_rate_bps: None,
+        token,
+    };
+    let every = plan.progress_every;
+    let (end, lines) = netns::run_in(ns, move || {
+        let mut obs = Collect {
+            lines: Vec::new(),
+            every,
+            count: 0,
+        };
+        let end = run_bench(&cfg, &mut obs).map_err(|e| io::Error::other(e.to_string()))?;
+        Ok((end, obs.lines))
+    })
+    .context("longhaul bench")?;
+    let mut jsonl = lines.join("\n");
+    let mut v = serde_json::to_value(&end).unwrap_or_default();
+    v["type"] = json!("end");
+    jsonl.push('\n');
+    jsonl.push_str(&v.to_string());
+    jsonl.push('\n');
+    Ok(BenchRun { end, jsonl })
+}
+
+struct Collect {
+    lines: Vec<String>,
+    every: u32,
+    count: u32,
+}
+
+impl BenchObserver for Collect {
+    fn start(&mut self, report: &StartReport) {
+        let mut v = serde_json::to_value(report).unwrap_or_default();
+        v["type"] = json!("start");
+        self.lines.push(v.to_string());
+    }
+
+    fn interval(&mut self, view: &IntervalView) {
+        let mut v = serde_json::to_value(view).unwrap_or_default();
+        v["type"] = json!("interval");
+        self.lines.push(v.to_string());
+        self.count += 1;
+        if self.every > 0 && self.count % self.every == 0 {
+            let cwnd: u64 = view.streams.iter().map(|s| s.cwnd_bytes).sum();
+            let rtt = view.streams.first().map_or(0.0, |s| s.rtt_ms);
+            super::super::common::say(&format!(
+                "      {:>5.1} s  {:>14}  cwnd {:>10}  RTT {:>6.1} ms  {} retransmits",
+                view.end,
+                longhaul_report::html::format_rate(view.bits_per_second),
+                longhaul_model::units::format_bytes(cwnd as f64),
+                rtt,
+                view.retransmits
+            ));
+        }
+    }
+}
+
+/// A child process inside a namespace; killed (if still running) and reaped on drop.
+pub struct ChildGuard {
+    child: Child,
+}
+
+impl ChildGuard {
+    /// Spawns `cmd`, registering it with `cleanup`.
+    pub fn spawn(mut cmd: Command, what: &str, cleanup: &Cleanup) -> anyhow::Result<ChildGuard> {
+        let child = cmd.spawn().with_context(|| format!("starting {what}"))?;
+        cleanup.add_child(child.id());
+        Ok(ChildGuard { child })
+    }
+
+    /// Waits up to `limit` for the process to end; kills it after that. Returns its stdout
+    /// (when piped) and whether it succeeded.
+    pub fn finish(mut self, limit: Duration) -> anyhow::Result<(bool, String)> {
+        use std::io::Read as _;
+        let mut out = String::new();
+        let reader = self.child.stdout.take().map(|mut s| {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                let _ = s.read_to_string(&mut text);
+                text
+            })
+        });
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(st) = self.child.try_wait()? {
+                break Some(st);
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        if let Some(r) = reader {
+            out = r.join().unwrap_or_default();
+        }
+        Ok((status.is_some_and(|s| s.success()), out))
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether `program` is on the PATH.
+pub fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+/// Waits until something listens on TCP `port` inside `ns` (polling `ss`).
+pub fn wait_listening(ns: &str, port: u16, limit: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let out = netns::command_in(ns, "ss")
+            .args(["-Hltn", &format!("sport = :{port}")])
+            .output()
+            .context("running ss (iproute2) to see whether the server listens")?;
+        if out.status.success() && !String::from_utf8_lossy(&out.stdout).trim().is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(anyhow!(
+                "nothing listens on port {port} inside {ns} after {} s",
+                limit.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A fresh random token for the demo's own server and client.
+pub fn random_token() -> anyhow::Result<Token> {
+    use std::io::Read as _;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("reading /dev/urandom for the demo's token")?;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Token::new(hex.as_bytes()).map_err(|e| anyhow!("token: {e}"))
+}
