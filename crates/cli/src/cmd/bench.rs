@@ -140,21 +140,25 @@ impl BenchObserver for Observer<'_> {
 
 struct JsonPrinter;
 
+/// A JSON object with `"type"` first, then the fields of `value`.
+fn typed(kind: &str, value: &impl serde::Serialize) -> serde_json::Value {
+    let mut map = serde_json::Map::new();
+    map.insert("type".into(), json!(kind));
+    if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(value) {
+        map.extend(fields);
+    }
+    serde_json::Value::Object(map)
+}
+
 impl Printer for JsonPrinter {
     fn start(&mut self, s: &StartReport) {
-        let mut v = serde_json::to_value(s).unwrap_or_default();
-        v["type"] = json!("start");
-        emit_json(&v);
+        emit_json(&typed("start", s));
     }
     fn interval(&mut self, i: &IntervalView) {
-        let mut v = serde_json::to_value(i).unwrap_or_default();
-        v["type"] = json!("interval");
-        emit_json(&v);
+        emit_json(&typed("interval", i));
     }
     fn end(&mut self, e: &EndReport) {
-        let mut v = serde_json::to_value(e).unwrap_or_default();
-        v["type"] = json!("end");
-        emit_json(&v);
+        emit_json(&typed("end", e));
     }
 }
 
