@@ -78,6 +78,25 @@ fn serve(prefix: &[&str], home: &TempHome, args: &[&str]) -> (Proc, String) {
     (Proc(child), addr)
 }
 
+/// The JSON Lines of a command that must have succeeded.
+fn json_of(out: std::process::Output) -> Vec<serde_json::Value> {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_lines(&out.stdout)
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
 fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
     String::from_utf8_lossy(out)
         .lines()
@@ -104,12 +123,7 @@ fn json_schema_and_default_token_between_two_processes() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let objs = json_lines(&out.stdout);
+    let objs = json_of(out);
     assert_eq!(objs.first().unwrap()["type"], "start");
     assert_eq!(objs.last().unwrap()["type"], "end");
     assert!(objs.iter().filter(|o| o["type"] == "interval").count() >= 2);
@@ -271,13 +285,7 @@ impl Drop for VethPair {
 
 #[test]
 fn bench_between_two_namespaces_over_veth() {
-    let is_root = std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false);
-    if !is_root {
+    if !is_root() {
         eprintln!("SKIP: bench_between_two_namespaces_over_veth needs root (network namespaces)");
         return;
     }
@@ -294,12 +302,7 @@ fn bench_between_two_namespaces_over_veth() {
         .args(["bench", "10.231.0.1", "-t", "1.5s", "-P", "2", "--json"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let objs = json_lines(&out.stdout);
+    let objs = json_of(out);
     let end = objs.last().unwrap();
     assert_eq!(end["type"], "end");
     assert!(end["summary"]["bytes"].as_u64().unwrap() > 0);
@@ -339,13 +342,7 @@ impl Drop for EmulatedPath {
 /// advertised window holds the sender to what the receiver absorbs.
 #[test]
 fn rx_rate_holds_the_sender_to_a_slow_receiver() {
-    let is_root = std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false);
-    if !is_root || !std::path::Path::new("/dev/net/tun").exists() {
+    if !is_root() || !std::path::Path::new("/dev/net/tun").exists() {
         eprintln!("SKIP: rx_rate_holds_the_sender_to_a_slow_receiver needs root and /dev/net/tun");
         return;
     }
