@@ -1,0 +1,167 @@
+//! The one error type of the transfer core. Every message names the offending value and,
+//! where there is one, what the caller or user can do about it.
+
+use thiserror::Error;
+
+/// Everything the transfer core can refuse.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Error {
+    // --- peer-supplied paths ---
+    /// The path was empty.
+    #[error("path is empty; the peer must name a file below the served root")]
+    EmptyPath,
+    /// The path started with `/`.
+    #[error("path {path:?} is absolute; only paths relative to the served root are accepted")]
+    AbsolutePath {
+        /// The path, lossily decoded.
+        path: String,
+    },
+    /// The path held a NUL byte.
+    #[error("path {path:?} contains a NUL byte at offset {offset}")]
+    NulInPath {
+        /// The path, lossily decoded.
+        path: String,
+        /// Byte offset of the first NUL.
+        offset: usize,
+    },
+    /// A component was `..`.
+    #[error("path {path:?} contains `..`; paths may not leave the served root")]
+    ParentComponent {
+        /// The path, lossily decoded.
+        path: String,
+    },
+    /// A component was empty (`a//b`, trailing `/`) or `.`.
+    #[error(
+        "path {path:?} has an empty or `.` component at index {index}; send a normalised path"
+    )]
+    EmptyComponent {
+        /// The path, lossily decoded.
+        path: String,
+        /// Index of the component (0-based).
+        index: usize,
+    },
+    /// One component was longer than the file system allows.
+    #[error("a name in path {path:?} is {len} bytes; at most {max} bytes per name")]
+    NameTooLong {
+        /// The path, lossily decoded (truncated for display).
+        path: String,
+        /// Length of the offending component in bytes.
+        len: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// The whole path was too long, or too deep.
+    #[error("path of {len} bytes and {depth} components exceeds the bound of {max_len} bytes / {max_depth} components")]
+    PathTooLong {
+        /// Length in bytes.
+        len: usize,
+        /// Number of components (counted up to the bound).
+        depth: usize,
+        /// The byte bound.
+        max_len: usize,
+        /// The depth bound.
+        max_depth: usize,
+    },
+
+    // --- resume manifests ---
+    /// The manifest is shorter than its header.
+    #[error(
+        "resume manifest truncated: {len} bytes, header needs {need}; the file will be sent again"
+    )]
+    ManifestTruncated {
+        /// Bytes available.
+        len: usize,
+        /// Bytes needed.
+        need: usize,
+    },
+    /// Magic or version did not match.
+    #[error("resume manifest has an unknown format (magic/version {found:02x?}); the file will be sent again")]
+    ManifestFormat {
+        /// The first bytes found.
+        found: Vec<u8>,
+    },
+    /// A checksum did not match.
+    #[error(
+        "resume manifest {part} checksum mismatch at byte {offset}; the file will be sent again"
+    )]
+    ManifestChecksum {
+        /// `header` or `record`.
+        part: &'static str,
+        /// Byte offset of the part.
+        offset: usize,
+    },
+    /// A field held a value outside its bounds.
+    #[error("resume manifest field {field} = {value} is out of bounds ({bound}); the file will be sent again")]
+    ManifestField {
+        /// Field name.
+        field: &'static str,
+        /// The value found.
+        value: u64,
+        /// Description of the bound.
+        bound: &'static str,
+    },
+    /// The same chunk was recorded twice with different hashes.
+    #[error("resume manifest records chunk {index} twice with different hashes; the file will be sent again")]
+    ManifestConflict {
+        /// The chunk index.
+        index: u32,
+    },
+
+    // --- scheduling ---
+    /// A file list or configuration the scheduler cannot plan.
+    #[error("cannot schedule: {what} = {value} ({bound})")]
+    ScheduleBounds {
+        /// What was out of bounds.
+        what: &'static str,
+        /// Its value.
+        value: u64,
+        /// Description of the bound.
+        bound: &'static str,
+    },
+    /// A report named a chunk that is not in flight on that stream.
+    #[error(
+        "chunk {file}:{index} is not in flight on stream {stream}; the report is stale or wrong"
+    )]
+    NotInFlight {
+        /// File id.
+        file: u32,
+        /// Chunk index.
+        index: u32,
+        /// Stream that reported.
+        stream: u32,
+    },
+    /// A chunk failed more often than allowed.
+    #[error("chunk {file}:{index} failed {attempts} times; giving up on this file (check the disk and the path, then rerun to resume)")]
+    RetriesExhausted {
+        /// File id.
+        file: u32,
+        /// Chunk index.
+        index: u32,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// A chunk index beyond the file's chunk count.
+    #[error("chunk {file}:{index} does not exist (file has {chunks} chunks)")]
+    NoSuchChunk {
+        /// File id.
+        file: u32,
+        /// Chunk index.
+        index: u32,
+        /// Chunk count of the file (0 if the file id is unknown).
+        chunks: u32,
+    },
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Lossy display form of a peer path, cut to a readable length.
+pub(crate) fn display_path(bytes: &[u8]) -> String {
+    const SHOW: usize = 200;
+    let shown = &bytes[..bytes.len().min(SHOW)];
+    let mut s = String::from_utf8_lossy(shown).into_owned();
+    if bytes.len() > SHOW {
+        s.push_str("...");
+    }
+    s
+}

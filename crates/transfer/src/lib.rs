@@ -1,0 +1,26 @@
+//! The sans-I/O core of `longhaul cp`: no sockets, no files, no clocks.
+//!
+//! - [`scheduler`]: files cut into chunks, streams pulling the next chunk when free,
+//!   in-flight tracking, retries and per-file completion.
+//! - [`manifest`]: the receiver's resume record of verified chunks per file.
+//! - [`path`]: turning a peer-supplied relative path into safe components.
+//! - [`integrity`]: per-chunk xxh3 and whole-file BLAKE3 helpers.
+//!
+//! Drivers (in `engine`) do the I/O; see `docs/cp-design.md` for how the pieces fit.
+
+pub mod error;
+pub mod integrity;
+pub mod manifest;
+pub mod path;
+pub mod scheduler;
+
+pub use error::{Error, Result};
+pub use integrity::{chunk_hash, digest_hex, source_fingerprint, ChunkHasher, Digest, FileDigest};
+pub use manifest::{
+    decide_resume, Loaded, ResumeDecision, ResumeManifest, SourceIdentity, StartOverReason,
+};
+pub use path::{parse_peer_path, SafeRelPath, MAX_NAME_BYTES, MAX_PATH_BYTES};
+pub use scheduler::{
+    chunk_size_for, Chunk, ChunkId, ChunkScheduler, FileCompleted, FileId, Retry, SchedulerConfig,
+    StreamId, WorkUnit,
+};
