@@ -89,11 +89,12 @@ pub fn clamp_for_rx_rate(
     let per_stream = rx_rate_bps / streams.max(1) as u64;
     let clamp = (per_stream as u128 * rtt.as_micros() / 8 / 1_000_000) as u64;
     let clamp = clamp.max(16 * 1024);
-    // Linux recomputes the window clamp from the receive buffer as data arrives, so
-    // TCP_WINDOW_CLAMP alone does not hold. A receive buffer of `clamp` bytes (the kernel
-    // doubles the value set, and keeps about half or more of it for the window) does.
+    // Linux recomputes the window clamp from the receive buffer whenever its estimate of
+    // payload per buffer byte changes, so TCP_WINDOW_CLAMP alone does not hold. The receive
+    // buffer is set to twice the clamp (setsockopt value = clamp): the kernel then offers a
+    // window of about the clamp and has the memory to hold it.
     let force = longhaul_sys::socket::can_force_buffers();
-    longhaul_sys::socket::set_receive_buffer(sock, clamp / 2, force)?;
+    longhaul_sys::socket::set_receive_buffer(sock, clamp, force)?;
     longhaul_sys::socket::set_window_clamp(sock, clamp)?;
     Ok(clamp)
 }
