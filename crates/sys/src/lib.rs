@@ -3,9 +3,11 @@
 //! the callers.
 
 pub mod cpu;
+pub mod file_io;
 pub mod netdev;
 pub mod netns;
 pub mod process;
+pub mod served_root;
 pub mod socket;
 pub mod sysctl;
 pub mod tcp_info;

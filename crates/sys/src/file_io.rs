@@ -1,0 +1,119 @@
+//! Positional file I/O for chunked transfers: reads and writes at an offset (any number
+//! of streams write one file at once), space reservation, holes and data segments of
+//! sparse files (`SEEK_DATA`/`SEEK_HOLE`), and durable syncs.
+
+use std::fs::File;
+use std::io;
+use std::ops::Range;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+
+/// Writes all of `buf` at `offset` (`pwrite(2)`, retried on short writes and `EINTR`).
+pub fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
+    file.write_all_at(buf, offset)
+}
+
+/// Fills `buf` from `offset` (`pread(2)`); `UnexpectedEof` if the file is shorter.
+pub fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    file.read_exact_at(buf, offset)
+}
+
+/// Reserves disk space for `len` bytes at `offset` (`fallocate(2)` mode 0), so that a
+/// full disk shows up before the transfer, not in the middle. Do not use it on ranges
+/// that should stay holes.
+pub fn reserve(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    fallocate(file, 0, offset, len)
+}
+
+/// Turns `len` bytes at `offset` into a hole, keeping the file size
+/// (`FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`).
+pub fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    fallocate(
+        file,
+        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+        offset,
+        len,
+    )
+}
+
+fn fallocate(file: &File, mode: libc::c_int, offset: u64, len: u64) -> io::Result<()> {
+    let (off, len) = (to_off(offset)?, to_off(len)?);
+    // SAFETY: the fd is open for the duration of the call.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), mode, off, len) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The ranges of `range` that hold data (everything else reads as zeros and need not be
+/// sent), found with `SEEK_DATA`/`SEEK_HOLE`; at most `max_segments` (the rest of the
+/// range is then returned as one data segment, which is correct, only less sparse).
+/// File systems without hole support report the whole file as data.
+pub fn data_segments(
+    file: &File,
+    range: Range<u64>,
+    max_segments: usize,
+) -> io::Result<Vec<Range<u64>>> {
+    let mut out = Vec::new();
+    let mut pos = range.start;
+    while pos < range.end {
+        let Some(start) = seek(file, pos, libc::SEEK_DATA)? else {
+            break; // no data after pos
+        };
+        if start >= range.end {
+            break;
+        }
+        if out.len() + 1 == max_segments.max(1) {
+            out.push(start..range.end);
+            break;
+        }
+        let end = seek(file, start, libc::SEEK_HOLE)?
+            .unwrap_or(range.end)
+            .min(range.end);
+        out.push(start..end);
+        pos = end;
+    }
+    Ok(out)
+}
+
+/// `lseek`; `None` for `ENXIO` (no data / hole at or after `pos`).
+fn seek(file: &File, pos: u64, whence: libc::c_int) -> io::Result<Option<u64>> {
+    // SAFETY: the fd is open; lseek has no memory arguments.
+    let r = unsafe { libc::lseek(file.as_raw_fd(), to_off(pos)?, whence) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.raw_os_error() == Some(libc::ENXIO) {
+            Ok(None)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(Some(r as u64))
+}
+
+/// Bytes the file occupies on disk (`st_blocks * 512`), to check that holes stayed holes.
+pub fn allocated_bytes(file: &File) -> io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(file.metadata()?.blocks() * 512)
+}
+
+/// Flushes the file's data and the metadata needed to read it (`fdatasync(2)`): call it
+/// before recording a chunk as verified in the resume manifest.
+pub fn sync_data(file: &File) -> io::Result<()> {
+    file.sync_data()
+}
+
+/// Flushes data and all metadata (`fsync(2)`).
+pub fn sync_all(file: &File) -> io::Result<()> {
+    file.sync_all()
+}
+
+fn to_off(v: u64) -> io::Result<libc::off_t> {
+    libc::off_t::try_from(v).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("offset {v} exceeds the largest file offset"),
+        )
+    })
+}

@@ -1,0 +1,352 @@
+//! Files strictly inside a served root: every open, mkdir and rename is resolved relative
+//! to a directory descriptor of the root, never through a path string, and may not leave
+//! it by `..`, an absolute path or a symlink.
+//!
+//! Two resolvers:
+//! - [`Resolver::Openat2`] (Linux >= 5.6): `openat2(2)` with `RESOLVE_BENEATH |
+//!   RESOLVE_NO_MAGICLINKS`; the kernel refuses any step out of the root (`EXDEV`),
+//!   while symlinks that stay inside it are followed.
+//! - [`Resolver::NoSymlinks`]: the fallback where `openat2` is missing or filtered
+//!   (`ENOSYS`, `EPERM` from seccomp): walk component by component with `O_NOFOLLOW`,
+//!   refusing every symlink.
+//!
+//! Callers pass relative paths already validated as peer input (`longhaul-transfer`'s
+//! `parse_peer_path`); this module checks again (absolute, `..`, empty, NUL) because it is
+//! the last line of defence.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+/// How paths below the root are resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolver {
+    /// `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`.
+    Openat2,
+    /// Component by component with `O_NOFOLLOW`: no symlink is followed at all.
+    NoSymlinks,
+}
+
+/// How a file below the root is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read only; the file must exist.
+    Read,
+    /// Read and write, created with `mode` if missing, never truncated (a partial file
+    /// being resumed keeps its bytes).
+    ReadWriteCreate {
+        /// Permission bits for a new file.
+        mode: u32,
+    },
+    /// Read and write, created with `mode`; fails if it exists.
+    CreateNew {
+        /// Permission bits for the new file.
+        mode: u32,
+    },
+}
+
+impl Access {
+    fn flags(self) -> (libc::c_int, u32) {
+        match self {
+            Access::Read => (libc::O_RDONLY, 0),
+            Access::ReadWriteCreate { mode } => (libc::O_RDWR | libc::O_CREAT, mode),
+            Access::CreateNew { mode } => (libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, mode),
+        }
+    }
+}
+
+/// A directory that a server serves; nothing outside it can be reached through it.
+#[derive(Debug)]
+pub struct ServedRoot {
+    dir: OwnedFd,
+    path: PathBuf,
+    resolver: Resolver,
+}
+
+/// `struct open_how` from linux/openat2.h (libc's is `non_exhaustive`).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+impl ServedRoot {
+    /// Opens `path` as a root, with `openat2` if the kernel allows it, else the
+    /// no-symlinks walk.
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let mut root = Self::open_with(path, Resolver::Openat2)?;
+        if !root.openat2_works() {
+            root.resolver = Resolver::NoSymlinks;
+        }
+        Ok(root)
+    }
+
+    /// Opens `path` as a root with a given resolver (tests exercise both).
+    pub fn open_with(path: &Path, resolver: Resolver) -> io::Result<Self> {
+        let c = cstring(path.as_os_str().as_bytes(), path)?;
+        // SAFETY: c is a valid C string; the fd returned is owned below.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!("cannot open served root {}: {e}", path.display()),
+            ));
+        }
+        Ok(Self {
+            // SAFETY: fd is a fresh descriptor nobody else owns.
+            dir: unsafe { OwnedFd::from_raw_fd(fd) },
+            path: path.to_path_buf(),
+            resolver,
+        })
+    }
+
+    /// The resolver in use.
+    pub fn resolver(&self) -> Resolver {
+        self.resolver
+    }
+
+    /// The root's path (for messages only; never used to open anything).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Opens a file below the root.
+    pub fn open_file(&self, rel: &Path, access: Access) -> io::Result<File> {
+        let (flags, mode) = access.flags();
+        let fd = self.open_beneath(rel, flags | libc::O_CLOEXEC, mode)?;
+        Ok(File::from(fd))
+    }
+
+    /// Creates the directory `rel` and its missing parents (like `mkdir -p`) with `mode`.
+    pub fn create_dirs(&self, rel: &Path, mode: u32) -> io::Result<()> {
+        let names = components(rel)?;
+        let mut prefix = PathBuf::new();
+        for name in names {
+            let parent = self.open_dir(&prefix)?;
+            let c = cstring(name.as_bytes(), rel)?;
+            // SAFETY: parent is an open directory fd and c a valid C string.
+            let rc = unsafe { libc::mkdirat(parent.as_raw_fd(), c.as_ptr(), mode) };
+            if rc != 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EEXIST) {
+                    return Err(self.describe(e, "mkdir", rel));
+                }
+            }
+            prefix.push(name);
+        }
+        // Check that what exists is a directory we may enter (not a symlink out).
+        self.open_dir(&prefix).map(drop)
+    }
+
+    /// Renames `from` to `to`, both below the root. With `replace == false` an existing
+    /// `to` is an error (`renameat2(RENAME_NOREPLACE)`), for `--no-clobber`.
+    pub fn rename(&self, from: &Path, to: &Path, replace: bool) -> io::Result<()> {
+        let (from_dir, from_name) = self.parent_and_name(from)?;
+        let (to_dir, to_name) = self.parent_and_name(to)?;
+        let flags = if replace { 0 } else { libc::RENAME_NOREPLACE };
+        // SAFETY: both dir fds are open and both names valid C strings.
+        let rc = unsafe {
+            libc::renameat2(
+                from_dir.as_raw_fd(),
+                from_name.as_ptr(),
+                to_dir.as_raw_fd(),
+                to_name.as_ptr(),
+                flags,
+            )
+        };
+        if rc != 0 {
+            return Err(self.describe(io::Error::last_os_error(), "rename", to));
+        }
+        Ok(())
+    }
+
+    /// Removes the file `rel` (not a directory).
+    pub fn remove_file(&self, rel: &Path) -> io::Result<()> {
+        let (dir, name) = self.parent_and_name(rel)?;
+        // SAFETY: dir is open and name a valid C string.
+        let rc = unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) };
+        if rc != 0 {
+            return Err(self.describe(io::Error::last_os_error(), "remove", rel));
+        }
+        Ok(())
+    }
+
+    /// Flushes the directory `rel` (empty path: the root) so that creations and renames
+    /// in it survive a crash.
+    pub fn sync_dir(&self, rel: &Path) -> io::Result<()> {
+        let fd = self.open_beneath_dir(rel, libc::O_RDONLY)?;
+        File::from(fd).sync_all()
+    }
+
+    /// Opens a directory below the root (empty path: the root itself) as `O_PATH`.
+    fn open_dir(&self, rel: &Path) -> io::Result<OwnedFd> {
+        self.open_beneath_dir(rel, libc::O_PATH)
+    }
+
+    fn open_beneath_dir(&self, rel: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+        if rel.as_os_str().is_empty() {
+            let c = CString::from(c".");
+            return self.at(self.dir.as_raw_fd(), &c, flags | libc::O_DIRECTORY, 0, rel);
+        }
+        self.open_beneath(rel, flags | libc::O_DIRECTORY | libc::O_CLOEXEC, 0)
+    }
+
+    fn parent_and_name(&self, rel: &Path) -> io::Result<(OwnedFd, CString)> {
+        let names = components(rel)?;
+        let (last, parents) = names.split_last().ok_or_else(|| empty_path(rel))?;
+        let parent: PathBuf = parents.iter().collect();
+        Ok((self.open_dir(&parent)?, cstring(last.as_bytes(), rel)?))
+    }
+
+    fn open_beneath(&self, rel: &Path, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+        let names = components(rel)?;
+        match self.resolver {
+            Resolver::Openat2 => {
+                let c = cstring(rel.as_os_str().as_bytes(), rel)?;
+                self.openat2(&c, flags, mode)
+                    .map_err(|e| self.describe(e, "open", rel))
+            }
+            Resolver::NoSymlinks => {
+                let (last, parents) = names.split_last().ok_or_else(|| empty_path(rel))?;
+                let mut dir: Option<OwnedFd> = None;
+                for name in parents {
+                    let c = cstring(name.as_bytes(), rel)?;
+                    let at = dir.as_ref().map_or(self.dir.as_raw_fd(), |d| d.as_raw_fd());
+                    let next = self.at(
+                        at,
+                        &c,
+                        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                        0,
+                        rel,
+                    )?;
+                    dir = Some(next);
+                }
+                let c = cstring(last.as_bytes(), rel)?;
+                let at = dir.as_ref().map_or(self.dir.as_raw_fd(), |d| d.as_raw_fd());
+                self.at(at, &c, flags | libc::O_NOFOLLOW, mode, rel)
+            }
+        }
+    }
+
+    fn at(
+        &self,
+        dir: RawFd,
+        name: &CString,
+        flags: libc::c_int,
+        mode: u32,
+        rel: &Path,
+    ) -> io::Result<OwnedFd> {
+        // SAFETY: dir is an open directory fd, name a valid C string.
+        let fd = unsafe { libc::openat(dir, name.as_ptr(), flags, mode as libc::c_uint) };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            // O_NOFOLLOW on a symlink: ELOOP; O_DIRECTORY|O_NOFOLLOW on one: ENOTDIR.
+            return Err(self.describe(e, "open", rel));
+        }
+        // SAFETY: fd is fresh and owned by nobody else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    fn openat2(&self, path: &CString, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+        let how = OpenHow {
+            flags: flags as u64,
+            mode: u64::from(mode),
+            resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+        };
+        // SAFETY: how is a valid open_how of the size passed; path is a valid C string.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                self.dir.as_raw_fd(),
+                path.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd is fresh and owned by nobody else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    }
+
+    fn openat2_works(&self) -> bool {
+        let c = CString::from(c".");
+        match self.openat2(&c, libc::O_PATH | libc::O_CLOEXEC, 0) {
+            Ok(_) => true,
+            Err(e) => !matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)),
+        }
+    }
+
+    fn describe(&self, e: io::Error, what: &str, rel: &Path) -> io::Error {
+        let why = match e.raw_os_error() {
+            Some(libc::EXDEV) => " (the path leaves the served root)".to_string(),
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) if self.resolver == Resolver::NoSymlinks => {
+                " (symlinks are refused below the served root)".to_string()
+            }
+            Some(libc::ELOOP) => " (a symlink loop or a magic link)".to_string(),
+            _ => String::new(),
+        };
+        io::Error::new(
+            e.kind(),
+            format!(
+                "cannot {what} {} below {}: {e}{why}",
+                rel.display(),
+                self.path.display()
+            ),
+        )
+    }
+}
+
+impl AsFd for ServedRoot {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.dir.as_fd()
+    }
+}
+
+/// The plain names of a relative path; refuses absolute paths, `..`, `.`-only and NUL.
+fn components(rel: &Path) -> io::Result<Vec<&std::ffi::OsStr>> {
+    let mut out = Vec::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "path {} is absolute or contains `..`; only paths below the served root are allowed",
+                        rel.display()
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn cstring(bytes: &[u8], rel: &Path) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("path {} contains a NUL byte", rel.display()),
+        )
+    })
+}
+
+fn empty_path(rel: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("path {:?} names no file below the served root", rel),
+    )
+}
