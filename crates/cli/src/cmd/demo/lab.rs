@@ -239,7 +239,7 @@ pub fn bench_in(ns: &str, plan: BenchPlan, token: Token) -> anyhow::Result<Bench
         let mut obs = Collect {
             lines: Vec::new(),
             every,
-            count: 0,
+            pending: Pending::default(),
         };
         let end = run_bench(&cfg, &mut obs).map_err(|e| io::Error::other(e.to_string()))?;
         Ok((end, obs.lines))
@@ -257,7 +257,7 @@ pub fn bench_in(ns: &str, plan: BenchPlan, token: Token) -> anyhow::Result<Bench
 struct Collect {
     lines: Vec<String>,
     every: u32,
-    count: u32,
+    pending: Pending,
 }
 
 impl BenchObserver for Collect {
@@ -271,20 +271,41 @@ impl BenchObserver for Collect {
         let mut v = serde_json::to_value(view).unwrap_or_default();
         v["type"] = json!("interval");
         self.lines.push(v.to_string());
-        self.count += 1;
-        if self.every > 0 && self.count % self.every == 0 {
+        if self.every == 0 {
+            return;
+        }
+        let p = &mut self.pending;
+        if p.count == 0 {
+            p.start = view.start;
+        }
+        p.count += 1;
+        p.bytes += view.bytes;
+        p.retransmits += u64::from(view.retransmits);
+        if p.count >= self.every {
             let cwnd: u64 = view.streams.iter().map(|s| s.cwnd_bytes).sum();
             let rtt = view.streams.first().map_or(0.0, |s| s.rtt_ms);
+            let span = (view.end - p.start).max(1e-3);
             super::super::common::say(&format!(
-                "      {:>5.1} s  {:>14}  cwnd {:>10}  RTT {:>6.1} ms  {} retransmits",
+                "      {:>5.1}-{:<5.1} s  {:>14}  {:>6} retransmits   now: cwnd {:>9}, RTT {:>6.1} ms",
+                p.start,
                 view.end,
-                longhaul_report::html::format_rate(view.bits_per_second),
+                longhaul_report::html::format_rate(p.bytes as f64 * 8.0 / span),
+                p.retransmits,
                 longhaul_model::units::format_bytes(cwnd as f64),
                 rtt,
-                view.retransmits
             ));
+            *p = Pending::default();
         }
     }
+}
+
+/// Intervals gathered for the next progress line.
+#[derive(Default)]
+struct Pending {
+    count: u32,
+    start: f64,
+    bytes: u64,
+    retransmits: u64,
 }
 
 /// A child process inside a namespace; killed (if still running) and reaped on drop.

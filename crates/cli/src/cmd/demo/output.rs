@@ -10,7 +10,7 @@ use longhaul_model::lsr::history::{history, IpVersion};
 use longhaul_model::route::Route;
 use longhaul_model::scenario::Scenario;
 use longhaul_model::units::format_bytes;
-use longhaul_report::svg::escape;
+use longhaul_report::svg::{escape, Chart, Series, SeriesStyle};
 use longhaul_report::{render_report, ReportInput, RunFigures, RunLog};
 use serde_json::json;
 
@@ -345,19 +345,56 @@ fn section(o: &Outcome) -> String {
         format!("{} ({})", rate(sc.record_rate_bps), sc.record_date),
     );
     h.push_str("</table>");
-    if !o.stock_intervals_bps.is_empty() {
-        let per_s: Vec<String> = o
-            .stock_intervals_bps
-            .iter()
-            .map(|b| format!("{:.0}", b / 1e6))
-            .collect();
-        let _ = write!(
-            h,
-            "<p class=\"muted\">Stock TCP per second, Mbit/s: {}</p>",
-            per_s.join(" ")
-        );
-    }
+    let _ = write!(h, "<figure>{}</figure>", comparison_chart(o).to_svg());
     h
+}
+
+/// Throughput per second of both runs, with the bottleneck rate.
+fn comparison_chart(o: &Outcome) -> Chart {
+    let mut chart = Chart::new(
+        "Throughput per second: stock TCP and longhaul on the same emulated path",
+        "time (s)",
+        "Mbit/s",
+    );
+    let longhaul: Vec<(f64, f64)> = RunLog::parse(&o.tuned_jsonl)
+        .map(|l| {
+            l.intervals
+                .iter()
+                .map(|i| (i.end_s, i.bits_per_second / 1e6))
+                .collect()
+        })
+        .unwrap_or_default();
+    let stock: Vec<(f64, f64)> = o
+        .stock_intervals_bps
+        .iter()
+        .enumerate()
+        .map(|(i, b)| ((i + 1) as f64, b / 1e6))
+        .collect();
+    let end = longhaul
+        .last()
+        .map_or(0.0, |p| p.0)
+        .max(stock.last().map_or(0.0, |p| p.0));
+    let line = |name: String, color: &str, width: f64, points: Vec<(f64, f64)>| Series {
+        name,
+        color: color.to_string(),
+        width,
+        style: SeriesStyle::Line,
+        points,
+    };
+    chart.series = vec![
+        line(
+            "bottleneck".into(),
+            "#999999",
+            1.2,
+            vec![
+                (0.0, o.rate_bps as f64 / 1e6),
+                (end, o.rate_bps as f64 / 1e6),
+            ],
+        ),
+        line("stock TCP".into(), "#b3261e", 2.0, stock),
+        line("longhaul".into(), "#1a73e8", 2.4, longhaul),
+    ];
+    chart
 }
 
 /// `28983` -> `28,983`.
