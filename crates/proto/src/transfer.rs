@@ -1,0 +1,842 @@
+//! Messages of a file transfer (`longhaul cp`), additive to the bench protocol: the same
+//! frame format (`len: u32 BE | type: u8 | fields`, big-endian, bounded) with type bytes
+//! in `0x40..=0x4f`, so a control connection can carry both ([`is_transfer_frame`] tells
+//! which decoder to use). Plus the fixed-size [`ChunkHeader`] that precedes each chunk's
+//! raw bytes on a data stream (a chunk is up to 1 GiB, far beyond a frame).
+//!
+//! ```text
+//! control (after Welcome):
+//!   C->S TransferParams{direction, streams, chunk_size, flags, path}
+//!   S->C TransferReady{chunk_size}
+//!   sender->receiver  FileEntries{first_id, [path, kind, size, mtime, mode, fingerprint]}*  FileListEnd
+//!   receiver->sender  HaveChunks{file, ranges}* | SkipFile{file, reason}   (from resume manifests)
+//!   data:  sender->receiver  ChunkHeader + bytes, ...
+//!   receiver->sender  ChunkVerified{file, index} | ChunkRejected{file, index, reason}
+//!   sender->receiver  FileDigest{file, blake3}      (whole-file digest)
+//!   receiver->sender  FileCommitted{file, ok}       (digest matched, renamed into place)
+//!   both              TransferDone{files, bytes}
+//! ```
+//! Paths travel as raw bytes (Linux names need not be UTF-8), bounded here by length
+//! only; the receiver must validate them with `longhaul-transfer`'s `parse_peer_path`.
+
+use fnv_check::check32;
+
+use crate::error::ProtoError;
+use crate::limits::MAX_FRAME_BODY;
+use crate::FRAME_HEADER_LEN;
+
+/// Longest path in a file entry, in bytes (Linux `PATH_MAX` - 1).
+pub const MAX_PATH_BYTES: usize = 4095;
+/// Most file entries in one `FileEntries` frame.
+pub const MAX_ENTRIES_PER_FRAME: usize = 1024;
+/// Most ranges in one `HaveChunks` frame.
+pub const MAX_RANGES_PER_FRAME: usize = 4096;
+/// Largest file id (files per transfer are bounded by 2^24).
+pub const MAX_FILE_ID: u32 = (1 << 24) - 1;
+/// Smallest chunk size a peer may ask for.
+pub const MIN_CHUNK_BYTES: u64 = 4 * 1024;
+/// Largest chunk size a peer may ask for.
+pub const MAX_CHUNK_BYTES: u64 = 1 << 30;
+
+mod ty {
+    pub const FIRST: u8 = 0x40;
+    pub const TRANSFER_PARAMS: u8 = 0x40;
+    pub const TRANSFER_READY: u8 = 0x41;
+    pub const FILE_ENTRIES: u8 = 0x42;
+    pub const FILE_LIST_END: u8 = 0x43;
+    pub const HAVE_CHUNKS: u8 = 0x44;
+    pub const SKIP_FILE: u8 = 0x45;
+    pub const CHUNK_VERIFIED: u8 = 0x46;
+    pub const CHUNK_REJECTED: u8 = 0x47;
+    pub const FILE_DIGEST: u8 = 0x48;
+    pub const FILE_COMMITTED: u8 = 0x49;
+    pub const TRANSFER_DONE: u8 = 0x4a;
+    pub const LAST: u8 = 0x4f;
+}
+
+/// Flag bits of [`TransferParams::flags`].
+pub mod transfer_flags {
+    /// Copy directory trees (`-r`).
+    pub const RECURSIVE: u32 = 1 << 0;
+    /// Never replace an existing destination file (`--no-clobber`).
+    pub const NO_CLOBBER: u32 = 1 << 1;
+    /// Only compare digests of an existing copy, send nothing (`--checksum-only`).
+    pub const CHECKSUM_ONLY: u32 = 1 << 2;
+    /// Keep modes and mtimes.
+    pub const PRESERVE: u32 = 1 << 3;
+    /// Every flag this build knows.
+    pub const ALL: u32 = RECURSIVE | NO_CLOBBER | CHECKSUM_ONLY | PRESERVE;
+}
+
+/// Which way the files go, seen from the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyDirection {
+    /// Client sends files to the server's root.
+    Push,
+    /// Client fetches files from the server's root.
+    Pull,
+}
+
+/// What the client asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferParams {
+    /// Push or pull.
+    pub direction: CopyDirection,
+    /// Number of data streams.
+    pub streams: u16,
+    /// Chunk size the client proposes, bytes.
+    pub chunk_size: u64,
+    /// Total pacing rate, bit/s (0 = none).
+    pub rate_bps: u64,
+    /// Socket buffer per stream, bytes (0 = autotune).
+    pub window_bytes: u64,
+    /// RTT the client measured, microseconds.
+    pub rtt_us: u32,
+    /// [`transfer_flags`] bits.
+    pub flags: u32,
+    /// The server-side path (below its root): destination of a push, source of a pull.
+    pub path: Vec<u8>,
+}
+
+/// Kind of a file-list entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file (its chunks follow).
+    File,
+    /// A directory (created, no data).
+    Dir,
+}
+
+/// One file or directory the sender will send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileEntry {
+    /// Path relative to the transfer's top, `/`-separated bytes.
+    pub path: Vec<u8>,
+    /// File or directory.
+    pub kind: EntryKind,
+    /// Size in bytes (0 for a directory).
+    pub size: u64,
+    /// Modification time, seconds since the epoch.
+    pub mtime_secs: i64,
+    /// Modification time, nanoseconds (< 10^9).
+    pub mtime_nanos: u32,
+    /// Permission bits (<= 0o7777).
+    pub mode: u32,
+    /// Source fingerprint (device, inode, ctime) for the resume rule.
+    pub fingerprint: u64,
+}
+
+/// Why the receiver skips a whole file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    /// A complete, verified copy of this source is already in place.
+    AlreadyComplete,
+    /// The destination exists and `--no-clobber` is set.
+    Exists,
+    /// The path was refused (escape attempt, bad name).
+    PathRefused,
+}
+
+/// Why the receiver refused a chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RejectReason {
+    /// Its xxh3 did not match.
+    Checksum,
+    /// Writing it failed (disk full, I/O error); the sender may retry elsewhere or stop.
+    WriteFailed,
+    /// The chunk does not belong to a file being received.
+    Unknown,
+}
+
+/// A file-transfer message on the control connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransferMessage {
+    /// Client to server: what to copy.
+    TransferParams(TransferParams),
+    /// Server to client: accepted; the chunk size both ends use.
+    TransferReady {
+        /// Chunk size in bytes.
+        chunk_size: u64,
+    },
+    /// Sender to receiver: entries `first_id..first_id + entries.len()`.
+    FileEntries {
+        /// Id of the first entry.
+        first_id: u32,
+        /// The entries.
+        entries: Vec<FileEntry>,
+    },
+    /// Sender to receiver: the list is complete.
+    FileListEnd {
+        /// Number of entries sent.
+        files: u32,
+        /// Total bytes of all files.
+        bytes: u64,
+    },
+    /// Receiver to sender: chunks of `file` already verified (from its resume manifest).
+    HaveChunks {
+        /// File id.
+        file: u32,
+        /// `(first chunk, count)` runs.
+        ranges: Vec<(u32, u32)>,
+    },
+    /// Receiver to sender: do not send `file`.
+    SkipFile {
+        /// File id.
+        file: u32,
+        /// Why.
+        reason: SkipReason,
+    },
+    /// Receiver to sender: chunk checked and synced.
+    ChunkVerified {
+        /// File id.
+        file: u32,
+        /// Chunk index.
+        index: u32,
+    },
+    /// Receiver to sender: chunk refused; it will be sent again.
+    ChunkRejected {
+        /// File id.
+        file: u32,
+        /// Chunk index.
+        index: u32,
+        /// Why.
+        reason: RejectReason,
+    },
+    /// Sender to receiver: BLAKE3 of the whole source file.
+    FileDigest {
+        /// File id.
+        file: u32,
+        /// The digest.
+        blake3: [u8; 32],
+    },
+    /// Receiver to sender: digests compared; if `ok`, the file is in place.
+    FileCommitted {
+        /// File id.
+        file: u32,
+        /// Whether the digests matched and the rename succeeded.
+        ok: bool,
+    },
+    /// Either end: the transfer is over.
+    TransferDone {
+        /// Files committed.
+        files: u32,
+        /// Bytes sent.
+        bytes: u64,
+    },
+}
+
+impl TransferMessage {
+    /// A short name of the message kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::TransferParams(_) => "TransferParams",
+            Self::TransferReady { .. } => "TransferReady",
+            Self::FileEntries { .. } => "FileEntries",
+            Self::FileListEnd { .. } => "FileListEnd",
+            Self::HaveChunks { .. } => "HaveChunks",
+            Self::SkipFile { .. } => "SkipFile",
+            Self::ChunkVerified { .. } => "ChunkVerified",
+            Self::ChunkRejected { .. } => "ChunkRejected",
+            Self::FileDigest { .. } => "FileDigest",
+            Self::FileCommitted { .. } => "FileCommitted",
+            Self::TransferDone { .. } => "TransferDone",
+        }
+    }
+}
+
+/// Whether the frame at the start of `buf` is a file-transfer frame (decode it with
+/// [`decode_transfer_frame`]) or a bench/session one (`decode_frame`); `None` until the
+/// type byte has arrived.
+pub fn is_transfer_frame(buf: &[u8]) -> Option<bool> {
+    buf.get(FRAME_HEADER_LEN)
+        .map(|t| (ty::FIRST..=ty::LAST).contains(t))
+}
+
+/// Appends `msg` as one frame. Refuses (rather than cuts) a message that breaks a bound,
+/// so what is encoded always decodes; use [`pack_file_entries`] to split long lists.
+pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result<(), ProtoError> {
+    validate(msg)?;
+    let start = out.len();
+    out.extend_from_slice(&[0; FRAME_HEADER_LEN]);
+    let mut w = W(out);
+    match msg {
+        TransferMessage::TransferParams(p) => {
+            w.u8(ty::TRANSFER_PARAMS);
+            w.u8(match p.direction {
+                CopyDirection::Push => 0,
+                CopyDirection::Pull => 1,
+            });
+            w.u16(p.streams);
+            w.u64(p.chunk_size);
+            w.u64(p.rate_bps);
+            w.u64(p.window_bytes);
+            w.u32(p.rtt_us);
+            w.u32(p.flags);
+            w.path(&p.path);
+        }
+        TransferMessage::TransferReady { chunk_size } => {
+            w.u8(ty::TRANSFER_READY);
+            w.u64(*chunk_size);
+        }
+        TransferMessage::FileEntries { first_id, entries } => {
+            w.u8(ty::FILE_ENTRIES);
+            w.u32(*first_id);
+            w.u16(entries.len() as u16);
+            for e in entries {
+                w.path(&e.path);
+                w.u8(match e.kind {
+                    EntryKind::File => 0,
+                    EntryKind::Dir => 1,
+                });
+                w.u64(e.size);
+                w.u64(e.mtime_secs as u64);
+                w.u32(e.mtime_nanos);
+                w.u32(e.mode);
+                w.u64(e.fingerprint);
+            }
+        }
+        TransferMessage::FileListEnd { files, bytes } => {
+            w.u8(ty::FILE_LIST_END);
+            w.u32(*files);
+            w.u64(*bytes);
+        }
+        TransferMessage::HaveChunks { file, ranges } => {
+            w.u8(ty::HAVE_CHUNKS);
+            w.u32(*file);
+            w.u16(ranges.len() as u16);
+            for &(first, count) in ranges {
+                w.u32(first);
+                w.u32(count);
+            }
+        }
+        TransferMessage::SkipFile { file, reason } => {
+            w.u8(ty::SKIP_FILE);
+            w.u32(*file);
+            w.u8(match reason {
+                SkipReason::AlreadyComplete => 0,
+                SkipReason::Exists => 1,
+                SkipReason::PathRefused => 2,
+            });
+        }
+        TransferMessage::ChunkVerified { file, index } => {
+            w.u8(ty::CHUNK_VERIFIED);
+            w.u32(*file);
+            w.u32(*index);
+        }
+        TransferMessage::ChunkRejected {
+            file,
+            index,
+            reason,
+        } => {
+            w.u8(ty::CHUNK_REJECTED);
+            w.u32(*file);
+            w.u32(*index);
+            w.u8(match reason {
+                RejectReason::Checksum => 0,
+                RejectReason::WriteFailed => 1,
+                RejectReason::Unknown => 2,
+            });
+        }
+        TransferMessage::FileDigest { file, blake3 } => {
+            w.u8(ty::FILE_DIGEST);
+            w.u32(*file);
+            w.0.extend_from_slice(blake3);
+        }
+        TransferMessage::FileCommitted { file, ok } => {
+            w.u8(ty::FILE_COMMITTED);
+            w.u32(*file);
+            w.u8(u8::from(*ok));
+        }
+        TransferMessage::TransferDone { files, bytes } => {
+            w.u8(ty::TRANSFER_DONE);
+            w.u32(*files);
+            w.u64(*bytes);
+        }
+    }
+    let body = out.len() - start - FRAME_HEADER_LEN;
+    if body > MAX_FRAME_BODY {
+        out.truncate(start);
+        return Err(invalid(
+            "frame",
+            format!("{body} bytes exceed the frame limit of {MAX_FRAME_BODY}; split the list"),
+        ));
+    }
+    out[start..start + FRAME_HEADER_LEN].copy_from_slice(&(body as u32).to_be_bytes());
+    Ok(())
+}
+
+/// Decodes one transfer frame from the start of `buf`: `Ok(None)` until it is complete,
+/// else the message and the bytes it used. Never allocates more than the frame holds.
+pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usize)>, ProtoError> {
+    let Some(header) = buf.get(..FRAME_HEADER_LEN) else {
+        return Ok(None);
+    };
+    let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
+    if len > MAX_FRAME_BODY {
+        return Err(ProtoError::FrameTooLarge {
+            len,
+            max: MAX_FRAME_BODY,
+        });
+    }
+    let Some(body) = buf.get(FRAME_HEADER_LEN..FRAME_HEADER_LEN + len) else {
+        return Ok(None);
+    };
+    let mut r = R(body);
+    let msg = match r.u8("message type")? {
+        ty::TRANSFER_PARAMS => TransferMessage::TransferParams(TransferParams {
+            direction: match r.u8("direction")? {
+                0 => CopyDirection::Push,
+                1 => CopyDirection::Pull,
+                v => {
+                    return Err(invalid(
+                        "direction",
+                        format!("{v} is not push (0) or pull (1)"),
+                    ))
+                }
+            },
+            streams: r.u16("streams")?,
+            chunk_size: r.u64("chunk size")?,
+            rate_bps: r.u64("rate")?,
+            window_bytes: r.u64("window")?,
+            rtt_us: r.u32("rtt")?,
+            flags: r.u32("flags")?,
+            path: r.path()?,
+        }),
+        ty::TRANSFER_READY => TransferMessage::TransferReady {
+            chunk_size: r.u64("chunk size")?,
+        },
+        ty::FILE_ENTRIES => {
+            let first_id = r.u32("first id")?;
+            let n = r.count("entries", MAX_ENTRIES_PER_FRAME)?;
+            let mut entries = Vec::with_capacity(n.min(body.len() / 34));
+            for _ in 0..n {
+                entries.push(FileEntry {
+                    path: r.path()?,
+                    kind: match r.u8("entry kind")? {
+                        0 => EntryKind::File,
+                        1 => EntryKind::Dir,
+                        v => {
+                            return Err(invalid(
+                                "entry kind",
+                                format!("{v} is not file (0) or dir (1)"),
+                            ))
+                        }
+                    },
+                    size: r.u64("size")?,
+                    mtime_secs: r.u64("mtime")? as i64,
+                    mtime_nanos: r.u32("mtime nanos")?,
+                    mode: r.u32("mode")?,
+                    fingerprint: r.u64("fingerprint")?,
+                });
+            }
+            TransferMessage::FileEntries { first_id, entries }
+        }
+        ty::FILE_LIST_END => TransferMessage::FileListEnd {
+            files: r.u32("files")?,
+            bytes: r.u64("bytes")?,
+        },
+        ty::HAVE_CHUNKS => {
+            let file = r.u32("file")?;
+            let n = r.count("ranges", MAX_RANGES_PER_FRAME)?;
+            let mut ranges = Vec::with_capacity(n.min(body.len() / 8));
+            for _ in 0..n {
+                ranges.push((r.u32("range start")?, r.u32("range count")?));
+            }
+            TransferMessage::HaveChunks { file, ranges }
+        }
+        ty::SKIP_FILE => TransferMessage::SkipFile {
+            file: r.u32("file")?,
+            reason: match r.u8("skip reason")? {
+                0 => SkipReason::AlreadyComplete,
+                1 => SkipReason::Exists,
+                2 => SkipReason::PathRefused,
+                v => return Err(invalid("skip reason", format!("{v} is unknown"))),
+            },
+        },
+        ty::CHUNK_VERIFIED => TransferMessage::ChunkVerified {
+            file: r.u32("file")?,
+            index: r.u32("chunk index")?,
+        },
+        ty::CHUNK_REJECTED => TransferMessage::ChunkRejected {
+            file: r.u32("file")?,
+            index: r.u32("chunk index")?,
+            reason: match r.u8("reject reason")? {
+                0 => RejectReason::Checksum,
+                1 => RejectReason::WriteFailed,
+                2 => RejectReason::Unknown,
+                v => return Err(invalid("reject reason", format!("{v} is unknown"))),
+            },
+        },
+        ty::FILE_DIGEST => TransferMessage::FileDigest {
+            file: r.u32("file")?,
+            blake3: r.array("blake3 digest")?,
+        },
+        ty::FILE_COMMITTED => TransferMessage::FileCommitted {
+            file: r.u32("file")?,
+            ok: match r.u8("ok")? {
+                0 => false,
+                1 => true,
+                v => return Err(invalid("ok", format!("{v} is not a boolean"))),
+            },
+        },
+        ty::TRANSFER_DONE => TransferMessage::TransferDone {
+            files: r.u32("files")?,
+            bytes: r.u64("bytes")?,
+        },
+        t => return Err(ProtoError::UnknownType(t)),
+    };
+    if !r.0.is_empty() {
+        return Err(ProtoError::TrailingBytes {
+            kind: msg.kind(),
+            extra: r.0.len(),
+        });
+    }
+    validate(&msg)?;
+    Ok(Some((msg, FRAME_HEADER_LEN + len)))
+}
+
+/// Splits a file list into `FileEntries` frames that each fit the frame limit, ids
+/// starting at `first_id`. Fails only if an entry breaks a bound by itself.
+pub fn pack_file_entries(
+    entries: &[FileEntry],
+    first_id: u32,
+) -> Result<Vec<TransferMessage>, ProtoError> {
+    const FIXED: usize = 1 + 4 + 2; // type, first id, count
+    let mut out = Vec::new();
+    let mut batch: Vec<FileEntry> = Vec::new();
+    let mut batch_first = first_id;
+    let mut size = FIXED;
+    for (i, e) in entries.iter().enumerate() {
+        let id = first_id
+            .checked_add(i as u32)
+            .filter(|&id| id <= MAX_FILE_ID)
+            .ok_or_else(|| invalid("file id", format!("more than {} files", MAX_FILE_ID + 1)))?;
+        validate_entry(e)?;
+        let need = entry_wire_len(e);
+        if !batch.is_empty()
+            && (size + need > MAX_FRAME_BODY || batch.len() == MAX_ENTRIES_PER_FRAME)
+        {
+            out.push(TransferMessage::FileEntries {
+                first_id: batch_first,
+                entries: std::mem::take(&mut batch),
+            });
+            batch_first = id;
+            size = FIXED;
+        }
+        size += need;
+        batch.push(e.clone());
+    }
+    if !batch.is_empty() {
+        out.push(TransferMessage::FileEntries {
+            first_id: batch_first,
+            entries: batch,
+        });
+    }
+    Ok(out)
+}
+
+fn entry_wire_len(e: &FileEntry) -> usize {
+    2 + e.path.len() + 1 + 8 + 8 + 4 + 4 + 8
+}
+
+fn validate(msg: &TransferMessage) -> Result<(), ProtoError> {
+    let file_id = |file: u32| {
+        if file > MAX_FILE_ID {
+            Err(invalid("file id", format!("{file} exceeds {MAX_FILE_ID}")))
+        } else {
+            Ok(())
+        }
+    };
+    let chunk = |c: u64| {
+        if (MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES).contains(&c) {
+            Ok(())
+        } else {
+            Err(invalid(
+                "chunk size",
+                format!("{c} bytes is outside 4 KiB..=1 GiB"),
+            ))
+        }
+    };
+    match msg {
+        TransferMessage::TransferParams(p) => {
+            if p.streams == 0 || p.streams > crate::limits::MAX_STREAMS {
+                return Err(invalid(
+                    "streams",
+                    format!(
+                        "{} is outside 1..={}",
+                        p.streams,
+                        crate::limits::MAX_STREAMS
+                    ),
+                ));
+            }
+            if p.flags & !transfer_flags::ALL != 0 {
+                return Err(invalid(
+                    "flags",
+                    format!("unknown bits {:#x}", p.flags & !transfer_flags::ALL),
+                ));
+            }
+            chunk(p.chunk_size)?;
+            path_len(&p.path)
+        }
+        TransferMessage::TransferReady { chunk_size } => chunk(*chunk_size),
+        TransferMessage::FileEntries { first_id, entries } => {
+            if entries.len() > MAX_ENTRIES_PER_FRAME {
+                return Err(invalid(
+                    "entries",
+                    format!("{} exceed {MAX_ENTRIES_PER_FRAME} per frame", entries.len()),
+                ));
+            }
+            let last = u64::from(*first_id) + entries.len() as u64;
+            if last > u64::from(MAX_FILE_ID) + 1 {
+                return Err(invalid(
+                    "file id",
+                    format!("{first_id} + {} exceeds {MAX_FILE_ID}", entries.len()),
+                ));
+            }
+            entries.iter().try_for_each(validate_entry)
+        }
+        TransferMessage::HaveChunks { file, ranges } => {
+            file_id(*file)?;
+            if ranges.len() > MAX_RANGES_PER_FRAME {
+                return Err(invalid(
+                    "ranges",
+                    format!("{} exceed {MAX_RANGES_PER_FRAME} per frame", ranges.len()),
+                ));
+            }
+            if ranges
+                .iter()
+                .any(|&(a, n)| n == 0 || a.checked_add(n).is_none())
+            {
+                return Err(invalid("ranges", "a range is empty or overflows".into()));
+            }
+            Ok(())
+        }
+        TransferMessage::SkipFile { file, .. }
+        | TransferMessage::ChunkVerified { file, .. }
+        | TransferMessage::ChunkRejected { file, .. }
+        | TransferMessage::FileDigest { file, .. }
+        | TransferMessage::FileCommitted { file, .. } => file_id(*file),
+        TransferMessage::FileListEnd { files, .. }
+        | TransferMessage::TransferDone { files, .. } => {
+            if *files > MAX_FILE_ID + 1 {
+                return Err(invalid(
+                    "files",
+                    format!("{files} exceeds {}", MAX_FILE_ID + 1),
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn validate_entry(e: &FileEntry) -> Result<(), ProtoError> {
+    path_len(&e.path)?;
+    if e.mtime_nanos >= 1_000_000_000 {
+        return Err(invalid(
+            "mtime nanos",
+            format!("{} is not below 10^9", e.mtime_nanos),
+        ));
+    }
+    if e.mode > 0o7777 {
+        return Err(invalid(
+            "mode",
+            format!("{:#o} has bits beyond 0o7777", e.mode),
+        ));
+    }
+    if e.kind == EntryKind::Dir && e.size != 0 {
+        return Err(invalid("size", format!("a directory with size {}", e.size)));
+    }
+    Ok(())
+}
+
+fn path_len(p: &[u8]) -> Result<(), ProtoError> {
+    if p.is_empty() || p.len() > MAX_PATH_BYTES {
+        return Err(invalid(
+            "path",
+            format!("{} bytes is outside 1..={MAX_PATH_BYTES}", p.len()),
+        ));
+    }
+    Ok(())
+}
+
+fn invalid(field: &'static str, why: String) -> ProtoError {
+    ProtoError::InvalidField { field, why }
+}
+
+/// Flag bit of [`ChunkHeader::flags`]: the chunk is all zeros and no bytes follow.
+pub const CHUNK_FLAG_HOLE: u32 = 1;
+
+/// Precedes each chunk's raw bytes on a data stream. Fixed 40 bytes, big-endian, with a
+/// check of its own so a desynchronised stream is caught at the next header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkHeader {
+    /// File id.
+    pub file: u32,
+    /// Chunk index.
+    pub index: u32,
+    /// [`CHUNK_FLAG_HOLE`] or 0.
+    pub flags: u32,
+    /// Offset of the chunk in the file.
+    pub offset: u64,
+    /// Length of the chunk in bytes (the payload length unless it is a hole).
+    pub len: u32,
+    /// xxh3-64 of the chunk's bytes.
+    pub xxh3: u64,
+}
+
+impl ChunkHeader {
+    /// Encoded length.
+    pub const LEN: usize = 40;
+    const MAGIC: [u8; 4] = *b"LHCK";
+
+    /// Bytes of payload that follow this header.
+    pub fn payload_len(&self) -> u64 {
+        if self.flags & CHUNK_FLAG_HOLE != 0 {
+            0
+        } else {
+            u64::from(self.len)
+        }
+    }
+
+    /// The 40 header bytes.
+    pub fn encode(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[..4].copy_from_slice(&Self::MAGIC);
+        b[4..8].copy_from_slice(&self.file.to_be_bytes());
+        b[8..12].copy_from_slice(&self.index.to_be_bytes());
+        b[12..16].copy_from_slice(&self.flags.to_be_bytes());
+        b[16..24].copy_from_slice(&self.offset.to_be_bytes());
+        b[24..28].copy_from_slice(&self.len.to_be_bytes());
+        b[28..36].copy_from_slice(&self.xxh3.to_be_bytes());
+        let c = check32(&b[..36]);
+        b[36..].copy_from_slice(&c.to_be_bytes());
+        b
+    }
+
+    /// Parses and checks 40 header bytes.
+    pub fn decode(b: &[u8; Self::LEN]) -> Result<Self, ProtoError> {
+        if b[..4] != Self::MAGIC {
+            return Err(invalid(
+                "chunk header",
+                format!("bad magic {:02x?}: the data stream lost sync", &b[..4]),
+            ));
+        }
+        let be32 = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let be64 = |i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[i..i + 8]);
+            u64::from_be_bytes(a)
+        };
+        if be32(36) != check32(&b[..36]) {
+            return Err(invalid(
+                "chunk header",
+                "check mismatch: the data stream is corrupt".into(),
+            ));
+        }
+        let h = Self {
+            file: be32(4),
+            index: be32(8),
+            flags: be32(12),
+            offset: be64(16),
+            len: be32(24),
+            xxh3: be64(28),
+        };
+        if h.file > MAX_FILE_ID
+            || h.flags & !CHUNK_FLAG_HOLE != 0
+            || u64::from(h.len) > MAX_CHUNK_BYTES
+        {
+            return Err(invalid("chunk header", format!("out of bounds: {h:?}")));
+        }
+        if h.offset.checked_add(u64::from(h.len)).is_none() {
+            return Err(invalid(
+                "chunk header",
+                format!("offset {} + len {} overflows", h.offset, h.len),
+            ));
+        }
+        Ok(h)
+    }
+}
+
+/// A small checksum for headers (64-bit FNV-1a folded to 32 bits); not cryptographic: it catches a
+/// stream that lost sync, while authentication is the session's business.
+mod fnv_check {
+    pub fn check32(b: &[u8]) -> u32 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &x in b {
+            h ^= u64::from(x);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        (h ^ (h >> 32)) as u32
+    }
+}
+
+struct W<'a>(&'a mut Vec<u8>);
+
+impl W<'_> {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u16(&mut self, v: u16) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    fn path(&mut self, p: &[u8]) {
+        self.u16(p.len() as u16);
+        self.0.extend_from_slice(p);
+    }
+}
+
+struct R<'a>(&'a [u8]);
+
+impl R<'_> {
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&[u8], ProtoError> {
+        if self.0.len() < n {
+            return Err(ProtoError::Truncated { what });
+        }
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        Ok(head)
+    }
+    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], ProtoError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N, what)?);
+        Ok(a)
+    }
+    fn u8(&mut self, what: &'static str) -> Result<u8, ProtoError> {
+        Ok(self.array::<1>(what)?[0])
+    }
+    fn u16(&mut self, what: &'static str) -> Result<u16, ProtoError> {
+        Ok(u16::from_be_bytes(self.array(what)?))
+    }
+    fn u32(&mut self, what: &'static str) -> Result<u32, ProtoError> {
+        Ok(u32::from_be_bytes(self.array(what)?))
+    }
+    fn u64(&mut self, what: &'static str) -> Result<u64, ProtoError> {
+        Ok(u64::from_be_bytes(self.array(what)?))
+    }
+    fn count(&mut self, what: &'static str, max: usize) -> Result<usize, ProtoError> {
+        let n = self.u16(what)? as usize;
+        if n > max {
+            return Err(invalid(
+                what,
+                format!("{n} entries exceed the limit of {max}"),
+            ));
+        }
+        Ok(n)
+    }
+    fn path(&mut self) -> Result<Vec<u8>, ProtoError> {
+        let n = self.u16("path length")? as usize;
+        if n == 0 || n > MAX_PATH_BYTES {
+            return Err(invalid(
+                "path",
+                format!("{n} bytes is outside 1..={MAX_PATH_BYTES}"),
+            ));
+        }
+        Ok(self.take(n, "path")?.to_vec())
+    }
+}

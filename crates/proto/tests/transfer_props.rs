@@ -1,0 +1,225 @@
+//! Property tests of the file-transfer messages: every message round-trips, arbitrary
+//! bytes never panic, frames stay within the limit, file lists split into frames that
+//! decode back to the same list, and chunk headers round-trip and catch corruption.
+
+use longhaul_proto::limits::MAX_FRAME_BODY;
+use longhaul_proto::transfer::*;
+use longhaul_proto::FRAME_HEADER_LEN;
+use proptest::prelude::*;
+
+fn arb_path() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 1..64),
+        proptest::collection::vec(any::<u8>(), MAX_PATH_BYTES..=MAX_PATH_BYTES),
+    ]
+}
+
+fn arb_entry() -> impl Strategy<Value = FileEntry> {
+    (
+        arb_path(),
+        any::<bool>(),
+        any::<u64>(),
+        any::<i64>(),
+        0u32..1_000_000_000,
+        0u32..=0o7777,
+        any::<u64>(),
+    )
+        .prop_map(
+            |(path, dir, size, mtime_secs, mtime_nanos, mode, fingerprint)| FileEntry {
+                path,
+                kind: if dir { EntryKind::Dir } else { EntryKind::File },
+                size: if dir { 0 } else { size },
+                mtime_secs,
+                mtime_nanos,
+                mode,
+                fingerprint,
+            },
+        )
+}
+
+fn arb_file() -> impl Strategy<Value = u32> {
+    0..=MAX_FILE_ID
+}
+
+fn arb_msg() -> impl Strategy<Value = TransferMessage> {
+    prop_oneof![
+        (
+            any::<bool>(),
+            1u16..=256,
+            MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES,
+            any::<u64>(),
+            any::<u64>(),
+            any::<u32>(),
+            0..=transfer_flags::ALL,
+            arb_path()
+        )
+            .prop_map(
+                |(pull, streams, chunk_size, rate_bps, window_bytes, rtt_us, flags, path)| {
+                    TransferMessage::TransferParams(TransferParams {
+                        direction: if pull {
+                            CopyDirection::Pull
+                        } else {
+                            CopyDirection::Push
+                        },
+                        streams,
+                        chunk_size,
+                        rate_bps,
+                        window_bytes,
+                        rtt_us,
+                        flags,
+                        path,
+                    })
+                }
+            ),
+        (MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES)
+            .prop_map(|chunk_size| TransferMessage::TransferReady { chunk_size }),
+        (0u32..1000, proptest::collection::vec(arb_entry(), 0..12))
+            .prop_map(|(first_id, entries)| TransferMessage::FileEntries { first_id, entries }),
+        (0..=MAX_FILE_ID + 1, any::<u64>())
+            .prop_map(|(files, bytes)| TransferMessage::FileListEnd { files, bytes }),
+        (
+            arb_file(),
+            proptest::collection::vec((0u32..1 << 30, 1u32..1 << 20), 0..100)
+        )
+            .prop_map(|(file, ranges)| TransferMessage::HaveChunks { file, ranges }),
+        (
+            arb_file(),
+            prop::sample::select(vec![
+                SkipReason::AlreadyComplete,
+                SkipReason::Exists,
+                SkipReason::PathRefused
+            ])
+        )
+            .prop_map(|(file, reason)| TransferMessage::SkipFile { file, reason }),
+        (arb_file(), any::<u32>())
+            .prop_map(|(file, index)| TransferMessage::ChunkVerified { file, index }),
+        (
+            arb_file(),
+            any::<u32>(),
+            prop::sample::select(vec![
+                RejectReason::Checksum,
+                RejectReason::WriteFailed,
+                RejectReason::Unknown
+            ])
+        )
+            .prop_map(|(file, index, reason)| TransferMessage::ChunkRejected {
+                file,
+                index,
+                reason
+            }),
+        (arb_file(), any::<[u8; 32]>())
+            .prop_map(|(file, blake3)| TransferMessage::FileDigest { file, blake3 }),
+        (arb_file(), any::<bool>())
+            .prop_map(|(file, ok)| TransferMessage::FileCommitted { file, ok }),
+        (0..=MAX_FILE_ID + 1, any::<u64>())
+            .prop_map(|(files, bytes)| TransferMessage::TransferDone { files, bytes }),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn round_trip(msg in arb_msg(), prefix in proptest::collection::vec(any::<u8>(), 0..8)) {
+        let mut buf = prefix.clone();
+        encode_transfer_frame(&msg, &mut buf).unwrap();
+        let frame = &buf[prefix.len()..];
+        prop_assert!(frame.len() <= FRAME_HEADER_LEN + MAX_FRAME_BODY);
+        prop_assert_eq!(is_transfer_frame(frame), Some(true));
+        // Incomplete input asks for more, never errors or panics.
+        for cut in [0, 1, FRAME_HEADER_LEN, frame.len() - 1] {
+            prop_assert_eq!(decode_transfer_frame(&frame[..cut]).unwrap(), None);
+        }
+        let (back, used) = decode_transfer_frame(frame).unwrap().unwrap();
+        prop_assert_eq!(used, frame.len());
+        prop_assert_eq!(back, msg);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        if let Ok(Some((_, used))) = decode_transfer_frame(&bytes) {
+            prop_assert!(used <= bytes.len());
+        }
+        let mut h = [0u8; ChunkHeader::LEN];
+        let n = bytes.len().min(ChunkHeader::LEN);
+        h[..n].copy_from_slice(&bytes[..n]);
+        let _ = ChunkHeader::decode(&h);
+    }
+
+    #[test]
+    fn corrupted_frames_never_panic(msg in arb_msg(), at in any::<prop::sample::Index>(), val in any::<u8>()) {
+        let mut buf = Vec::new();
+        encode_transfer_frame(&msg, &mut buf).unwrap();
+        let at = at.index(buf.len());
+        buf[at] = val;
+        if let Ok(Some((_, used))) = decode_transfer_frame(&buf) {
+            prop_assert!(used <= buf.len());
+        }
+    }
+
+    #[test]
+    fn file_lists_split_into_frames(entries in proptest::collection::vec(arb_entry(), 0..60), first in 0u32..100) {
+        let frames = pack_file_entries(&entries, first).unwrap();
+        let mut back = Vec::new();
+        let mut next = first;
+        for f in &frames {
+            let mut buf = Vec::new();
+            encode_transfer_frame(f, &mut buf).unwrap();
+            let (m, _) = decode_transfer_frame(&buf).unwrap().unwrap();
+            let TransferMessage::FileEntries { first_id, entries } = m else {
+                panic!("not FileEntries");
+            };
+            prop_assert_eq!(first_id, next);
+            next += entries.len() as u32;
+            back.extend(entries);
+        }
+        prop_assert_eq!(back, entries);
+    }
+
+    #[test]
+    fn chunk_header_round_trip(file in arb_file(), index in any::<u32>(), hole in any::<bool>(), offset in 0u64..1 << 60, len in 0u32..=1 << 30, xxh3 in any::<u64>(), flip in 0usize..ChunkHeader::LEN * 8) {
+        let h = ChunkHeader { file, index, flags: if hole { CHUNK_FLAG_HOLE } else { 0 }, offset, len, xxh3 };
+        let b = h.encode();
+        prop_assert_eq!(ChunkHeader::decode(&b).unwrap(), h);
+        prop_assert_eq!(h.payload_len(), if hole { 0 } else { u64::from(len) });
+        let mut bad = b;
+        bad[flip / 8] ^= 1 << (flip % 8);
+        prop_assert!(ChunkHeader::decode(&bad).is_err(), "single bit flip {} not caught", flip);
+    }
+}
+
+#[test]
+fn bounds_are_refused() {
+    let mut buf = Vec::new();
+    let too_long = FileEntry {
+        path: vec![b'a'; MAX_PATH_BYTES + 1],
+        kind: EntryKind::File,
+        size: 1,
+        mtime_secs: 0,
+        mtime_nanos: 0,
+        mode: 0o644,
+        fingerprint: 0,
+    };
+    let msg = TransferMessage::FileEntries {
+        first_id: 0,
+        entries: vec![too_long.clone()],
+    };
+    assert!(encode_transfer_frame(&msg, &mut buf).is_err());
+    assert!(buf.is_empty(), "a refused message leaves nothing behind");
+    assert!(pack_file_entries(&[too_long], 0).is_err());
+    // A frame announcing too many entries is refused before any allocation.
+    let mut evil = vec![0u8; 4];
+    evil.extend([0x42, 0, 0, 0, 0, 0xff, 0xff]);
+    let len = (evil.len() - 4) as u32;
+    evil[..4].copy_from_slice(&len.to_be_bytes());
+    assert!(decode_transfer_frame(&evil).is_err());
+    // Ranges that overflow are refused.
+    let msg = TransferMessage::HaveChunks {
+        file: 0,
+        ranges: vec![(u32::MAX, 2)],
+    };
+    assert!(encode_transfer_frame(&msg, &mut buf).is_err());
+    // A bench frame is not a transfer frame.
+    let mut bench = Vec::new();
+    longhaul_proto::encode_frame(&longhaul_proto::Message::Ping { seq: 1 }, &mut bench);
+    assert_eq!(is_transfer_frame(&bench), Some(false));
+    assert_eq!(is_transfer_frame(&bench[..4]), None);
+}
