@@ -5,6 +5,7 @@
 //! - [`manifest`]: the receiver's resume record of verified chunks per file.
 //! - [`path`]: turning a peer-supplied relative path into safe components.
 //! - [`integrity`]: per-chunk xxh3 and whole-file BLAKE3 helpers.
+//! - [`sparse`]: which blocks of a received chunk hold data (the rest stay holes).
 //!
 //! Drivers (in `engine`) do the I/O; see `docs/cp-design.md` for how the pieces fit.
 
@@ -13,6 +14,7 @@ pub mod integrity;
 pub mod manifest;
 pub mod path;
 pub mod scheduler;
+pub mod sparse;
 
 pub use error::{Error, Result};
 pub use integrity::{chunk_hash, digest_hex, source_fingerprint, ChunkHasher, Digest, FileDigest};

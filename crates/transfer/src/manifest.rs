@@ -227,6 +227,19 @@ impl ResumeManifest {
         (0..self.chunk_count).filter(|i| !self.verified.contains_key(i))
     }
 
+    /// Verified chunks as `(first, count)` runs in index order: what the receiver tells
+    /// the sender it already has (`HaveChunks` on the wire).
+    pub fn verified_runs(&self) -> Vec<(u32, u32)> {
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        for &i in self.verified.keys() {
+            match runs.last_mut() {
+                Some((first, count)) if *first + *count == i => *count += 1,
+                _ => runs.push((i, 1)),
+            }
+        }
+        runs
+    }
+
     /// Number of verified chunks.
     pub fn verified_count(&self) -> u32 {
         self.verified.len() as u32
@@ -413,10 +426,12 @@ mod tests {
         assert_eq!(loaded.valid_len, file.len());
         assert_eq!(loaded.manifest, m);
         assert_eq!(m.missing().collect::<Vec<_>>(), vec![1]);
+        assert_eq!(m.verified_runs(), vec![(0, 1), (2, 1)]);
         assert_eq!(m.verified_bytes(), (4 << 20) + 2 * 1024 * 1024 + 5);
         assert!(!m.is_complete());
         m.record_verified(1, 5).unwrap();
         assert!(m.is_complete());
+        assert_eq!(m.verified_runs(), vec![(0, 3)]);
         assert!(m.record_verified(3, 1).is_err());
     }
 

@@ -47,6 +47,18 @@ proptest! {
         prop_assert_eq!(loaded.valid_len, appended.len());
         let compact = ResumeManifest::parse(&m.encode()).unwrap();
         prop_assert_eq!(&compact.manifest, &m);
+        // The runs cover exactly the verified chunks, in order, without touching.
+        let mut from_runs = Vec::new();
+        let mut prev_end: Option<u32> = None;
+        for (first, count) in m.verified_runs() {
+            prop_assert!(count > 0);
+            if let Some(e) = prev_end {
+                prop_assert!(first > e);
+            }
+            prev_end = Some(first + count);
+            from_runs.extend(first..first + count);
+        }
+        prop_assert_eq!(from_runs, m.verified().map(|(i, _)| i).collect::<Vec<_>>());
     }
 
     #[test]
