@@ -6,3 +6,4 @@ pub mod conn;
 pub mod emulate;
 pub mod host;
 pub mod token;
+pub mod tune_host;

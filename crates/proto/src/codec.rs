@@ -22,6 +22,8 @@ mod ty {
     pub const START: u8 = 0x21;
     pub const INTERVAL: u8 = 0x22;
     pub const RESULTS: u8 = 0x23;
+    pub const HOST_REPORT_REQUEST: u8 = 0x30;
+    pub const HOST_REPORT: u8 = 0x31;
     pub const ERROR: u8 = 0x7f;
 }
 
@@ -157,6 +159,15 @@ pub fn encode_frame(msg: &Message, out: &mut Vec<u8>) {
                 w.u64(s.cwnd_bytes);
                 w.u64(s.cpu_us);
             }
+        }
+        Message::HostReportRequest { rate_bps, rtt_us } => {
+            w.u8(ty::HOST_REPORT_REQUEST);
+            w.u64(*rate_bps);
+            w.u32(*rtt_us);
+        }
+        Message::HostReport { findings_json } => {
+            w.u8(ty::HOST_REPORT);
+            w.str(findings_json, limits::MAX_HOST_REPORT);
         }
         Message::Error { code, message } => {
             w.u8(ty::ERROR);
@@ -310,6 +321,13 @@ fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
                 streams,
             })
         }
+        ty::HOST_REPORT_REQUEST => Message::HostReportRequest {
+            rate_bps: r.u64("rate")?,
+            rtt_us: r.u32("rtt")?,
+        },
+        ty::HOST_REPORT => Message::HostReport {
+            findings_json: r.str("host report", limits::MAX_HOST_REPORT)?,
+        },
         ty::ERROR => Message::Error {
             code: ErrorCode::from_wire(r.u16("error code")?),
             message: r.str("error message", limits::MAX_TEXT)?,
@@ -478,6 +496,36 @@ mod tests {
         };
         assert!(message.len() <= limits::MAX_TEXT);
         assert!(message.chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn host_reports_longer_than_the_bound_are_refused_on_decode() {
+        let n = limits::MAX_HOST_REPORT + 1;
+        let mut body = vec![ty::HOST_REPORT];
+        body.extend_from_slice(&(n as u16).to_be_bytes());
+        body.extend(vec![b'x'; n]);
+        let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&body);
+        assert!(matches!(
+            decode_frame(&frame),
+            Err(ProtoError::InvalidField {
+                field: "host report",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn host_reports_are_cut_on_encode_to_fit_the_bound() {
+        let long = "€".repeat(limits::MAX_HOST_REPORT);
+        let Message::HostReport { findings_json } = round_trip(&Message::HostReport {
+            findings_json: long,
+        }) else {
+            panic!("wrong kind")
+        };
+        assert!(findings_json.len() <= limits::MAX_HOST_REPORT);
+        assert!(findings_json.len() > limits::MAX_HOST_REPORT - 3);
+        assert!(findings_json.chars().all(|c| c == '€'));
     }
 
     #[test]

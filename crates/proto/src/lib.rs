@@ -18,6 +18,10 @@
 //!           both  Results{per-stream totals, cpu}
 //! ```
 //!
+//! Instead of `BenchParams`, a client may send `HostReportRequest{rate, rtt}` (for
+//! `longhaul tune --peer`); the server answers `HostReport{findings as JSON}` and the session
+//! ends.
+//!
 //! The token is never sent; the client checks the server's proof before it proves itself.
 //! Every length, count and size on the wire is bounded (see [`limits`]).
 
@@ -33,8 +37,8 @@ pub use auth::{data_mac, Nonce, SessionSecret, Token, MAC_LEN, NONCE_LEN};
 pub use codec::{decode_frame, encode_frame, FRAME_HEADER_LEN};
 pub use error::{ErrorCode, ProtoError};
 pub use message::{
-    BenchParams, BenchReady, Direction, HostFacts, IntervalReport, Message, Results, SendMode,
-    StreamResult, StreamSample,
+    validate_report_request, BenchParams, BenchReady, Direction, HostFacts, IntervalReport,
+    Message, Results, SendMode, StreamResult, StreamSample,
 };
 pub use session::{ClientEvent, ClientSession, DataAttachments, ServerEvent, ServerSession};
 

@@ -17,3 +17,9 @@ pub const MIN_INTERVAL_MS: u32 = 10;
 pub const MAX_WINDOW_BYTES: u64 = 2 << 30;
 /// Largest byte count for a `--bytes` run (1 PB).
 pub const MAX_BENCH_BYTES: u64 = 1_000_000_000_000_000;
+/// Longest host report a server sends for `longhaul tune --peer` (48 KiB, inside one frame).
+pub const MAX_HOST_REPORT: usize = 48 * 1024;
+/// Largest rate a client may ask a host report for (100 Tbit/s).
+pub const MAX_REPORT_RATE_BPS: u64 = 100_000_000_000_000;
+/// Longest RTT a client may ask a host report for (60 s), in microseconds.
+pub const MAX_REPORT_RTT_US: u32 = 60_000_000;

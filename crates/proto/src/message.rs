@@ -66,6 +66,20 @@ pub enum Message {
     Interval(IntervalReport),
     /// One end's totals at the end of the run.
     Results(Results),
+    /// Instead of a run: the client asks for the server's own host findings for a path of
+    /// this rate and RTT (`longhaul tune --peer`). The session ends after the answer.
+    HostReportRequest {
+        /// Rate one stream must reach, bit/s, `1..=MAX_REPORT_RATE_BPS`.
+        rate_bps: u64,
+        /// Round-trip time of the path in microseconds, `1..=MAX_REPORT_RTT_US`.
+        rtt_us: u32,
+    },
+    /// The server's answer to [`Message::HostReportRequest`]: its findings as JSON (the
+    /// schema belongs to `longhaul-tune`), at most [`limits::MAX_HOST_REPORT`] bytes.
+    HostReport {
+        /// The findings, as JSON text.
+        findings_json: String,
+    },
     /// A fatal error; the sender closes the session after it.
     Error {
         /// What kind of error.
@@ -91,9 +105,34 @@ impl Message {
             Message::Start => "Start",
             Message::Interval(_) => "Interval",
             Message::Results(_) => "Results",
+            Message::HostReportRequest { .. } => "HostReportRequest",
+            Message::HostReport { .. } => "HostReport",
             Message::Error { .. } => "Error",
         }
     }
+}
+
+/// Checks the path of a [`Message::HostReportRequest`] against [`crate::limits`].
+pub fn validate_report_request(rate_bps: u64, rtt_us: u32) -> Result<(), ProtoError> {
+    if rate_bps == 0 || rate_bps > limits::MAX_REPORT_RATE_BPS {
+        return Err(ProtoError::InvalidField {
+            field: "rate",
+            why: format!(
+                "{rate_bps} bit/s is outside 1..={} bit/s",
+                limits::MAX_REPORT_RATE_BPS
+            ),
+        });
+    }
+    if rtt_us == 0 || rtt_us > limits::MAX_REPORT_RTT_US {
+        return Err(ProtoError::InvalidField {
+            field: "rtt",
+            why: format!(
+                "{rtt_us} us is outside 1..={} us",
+                limits::MAX_REPORT_RTT_US
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Which end writes on the data connections.

@@ -35,6 +35,12 @@ pub enum ClientEvent {
     PeerInterval(IntervalReport),
     /// The server's totals.
     PeerResults(Results),
+    /// The server's answer to [`ClientSession::request_host_report`]; the session is over.
+    HostReport {
+        /// The server's findings as JSON (schema of `longhaul-tune`), bounded by
+        /// [`crate::limits::MAX_HOST_REPORT`].
+        findings_json: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +48,8 @@ enum ClientState {
     AwaitServerHello,
     AwaitWelcome,
     Authenticated,
+    AwaitReport,
+    Reported,
     AwaitReady,
     AwaitStart,
     Running,
@@ -131,10 +139,16 @@ impl ClientSession {
                 Ok(())
             }
             (
-                S::Authenticated | S::AwaitReady | S::AwaitStart | S::Running,
+                S::Authenticated | S::AwaitReport | S::AwaitReady | S::AwaitStart | S::Running,
                 Message::Pong { seq },
             ) => {
                 self.events.push_back(ClientEvent::Pong { seq });
+                Ok(())
+            }
+            (S::AwaitReport, Message::HostReport { findings_json }) => {
+                self.state = S::Reported;
+                self.events
+                    .push_back(ClientEvent::HostReport { findings_json });
                 Ok(())
             }
             (S::AwaitReady, Message::BenchReady(r)) => {
@@ -180,6 +194,23 @@ impl ClientSession {
         params.validate()?;
         self.outbox.push_back(Message::BenchParams(params));
         self.state = ClientState::AwaitReady;
+        Ok(())
+    }
+
+    /// Instead of a run, asks the server for its own host findings for a path of `rate_bps`
+    /// and `rtt_us` (allowed once authenticated, before any parameters). The answer arrives
+    /// as [`ClientEvent::HostReport`] and ends the session.
+    pub fn request_host_report(&mut self, rate_bps: u64, rtt_us: u32) -> Result<(), ProtoError> {
+        if self.state != ClientState::Authenticated {
+            return Err(ProtoError::Unexpected {
+                got: "HostReportRequest (local)",
+                state: client_state_name(self.state),
+            });
+        }
+        validate_report_request(rate_bps, rtt_us)?;
+        self.outbox
+            .push_back(Message::HostReportRequest { rate_bps, rtt_us });
+        self.state = ClientState::AwaitReport;
         Ok(())
     }
 
@@ -240,6 +271,15 @@ pub enum ServerEvent {
     PeerInterval(IntervalReport),
     /// The client's totals.
     PeerResults(Results),
+    /// Instead of a run, the client asks for this host's findings for a path of this rate
+    /// and RTT (already checked against the limits); answer with
+    /// [`ServerSession::send_host_report`].
+    HostReportRequested {
+        /// Rate one stream must reach, bit/s.
+        rate_bps: u64,
+        /// Round-trip time of the path, microseconds.
+        rtt_us: u32,
+    },
 }
 
 impl PartialEq for SessionSecret {
@@ -254,6 +294,8 @@ enum ServerState {
     AwaitHello,
     AwaitProof,
     AwaitParams,
+    Reporting,
+    Reported,
     Deciding,
     AwaitStart,
     Running,
@@ -339,8 +381,18 @@ impl ServerSession {
                 });
                 Ok(())
             }
-            (S::AwaitParams | S::Deciding | S::AwaitStart | S::Running, Message::Ping { seq }) => {
+            (
+                S::AwaitParams | S::Reporting | S::Deciding | S::AwaitStart | S::Running,
+                Message::Ping { seq },
+            ) => {
                 self.outbox.push_back(Message::Pong { seq });
+                Ok(())
+            }
+            (S::AwaitParams, Message::HostReportRequest { rate_bps, rtt_us }) => {
+                validate_report_request(rate_bps, rtt_us)?;
+                self.state = S::Reporting;
+                self.events
+                    .push_back(ServerEvent::HostReportRequested { rate_bps, rtt_us });
                 Ok(())
             }
             (S::AwaitParams, Message::BenchParams(p)) => {
@@ -375,6 +427,21 @@ impl ServerSession {
     /// Refuses the client's parameters; the message says what to change.
     pub fn reject(&mut self, message: String) {
         self.abort(ErrorCode::Params, message);
+    }
+
+    /// Answers a [`ServerEvent::HostReportRequested`] with this host's findings as JSON; the
+    /// session is over afterwards. Text beyond [`crate::limits::MAX_HOST_REPORT`] is cut by
+    /// the codec, so the caller keeps the JSON within that bound.
+    pub fn send_host_report(&mut self, findings_json: String) {
+        if self.state == ServerState::Reporting {
+            self.outbox.push_back(Message::HostReport { findings_json });
+            self.state = ServerState::Reported;
+        }
+    }
+
+    /// Whether the session has nothing left to do after a host report.
+    pub fn is_reported(&self) -> bool {
+        self.state == ServerState::Reported
     }
 
     /// Every data stream is attached: tells the client to begin.
@@ -501,6 +568,8 @@ fn client_state_name(s: ClientState) -> &'static str {
         ClientState::AwaitServerHello => "waiting for the server's hello",
         ClientState::AwaitWelcome => "waiting for the server to accept our proof",
         ClientState::Authenticated => "authenticated, before the parameters",
+        ClientState::AwaitReport => "waiting for the server's host report",
+        ClientState::Reported => "done after the host report",
         ClientState::AwaitReady => "waiting for the server to accept the parameters",
         ClientState::AwaitStart => "waiting for the data streams to attach",
         ClientState::Running => "running",
@@ -513,6 +582,8 @@ fn server_state_name(s: ServerState) -> &'static str {
         ServerState::AwaitHello => "waiting for the client's hello",
         ServerState::AwaitProof => "waiting for the client's proof",
         ServerState::AwaitParams => "waiting for the parameters",
+        ServerState::Reporting => "preparing the host report",
+        ServerState::Reported => "done after the host report",
         ServerState::Deciding => "deciding on the parameters",
         ServerState::AwaitStart => "waiting for the data streams",
         ServerState::Running => "running",

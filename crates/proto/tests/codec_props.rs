@@ -153,6 +153,9 @@ fn arb_message() -> impl Strategy<Value = Message> {
                     streams,
                 })
             }),
+        (any::<u64>(), any::<u32>())
+            .prop_map(|(rate_bps, rtt_us)| Message::HostReportRequest { rate_bps, rtt_us }),
+        "\\PC{0,300}".prop_map(|findings_json| Message::HostReport { findings_json }),
         ("\\PC{0,200}", 1u16..8).prop_map(|(message, code)| Message::Error {
             code: ErrorCode::from_wire(code),
             message
@@ -199,6 +202,24 @@ proptest! {
         }
         if let Ok(Some((_, used))) = decode_frame(&buf) {
             prop_assert!(used <= buf.len());
+        }
+    }
+
+    #[test]
+    fn host_reports_of_any_length_decode_within_the_bound(len in 0usize..70_000, ch in prop::sample::select(vec!['a', 'é', '€', '𝄞'])) {
+        let findings_json = ch.to_string().repeat(len / ch.len_utf8());
+        let mut buf = Vec::new();
+        encode_frame(&Message::HostReport { findings_json: findings_json.clone() }, &mut buf);
+        prop_assert!(buf.len() <= FRAME_HEADER_LEN + limits::MAX_FRAME_BODY);
+        let (back, used) = decode_frame(&buf).unwrap().unwrap();
+        prop_assert_eq!(used, buf.len());
+        let Message::HostReport { findings_json: back } = back else {
+            return Err(TestCaseError::fail("wrong kind"));
+        };
+        prop_assert!(back.len() <= limits::MAX_HOST_REPORT);
+        prop_assert!(findings_json.starts_with(&back));
+        if findings_json.len() <= limits::MAX_HOST_REPORT {
+            prop_assert_eq!(back, findings_json);
         }
     }
 

@@ -1,5 +1,6 @@
 //! Drives a client and a server session against each other in memory, through the codec,
-//! and checks the handshake, the parameter and results exchange, and every refusal path.
+//! and checks the handshake, the parameter and results exchange, the host report exchange,
+//! and every refusal path.
 
 use longhaul_proto::*;
 
@@ -220,4 +221,109 @@ fn peer_error_ends_the_session_with_its_message() {
         })
         .unwrap_err();
     assert_eq!(err.to_string(), "peer reported: try later");
+}
+
+fn authenticated_pair() -> (ClientSession, ServerSession) {
+    let mut c = ClientSession::new(token("shared-secret-0123"), [7; 32]);
+    let mut s = ServerSession::new(token("shared-secret-0123"), [9; 32], 42);
+    pump(&mut c, &mut s).unwrap();
+    assert!(matches!(
+        c.poll_event(),
+        Some(ClientEvent::Authenticated { .. })
+    ));
+    assert!(matches!(
+        s.poll_event(),
+        Some(ServerEvent::Authenticated { .. })
+    ));
+    (c, s)
+}
+
+#[test]
+fn host_report_is_asked_for_after_authentication_and_ends_the_session() {
+    let (mut c, mut s) = authenticated_pair();
+    c.ping(3);
+    c.request_host_report(1_000_000_000, 180_000).unwrap();
+    pump(&mut c, &mut s).unwrap();
+    assert_eq!(c.poll_event(), Some(ClientEvent::Pong { seq: 3 }));
+    assert_eq!(
+        s.poll_event(),
+        Some(ServerEvent::HostReportRequested {
+            rate_bps: 1_000_000_000,
+            rtt_us: 180_000
+        })
+    );
+    assert!(!s.is_reported());
+    let json = r#"{"findings":[]}"#.to_string();
+    s.send_host_report(json.clone());
+    assert!(s.is_reported());
+    pump(&mut c, &mut s).unwrap();
+    assert_eq!(
+        c.poll_event(),
+        Some(ClientEvent::HostReport {
+            findings_json: json
+        })
+    );
+    // The session is over: neither a run nor a second report may follow.
+    assert!(c.request(params()).is_err());
+    assert!(c.request_host_report(1_000_000_000, 180_000).is_err());
+    assert!(matches!(
+        s.handle(Message::BenchParams(params())),
+        Err(ProtoError::Unexpected { .. })
+    ));
+}
+
+#[test]
+fn host_report_before_authentication_or_unasked_is_refused() {
+    let mut s = ServerSession::new(token("server-token-0123456"), [2; 32], 1);
+    assert!(matches!(
+        s.handle(Message::HostReportRequest {
+            rate_bps: 1,
+            rtt_us: 1
+        }),
+        Err(ProtoError::Unexpected { .. })
+    ));
+    let mut c = ClientSession::new(token("server-token-0123456"), [2; 32]);
+    assert!(c.request_host_report(1_000_000_000, 1000).is_err());
+    let (mut c, _s) = authenticated_pair();
+    assert!(matches!(
+        c.handle(Message::HostReport {
+            findings_json: "{}".into()
+        }),
+        Err(ProtoError::Unexpected { .. })
+    ));
+    // A server that was not asked does not answer.
+    let (_c, mut s) = authenticated_pair();
+    s.send_host_report("{}".into());
+    assert!(s.poll_transmit().is_none());
+}
+
+#[test]
+fn absurd_report_paths_are_refused_with_the_field_named() {
+    for (rate, rtt, field) in [
+        (0, 1000, "rate"),
+        (u64::MAX, 1000, "rate"),
+        (limits::MAX_REPORT_RATE_BPS + 1, 1000, "rate"),
+        (1_000_000, 0, "rtt"),
+        (1_000_000, limits::MAX_REPORT_RTT_US + 1, "rtt"),
+    ] {
+        let err = validate_report_request(rate, rtt).unwrap_err();
+        assert!(err.to_string().contains(field), "{err}");
+        // The server refuses it too, and tells the client which field.
+        let (_c, mut s) = authenticated_pair();
+        let err = s
+            .handle(Message::HostReportRequest {
+                rate_bps: rate,
+                rtt_us: rtt,
+            })
+            .unwrap_err();
+        assert!(matches!(err, ProtoError::InvalidField { .. }));
+        assert!(matches!(
+            s.poll_transmit(),
+            Some(Message::Error {
+                code: ErrorCode::Params,
+                ..
+            })
+        ));
+    }
+    validate_report_request(limits::MAX_REPORT_RATE_BPS, limits::MAX_REPORT_RTT_US).unwrap();
 }

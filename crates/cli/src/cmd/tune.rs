@@ -19,14 +19,25 @@
 //! - last, `{"type":"end","command":"tune","critical","warning","info","ok","applied"}`
 //!   (`{"type":"end","command":"tune","reverted"}` for `--revert`).
 //!
+//! With `--peer HOST[:PORT]` tune first measures the RTT to a `longhaul serve` there (the
+//! smallest of a few pings; it stands in for `--rtt` when that is not given) and asks the
+//! server for its own findings for the same rate and RTT. The text output then has this
+//! host's findings, then the peer's under their own heading; `--json` adds, before the
+//! findings, `{"type":"peer","address","host","rtt_ms","rtt_source":"measured|given"}` and,
+//! after this host's findings, one `{"type":"peer_finding",...}` per peer finding (the fields
+//! of `finding`); the `end` object then also has `peer_critical`, `peer_warning`,
+//! `peer_info`, `peer_ok` and `peer_omitted`. The exit code counts both hosts' findings.
+//!
 //! Notes go to stderr with `--json`.
 
+use super::common::TokenArgs;
 use anyhow::{bail, Context};
+use longhaul_engine::bench::{peer_report, PeerReport};
 use longhaul_model::units::{format_bytes, parse_duration, parse_rate_bps};
-use longhaul_sys::{netdev, sysctl};
+use longhaul_sys::sysctl;
 use longhaul_tune::{
-    inspect, render_dropin, Finding, HostFacts, InterfaceFacts, PreviousState, Severity,
-    SysctlChange, Target, DEFAULT_DROPIN_PATH, DEFAULT_STATE_PATH, SYSCTLS_INSPECTED,
+    inspect, render_dropin, Finding, HostFacts, PreviousState, Severity, SysctlChange, Target,
+    DEFAULT_DROPIN_PATH, DEFAULT_STATE_PATH,
 };
 use serde_json::json;
 use std::fs;
@@ -39,13 +50,14 @@ use std::time::Duration;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Rate one stream must reach: 1G, 10Gbit, 500M.
-    #[arg(long, value_parser = parse_rate_bps, required_unless_present_any = ["revert", "peer"])]
+    #[arg(long, value_parser = parse_rate_bps, required_unless_present = "revert")]
     pub rate: Option<u64>,
-    /// Round-trip time of the path: 180ms.
+    /// Round-trip time of the path: 180ms (with --peer: measured when not given).
     #[arg(long, value_parser = parse_duration, required_unless_present_any = ["revert", "peer"])]
     pub rtt: Option<Duration>,
-    /// Measure the RTT to a `longhaul serve` and ask it for its side's findings (not built yet).
-    #[arg(long, value_name = "HOST", conflicts_with_all = ["rate", "rtt"])]
+    /// Measure the RTT to the `longhaul serve` at HOST[:PORT] and ask it for its own
+    /// findings for the same path (needs the shared token, as `bench` does).
+    #[arg(long, value_name = "HOST[:PORT]", conflicts_with = "revert")]
     pub peer: Option<String>,
     /// Interface to check (default: the one of the default route, else the first routed one).
     #[arg(long, value_name = "NAME")]
@@ -66,16 +78,12 @@ pub struct Args {
     /// Print JSON Lines (`finding`, `applied`, `reverted`, `skipped`, `end`) instead of text.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub token: TokenArgs,
 }
 
 /// Runs `longhaul tune`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.peer.is_some() {
-        bail!(
-            "--peer needs the `longhaul serve` protocol, which tune does not speak yet; \
-             give the path as --rate R --rtt T instead"
-        );
-    }
     let paths = Paths {
         dropin: path_from(
             args.dropin.clone(),
@@ -88,16 +96,34 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             DEFAULT_STATE_PATH,
         ),
     };
-    let out = Output { json: args.json };
+    let mut out = Output {
+        json: args.json,
+        peer: None,
+    };
     if args.revert {
         return revert(&paths, &out);
     }
-    let (Some(rate_bps), Some(rtt)) = (args.rate, args.rtt) else {
+    let Some(rate_bps) = args.rate else {
         bail!("give the path as --rate R --rtt T, e.g. --rate 1G --rtt 180ms");
     };
-    if rate_bps == 0 || rtt.is_zero() {
+    if rate_bps == 0 || args.rtt.is_some_and(|rtt| rtt.is_zero()) {
         bail!("--rate and --rtt must be above zero");
     }
+    if let Some(host) = &args.peer {
+        let token = args.token.load()?;
+        let peer = peer_report(host, &token, rate_bps, args.rtt)
+            .with_context(|| format!("asking the longhaul serve at {host} for its findings"))?;
+        out.peer = Some(Peer {
+            report: peer,
+            rtt_given: args.rtt.is_some(),
+        });
+    }
+    let rtt = match (args.rtt, &out.peer) {
+        (Some(rtt), _) => rtt,
+        // Whole microseconds, as sent to the peer; never zero.
+        (None, Some(p)) => Duration::from_micros(p.report.rtt.as_micros().max(1) as u64),
+        (None, None) => bail!("give the path as --rate R --rtt T, e.g. --rate 1G --rtt 180ms"),
+    };
     let target = Target { rate_bps, rtt };
     let facts = gather(args.dev.as_deref())?;
     let findings = inspect(&facts, &target);
@@ -167,31 +193,7 @@ fn path_from(flag: Option<PathBuf>, env: &str, default: &str) -> PathBuf {
 
 /// Reads every fact `inspect` needs off this host.
 fn gather(dev: Option<&str>) -> anyhow::Result<HostFacts> {
-    let mut facts = HostFacts {
-        page_size_bytes: sysctl::page_size_bytes(),
-        cpu_governors: netdev::cpu_governors(),
-        ..HostFacts::default()
-    };
-    for name in SYSCTLS_INSPECTED {
-        if let Some(value) = sysctl::read(name)? {
-            facts.sysctls.insert((*name).to_string(), value);
-        }
-    }
-    let dev = match dev {
-        Some(d) => Some(d.to_string()),
-        None => netdev::routed_interface()?,
-    };
-    if let Some(name) = dev {
-        let info = netdev::interface_info(&name)
-            .with_context(|| format!("reading interface {name} (check --dev)"))?;
-        facts.interface = Some(InterfaceFacts {
-            name: info.name,
-            mtu_bytes: info.mtu_bytes,
-            txqueuelen: info.txqueuelen,
-            offloads: info.offloads,
-        });
-    }
-    Ok(facts)
+    longhaul_engine::tune_host::gather(dev).context("reading this host's network settings")
 }
 
 fn changes_of(findings: &[Finding]) -> Vec<SysctlChange> {
@@ -398,6 +400,15 @@ fn write_creating_dirs(path: &Path, text: &str) -> anyhow::Result<()> {
 /// Human text or JSON Lines.
 struct Output {
     json: bool,
+    /// With `--peer`: what the peer said, printed after this host's findings.
+    peer: Option<Peer>,
+}
+
+/// The peer's answer to `--peer`.
+struct Peer {
+    report: PeerReport,
+    /// Whether `--rtt` was given (else the measured RTT is the path's).
+    rtt_given: bool,
 }
 
 /// An exit code that can only get worse.
@@ -418,6 +429,7 @@ impl From<Code> for ExitCode {
 impl Output {
     fn header(&self, target: &Target) {
         if self.json {
+            self.peer_line();
             return;
         }
         println!(
@@ -427,18 +439,57 @@ impl Output {
             format_bytes(target.socket_buffer_bytes() as f64),
             format_bytes(target.bdp_bytes() as f64),
         );
+        if let Some(peer) = &self.peer {
+            let rtt_ms = peer.report.rtt.as_secs_f64() * 1e3;
+            println!(
+                "peer {} ({}): RTT {rtt_ms:.3} ms measured (smallest of the control-connection \
+                 pings){}",
+                peer.report.addr,
+                peer_name(&peer.report),
+                if peer.rtt_given {
+                    "; the path uses the --rtt given"
+                } else {
+                    ", used as the path's RTT"
+                }
+            );
+        }
         if let Ok(ns) = sysctl::network_namespace_id() {
-            println!("network namespace {ns}\n");
+            println!("network namespace {ns}");
+        }
+        if self.peer.is_some() {
+            println!("\n== This host ==");
+        } else {
+            println!();
+        }
+    }
+
+    /// With `--json` and `--peer`, the object that says which peer answered.
+    fn peer_line(&self) {
+        if let (true, Some(peer)) = (self.json, &self.peer) {
+            println!(
+                "{}",
+                json!({
+                    "type": "peer",
+                    "address": peer.report.addr.to_string(),
+                    "host": peer.report.report.host,
+                    "rtt_ms": peer.report.rtt.as_secs_f64() * 1e3,
+                    "rtt_source": if peer.rtt_given { "given" } else { "measured" },
+                })
+            );
         }
     }
 
     fn findings(&self, findings: &[Finding]) {
+        self.findings_of("finding", findings);
+    }
+
+    fn findings_of(&self, kind: &str, findings: &[Finding]) {
         for f in findings {
             if self.json {
                 println!(
                     "{}",
                     json!({
-                        "type": "finding",
+                        "type": kind,
                         "key": f.key,
                         "severity": f.severity.as_str(),
                         "current": f.current,
@@ -499,15 +550,62 @@ impl Output {
         }
     }
 
-    /// Prints the summary; the exit code is 1 when a warning or worse remains.
+    /// Prints the peer's findings (with `--peer`) and the summary; the exit code is 1 when a
+    /// warning or worse remains on either host.
     fn end(&self, findings: &[Finding], applied: Option<usize>) -> Code {
-        let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
-        let (critical, warning, info, ok) = (
-            count(Severity::Critical),
-            count(Severity::Warning),
-            count(Severity::Info),
-            count(Severity::Ok),
-        );
+        let counts = |findings: &[Finding]| {
+            let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
+            (
+                count(Severity::Critical),
+                count(Severity::Warning),
+                count(Severity::Info),
+                count(Severity::Ok),
+            )
+        };
+        let (critical, warning, info, ok) = counts(findings);
+        if let Some(peer) = &self.peer {
+            let report = &peer.report.report;
+            let (pc, pw, pi, po) = counts(&report.findings);
+            if !self.json {
+                println!(
+                    "\n{critical} critical, {warning} warning(s), {info} info, {ok} ok on this host"
+                );
+                println!(
+                    "\n== Peer {} ({}) — fixes apply there ==",
+                    peer.report.addr,
+                    peer_name(&peer.report)
+                );
+            }
+            self.findings_of("peer_finding", &report.findings);
+            if self.json {
+                println!(
+                    "{}",
+                    json!({
+                        "type": "end",
+                        "command": "tune",
+                        "critical": critical,
+                        "warning": warning,
+                        "info": info,
+                        "ok": ok,
+                        "applied": applied,
+                        "peer_critical": pc,
+                        "peer_warning": pw,
+                        "peer_info": pi,
+                        "peer_ok": po,
+                        "peer_omitted": report.omitted,
+                    })
+                );
+            } else {
+                if report.omitted > 0 {
+                    println!(
+                        "({} less severe finding(s) of the peer left out to fit the report)",
+                        report.omitted
+                    );
+                }
+                println!("\n{pc} critical, {pw} warning(s), {pi} info, {po} ok on the peer");
+            }
+            return Code(u8::from(critical + warning + pc + pw > 0));
+        }
         if self.json {
             println!(
                 "{}",
@@ -530,5 +628,14 @@ impl Output {
             );
         }
         Code(u8::from(critical + warning > 0))
+    }
+}
+
+/// The peer's host name, or "name unknown".
+fn peer_name(peer: &PeerReport) -> &str {
+    if peer.report.host.is_empty() {
+        "name unknown"
+    } else {
+        &peer.report.host
     }
 }

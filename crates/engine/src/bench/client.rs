@@ -142,9 +142,21 @@ pub fn resolve(target: &str, default_port: u16) -> Result<Vec<SocketAddr>, Bench
     Ok(addrs)
 }
 
-/// Runs a bench against a `longhaul serve`.
-pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndReport, BenchError> {
-    let addrs = resolve(&cfg.target, DEFAULT_PORT)?;
+/// An authenticated control connection to a `longhaul serve`.
+pub(super) struct Control {
+    /// The framed control connection.
+    pub conn: FramedConn,
+    /// The client's session state machine, authenticated.
+    pub session: ClientSession,
+    /// The server's address that answered.
+    pub addr: SocketAddr,
+    /// The session the server assigned.
+    pub session_id: u64,
+}
+
+/// Connects to `target` and runs the handshake with `token`.
+pub(super) fn open_control(target: &str, token: &Token) -> Result<Control, BenchError> {
+    let addrs = resolve(target, DEFAULT_PORT)?;
     let (stream, addr) = connect_any(&addrs)?;
     stream
         .set_nodelay(true)
@@ -155,9 +167,8 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     let mut conn = FramedConn::new(stream);
     let mut nonce = [0u8; 32];
     getrandom::getrandom(&mut nonce).map_err(|e| BenchError::Refused(e.to_string()))?;
-    let mut session = ClientSession::new(cfg.token.clone(), nonce);
+    let mut session = ClientSession::new(token.clone(), nonce);
 
-    // Handshake.
     flush(&mut session, &mut conn)?;
     let session_id = loop {
         let msg = recv(&mut conn, "authenticating")?;
@@ -169,15 +180,24 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
             break session_id;
         }
     };
+    Ok(Control {
+        conn,
+        session,
+        addr,
+        session_id,
+    })
+}
 
-    // RTT: the minimum over a few pings on the idle control connection.
+/// The RTT: the minimum over a few pings on the idle control connection.
+pub(super) fn measure_rtt(control: &mut Control) -> Result<Duration, BenchError> {
+    let Control { conn, session, .. } = control;
     let mut rtt = Duration::MAX;
     for seq in 0..RTT_PINGS {
         let t0 = Instant::now();
         session.ping(seq);
-        flush(&mut session, &mut conn)?;
+        flush(session, conn)?;
         loop {
-            let msg = recv(&mut conn, "measuring the RTT")?;
+            let msg = recv(conn, "measuring the RTT")?;
             session.handle(msg)?;
             if let Some(ClientEvent::Pong { seq: s }) = session.poll_event() {
                 if s == seq {
@@ -187,6 +207,21 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         }
         rtt = rtt.min(t0.elapsed());
     }
+    Ok(rtt)
+}
+
+/// Runs a bench against a `longhaul serve`.
+pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndReport, BenchError> {
+    // Handshake.
+    let mut control = open_control(&cfg.target, &cfg.token)?;
+    // RTT: the minimum over a few pings on the idle control connection.
+    let rtt = measure_rtt(&mut control)?;
+    let Control {
+        mut conn,
+        mut session,
+        addr,
+        session_id,
+    } = control;
 
     // Window plan.
     let local = host::host_facts();
@@ -576,7 +611,7 @@ fn open_data_streams(
     Ok(out)
 }
 
-fn recv(conn: &mut FramedConn, what: &'static str) -> Result<Message, BenchError> {
+pub(super) fn recv(conn: &mut FramedConn, what: &'static str) -> Result<Message, BenchError> {
     match conn.recv() {
         Ok(Message::Error { code, message }) => Err(ProtoError::Peer { code, message }.into()),
         Ok(m) => Ok(m),
@@ -600,7 +635,7 @@ fn recv(conn: &mut FramedConn, what: &'static str) -> Result<Message, BenchError
     }
 }
 
-fn flush(session: &mut ClientSession, conn: &mut FramedConn) -> Result<(), BenchError> {
+pub(super) fn flush(session: &mut ClientSession, conn: &mut FramedConn) -> Result<(), BenchError> {
     flush_to(session, conn)
 }
 

@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod options;
+pub mod peer;
 pub mod probe;
 pub mod report;
 pub mod run;
@@ -11,4 +12,5 @@ pub mod verdict;
 pub mod window;
 
 pub use client::{run_bench, BenchConfig, BenchError, BenchObserver, DEFAULT_PORT};
+pub use peer::{peer_report, PeerReport};
 pub use server::{ServeConfig, Server};

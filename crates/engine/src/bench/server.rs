@@ -363,6 +363,12 @@ fn run_session(
                 match ev {
                     ServerEvent::Authenticated { secret: s, .. } => secret = Some(s),
                     ServerEvent::Params(p) => params = Some(p),
+                    ServerEvent::HostReportRequested { rate_bps, rtt_us } => {
+                        // `tune --peer`: answer and end the session.
+                        let line = super::peer::answer_host_report(&mut session, rate_bps, rtt_us);
+                        send_all(&mut session, &mut conn).map_err(|e| e.to_string())?;
+                        return line;
+                    }
                     _ => {}
                 }
             }

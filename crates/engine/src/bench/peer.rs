@@ -1,0 +1,89 @@
+//! `longhaul tune --peer`: the client measures the RTT to a `longhaul serve` and asks it for
+//! its own host findings for the path; the server answers with its findings as bounded JSON
+//! and ends the session.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use longhaul_proto::{limits, ClientEvent, ErrorCode, ProtoError, ServerSession, Token};
+use longhaul_tune::{inspect, report_from_json, report_to_json, HostReport, Target};
+
+use super::client::{flush, measure_rtt, open_control, recv, BenchError};
+use crate::tune_host;
+
+/// What the peer said about itself.
+#[derive(Debug, Clone)]
+pub struct PeerReport {
+    /// The server's address that answered.
+    pub addr: SocketAddr,
+    /// Smallest RTT over a few pings on the control connection.
+    pub rtt: Duration,
+    /// The peer's findings for the path asked about.
+    pub report: HostReport,
+}
+
+/// Connects to the `longhaul serve` at `target`, measures the RTT and asks for the server's
+/// findings for a path of `rate_bps` and `rtt` (the measured RTT when `None`).
+pub fn peer_report(
+    target: &str,
+    token: &Token,
+    rate_bps: u64,
+    rtt: Option<Duration>,
+) -> Result<PeerReport, BenchError> {
+    let mut control = open_control(target, token)?;
+    let measured = measure_rtt(&mut control)?;
+    let rtt_us = rtt
+        .unwrap_or(measured)
+        .as_micros()
+        .clamp(1, u128::from(u32::MAX)) as u32;
+    let conn = &mut control.conn;
+    let session = &mut control.session;
+    session.request_host_report(rate_bps, rtt_us)?;
+    flush(session, conn)?;
+    let findings_json = loop {
+        let msg = recv(conn, "waiting for the server's host report")?;
+        session.handle(msg)?;
+        if let Some(ClientEvent::HostReport { findings_json }) = session.poll_event() {
+            break findings_json;
+        }
+    };
+    let report = report_from_json(&findings_json).map_err(|e| {
+        BenchError::Proto(ProtoError::InvalidField {
+            field: "host report",
+            why: e.to_string(),
+        })
+    })?;
+    Ok(PeerReport {
+        addr: control.addr,
+        rtt: measured,
+        report,
+    })
+}
+
+/// The server's side: judges this host for the path the client named and queues the
+/// report (or an error the client can act on). Returns a line for the server's log.
+pub(super) fn answer_host_report(
+    session: &mut ServerSession,
+    rate_bps: u64,
+    rtt_us: u32,
+) -> Result<String, String> {
+    let target = Target {
+        rate_bps,
+        rtt: Duration::from_micros(u64::from(rtt_us)),
+    };
+    let facts = match tune_host::gather(None) {
+        Ok(f) => f,
+        Err(e) => {
+            let why = format!("the server could not read its host settings: {e}");
+            session.abort(ErrorCode::Internal, why.clone());
+            return Err(why);
+        }
+    };
+    let findings = inspect(&facts, &target);
+    let json = report_to_json(&tune_host::host_name(), &findings, limits::MAX_HOST_REPORT);
+    session.send_host_report(json);
+    Ok(format!(
+        "host report for {rate_bps} bit/s at {rtt_us} us RTT: {} finding(s)",
+        findings.len()
+    ))
+}
