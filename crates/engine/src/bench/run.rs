@@ -70,7 +70,6 @@ impl DataRun {
         let start = Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
         let cpu0 = longhaul_sys::cpu::process_cpu_times();
-        let n = sockets.len().max(1) as u64;
         let (payload, budget, mode, probe) = match (&role, sender) {
             (Role::Sender, Some(plan)) => {
                 if let Some(bps) = plan.pacing_bps {
@@ -91,7 +90,6 @@ impl DataRun {
             }
             _ => (None, None, SendMode::Write, None),
         };
-        let _ = n;
         let mut streams = Vec::with_capacity(sockets.len());
         for (i, sock) in sockets.into_iter().enumerate() {
             let sock = Arc::new(sock);
@@ -226,7 +224,6 @@ impl DataRun {
     /// Per-stream samples since the previous call.
     pub fn sample(&mut self) -> IntervalReport {
         let now = self.start.elapsed();
-        let span = now.saturating_sub(self.last_sample);
         let mut streams = Vec::with_capacity(self.streams.len());
         for (i, s) in self.streams.iter_mut().enumerate() {
             let info = tcp_info(&*s.sock).unwrap_or(s.prev);
@@ -258,7 +255,6 @@ impl DataRun {
             end_ms: now.as_millis() as u64,
             streams,
         };
-        let _ = span;
         self.last_sample = now;
         report
     }
