@@ -150,8 +150,6 @@ pub(super) struct Control {
     pub session: ClientSession,
     /// The server's address that answered.
     pub addr: SocketAddr,
-    /// The session the server assigned.
-    pub session_id: u64,
 }
 
 /// Connects to `target` and runs the handshake with `token`.
@@ -170,21 +168,20 @@ pub(super) fn open_control(target: &str, token: &Token) -> Result<Control, Bench
     let mut session = ClientSession::new(token.clone(), nonce);
 
     flush(&mut session, &mut conn)?;
-    let session_id = loop {
+    loop {
         let msg = recv(&mut conn, "authenticating")?;
         session.handle(msg).inspect_err(|_| {
             let _ = flush(&mut session, &mut conn);
         })?;
         flush(&mut session, &mut conn)?;
-        if let Some(ClientEvent::Authenticated { session_id, .. }) = session.poll_event() {
-            break session_id;
+        if let Some(ClientEvent::Authenticated { .. }) = session.poll_event() {
+            break;
         }
-    };
+    }
     Ok(Control {
         conn,
         session,
         addr,
-        session_id,
     })
 }
 
@@ -220,7 +217,6 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         mut conn,
         mut session,
         addr,
-        session_id: _,
     } = control;
 
     // Window plan.
