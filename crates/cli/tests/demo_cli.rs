@@ -234,6 +234,21 @@ fn without_root_it_explains_and_exits_2() {
 }
 
 #[test]
+fn an_unwritable_report_fails_before_any_run() {
+    if !root() {
+        return;
+    }
+    let mut g = spawn_demo(&["--html", "/nonexistent-dir/report.html"]);
+    let (code, out, err) = finish(&mut g);
+    assert_eq!(code, Some(2), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("--html"), "{err}");
+    assert!(!out.contains("probing"), "{out}");
+    for ns in demo_namespaces(g.pid) {
+        assert!(!ns_exists(&ns), "{ns} made");
+    }
+}
+
+#[test]
 fn unknown_scenario_lists_the_known_ones() {
     let out = Command::new(env!("CARGO_BIN_EXE_longhaul"))
         .args(["demo", "--scenario", "apollo11"])

@@ -23,6 +23,9 @@ use serde_json::json;
 
 /// Port of the demo's `longhaul serve` (inside namespace b only).
 pub const SERVE_PORT: u16 = longhaul_engine::bench::DEFAULT_PORT;
+/// Port of the server of the stock run when iperf3 is missing (a session of the other
+/// server may still hold its listener for a moment after it stopped).
+pub const STOCK_SERVE_PORT: u16 = SERVE_PORT + 1;
 /// Port of the demo's iperf3 server (inside namespace b only).
 pub const IPERF_PORT: u16 = 5201;
 
@@ -141,8 +144,8 @@ pub struct ServeGuard {
 }
 
 impl ServeGuard {
-    /// Binds `[::]:SERVE_PORT` inside `ns` and serves until dropped.
-    pub fn start(ns: &str, token: Token) -> anyhow::Result<ServeGuard> {
+    /// Binds `[::]:port` inside `ns` and serves until dropped.
+    pub fn start(ns: &str, port: u16, token: Token) -> anyhow::Result<ServeGuard> {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel::<io::Result<()>>();
         let ns_name = ns.to_owned();
@@ -156,7 +159,7 @@ impl ServeGuard {
                 }
                 let log: longhaul_engine::bench::server::LogFn = Arc::new(|_line: &str| {});
                 let cfg = ServeConfig {
-                    listen: SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), SERVE_PORT),
+                    listen: SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port),
                     token,
                     once: false,
                     rx_rate_bps: None,
@@ -242,6 +245,7 @@ pub fn bench_in(ns: &str, plan: BenchPlan, token: Token) -> anyhow::Result<Bench
             pending: Pending::default(),
         };
         let end = run_bench(&cfg, &mut obs).map_err(|e| io::Error::other(e.to_string()))?;
+        obs.flush();
         Ok((end, obs.lines))
     })
     .context("longhaul bench")?;
@@ -279,23 +283,34 @@ impl BenchObserver for Collect {
             p.start = view.start;
         }
         p.count += 1;
+        p.end = view.end;
         p.bytes += view.bytes;
         p.retransmits += u64::from(view.retransmits);
+        p.cwnd = view.streams.iter().map(|s| s.cwnd_bytes).sum();
+        p.rtt_ms = view.streams.first().map_or(0.0, |s| s.rtt_ms);
         if p.count >= self.every {
-            let cwnd: u64 = view.streams.iter().map(|s| s.cwnd_bytes).sum();
-            let rtt = view.streams.first().map_or(0.0, |s| s.rtt_ms);
-            let span = (view.end - p.start).max(1e-3);
-            super::super::common::say(&format!(
-                "      {:>5.1}-{:<5.1} s  {:>14}  {:>6} retransmits   now: cwnd {:>9}, RTT {:>6.1} ms",
-                p.start,
-                view.end,
-                longhaul_report::html::format_rate(p.bytes as f64 * 8.0 / span),
-                p.retransmits,
-                longhaul_model::units::format_bytes(cwnd as f64),
-                rtt,
-            ));
-            *p = Pending::default();
+            self.flush();
         }
+    }
+}
+
+impl Collect {
+    /// Prints the intervals gathered since the last progress line, if any.
+    fn flush(&mut self) {
+        let p = std::mem::take(&mut self.pending);
+        if p.count == 0 || self.every == 0 {
+            return;
+        }
+        let span = (p.end - p.start).max(1e-3);
+        super::super::common::say(&format!(
+            "      {:>5.1}-{:<5.1} s  {:>14}  {:>6} retransmits   now: cwnd {:>9}, RTT {:>6.1} ms",
+            p.start,
+            p.end,
+            longhaul_report::html::format_rate(p.bytes as f64 * 8.0 / span),
+            p.retransmits,
+            longhaul_model::units::format_bytes(p.cwnd as f64),
+            p.rtt_ms,
+        ));
     }
 }
 
@@ -304,8 +319,11 @@ impl BenchObserver for Collect {
 struct Pending {
     count: u32,
     start: f64,
+    end: f64,
     bytes: u64,
     retransmits: u64,
+    cwnd: u64,
+    rtt_ms: f64,
 }
 
 /// A child process inside a namespace; killed (if still running) and reaped on drop.

@@ -78,6 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         explain_root(sc, &args);
         return Ok(ExitCode::from(2));
     }
+    check_writable(&args.html)?;
     // Block termination signals before any thread starts, so they can be waited for here
     // and everything the demo made removed before exiting.
     let signals = TerminationSignals::block().context("blocking termination signals")?;
@@ -120,6 +121,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Err(e) => Err(e),
     }
+}
+
+/// Fails now, not after the runs, when the report cannot be written.
+fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .with_context(|| {
+            format!(
+                "cannot write the report {}; give another place with --html FILE",
+                path.display()
+            )
+        })?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
 }
 
 fn explain_root(sc: &Scenario, args: &Args) {
@@ -184,7 +204,7 @@ fn demo(sc: &'static Scenario, args: &Args, cleanup: &Cleanup) -> anyhow::Result
     }
     let carried_bps = {
         let path = Path::start(&format!("{base}p"), None, Duration::ZERO, sc.mtu, cleanup)?;
-        let _server = ServeGuard::start(&path.netns(End::B), token.clone())?;
+        let _server = ServeGuard::start(&path.netns(End::B), lab::SERVE_PORT, token.clone())?;
         let run = lab::bench_in(
             &path.netns(End::A),
             BenchPlan {
@@ -254,7 +274,7 @@ fn demo(sc: &'static Scenario, args: &Args, cleanup: &Cleanup) -> anyhow::Result
             args.seconds
         ));
     }
-    let server = ServeGuard::start(&ns_b, token.clone())?;
+    let server = ServeGuard::start(&ns_b, lab::SERVE_PORT, token.clone())?;
     let tuned = lab::bench_in(
         &ns_a,
         BenchPlan {

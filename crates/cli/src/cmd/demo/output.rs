@@ -228,10 +228,12 @@ pub fn summary(o: &Outcome, html: &FsPath, json: bool) {
         pct(o.rate_bps as f64, sc.record_rate_bps),
     ));
     say(&format!(
-        "  stock:    {} ({})",
-        o.stock.command, o.stock.label
+        "  commands: `{}` then `{}`",
+        o.stock.command, o.tuned.command
     ));
-    say(&format!("  longhaul: {}", o.tuned.command));
+    if !o.stock.command.starts_with("iperf3") {
+        say(&format!("  stock run: {}", o.stock.label));
+    }
     say(&format!("report: {}", html.display()));
     say(&format!(
         "removed: {} (demo took {:.0} s)",

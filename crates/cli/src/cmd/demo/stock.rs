@@ -12,7 +12,7 @@ use longhaul_proto::Token;
 use longhaul_sys::netns;
 use serde_json::Value;
 
-use super::lab::{self, BenchPlan, ChildGuard, Cleanup, IPERF_PORT};
+use super::lab::{self, BenchPlan, ChildGuard, Cleanup, ServeGuard, IPERF_PORT};
 
 /// The figures of the stock run.
 #[derive(Debug, Clone)]
@@ -45,7 +45,7 @@ pub fn run(
     if lab::on_path("iperf3") {
         return iperf3(ns_a, ns_b, target_ip, seconds, cleanup);
     }
-    bench_at_stock_limits(ns_a, target_ip, seconds, token)
+    bench_at_stock_limits(ns_a, ns_b, target_ip, seconds, token)
 }
 
 fn iperf3(
@@ -126,6 +126,7 @@ pub fn parse_iperf3(v: &Value, target_ip: &str, seconds: u64) -> anyhow::Result<
 
 fn bench_at_stock_limits(
     ns_a: &str,
+    ns_b: &str,
     target_ip: &str,
     seconds: u64,
     token: Token,
@@ -134,10 +135,16 @@ fn bench_at_stock_limits(
         .context("reading the namespace's TCP settings")?;
     let window = (facts.tcp_wmem_max / 2).max(64 * 1024);
     let cc = facts.default_congestion.clone();
+    let _server = ServeGuard::start(ns_b, lab::STOCK_SERVE_PORT, token.clone())?;
+    let target = if target_ip.contains(':') {
+        format!("[{target_ip}]:{}", lab::STOCK_SERVE_PORT)
+    } else {
+        format!("{target_ip}:{}", lab::STOCK_SERVE_PORT)
+    };
     let run = lab::bench_in(
         ns_a,
         BenchPlan {
-            target: target_ip.to_string(),
+            target: target.clone(),
             duration: Duration::from_secs(seconds),
             window: Some(window),
             congestion: (!cc.is_empty()).then(|| cc.clone()),
@@ -148,7 +155,7 @@ fn bench_at_stock_limits(
     let s = &run.end.summary;
     let log = longhaul_report::RunLog::parse(&run.jsonl).ok();
     Ok(StockRun {
-        command: format!("longhaul bench {target_ip} -t {seconds} --window {window} -C {cc}"),
+        command: format!("longhaul bench {target} -t {seconds} --window {window} -C {cc}"),
         label: "stock limits (iperf3 not installed: longhaul bench held to the kernel's default buffer ceiling)".into(),
         bits_per_second: s.bits_per_second,
         retransmits: s.retransmits,
