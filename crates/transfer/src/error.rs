@@ -107,6 +107,46 @@ pub enum Error {
         index: u32,
     },
 
+    // --- receiving ---
+    /// A chunk's index, offset or length does not fit the file's chunk grid.
+    #[error("chunk {index} at offset {offset} with {len} bytes refused: {why}")]
+    ChunkPlacement {
+        /// Chunk index.
+        index: u32,
+        /// Offset announced.
+        offset: u64,
+        /// Length announced.
+        len: u64,
+        /// What was wrong.
+        why: &'static str,
+    },
+    /// A chunk's bytes do not hash to what the sender announced.
+    #[error("chunk {index}: xxh3 {computed:#018x} of the bytes received differs from the sender's {claimed:#018x}; it will be sent again")]
+    ChunkHashMismatch {
+        /// Chunk index.
+        index: u32,
+        /// Hash announced by the sender.
+        claimed: u64,
+        /// Hash of the bytes received.
+        computed: u64,
+    },
+    /// The file is not complete yet.
+    #[error("file has {verified} of {chunks} chunks verified; it cannot be put in place yet")]
+    NotComplete {
+        /// Verified chunks.
+        verified: u32,
+        /// All chunks.
+        chunks: u32,
+    },
+    /// The whole-file digests differ.
+    #[error("BLAKE3 of the received file {ours} differs from the sender's {senders}; the partial file is kept, rerun to send it again")]
+    DigestMismatch {
+        /// Receiver's digest, hex.
+        ours: String,
+        /// Sender's digest, hex.
+        senders: String,
+    },
+
     // --- scheduling ---
     /// A file list or configuration the scheduler cannot plan.
     #[error("cannot schedule: {what} = {value} ({bound})")]

@@ -3,6 +3,8 @@
 //! - [`scheduler`]: files cut into chunks, streams pulling the next chunk when free,
 //!   in-flight tracking, retries and per-file completion.
 //! - [`manifest`]: the receiver's resume record of verified chunks per file.
+//! - [`receiver`]: one file's receiving side: resume or start over, chunk checks, the
+//!   order of sync and manifest record, the digest gate before the rename.
 //! - [`path`]: turning a peer-supplied relative path into safe components.
 //! - [`integrity`]: per-chunk xxh3 and whole-file BLAKE3 helpers.
 //! - [`sparse`]: which blocks of a received chunk hold data (the rest stay holes).
@@ -13,6 +15,7 @@ pub mod error;
 pub mod integrity;
 pub mod manifest;
 pub mod path;
+pub mod receiver;
 pub mod scheduler;
 pub mod sparse;
 
@@ -22,6 +25,7 @@ pub use manifest::{
     decide_resume, Loaded, ResumeDecision, ResumeManifest, SourceIdentity, StartOverReason,
 };
 pub use path::{parse_peer_path, SafeRelPath, MAX_NAME_BYTES, MAX_PATH_BYTES};
+pub use receiver::{ChunkCheck, FileReceiver, Opened, PartStart};
 pub use scheduler::{
     chunk_size_for, Chunk, ChunkId, ChunkScheduler, FileCompleted, FileId, Retry, SchedulerConfig,
     StreamId, WorkUnit,
