@@ -26,6 +26,35 @@ pub fn data_ranges(chunk: &[u8], block: usize) -> Vec<std::ops::Range<usize>> {
     out
 }
 
+/// Whether the chunk covering `chunk` (file offsets) lies wholly in a hole, given the
+/// file's data segments (sorted, disjoint, as `longhaul-sys`'s `data_segments` returns
+/// them): then the sender sends it as a hole chunk, with no payload.
+pub fn chunk_in_hole(data: &[std::ops::Range<u64>], chunk: std::ops::Range<u64>) -> bool {
+    if chunk.is_empty() {
+        return false; // an empty file's chunk carries no bytes either way; send it plainly
+    }
+    // First segment that ends after the chunk starts.
+    let i = data.partition_point(|s| s.end <= chunk.start);
+    match data.get(i) {
+        None => true,
+        Some(s) => s.start >= chunk.end,
+    }
+}
+
+/// The xxh3-64 of `len` zero bytes (the checksum of a hole chunk), without allocating
+/// `len` bytes.
+pub fn hole_chunk_hash(len: u64) -> u64 {
+    static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+    let mut h = crate::integrity::ChunkHasher::new();
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(ZEROS.len() as u64) as usize;
+        h.update(&ZEROS[..n]);
+        left -= n as u64;
+    }
+    h.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -44,5 +73,24 @@ mod tests {
         );
         assert_eq!(data_ranges(&[], 4096), vec![]);
         assert_eq!(data_ranges(&[1, 0, 1], 0), vec![0..1, 2..3]);
+    }
+
+    #[test]
+    fn holes_and_their_hash() {
+        let data = [10..20, 40..50];
+        assert!(chunk_in_hole(&data, 0..10));
+        assert!(!chunk_in_hole(&data, 0..11));
+        assert!(!chunk_in_hole(&data, 15..16));
+        assert!(chunk_in_hole(&data, 20..40));
+        assert!(!chunk_in_hole(&data, 39..41));
+        assert!(chunk_in_hole(&data, 50..1000));
+        assert!(chunk_in_hole(&[], 0..1000));
+        assert!(!chunk_in_hole(&[], 0..0));
+        for len in [0u64, 1, 4096, 65536, 65537, 200_000] {
+            assert_eq!(
+                hole_chunk_hash(len),
+                crate::integrity::chunk_hash(&vec![0; len as usize])
+            );
+        }
     }
 }

@@ -37,3 +37,19 @@ proptest! {
         prop_assert_eq!(rebuilt, chunk);
     }
 }
+
+proptest! {
+    #[test]
+    fn chunk_in_hole_matches_brute_force(
+        cuts in proptest::collection::btree_set(0u64..500, 0..12),
+        a in 0u64..520,
+        len in 0u64..100,
+    ) {
+        // Sorted disjoint segments from pairs of cut points.
+        let cuts: Vec<u64> = cuts.into_iter().collect();
+        let segs: Vec<std::ops::Range<u64>> = cuts.chunks(2).filter(|p| p.len() == 2).map(|p| p[0]..p[1]).collect();
+        let chunk = a..a + len;
+        let brute = len > 0 && !(chunk.start..chunk.end).any(|x| segs.iter().any(|s| s.contains(&x)));
+        prop_assert_eq!(longhaul_transfer::sparse::chunk_in_hole(&segs, chunk), brute);
+    }
+}
