@@ -169,6 +169,12 @@ fn a_wrong_token_says_how_to_share_one() {
         err.contains("same token") && err.contains("LONGHAUL_TOKEN"),
         "{err}"
     );
+    assert_eq!(err.lines().count(), 1, "not a one-line error: {err}");
+    assert_eq!(
+        err.matches("same token").count(),
+        1,
+        "cause repeated: {err}"
+    );
     assert!(out.stdout.is_empty(), "printed findings despite the error");
 }
 

@@ -111,8 +111,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(host) = &args.peer {
         let token = args.token.load()?;
-        let peer = peer_report(host, &token, rate_bps, args.rtt)
-            .with_context(|| format!("asking the longhaul serve at {host} for its findings"))?;
+        // The engine's error already names its cause; chaining it would print it twice.
+        let peer = peer_report(host, &token, rate_bps, args.rtt).map_err(|e| {
+            anyhow::anyhow!("asking the longhaul serve at {host} for its findings: {e}")
+        })?;
         out.peer = Some(Peer {
             report: peer,
             rtt_given: args.rtt.is_some(),
