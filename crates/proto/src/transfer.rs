@@ -535,6 +535,17 @@ pub fn pack_file_entries(
     Ok(out)
 }
 
+/// Splits the verified runs of one file into `HaveChunks` frames of at most
+/// [`MAX_RANGES_PER_FRAME`] runs each (none for no runs).
+pub fn pack_have_chunks(file: u32, runs: &[(u32, u32)]) -> Vec<TransferMessage> {
+    runs.chunks(MAX_RANGES_PER_FRAME)
+        .map(|c| TransferMessage::HaveChunks {
+            file,
+            ranges: c.to_vec(),
+        })
+        .collect()
+}
+
 fn entry_wire_len(e: &FileEntry) -> usize {
     2 + e.path.len() + 1 + 8 + 8 + 4 + 4 + 8
 }

@@ -217,6 +217,22 @@ fn bounds_are_refused() {
         ranges: vec![(u32::MAX, 2)],
     };
     assert!(encode_transfer_frame(&msg, &mut buf).is_err());
+    // Long run lists split into frames that all encode.
+    let runs: Vec<(u32, u32)> = (0..10_000u32).map(|i| (i * 2, 1)).collect();
+    let frames = pack_have_chunks(3, &runs);
+    assert_eq!(frames.len(), 3);
+    let mut back = Vec::new();
+    for f in &frames {
+        let mut buf = Vec::new();
+        encode_transfer_frame(f, &mut buf).unwrap();
+        if let (TransferMessage::HaveChunks { ranges, .. }, _) =
+            decode_transfer_frame(&buf).unwrap().unwrap()
+        {
+            back.extend(ranges);
+        }
+    }
+    assert_eq!(back, runs);
+    assert!(pack_have_chunks(3, &[]).is_empty());
     // A bench frame is not a transfer frame.
     let mut bench = Vec::new();
     longhaul_proto::encode_frame(&longhaul_proto::Message::Ping { seq: 1 }, &mut bench);
