@@ -265,6 +265,7 @@ fn demo(sc: &'static Scenario, args: &Args, cleanup: &Cleanup) -> anyhow::Result
         bottleneck_drops: drops1.saturating_sub(drops0),
         congestion: stock.congestion.clone(),
         seconds: stock.seconds,
+        held_rate_bps: None,
     };
     output::run_line("stock", &stock_figs, rate_bps, sc, args.json);
 
@@ -296,14 +297,21 @@ fn demo(sc: &'static Scenario, args: &Args, cleanup: &Cleanup) -> anyhow::Result
         bits_per_second: s.bits_per_second,
         retransmits: s.retransmits,
         bottleneck_drops: drops2.saturating_sub(drops1),
-        congestion: tuned
-            .jsonl
-            .lines()
-            .next()
-            .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .and_then(|v| v["congestion"].as_str().map(str::to_string))
-            .unwrap_or_default(),
+        congestion: {
+            let first = tuned
+                .jsonl
+                .lines()
+                .next()
+                .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .and_then(|v| v["congestion"].as_str().map(str::to_string))
+                .unwrap_or_default();
+            match &s.cruise_congestion {
+                Some(c) if *c != first => format!("{first}, then {c}"),
+                _ => first,
+            }
+        },
         seconds: s.seconds,
+        held_rate_bps: s.held_rate_bps,
     };
     output::run_line("longhaul", &tuned_figs, rate_bps, sc, args.json);
 

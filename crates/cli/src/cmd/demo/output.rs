@@ -33,6 +33,13 @@ pub struct RunFigs {
     pub congestion: String,
     /// Seconds measured.
     pub seconds: f64,
+    /// Pacing rate the bottleneck probe held, bit/s.
+    pub held_rate_bps: Option<u64>,
+}
+
+fn held(r: &RunFigs) -> String {
+    r.held_rate_bps
+        .map_or_else(|| "-".to_string(), |b| rate(b as f64))
 }
 
 /// Everything the demo found.
@@ -138,6 +145,7 @@ pub fn run_line(which: &str, r: &RunFigs, rate_bps: u64, sc: &Scenario, json: bo
             "percent_of_bottleneck": pct(r.bits_per_second, rate_bps as f64),
             "retransmits": r.retransmits, "bottleneck_drops": r.bottleneck_drops,
             "congestion": r.congestion, "seconds": r.seconds,
+            "held_rate_bps": r.held_rate_bps,
             "scaled_bit_meters_per_second": sc.bit_meters_per_second(r.bits_per_second),
         }));
         return;
@@ -212,6 +220,7 @@ pub fn summary(o: &Outcome, html: &FsPath, json: bool) {
         o.stock.congestion.clone(),
         o.tuned.congestion.clone(),
     );
+    row("pacing held at", held(&o.stock), held(&o.tuned));
     row(
         "bit-meters/s (x distance)",
         format_bit_meters(s_bm),
@@ -336,6 +345,7 @@ fn section(o: &Outcome) -> String {
         o.stock.congestion.clone(),
         o.tuned.congestion.clone(),
     );
+    row("pacing held at", held(&o.stock), held(&o.tuned));
     row(
         "bit-meters/s over the record's distance",
         format_bit_meters(sc.bit_meters_per_second(o.stock.bits_per_second)),
