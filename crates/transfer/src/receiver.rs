@@ -15,7 +15,7 @@
 //! 3. When [`FileReceiver::is_complete`], compute BLAKE3 over the part file and
 //!    [`FileReceiver::verify_digest`] against the sender's; only then rename into place.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
 use crate::integrity::Digest;
@@ -28,7 +28,9 @@ use crate::manifest::{
 #[derive(Debug, Clone)]
 pub struct FileReceiver {
     manifest: ResumeManifest,
-    writing: BTreeSet<u32>,
+    /// Chunks accepted and being written, with how many copies (an endgame duplicate
+    /// may arrive on a second stream while the first is still being written).
+    writing: BTreeMap<u32, u32>,
 }
 
 /// What to do with the part file and the manifest file when a file is announced.
@@ -117,7 +119,7 @@ impl FileReceiver {
         Ok(Opened {
             receiver: Self {
                 manifest,
-                writing: BTreeSet::new(),
+                writing: BTreeMap::new(),
             },
             start,
             have,
@@ -171,7 +173,7 @@ impl FileReceiver {
                 Err(Error::ManifestConflict { index })
             };
         }
-        self.writing.insert(index);
+        *self.writing.entry(index).or_insert(0) += 1;
         Ok(ChunkCheck::Write)
     }
 
@@ -179,7 +181,7 @@ impl FileReceiver {
     /// the manifest record to append (and sync) before acking. `None` if it was already
     /// recorded.
     pub fn chunk_durable(&mut self, index: u32, hash: u64) -> Result<Option<[u8; RECORD_LEN]>> {
-        if !self.writing.remove(&index) {
+        if !self.unmark_writing(index) {
             return Err(Error::ChunkPlacement {
                 index,
                 offset: 0,
@@ -192,7 +194,22 @@ impl FileReceiver {
 
     /// Writing an accepted chunk failed; it will come again.
     pub fn chunk_abandoned(&mut self, index: u32) {
-        self.writing.remove(&index);
+        self.unmark_writing(index);
+    }
+
+    /// Drops one copy of `index` from the chunks being written; false if there was none.
+    fn unmark_writing(&mut self, index: u32) -> bool {
+        match self.writing.get_mut(&index) {
+            None => false,
+            Some(1) => {
+                self.writing.remove(&index);
+                true
+            }
+            Some(n) => {
+                *n -= 1;
+                true
+            }
+        }
     }
 
     /// Every chunk recorded as verified.
@@ -303,6 +320,27 @@ mod tests {
             r.verify_digest(&ours.finish(), &[0; 32]),
             Err(Error::DigestMismatch { .. })
         ));
+    }
+
+    #[test]
+    fn two_copies_of_one_chunk_in_flight() {
+        let o = FileReceiver::open(src(2 * CS), CS, None).unwrap();
+        let mut r = o.receiver;
+        let c = vec![7u8; CS as usize];
+        let h = chunk_hash(&c);
+        assert_eq!(r.check_chunk(1, CS, CS, h, h).unwrap(), ChunkCheck::Write);
+        assert_eq!(r.check_chunk(1, CS, CS, h, h).unwrap(), ChunkCheck::Write);
+        assert!(r.chunk_durable(1, h).unwrap().is_some());
+        assert_eq!(
+            r.chunk_durable(1, h).unwrap(),
+            None,
+            "second copy: no second record"
+        );
+        assert!(r.chunk_durable(1, h).is_err());
+        assert_eq!(
+            r.check_chunk(1, CS, CS, h, h).unwrap(),
+            ChunkCheck::Duplicate
+        );
     }
 
     #[test]
