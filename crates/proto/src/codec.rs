@@ -24,6 +24,7 @@ mod ty {
     pub const RESULTS: u8 = 0x23;
     pub const HOST_REPORT_REQUEST: u8 = 0x30;
     pub const HOST_REPORT: u8 = 0x31;
+    // 0x40..=0x4f are taken by the file-transfer messages (crate::transfer).
     pub const ERROR: u8 = 0x7f;
 }
 
