@@ -305,8 +305,14 @@ fn demo(sc: &'static Scenario, args: &Args, cleanup: &Cleanup) -> anyhow::Result
                 .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
                 .and_then(|v| v["congestion"].as_str().map(str::to_string))
                 .unwrap_or_default();
-            match &s.cruise_congestion {
-                Some(c) if *c != first => format!("{first}, then {c}"),
+            // The bench may annotate its cruise ("bbr (after non-congestive loss)"): only
+            // the algorithm's name goes in the table.
+            match s
+                .cruise_congestion
+                .as_deref()
+                .and_then(|c| c.split_whitespace().next())
+            {
+                Some(c) if c != first => format!("{first}, then {c}"),
                 _ => first,
             }
         },
