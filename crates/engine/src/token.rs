@@ -15,20 +15,20 @@ pub const TOKEN_ENV: &str = "LONGHAUL_TOKEN";
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
     /// The file could not be read or created.
-    #[error("token file {path}: {source}")]
+    #[error("token file {path}: {cause}")]
     Io {
         /// The file.
         path: PathBuf,
         /// The cause.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The token is unusable.
-    #[error("token from {origin}: {source}")]
+    #[error("token from {origin}: {cause}")]
     Invalid {
         /// Where it came from.
         origin: String,
         /// What was wrong.
-        source: longhaul_proto::ProtoError,
+        cause: longhaul_proto::ProtoError,
     },
     /// No home directory to keep the default token in.
     #[error("no token given and $HOME is not set: pass --token-file FILE or set LONGHAUL_TOKEN")]
@@ -55,9 +55,9 @@ pub fn load_token(file: Option<&Path>) -> Result<(Token, String), TokenError> {
         return read_token(path).map(|t| (t, path.display().to_string()));
     }
     if let Ok(v) = std::env::var(TOKEN_ENV) {
-        let t = Token::new(v.as_bytes()).map_err(|source| TokenError::Invalid {
+        let t = Token::new(v.as_bytes()).map_err(|cause| TokenError::Invalid {
             origin: TOKEN_ENV.into(),
-            source,
+            cause,
         })?;
         return Ok((t, TOKEN_ENV.into()));
     }
@@ -69,21 +69,21 @@ pub fn load_token(file: Option<&Path>) -> Result<(Token, String), TokenError> {
 }
 
 fn read_token(path: &Path) -> Result<Token, TokenError> {
-    let io = |source| TokenError::Io {
+    let io = |cause| TokenError::Io {
         path: path.to_path_buf(),
-        source,
+        cause,
     };
     let bytes = fs::read(path).map_err(io)?;
-    Token::new(&bytes).map_err(|source| TokenError::Invalid {
+    Token::new(&bytes).map_err(|cause| TokenError::Invalid {
         origin: path.display().to_string(),
-        source,
+        cause,
     })
 }
 
 fn create_token_file(path: &Path) -> Result<(), TokenError> {
-    let io = |source| TokenError::Io {
+    let io = |cause| TokenError::Io {
         path: path.to_path_buf(),
-        source,
+        cause,
     };
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir).map_err(io)?;

@@ -77,24 +77,24 @@ pub enum BenchError {
     },
     /// The control connection failed.
     #[error(
-        "cannot connect to {addr}: {source}; is `longhaul serve` running there and the port open?"
+        "cannot connect to {addr}: {cause}; is `longhaul serve` running there and the port open?"
     )]
     Connect {
         /// Address tried.
         addr: SocketAddr,
         /// Cause.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The protocol failed (authentication, version, parameters, malformed input).
-    #[error("{0}")]
+    #[error(transparent)]
     Proto(#[from] ProtoError),
     /// The peer went away or a socket failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
         /// Cause.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The peer stopped answering.
     #[error("the server stopped answering while {0}; check that it is still running")]
@@ -106,7 +106,7 @@ pub enum BenchError {
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError {
     let what = what.into();
-    move |source| BenchError::Io { what, source }
+    move |cause| BenchError::Io { what, cause }
 }
 
 /// Parses `HOST`, `HOST:PORT`, `[V6]` or `[V6]:PORT` or a bare IPv6 address, and resolves it.
@@ -483,11 +483,11 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
                         RecvError::Proto(p) => p.into(),
                         RecvError::Closed => BenchError::Io {
                             what: "the server closed the control connection mid-run".into(),
-                            source: std::io::ErrorKind::ConnectionAborted.into(),
+                            cause: std::io::ErrorKind::ConnectionAborted.into(),
                         },
-                        RecvError::Io(source) => BenchError::Io {
+                        RecvError::Io(cause) => BenchError::Io {
                             what: "control connection".into(),
-                            source,
+                            cause,
                         },
                     });
                     break;
@@ -558,13 +558,13 @@ fn connect_any(addrs: &[SocketAddr]) -> Result<(TcpStream, SocketAddr), BenchErr
             Err(e) => last = Some((*a, e)),
         }
     }
-    let (addr, source) = last.unwrap_or_else(|| {
+    let (addr, cause) = last.unwrap_or_else(|| {
         (
             addrs[0],
             std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
         )
     });
-    Err(BenchError::Connect { addr, source })
+    Err(BenchError::Connect { addr, cause })
 }
 
 fn open_data_streams(
@@ -612,7 +612,7 @@ pub(super) fn recv(conn: &mut FramedConn, what: &'static str) -> Result<Message,
         Err(RecvError::Proto(p)) => Err(p.into()),
         Err(RecvError::Closed) => Err(BenchError::Io {
             what: format!("the server closed the connection while {what}"),
-            source: std::io::ErrorKind::UnexpectedEof.into(),
+            cause: std::io::ErrorKind::UnexpectedEof.into(),
         }),
         Err(RecvError::Io(e))
             if matches!(
@@ -622,9 +622,9 @@ pub(super) fn recv(conn: &mut FramedConn, what: &'static str) -> Result<Message,
         {
             Err(BenchError::Timeout(what))
         }
-        Err(RecvError::Io(source)) => Err(BenchError::Io {
+        Err(RecvError::Io(cause)) => Err(BenchError::Io {
             what: format!("control connection, while {what}"),
-            source,
+            cause,
         }),
     }
 }
