@@ -37,6 +37,23 @@ pub struct ProbeSample {
     pub retransmits: u64,
 }
 
+/// Pacing during the drain, as a share of the held rate.
+pub const DRAIN_GAIN: f64 = 0.75;
+/// Longest drain.
+const MAX_DRAIN: Duration = Duration::from_secs(20);
+
+/// How long to pace at [`DRAIN_GAIN`] x the held rate so that the queue the start-up left
+/// in the path empties: the queue holds `srtt - min_rtt` of traffic at the bottleneck rate,
+/// and pacing 25 % below that rate removes it in four times as long. `None` when the
+/// queue is negligible (under 2 ms or 5 % of the base RTT).
+pub fn drain_time(srtt: Duration, min_rtt: Duration) -> Option<Duration> {
+    let excess = srtt.saturating_sub(min_rtt);
+    if excess < Duration::from_millis(2) || excess < min_rtt / 20 {
+        return None;
+    }
+    Some(excess.mul_f64(1.0 / (1.0 - DRAIN_GAIN)).min(MAX_DRAIN))
+}
+
 /// What the sender should do after a sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProbeAction {
@@ -63,7 +80,9 @@ pub struct RateProbe {
     flat_rounds: u32,
     first_retransmits: Option<u64>,
     held: Option<u64>,
-    cruising: Option<u64>,
+    /// While cruising: retransmits seen so far, and the end of the grace period in which
+    /// the start-up's loss recovery may still be retransmitting.
+    cruising: Option<(u64, Duration)>,
 }
 
 impl RateProbe {
@@ -86,8 +105,10 @@ impl RateProbe {
 
     /// Feeds one sample; says when to hold and when to change congestion control.
     pub fn on_sample(&mut self, s: ProbeSample) -> Option<ProbeAction> {
-        if let Some(base) = self.cruising {
-            if s.retransmits > base {
+        if let Some((base, grace_end)) = self.cruising {
+            if s.at < grace_end {
+                self.cruising = Some((s.retransmits, grace_end));
+            } else if s.retransmits > base {
                 self.cruising = None;
                 return Some(ProbeAction::Switch("bbr"));
             }
@@ -115,7 +136,8 @@ impl RateProbe {
             self.held = Some(self.best_bps);
             let cruise = s.bbr_bps.is_some();
             if cruise {
-                self.cruising = Some(s.retransmits);
+                let grace = (self.round * 4).max(Duration::from_secs(1));
+                self.cruising = Some((s.retransmits, s.at + grace));
             }
             return Some(ProbeAction::Hold {
                 rate_bps: self.best_bps,
@@ -214,9 +236,26 @@ mod tests {
             bbr_bps: None,
             retransmits,
         };
-        assert_eq!(p.on_sample(at(2000, 0)), None);
-        assert_eq!(p.on_sample(at(2050, 2)), Some(ProbeAction::Switch("bbr")));
+        // Retransmits within the grace period (the start-up's recovery) only move the base.
+        assert_eq!(p.on_sample(at(1100, 3)), None);
+        assert_eq!(p.on_sample(at(2000, 3)), None);
+        assert_eq!(p.on_sample(at(2050, 5)), Some(ProbeAction::Switch("bbr")));
         assert_eq!(p.on_sample(at(2100, 9)), None);
+    }
+
+    #[test]
+    fn a_standing_queue_is_drained_at_three_quarters_of_the_rate() {
+        let ms = Duration::from_millis;
+        // 436 ms path with the start-up's 1-BDP queue still standing: 4 x 424 ms.
+        assert_eq!(drain_time(ms(860), ms(436)), Some(ms(1696)));
+        assert_eq!(drain_time(ms(437), ms(436)), None);
+        assert_eq!(
+            drain_time(ms(188), ms(180)),
+            None,
+            "under 5 % of the base RTT"
+        );
+        assert_eq!(drain_time(ms(190), ms(180)), Some(ms(40)));
+        assert_eq!(drain_time(ms(100_000), ms(100)), Some(MAX_DRAIN));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use longhaul_proto::{IntervalReport, Results, SendMode, StreamResult, StreamSample};
 use longhaul_sys::tcp_info::{bbr_info, tcp_info, TcpInfo};
 
-use super::probe::{ProbeAction, ProbeSample, RateProbe};
+use super::probe::{drain_time, ProbeAction, ProbeSample, RateProbe, DRAIN_GAIN};
 use super::stream::{self, Budget, Payload, StreamOutcome};
 use super::verdict::Chrono;
 
@@ -56,6 +56,8 @@ pub struct DataRun {
     probe: Option<RateProbe>,
     held_bps: Option<u64>,
     cruise: Option<String>,
+    /// End of the drain after the hold, and the per-stream rate to pace at then.
+    drain_until: Option<(Duration, u64)>,
     cpu0: (Duration, Duration),
 }
 
@@ -126,6 +128,7 @@ impl DataRun {
             probe,
             held_bps: None,
             cruise: None,
+            drain_until: None,
             cpu0,
         })
     }
@@ -175,6 +178,14 @@ impl DataRun {
     /// Feeds the rate probe (sender only); when it ends, caps every stream's pacing at
     /// its share of the rate found and switches congestion control as the probe says.
     pub fn probe_step(&mut self) -> Option<ProbeAction> {
+        if let Some((until, per_stream)) = self.drain_until {
+            if self.start.elapsed() >= until {
+                for s in &self.streams {
+                    let _ = longhaul_sys::socket::set_max_pacing_rate(&*s.sock, per_stream / 8);
+                }
+                self.drain_until = None;
+            }
+        }
         let probe = self.probe.as_mut()?;
         let mut delivery = 0u64;
         let mut bbr = Some(0u64);
@@ -202,8 +213,27 @@ impl DataRun {
                 congestion,
             } => {
                 let per_stream = rate_bps / self.streams.len().max(1) as u64;
+                // Empty the queue the start-up left behind before holding the rate, or the
+                // held run keeps it standing (and its RTT doubled) to the end.
+                let (srtt, min_rtt) = self
+                    .streams
+                    .iter()
+                    .filter_map(|s| tcp_info(&*s.sock).ok())
+                    .map(|i| (i.rtt_us as u64, i.min_rtt_us as u64))
+                    .fold((0, u64::MAX), |(a, b), (r, m)| (a.max(r), b.min(m)));
+                let drain = drain_time(
+                    Duration::from_micros(srtt),
+                    Duration::from_micros(min_rtt.min(srtt)),
+                );
+                let pace = match drain {
+                    Some(d) => {
+                        self.drain_until = Some((self.start.elapsed() + d, per_stream));
+                        (per_stream as f64 * DRAIN_GAIN) as u64
+                    }
+                    None => per_stream,
+                };
                 for s in &self.streams {
-                    let _ = longhaul_sys::socket::set_max_pacing_rate(&*s.sock, per_stream / 8);
+                    let _ = longhaul_sys::socket::set_max_pacing_rate(&*s.sock, pace / 8);
                     if let Some(cc) = congestion {
                         let _ = longhaul_sys::socket::set_congestion(&*s.sock, cc);
                     }
