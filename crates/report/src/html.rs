@@ -74,6 +74,9 @@ pub struct ReportInput<'a> {
     pub settings: Vec<(String, String)>,
     /// Extra sections after the summary: (heading, body as already-escaped HTML).
     pub extra_sections: Vec<(String, String)>,
+    /// The distance a record team counted, when its router cities are not all known: the
+    /// metric and the rules use it, and the route section shows both figures.
+    pub counted_distance_km: Option<f64>,
 }
 
 const STYLE: &str = "body{font-family:sans-serif;margin:24px auto;max-width:980px;color:#222;line-height:1.4}\
@@ -98,7 +101,13 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
         escape(&input.generated_at)
     );
     let f = &input.figures;
-    let attempt = input.route.map(|r| f.attempt(r));
+    let attempt = input.route.map(|r| {
+        let mut a = f.attempt(r);
+        if let Some(km) = input.counted_distance_km {
+            a.distance_km = km;
+        }
+        a
+    });
     summary(&mut h, f, attempt.as_ref());
     if let Some(log) = input.log {
         let warnings = log.warnings();
@@ -115,6 +124,15 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
     }
     if let (Some(route), Some(a)) = (input.route, attempt.as_ref()) {
         route_section(&mut h, route);
+        if let Some(km) = input.counted_distance_km {
+            let _ = write!(
+                h,
+                "<p>The metric uses the distance the record team counted, <b>{km:.0} km</b>; \
+                 the great circles between the cities above give {:.0} km because not every \
+                 city with a router hop of that path is known here.</p>",
+                route.distance_km()
+            );
+        }
         rules_section(&mut h, a, input.history);
     }
     h.push_str("<h2>Record history</h2>");
@@ -406,5 +424,36 @@ mod tests {
         );
         assert_eq!(format_rate(4_310_620_000.0), "4.311 Gbit/s");
         assert_eq!(format_rate(734_721_736.0), "734.7 Mbit/s");
+    }
+
+    #[test]
+    fn a_counted_distance_drives_the_metric_and_both_distances_are_shown() {
+        let route = Route::parse("SJC,SEA,ORD").unwrap();
+        let page = render_report(&ReportInput {
+            title: "t".into(),
+            generated_at: "now".into(),
+            route: Some(&route),
+            figures: RunFigures {
+                bits_per_second: 1e9,
+                bytes: Some(1_000_000_000),
+                seconds: Some(8.0),
+                streams: 1,
+                ipv6: false,
+                retransmits: None,
+                limited_by: None,
+            },
+            log: None,
+            history: longhaul_model::lsr::history::history(),
+            settings: vec![],
+            extra_sections: vec![],
+            counted_distance_km: Some(28_983.0),
+        });
+        // 1 Gbit/s x 28,983 km = 28.983 Pb·m/s, not the route's great-circle figure.
+        assert!(page.contains("28983 km"), "counted distance missing");
+        assert!(page.contains(&format!("{:.0} km", route.distance_km())));
+        assert!(
+            page.contains("28.98"),
+            "metric not from the counted distance"
+        );
     }
 }

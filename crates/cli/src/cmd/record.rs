@@ -92,6 +92,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             history: history(),
             settings: Vec::new(),
             extra_sections: Vec::new(),
+            counted_distance_km: None,
         });
         std::fs::write(path, html)
             .with_context(|| format!("writing the report {}", path.display()))?;

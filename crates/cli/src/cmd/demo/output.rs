@@ -285,6 +285,7 @@ pub fn write_report(o: &Outcome, html: &FsPath) -> anyhow::Result<()> {
             "Stock TCP and longhaul on the emulated path".into(),
             section(o),
         )],
+        counted_distance_km: Some(sc.distance_km),
     });
     std::fs::write(html, page).with_context(|| format!("writing the report {}", html.display()))
 }
