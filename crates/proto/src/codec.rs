@@ -5,6 +5,7 @@ use crate::auth::{MAC_LEN, NONCE_LEN};
 use crate::error::{ErrorCode, ProtoError};
 use crate::limits;
 use crate::message::*;
+use crate::wire::{invalid, Reader, Writer};
 
 /// Bytes before each frame body: its length as a big-endian u32.
 pub const FRAME_HEADER_LEN: usize = 4;
@@ -272,7 +273,7 @@ fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
         ty::INTERVAL => {
             let start_ms = r.u64("start")?;
             let end_ms = r.u64("end")?;
-            let n = r.count("streams")?;
+            let n = r.count("streams", limits::MAX_STREAMS as usize)?;
             let mut streams = Vec::with_capacity(n);
             for _ in 0..n {
                 streams.push(StreamSample {
@@ -298,7 +299,7 @@ fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
             let wall_us = r.u64("wall")?;
             let cpu_user_us = r.u64("cpu user")?;
             let cpu_system_us = r.u64("cpu system")?;
-            let n = r.count("streams")?;
+            let n = r.count("streams", limits::MAX_STREAMS as usize)?;
             let mut streams = Vec::with_capacity(n);
             for _ in 0..n {
                 streams.push(StreamResult {
@@ -342,96 +343,6 @@ fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
         });
     }
     Ok(msg)
-}
-
-fn invalid(field: &'static str, why: String) -> ProtoError {
-    ProtoError::InvalidField { field, why }
-}
-
-struct Writer<'a>(&'a mut Vec<u8>);
-
-impl Writer<'_> {
-    fn u8(&mut self, v: u8) {
-        self.0.push(v);
-    }
-    fn u16(&mut self, v: u16) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn bytes(&mut self, v: &[u8]) {
-        self.0.extend_from_slice(v);
-    }
-    fn str(&mut self, s: &str, max: usize) {
-        let mut end = s.len().min(max);
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        self.u16(end as u16);
-        self.bytes(&s.as_bytes()[..end]);
-    }
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&[u8], ProtoError> {
-        if self.0.len() < n {
-            return Err(ProtoError::Truncated { what });
-        }
-        let (head, tail) = self.0.split_at(n);
-        self.0 = tail;
-        Ok(head)
-    }
-    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], ProtoError> {
-        let mut a = [0u8; N];
-        a.copy_from_slice(self.take(N, what)?);
-        Ok(a)
-    }
-    fn u8(&mut self, what: &'static str) -> Result<u8, ProtoError> {
-        Ok(self.array::<1>(what)?[0])
-    }
-    fn bool(&mut self, what: &'static str) -> Result<bool, ProtoError> {
-        match self.u8(what)? {
-            0 => Ok(false),
-            1 => Ok(true),
-            v => Err(invalid(what, format!("{v} is not a boolean"))),
-        }
-    }
-    fn u16(&mut self, what: &'static str) -> Result<u16, ProtoError> {
-        Ok(u16::from_be_bytes(self.array(what)?))
-    }
-    fn u32(&mut self, what: &'static str) -> Result<u32, ProtoError> {
-        Ok(u32::from_be_bytes(self.array(what)?))
-    }
-    fn u64(&mut self, what: &'static str) -> Result<u64, ProtoError> {
-        Ok(u64::from_be_bytes(self.array(what)?))
-    }
-    fn count(&mut self, what: &'static str) -> Result<usize, ProtoError> {
-        let n = self.u16(what)?;
-        if n > limits::MAX_STREAMS {
-            return Err(invalid(
-                what,
-                format!("{n} entries exceed the limit of {}", limits::MAX_STREAMS),
-            ));
-        }
-        Ok(n as usize)
-    }
-    fn str(&mut self, what: &'static str, max: usize) -> Result<String, ProtoError> {
-        let n = self.u16(what)? as usize;
-        if n > max {
-            return Err(invalid(
-                what,
-                format!("{n} bytes exceed the limit of {max}"),
-            ));
-        }
-        let raw = self.take(n, what)?;
-        String::from_utf8(raw.to_vec()).map_err(|_| invalid(what, "not valid UTF-8".into()))
-    }
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ pub mod limits;
 mod message;
 mod session;
 pub mod transfer;
+mod wire;
 
 pub use auth::{data_mac, Nonce, SessionSecret, Token, MAC_LEN, NONCE_LEN};
 pub use codec::{decode_frame, encode_frame, FRAME_HEADER_LEN};

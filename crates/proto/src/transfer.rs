@@ -23,6 +23,7 @@ use fnv_check::check32;
 
 use crate::error::ProtoError;
 use crate::limits::MAX_FRAME_BODY;
+use crate::wire::{invalid, Reader, Writer};
 use crate::FRAME_HEADER_LEN;
 
 /// Longest path in a file entry, in bytes (Linux `PATH_MAX` - 1).
@@ -258,7 +259,7 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
     validate(msg)?;
     let start = out.len();
     out.extend_from_slice(&[0; FRAME_HEADER_LEN]);
-    let mut w = W(out);
+    let mut w = Writer(out);
     match msg {
         TransferMessage::TransferParams(p) => {
             w.u8(ty::TRANSFER_PARAMS);
@@ -381,7 +382,7 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
     let Some(body) = buf.get(FRAME_HEADER_LEN..FRAME_HEADER_LEN + len) else {
         return Ok(None);
     };
-    let mut r = R(body);
+    let mut r = Reader(body);
     let msg = match r.u8("message type")? {
         ty::TRANSFER_PARAMS => TransferMessage::TransferParams(TransferParams {
             direction: match r.u8("direction")? {
@@ -670,10 +671,6 @@ fn path_len(p: &[u8]) -> Result<(), ProtoError> {
     Ok(())
 }
 
-fn invalid(field: &'static str, why: String) -> ProtoError {
-    ProtoError::InvalidField { field, why }
-}
-
 /// Flag bit of [`ChunkHeader::flags`]: the chunk is all zeros and no bytes follow.
 pub const CHUNK_FLAG_HOLE: u32 = 1;
 
@@ -781,65 +778,14 @@ mod fnv_check {
     }
 }
 
-struct W<'a>(&'a mut Vec<u8>);
-
-impl W<'_> {
-    fn u8(&mut self, v: u8) {
-        self.0.push(v);
-    }
-    fn u16(&mut self, v: u16) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
+impl Writer<'_> {
     fn path(&mut self, p: &[u8]) {
         self.u16(p.len() as u16);
         self.0.extend_from_slice(p);
     }
 }
 
-struct R<'a>(&'a [u8]);
-
-impl R<'_> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&[u8], ProtoError> {
-        if self.0.len() < n {
-            return Err(ProtoError::Truncated { what });
-        }
-        let (head, tail) = self.0.split_at(n);
-        self.0 = tail;
-        Ok(head)
-    }
-    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], ProtoError> {
-        let mut a = [0u8; N];
-        a.copy_from_slice(self.take(N, what)?);
-        Ok(a)
-    }
-    fn u8(&mut self, what: &'static str) -> Result<u8, ProtoError> {
-        Ok(self.array::<1>(what)?[0])
-    }
-    fn u16(&mut self, what: &'static str) -> Result<u16, ProtoError> {
-        Ok(u16::from_be_bytes(self.array(what)?))
-    }
-    fn u32(&mut self, what: &'static str) -> Result<u32, ProtoError> {
-        Ok(u32::from_be_bytes(self.array(what)?))
-    }
-    fn u64(&mut self, what: &'static str) -> Result<u64, ProtoError> {
-        Ok(u64::from_be_bytes(self.array(what)?))
-    }
-    fn count(&mut self, what: &'static str, max: usize) -> Result<usize, ProtoError> {
-        let n = self.u16(what)? as usize;
-        if n > max {
-            return Err(invalid(
-                what,
-                format!("{n} entries exceed the limit of {max}"),
-            ));
-        }
-        Ok(n)
-    }
+impl Reader<'_> {
     fn path(&mut self) -> Result<Vec<u8>, ProtoError> {
         let n = self.u16("path length")? as usize;
         if n == 0 || n > MAX_PATH_BYTES {

@@ -1,0 +1,101 @@
+//! Field encoding shared by every message family: big-endian integers, fixed arrays,
+//! length-prefixed bounded strings and counts. Reads never go past the body they are given.
+
+use crate::error::ProtoError;
+
+/// An out-of-range field.
+pub(crate) fn invalid(field: &'static str, why: String) -> ProtoError {
+    ProtoError::InvalidField { field, why }
+}
+
+/// Appends big-endian fields to a frame body.
+pub(crate) struct Writer<'a>(pub(crate) &'a mut Vec<u8>);
+
+impl Writer<'_> {
+    pub(crate) fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    pub(crate) fn u16(&mut self, v: u16) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    pub(crate) fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    pub(crate) fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    pub(crate) fn bytes(&mut self, v: &[u8]) {
+        self.0.extend_from_slice(v);
+    }
+    pub(crate) fn str(&mut self, s: &str, max: usize) {
+        let mut end = s.len().min(max);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.u16(end as u16);
+        self.bytes(&s.as_bytes()[..end]);
+    }
+}
+
+/// Takes big-endian fields from a frame body; every read is bounds-checked.
+pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
+
+impl Reader<'_> {
+    pub(crate) fn take(&mut self, n: usize, what: &'static str) -> Result<&[u8], ProtoError> {
+        if self.0.len() < n {
+            return Err(ProtoError::Truncated { what });
+        }
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        Ok(head)
+    }
+    pub(crate) fn array<const N: usize>(
+        &mut self,
+        what: &'static str,
+    ) -> Result<[u8; N], ProtoError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N, what)?);
+        Ok(a)
+    }
+    pub(crate) fn u8(&mut self, what: &'static str) -> Result<u8, ProtoError> {
+        Ok(self.array::<1>(what)?[0])
+    }
+    pub(crate) fn bool(&mut self, what: &'static str) -> Result<bool, ProtoError> {
+        match self.u8(what)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            v => Err(invalid(what, format!("{v} is not a boolean"))),
+        }
+    }
+    pub(crate) fn u16(&mut self, what: &'static str) -> Result<u16, ProtoError> {
+        Ok(u16::from_be_bytes(self.array(what)?))
+    }
+    pub(crate) fn u32(&mut self, what: &'static str) -> Result<u32, ProtoError> {
+        Ok(u32::from_be_bytes(self.array(what)?))
+    }
+    pub(crate) fn u64(&mut self, what: &'static str) -> Result<u64, ProtoError> {
+        Ok(u64::from_be_bytes(self.array(what)?))
+    }
+    /// A u16 count of entries that follow, refused above `max`.
+    pub(crate) fn count(&mut self, what: &'static str, max: usize) -> Result<usize, ProtoError> {
+        let n = self.u16(what)? as usize;
+        if n > max {
+            return Err(invalid(
+                what,
+                format!("{n} entries exceed the limit of {max}"),
+            ));
+        }
+        Ok(n)
+    }
+    pub(crate) fn str(&mut self, what: &'static str, max: usize) -> Result<String, ProtoError> {
+        let n = self.u16(what)? as usize;
+        if n > max {
+            return Err(invalid(
+                what,
+                format!("{n} bytes exceed the limit of {max}"),
+            ));
+        }
+        let raw = self.take(n, what)?;
+        String::from_utf8(raw.to_vec()).map_err(|_| invalid(what, "not valid UTF-8".into()))
+    }
+}
