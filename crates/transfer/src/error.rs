@@ -190,6 +190,56 @@ pub enum Error {
         /// Chunk count of the file (0 if the file id is unknown).
         chunks: u32,
     },
+
+    // --- command-line locations (`cp SRC... DST`) ---
+    /// An empty command-line argument.
+    #[error("an empty argument is not a path; name a local path or HOST:PATH")]
+    EmptyLocation,
+    /// `:path` with nothing before the colon.
+    #[error("{arg:?} has an empty host; write HOST:PATH (or ./{arg} for a local file)")]
+    EmptyHost {
+        /// The argument, lossily decoded.
+        arg: String,
+    },
+    /// `[...` without the `]:` that closes an IPv6 address.
+    #[error("{arg:?}: an IPv6 host is written [ADDR]:PATH or [ADDR]:PORT:PATH")]
+    BadBracketHost {
+        /// The argument, lossily decoded.
+        arg: String,
+    },
+    /// The host part is not UTF-8.
+    #[error("{arg:?}: the host name is not valid UTF-8")]
+    NonUtf8Host {
+        /// The argument, lossily decoded.
+        arg: String,
+    },
+    /// A port of 0 or above 65535.
+    #[error("port {value} in {arg:?} is not in 1..=65535")]
+    BadPort {
+        /// The digits as typed.
+        value: String,
+        /// The argument, lossily decoded.
+        arg: String,
+    },
+
+    // --- placement of received entries ---
+    /// Several sources, and the destination is not an existing directory.
+    #[error("target {target} is not a directory; several sources need an existing directory")]
+    TargetNotDirectory {
+        /// The destination path, lossily decoded.
+        target: String,
+    },
+    /// The receiver's work files (`.NAME.longhaul-part`, `.NAME.longhaul-manifest`)
+    /// would not fit the path bounds beside the destination.
+    #[error("destination {path:?} is too close to the path length bound ({max} bytes) to hold the work file {suffix} beside it; use a shorter destination path")]
+    NoRoomForWorkFile {
+        /// The destination path, lossily decoded.
+        path: String,
+        /// The work-file suffix that did not fit.
+        suffix: &'static str,
+        /// The path bound.
+        max: usize,
+    },
 }
 
 /// Shorthand for results of this crate.

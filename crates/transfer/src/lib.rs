@@ -6,6 +6,8 @@
 //! - [`receiver`]: one file's receiving side: resume or start over, chunk checks, the
 //!   order of sync and manifest record, the digest gate before the rename.
 //! - [`path`]: turning a peer-supplied relative path into safe components.
+//! - [`location`]: reading a `cp` argument as a local path or `HOST[:PORT]:PATH`.
+//! - [`place`]: cp's placement of received entries and the receiver's work-file names.
 //! - [`integrity`]: per-chunk xxh3 and whole-file BLAKE3 helpers.
 //! - [`sparse`]: which blocks of a received chunk hold data (the rest stay holes).
 //!
@@ -13,18 +15,22 @@
 
 pub mod error;
 pub mod integrity;
+pub mod location;
 pub mod manifest;
 pub mod path;
+pub mod place;
 pub mod receiver;
 pub mod scheduler;
 pub mod sparse;
 
 pub use error::{Error, Result};
 pub use integrity::{chunk_hash, digest_hex, source_fingerprint, ChunkHasher, Digest, FileDigest};
+pub use location::{parse_location, remote_path, Location, RemoteSpec};
 pub use manifest::{
     decide_resume, Loaded, ResumeDecision, ResumeManifest, SourceIdentity, StartOverReason,
 };
 pub use path::{parse_peer_path, SafeRelPath, MAX_NAME_BYTES, MAX_PATH_BYTES};
+pub use place::{manifest_name, part_name, place_entry};
 pub use receiver::{ChunkCheck, FileReceiver, Opened, PartStart};
 pub use scheduler::{
     chunk_size_for, Chunk, ChunkId, ChunkScheduler, FileCompleted, FileId, Retry, SchedulerConfig,
