@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod conn;
+pub mod cp;
 pub mod emulate;
 pub mod host;
 pub mod token;

@@ -14,11 +14,11 @@
 //! `parse_peer_path`); this module checks again (absolute, `..`, empty, NUL) because it is
 //! the last line of defence.
 
-use std::ffi::CString;
-use std::fs::File;
+use std::ffi::{CStr, CString, OsString};
+use std::fs::{File, Metadata};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 
 /// How paths below the root are resolved.
@@ -64,6 +64,16 @@ pub struct ServedRoot {
     dir: OwnedFd,
     path: PathBuf,
     resolver: Resolver,
+}
+
+/// One entry of a directory below the root, with its attributes as `lstat(2)` sees them
+/// (a symlink is reported as a symlink, never followed).
+#[derive(Debug)]
+pub struct ServedDirEntry {
+    /// The entry's name (a single component, never `.` or `..`).
+    pub name: OsString,
+    /// Its attributes, not following a symlink.
+    pub metadata: Metadata,
 }
 
 /// `struct open_how` from linux/openat2.h (libc's is `non_exhaustive`).
@@ -186,6 +196,74 @@ impl ServedRoot {
     pub fn sync_dir(&self, rel: &Path) -> io::Result<()> {
         let fd = self.open_beneath_dir(rel, libc::O_RDONLY)?;
         File::from(fd).sync_all()
+    }
+
+    /// The attributes of `rel` (empty path: the root) with `lstat(2)` semantics: the
+    /// directories leading to it are resolved beneath the root like [`Self::open_file`],
+    /// the last component is not followed (a symlink is reported as a symlink).
+    pub fn metadata(&self, rel: &Path) -> io::Result<Metadata> {
+        let fd = if components(rel)?.is_empty() {
+            self.open_dir(Path::new(""))?
+        } else {
+            self.open_beneath(rel, libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0)?
+        };
+        File::from(fd).metadata()
+    }
+
+    /// The entries of the directory `rel` (empty path: the root), in the order the file
+    /// system returns them, each with [`Self::metadata`]'s attributes. `rel` itself must
+    /// be a directory, not a symlink to one. Entries that vanish while being listed are
+    /// left out.
+    pub fn read_dir(&self, rel: &Path) -> io::Result<Vec<ServedDirEntry>> {
+        self.read_dir_at_most(rel, usize::MAX)
+    }
+
+    /// [`Self::read_dir`] that fails once the directory holds more than `max_entries`
+    /// entries (a bound on memory for trees of untrusted size).
+    pub fn read_dir_at_most(
+        &self,
+        rel: &Path,
+        max_entries: usize,
+    ) -> io::Result<Vec<ServedDirEntry>> {
+        let dir = if components(rel)?.is_empty() {
+            self.open_beneath_dir(Path::new(""), libc::O_RDONLY)?
+        } else {
+            self.open_beneath(
+                rel,
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0,
+            )?
+        };
+        let mut stream = DirStream::new(dir).map_err(|e| self.describe(e, "list", rel))?;
+        let mut out = Vec::new();
+        while let Some(name) = stream
+            .next_name()
+            .map_err(|e| self.describe(e, "list", rel))?
+        {
+            if name == b"." || name == b".." {
+                continue;
+            }
+            if out.len() == max_entries {
+                return Err(io::Error::other(format!(
+                    "directory {} below {} holds more than {max_entries} entries",
+                    rel.display(),
+                    self.path.display()
+                )));
+            }
+            // A single name from the kernel (no '/', not `..`) opened relative to the
+            // directory itself: it cannot leave it.
+            let c = cstring(&name, rel)?;
+            let flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+            match self.at(stream.fd(), &c, flags, 0, rel) {
+                Ok(fd) => out.push(ServedDirEntry {
+                    metadata: File::from(fd).metadata()?,
+                    name: OsString::from_vec(name),
+                }),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
     }
 
     /// Opens a directory below the root (empty path: the root itself) as `O_PATH`.
@@ -311,6 +389,58 @@ impl ServedRoot {
 impl AsFd for ServedRoot {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.dir.as_fd()
+    }
+}
+
+/// An open directory stream (`fdopendir`/`readdir`), closed on drop.
+struct DirStream(std::ptr::NonNull<libc::DIR>);
+
+impl DirStream {
+    fn new(dir: OwnedFd) -> io::Result<Self> {
+        let raw = dir.into_raw_fd();
+        // SAFETY: raw is an open directory fd; on success the stream owns it.
+        let p = unsafe { libc::fdopendir(raw) };
+        match std::ptr::NonNull::new(p) {
+            Some(p) => Ok(Self(p)),
+            None => {
+                let e = io::Error::last_os_error();
+                // SAFETY: fdopendir failed, so raw is still ours to close.
+                drop(unsafe { OwnedFd::from_raw_fd(raw) });
+                Err(e)
+            }
+        }
+    }
+
+    /// The stream's descriptor (valid while the stream lives).
+    fn fd(&self) -> RawFd {
+        // SAFETY: self.0 is an open stream.
+        unsafe { libc::dirfd(self.0.as_ptr()) }
+    }
+
+    /// The next name (copied out of the stream's buffer), `None` at the end.
+    fn next_name(&mut self) -> io::Result<Option<Vec<u8>>> {
+        // SAFETY: errno is thread-local; readdir signals errors only through it.
+        unsafe { *libc::__errno_location() = 0 };
+        // SAFETY: self.0 is an open stream.
+        let ent = unsafe { libc::readdir(self.0.as_ptr()) };
+        if ent.is_null() {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(0) | None => Ok(None),
+                Some(_) => Err(e),
+            };
+        }
+        // SAFETY: ent points at a dirent with a NUL-terminated d_name, valid until the
+        // next readdir on this stream; the name is copied before returning.
+        let name = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) };
+        Ok(Some(name.to_bytes().to_vec()))
+    }
+}
+
+impl Drop for DirStream {
+    fn drop(&mut self) {
+        // SAFETY: self.0 is an open stream, closed exactly once here.
+        unsafe { libc::closedir(self.0.as_ptr()) };
     }
 }
 

@@ -1,0 +1,3 @@
+//! Drivers of `longhaul cp`: the source walk, and (to come) the sender and receiver.
+
+pub mod walk;

@@ -1,0 +1,389 @@
+//! The sender's file list: walking the sources of a copy into [`FileEntry`]s.
+//!
+//! Two walks with one output: [`walk_local`] for the sources of a push (paths on this
+//! machine) and [`walk_served`] for the source of a pull (below a [`ServedRoot`], listed
+//! and stat'ed only through the root's descriptor, never by a path string).
+//!
+//! Entry paths start with each source's base name (`a/b/` -> `b`, `b/x`, ...). With
+//! `recursive`, a directory is listed as its own entry, then its contents depth first,
+//! directories before their contents, names sorted bytewise (the same tree always gives
+//! the same list). Only regular files and directories are copied: symlinks, fifos,
+//! sockets and devices inside a tree are skipped with a warning, as are the receiver's
+//! unfinished work files (`.NAME.longhaul-part`/`-manifest`). A symlink named on the
+//! command line of a push is followed (like `cp` and `scp`); below a served root nothing
+//! is followed (`lstat`).
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::fs::{self, Metadata};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Component, Path, PathBuf};
+
+use longhaul_proto::transfer::{EntryKind, FileEntry, MAX_FILE_ID};
+use longhaul_sys::served_root::ServedRoot;
+use longhaul_transfer::place::is_work_name;
+use longhaul_transfer::{parse_peer_path, source_fingerprint, SafeRelPath};
+
+/// Most entries (files and directories) in one transfer: the wire's file-id space.
+pub const MAX_ENTRIES: usize = MAX_FILE_ID as usize + 1;
+
+/// One entry of the file list and where to read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    /// What the receiver is told (path from the source's base name, kind, size, mtime,
+    /// mode, fingerprint).
+    pub entry: FileEntry,
+    /// Where to open it: a local path for [`walk_local`]; a path relative to the served
+    /// root for [`walk_served`] (open with `ServedRoot::open_file(origin, Access::Read)`).
+    pub origin: PathBuf,
+}
+
+/// Why a source cannot be listed. Each message names the path and says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum WalkError {
+    /// The source does not exist.
+    #[error("source {}: no such file or directory; check the name", .path.display())]
+    Missing {
+        /// The source as given.
+        path: PathBuf,
+    },
+    /// A source named on the command line is a symlink to nothing.
+    #[error("source {} is a symlink whose target is missing; fix the link or name its target", .path.display())]
+    BrokenSymlink {
+        /// The source as given.
+        path: PathBuf,
+    },
+    /// A directory source without `-r`.
+    #[error("{} is a directory; use -r to copy trees", .path.display())]
+    IsDirectory {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// A source with no name to copy it as (`/`).
+    #[error("source {} has no name to copy it as (it is the file system root); name a directory below it", .path.display())]
+    NoName {
+        /// The source as given.
+        path: PathBuf,
+    },
+    /// Two sources with the same base name would land on the same destination.
+    #[error("sources {} and {} are both named {name:?} and would land on the same destination; copy them with separate commands", .first.display(), .second.display())]
+    DuplicateName {
+        /// The shared base name, lossily decoded.
+        name: String,
+        /// The first source with that name.
+        first: PathBuf,
+        /// The second one.
+        second: PathBuf,
+    },
+    /// More entries than one transfer can carry.
+    #[error("more than {max} files and directories (reached at {}); split the transfer into several commands, e.g. one per subdirectory", .path.display())]
+    TooManyEntries {
+        /// The bound.
+        max: usize,
+        /// Where the walk was when it passed the bound.
+        path: PathBuf,
+    },
+    /// A path beyond the bounds every receiver enforces (name 255 bytes, path 4095
+    /// bytes, 256 components).
+    #[error("cannot copy {}: {source}; copy a subdirectory nearer the files or shorten the names", .path.display())]
+    PathBounds {
+        /// The path on this side.
+        path: PathBuf,
+        /// The bound it broke.
+        source: longhaul_transfer::Error,
+    },
+    /// A directory could not be listed.
+    #[error("cannot list directory {}: {source}; check its permissions or leave it out", .path.display())]
+    ListDir {
+        /// The directory.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// A file's attributes could not be read.
+    #[error("cannot read the attributes of {}: {source}", .path.display())]
+    Stat {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+}
+
+/// Lists the local `sources` of a push (see the module docs for the order and rules).
+/// `warn` receives one line per skipped entry.
+pub fn walk_local(
+    sources: &[PathBuf],
+    recursive: bool,
+    warn: &mut dyn FnMut(String),
+) -> Result<Vec<SourceFile>, WalkError> {
+    let mut walk = Walk::new(LocalTree, recursive, warn);
+    let mut names: HashMap<Vec<u8>, &PathBuf> = HashMap::new();
+    for src in sources {
+        let name = local_base_name(src)?;
+        if let Some(first) = names.insert(name.clone(), src) {
+            return Err(WalkError::DuplicateName {
+                name: String::from_utf8_lossy(&name).into_owned(),
+                first: first.clone(),
+                second: src.clone(),
+            });
+        }
+        let md = fs::metadata(src).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound if fs::symlink_metadata(src).is_ok() => {
+                WalkError::BrokenSymlink { path: src.clone() }
+            }
+            io::ErrorKind::NotFound => WalkError::Missing { path: src.clone() },
+            _ => WalkError::Stat {
+                path: src.clone(),
+                source: e,
+            },
+        })?;
+        walk.visit(src.clone(), name, &md)?;
+    }
+    Ok(walk.out)
+}
+
+/// Lists `source` below a served root for a pull; `origin`s are relative to the root.
+/// Nothing is followed: a symlink anywhere, `source` included, is skipped with a warning.
+pub fn walk_served(
+    root: &ServedRoot,
+    source: &SafeRelPath,
+    recursive: bool,
+    warn: &mut dyn FnMut(String),
+) -> Result<Vec<SourceFile>, WalkError> {
+    let origin = source.to_path_buf();
+    let md = root.metadata(&origin).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => WalkError::Missing {
+            path: origin.clone(),
+        },
+        _ => WalkError::Stat {
+            path: origin.clone(),
+            source: e,
+        },
+    })?;
+    let mut walk = Walk::new(ServedTree(root), recursive, warn);
+    walk.visit(origin, source.file_name().to_vec(), &md)?;
+    Ok(walk.out)
+}
+
+/// [`walk_served`] of the whole served root (a pull of `HOST:`): entries start with the
+/// root directory's own name, `origin`s are relative to the root. Needs `recursive`.
+pub fn walk_served_root(
+    root: &ServedRoot,
+    recursive: bool,
+    warn: &mut dyn FnMut(String),
+) -> Result<Vec<SourceFile>, WalkError> {
+    let shown = root.path().to_path_buf();
+    let canonical = fs::canonicalize(&shown).unwrap_or_else(|_| shown.clone());
+    let name = match canonical.file_name() {
+        Some(n) => n.as_bytes().to_vec(),
+        None => return Err(WalkError::NoName { path: shown }),
+    };
+    let md = root.metadata(Path::new("")).map_err(|e| WalkError::Stat {
+        path: shown.clone(),
+        source: e,
+    })?;
+    if !recursive {
+        return Err(WalkError::IsDirectory { path: shown });
+    }
+    let mut walk = Walk::new(ServedTree(root), recursive, warn);
+    walk.visit(PathBuf::new(), name, &md)?;
+    Ok(walk.out)
+}
+
+/// The name a local source is copied as: its last component, or for `.`, `..` and the
+/// like the name of the directory it resolves to.
+fn local_base_name(src: &Path) -> Result<Vec<u8>, WalkError> {
+    if let Some(Component::Normal(n)) = src.components().next_back() {
+        return Ok(n.as_bytes().to_vec());
+    }
+    let canonical = fs::canonicalize(src).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => WalkError::Missing {
+            path: src.to_path_buf(),
+        },
+        _ => WalkError::Stat {
+            path: src.to_path_buf(),
+            source: e,
+        },
+    })?;
+    match canonical.file_name() {
+        Some(n) => Ok(n.as_bytes().to_vec()),
+        None => Err(WalkError::NoName {
+            path: src.to_path_buf(),
+        }),
+    }
+}
+
+/// Where a walk lists directories: the local file system or a served root.
+trait Tree {
+    /// The entries of directory `dir` (an origin) with `lstat` attributes, at most `max`.
+    fn list(&self, dir: &Path, max: usize) -> Result<Vec<(OsString, Metadata)>, WalkError>;
+}
+
+struct LocalTree;
+
+impl Tree for LocalTree {
+    fn list(&self, dir: &Path, max: usize) -> Result<Vec<(OsString, Metadata)>, WalkError> {
+        let list_err = |source| WalkError::ListDir {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let mut out = Vec::new();
+        for item in fs::read_dir(dir).map_err(list_err)? {
+            let item = item.map_err(list_err)?;
+            if out.len() == max {
+                return Err(WalkError::TooManyEntries {
+                    max: MAX_ENTRIES,
+                    path: dir.to_path_buf(),
+                });
+            }
+            // DirEntry::metadata is fstatat(dir, name, AT_SYMLINK_NOFOLLOW).
+            match item.metadata() {
+                Ok(md) => out.push((item.file_name(), md)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // vanished
+                Err(source) => {
+                    return Err(WalkError::Stat {
+                        path: item.path(),
+                        source,
+                    })
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+struct ServedTree<'a>(&'a ServedRoot);
+
+impl Tree for ServedTree<'_> {
+    fn list(&self, dir: &Path, max: usize) -> Result<Vec<(OsString, Metadata)>, WalkError> {
+        match self.0.read_dir_at_most(dir, max) {
+            Ok(v) => Ok(v.into_iter().map(|e| (e.name, e.metadata)).collect()),
+            // Only the entry bound is `Other`: OS errors map to their own kinds.
+            Err(source) if source.kind() == io::ErrorKind::Other => {
+                Err(WalkError::TooManyEntries {
+                    max: MAX_ENTRIES,
+                    path: dir.to_path_buf(),
+                })
+            }
+            Err(source) => Err(WalkError::ListDir {
+                path: dir.to_path_buf(),
+                source,
+            }),
+        }
+    }
+}
+
+/// One walk in progress: the entries so far and the rules.
+struct Walk<'w, T> {
+    tree: T,
+    recursive: bool,
+    warn: &'w mut dyn FnMut(String),
+    out: Vec<SourceFile>,
+}
+
+impl<'w, T: Tree> Walk<'w, T> {
+    fn new(tree: T, recursive: bool, warn: &'w mut dyn FnMut(String)) -> Self {
+        Self {
+            tree,
+            recursive,
+            warn,
+            out: Vec::new(),
+        }
+    }
+
+    /// Adds `origin` (entry path `path`, attributes `md`) and, for a directory, its
+    /// contents. Recursion depth is bounded by the 256-component path bound, checked
+    /// before descending.
+    fn visit(&mut self, origin: PathBuf, path: Vec<u8>, md: &Metadata) -> Result<(), WalkError> {
+        let ft = md.file_type();
+        let kind = if ft.is_file() {
+            EntryKind::File
+        } else if ft.is_dir() {
+            if !self.recursive {
+                return Err(WalkError::IsDirectory { path: origin });
+            }
+            EntryKind::Dir
+        } else {
+            let what = if ft.is_symlink() {
+                "symlink"
+            } else if ft.is_fifo() {
+                "fifo"
+            } else if ft.is_socket() {
+                "socket"
+            } else if ft.is_block_device() || ft.is_char_device() {
+                "device"
+            } else {
+                "special file"
+            };
+            (self.warn)(format!(
+                "skipped {what} {}: longhaul cp copies regular files and directories",
+                origin.display()
+            ));
+            return Ok(());
+        };
+        self.push(&origin, path.clone(), kind, md)?;
+        if kind == EntryKind::File {
+            return Ok(());
+        }
+        let remaining = MAX_ENTRIES - self.out.len();
+        let mut children = self.tree.list(&origin, remaining)?;
+        children.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        for (name, child_md) in children {
+            let child_origin = origin.join(&name);
+            if is_work_name(name.as_bytes()) && !child_md.is_dir() {
+                (self.warn)(format!(
+                    "skipped {}: an unfinished longhaul cp work file",
+                    child_origin.display()
+                ));
+                continue;
+            }
+            let mut child_path = Vec::with_capacity(path.len() + 1 + name.len());
+            child_path.extend_from_slice(&path);
+            child_path.push(b'/');
+            child_path.extend_from_slice(name.as_bytes());
+            self.visit(child_origin, child_path, &child_md)?;
+        }
+        Ok(())
+    }
+
+    fn push(
+        &mut self,
+        origin: &Path,
+        path: Vec<u8>,
+        kind: EntryKind,
+        md: &Metadata,
+    ) -> Result<(), WalkError> {
+        if self.out.len() >= MAX_ENTRIES {
+            return Err(WalkError::TooManyEntries {
+                max: MAX_ENTRIES,
+                path: origin.to_path_buf(),
+            });
+        }
+        parse_peer_path(&path).map_err(|source| WalkError::PathBounds {
+            path: origin.to_path_buf(),
+            source,
+        })?;
+        let entry = FileEntry {
+            path,
+            kind,
+            size: if kind == EntryKind::File { md.len() } else { 0 },
+            mtime_secs: md.mtime(),
+            mtime_nanos: nanos(md.mtime_nsec()),
+            mode: md.mode() & 0o7777,
+            fingerprint: source_fingerprint(md.dev(), md.ino(), md.ctime(), nanos(md.ctime_nsec())),
+        };
+        self.out.push(SourceFile {
+            entry,
+            origin: origin.to_path_buf(),
+        });
+        Ok(())
+    }
+}
+
+/// A `st_*time_nsec` as the wire's `u32` below 10^9 (the kernel never reports more).
+fn nanos(ns: i64) -> u32 {
+    ns.clamp(0, 999_999_999) as u32
+}
