@@ -219,7 +219,7 @@ fn deep_and_long_paths() {
 
 #[test]
 fn unreadable_directory_is_an_error() {
-    if unsafe_free_is_root() {
+    if running_as_root() {
         eprintln!("SKIP unreadable_directory_is_an_error: root reads every directory");
         return;
     }
@@ -237,7 +237,7 @@ fn unreadable_directory_is_an_error() {
 }
 
 /// Whether this process runs as root, read from /proc (no `unsafe` outside `sys`).
-fn unsafe_free_is_root() -> bool {
+fn running_as_root() -> bool {
     let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()

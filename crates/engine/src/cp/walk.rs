@@ -235,7 +235,7 @@ impl Tree for LocalTree {
             let item = item.map_err(list_err)?;
             if out.len() == max {
                 return Err(WalkError::TooManyEntries {
-                    max: MAX_ENTRIES,
+                    max: 0, // filled in by the walk
                     path: dir.to_path_buf(),
                 });
             }
@@ -264,7 +264,7 @@ impl Tree for ServedTree<'_> {
             // Only the entry bound is `Other`: OS errors map to their own kinds.
             Err(source) if source.kind() == io::ErrorKind::Other => {
                 Err(WalkError::TooManyEntries {
-                    max: MAX_ENTRIES,
+                    max: 0, // filled in by the walk
                     path: dir.to_path_buf(),
                 })
             }
@@ -280,6 +280,8 @@ impl Tree for ServedTree<'_> {
 struct Walk<'w, T> {
     tree: T,
     recursive: bool,
+    /// Most entries ([`MAX_ENTRIES`] outside of tests).
+    max_entries: usize,
     warn: &'w mut dyn FnMut(String),
     out: Vec<SourceFile>,
 }
@@ -289,6 +291,7 @@ impl<'w, T: Tree> Walk<'w, T> {
         Self {
             tree,
             recursive,
+            max_entries: MAX_ENTRIES,
             warn,
             out: Vec::new(),
         }
@@ -328,8 +331,16 @@ impl<'w, T: Tree> Walk<'w, T> {
         if kind == EntryKind::File {
             return Ok(());
         }
-        let remaining = MAX_ENTRIES - self.out.len();
-        let mut children = self.tree.list(&origin, remaining)?;
+        let remaining = self.max_entries - self.out.len();
+        let mut children = match self.tree.list(&origin, remaining) {
+            Err(WalkError::TooManyEntries { path, .. }) => {
+                return Err(WalkError::TooManyEntries {
+                    max: self.max_entries,
+                    path,
+                })
+            }
+            other => other?,
+        };
         children.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         for (name, child_md) in children {
             let child_origin = origin.join(&name);
@@ -356,9 +367,9 @@ impl<'w, T: Tree> Walk<'w, T> {
         kind: EntryKind,
         md: &Metadata,
     ) -> Result<(), WalkError> {
-        if self.out.len() >= MAX_ENTRIES {
+        if self.out.len() >= self.max_entries {
             return Err(WalkError::TooManyEntries {
-                max: MAX_ENTRIES,
+                max: self.max_entries,
                 path: origin.to_path_buf(),
             });
         }
@@ -386,4 +397,37 @@ impl<'w, T: Tree> Walk<'w, T> {
 /// A `st_*time_nsec` as the wire's `u32` below 10^9 (the kernel never reports more).
 fn nanos(ns: i64) -> u32 {
     ns.clamp(0, 999_999_999) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn walk_with_bound(dir: &Path, max_entries: usize) -> Result<usize, WalkError> {
+        let mut nop = |_| {};
+        let mut walk = Walk::new(LocalTree, true, &mut nop);
+        walk.max_entries = max_entries;
+        let md = fs::metadata(dir).unwrap();
+        walk.visit(dir.to_path_buf(), b"top".to_vec(), &md)?;
+        Ok(walk.out.len())
+    }
+
+    #[test]
+    fn entry_bound_is_exact() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::create_dir(tmp.path().join("d")).unwrap();
+        for f in ["a", "b", "d/c"] {
+            fs::write(tmp.path().join(f), b"").unwrap();
+        }
+        // top, a, b, d, d/c = 5 entries.
+        assert_eq!(walk_with_bound(tmp.path(), 5).unwrap(), 5);
+        for max in [1, 2, 4] {
+            let e = walk_with_bound(tmp.path(), max).unwrap_err();
+            assert!(
+                matches!(e, WalkError::TooManyEntries { max: m, .. } if m == max),
+                "{e:?}"
+            );
+            assert!(e.to_string().contains("split the transfer"), "{e}");
+        }
+    }
 }
