@@ -1,8 +1,12 @@
-//! Blocking framed I/O over a TCP stream: read and write whole protocol messages.
+//! Blocking framed I/O over a TCP stream: read and write whole protocol messages, bench
+//! messages ([`Message`]) and file-transfer messages ([`TransferMessage`]) alike.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 
+use longhaul_proto::transfer::{
+    decode_transfer_frame, encode_transfer_frame, is_transfer_frame, TransferMessage,
+};
 use longhaul_proto::{decode_frame, encode_frame, Message, ProtoError};
 
 /// Why reading a message failed.
@@ -17,6 +21,15 @@ pub enum RecvError {
     /// The peer sent something that is not a valid frame.
     #[error("{0}")]
     Proto(#[from] ProtoError),
+}
+
+/// One received frame of either message family.
+#[derive(Debug)]
+pub enum Frame {
+    /// A bench/session message.
+    Bench(Message),
+    /// A file-transfer message.
+    Transfer(TransferMessage),
 }
 
 /// A TCP stream carrying protocol frames.
@@ -62,13 +75,38 @@ impl FramedConn {
         self.stream.write_all(&self.out)
     }
 
-    /// Receives one message, reading only as many bytes as the frame needs so a data
-    /// connection's payload stays in the socket.
+    /// Sends one file-transfer message.
+    pub fn send_transfer(&mut self, msg: &TransferMessage) -> io::Result<()> {
+        self.out.clear();
+        encode_transfer_frame(msg, &mut self.out)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        self.stream.write_all(&self.out)
+    }
+
+    /// Receives one bench message; a file-transfer frame here is a protocol error.
     pub fn recv(&mut self) -> Result<Message, RecvError> {
+        match self.recv_any()? {
+            Frame::Bench(m) => Ok(m),
+            Frame::Transfer(m) => Err(ProtoError::Unexpected {
+                got: m.kind(),
+                state: "a bench session",
+            }
+            .into()),
+        }
+    }
+
+    /// Receives one frame of either family, reading only as many bytes as the frame needs
+    /// so a data connection's payload stays in the socket.
+    pub fn recv_any(&mut self) -> Result<Frame, RecvError> {
         loop {
-            if let Some((msg, used)) = decode_frame(&self.buf)? {
+            if is_transfer_frame(&self.buf) == Some(true) {
+                if let Some((msg, used)) = decode_transfer_frame(&self.buf)? {
+                    self.buf.drain(..used);
+                    return Ok(Frame::Transfer(msg));
+                }
+            } else if let Some((msg, used)) = decode_frame(&self.buf)? {
                 self.buf.drain(..used);
-                return Ok(msg);
+                return Ok(Frame::Bench(msg));
             }
             let want = match self.buf.len() {
                 n if n < longhaul_proto::FRAME_HEADER_LEN => longhaul_proto::FRAME_HEADER_LEN - n,

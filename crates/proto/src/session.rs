@@ -53,6 +53,9 @@ enum ClientState {
     AwaitReady,
     AwaitStart,
     Running,
+    /// A file transfer (`longhaul cp`) owns the connection; only pings and errors are
+    /// bench messages from here on.
+    Transferring,
     Failed,
 }
 
@@ -139,7 +142,12 @@ impl ClientSession {
                 Ok(())
             }
             (
-                S::Authenticated | S::AwaitReport | S::AwaitReady | S::AwaitStart | S::Running,
+                S::Authenticated
+                | S::AwaitReport
+                | S::AwaitReady
+                | S::AwaitStart
+                | S::Running
+                | S::Transferring,
                 Message::Pong { seq },
             ) => {
                 self.events.push_back(ClientEvent::Pong { seq });
@@ -211,6 +219,20 @@ impl ClientSession {
         self.outbox
             .push_back(Message::HostReportRequest { rate_bps, rtt_us });
         self.state = ClientState::AwaitReport;
+        Ok(())
+    }
+
+    /// Hands the authenticated connection to a file transfer: the caller sends
+    /// `TransferParams` next (see [`crate::transfer`]). Allowed once authenticated, before
+    /// any bench parameters.
+    pub fn begin_transfer(&mut self) -> Result<(), ProtoError> {
+        if self.state != ClientState::Authenticated {
+            return Err(ProtoError::Unexpected {
+                got: "TransferParams (local)",
+                state: client_state_name(self.state),
+            });
+        }
+        self.state = ClientState::Transferring;
         Ok(())
     }
 
@@ -299,6 +321,8 @@ enum ServerState {
     Deciding,
     AwaitStart,
     Running,
+    /// A file transfer owns the connection (see [`ServerSession::begin_transfer`]).
+    Transferring,
     Failed,
 }
 
@@ -382,7 +406,12 @@ impl ServerSession {
                 Ok(())
             }
             (
-                S::AwaitParams | S::Reporting | S::Deciding | S::AwaitStart | S::Running,
+                S::AwaitParams
+                | S::Reporting
+                | S::Deciding
+                | S::AwaitStart
+                | S::Running
+                | S::Transferring,
                 Message::Ping { seq },
             ) => {
                 self.outbox.push_back(Message::Pong { seq });
@@ -414,6 +443,23 @@ impl ServerSession {
                 state: server_state_name(state),
             }),
         }
+    }
+
+    /// The client sent `TransferParams` (a file transfer) instead of bench parameters:
+    /// allowed only once authenticated and before anything else; the transfer driver owns
+    /// the connection from here on.
+    pub fn begin_transfer(&mut self) -> Result<(), ProtoError> {
+        if self.state != ServerState::AwaitParams {
+            let e = ProtoError::Unexpected {
+                got: "TransferParams",
+                state: server_state_name(self.state),
+            };
+            self.outbox.push_back(error_message(&e));
+            self.state = ServerState::Failed;
+            return Err(e);
+        }
+        self.state = ServerState::Transferring;
+        Ok(())
     }
 
     /// Accepts the client's parameters with this end's preparations.
@@ -573,6 +619,7 @@ fn client_state_name(s: ClientState) -> &'static str {
         ClientState::AwaitReady => "waiting for the server to accept the parameters",
         ClientState::AwaitStart => "waiting for the data streams to attach",
         ClientState::Running => "running",
+        ClientState::Transferring => "transferring files",
         ClientState::Failed => "failed",
     }
 }
@@ -587,6 +634,7 @@ fn server_state_name(s: ServerState) -> &'static str {
         ServerState::Deciding => "deciding on the parameters",
         ServerState::AwaitStart => "waiting for the data streams",
         ServerState::Running => "running",
+        ServerState::Transferring => "transferring files",
         ServerState::Failed => "failed",
     }
 }

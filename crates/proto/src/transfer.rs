@@ -136,6 +136,8 @@ pub enum SkipReason {
     Exists,
     /// The path was refused (escape attempt, bad name).
     PathRefused,
+    /// `--checksum-only`: the destination has no such file.
+    Missing,
 }
 
 /// Why the receiver refused a chunk.
@@ -317,6 +319,7 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
                 SkipReason::AlreadyComplete => 0,
                 SkipReason::Exists => 1,
                 SkipReason::PathRefused => 2,
+                SkipReason::Missing => 3,
             });
         }
         TransferMessage::ChunkVerified { file, index } => {
@@ -451,6 +454,7 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
                 0 => SkipReason::AlreadyComplete,
                 1 => SkipReason::Exists,
                 2 => SkipReason::PathRefused,
+                3 => SkipReason::Missing,
                 v => return Err(invalid("skip reason", format!("{v} is unknown"))),
             },
         },

@@ -327,3 +327,35 @@ fn absurd_report_paths_are_refused_with_the_field_named() {
     }
     validate_report_request(limits::MAX_REPORT_RATE_BPS, limits::MAX_REPORT_RTT_US).unwrap();
 }
+
+#[test]
+fn transfer_takes_over_an_authenticated_session_only() {
+    let mut c = ClientSession::new(token("shared-secret-0123"), [7; 32]);
+    let mut s = ServerSession::new(token("shared-secret-0123"), [9; 32], 5);
+    // Not yet authenticated: both ends refuse.
+    assert!(c.begin_transfer().is_err());
+    assert!(s.begin_transfer().is_err());
+
+    let mut c = ClientSession::new(token("shared-secret-0123"), [7; 32]);
+    let mut s = ServerSession::new(token("shared-secret-0123"), [9; 32], 5);
+    pump(&mut c, &mut s).unwrap();
+    c.begin_transfer().unwrap();
+    s.begin_transfer().unwrap();
+    // Pings still work during a transfer...
+    c.ping(3);
+    pump(&mut c, &mut s).unwrap();
+    while let Some(ev) = c.poll_event() {
+        if let ClientEvent::Pong { seq } = ev {
+            assert_eq!(seq, 3);
+        }
+    }
+    // ...but bench parameters do not, on either end.
+    assert!(c.request(params()).is_err());
+    assert!(s.handle(Message::BenchParams(params())).is_err());
+    // A second hand-off is refused.
+    let mut c2 = ClientSession::new(token("shared-secret-0123"), [7; 32]);
+    let mut s2 = ServerSession::new(token("shared-secret-0123"), [9; 32], 6);
+    pump(&mut c2, &mut s2).unwrap();
+    s2.begin_transfer().unwrap();
+    assert!(s2.begin_transfer().is_err());
+}

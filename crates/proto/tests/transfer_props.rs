@@ -87,7 +87,8 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
             prop::sample::select(vec![
                 SkipReason::AlreadyComplete,
                 SkipReason::Exists,
-                SkipReason::PathRefused
+                SkipReason::PathRefused,
+                SkipReason::Missing
             ])
         )
             .prop_map(|(file, reason)| TransferMessage::SkipFile { file, reason }),
