@@ -21,8 +21,10 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Memory-to-memory path test against a `longhaul serve`, window sized to the path.
     Bench(cmd::bench::Args),
-    /// Serve bench runs (and file transfers) to longhaul clients.
+    /// Serve bench runs and (with --root DIR) file transfers to longhaul clients.
     Serve(cmd::serve::Args),
+    /// Copy files and trees to or from a `longhaul serve --root`, verified and resumable.
+    Cp(cmd::cp::Args),
     /// Emulate a long fat path (rate, buffer, RTT, loss) between two network namespaces.
     Emulate(cmd::emulate::Args),
     /// Check this host's TCP settings for a path; --apply fixes them, --revert undoes that.
@@ -45,6 +47,7 @@ fn main() -> ExitCode {
         Command::Tune(args) => cmd::tune::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Serve(args) => cmd::serve::run(args),
+        Command::Cp(args) => cmd::cp::run(args),
         Command::Record(args) => cmd::record::run(args),
         Command::Plot(args) => cmd::plot::run(args),
         Command::Demo(args) => cmd::demo::run(args),

@@ -1,6 +1,7 @@
 //! One module per subcommand; each exposes `Args` (clap) and `run(Args) -> Result<ExitCode>`.
 
 pub mod bench;
+pub mod cp;
 pub mod common;
 pub mod demo;
 pub mod emulate;

@@ -1,4 +1,5 @@
-//! `longhaul serve`: the server end of bench runs (and, later, file transfers).
+//! `longhaul serve`: the server end of bench runs and of `longhaul cp` transfers
+//! (`--root DIR`: the only directory transfers may read and write).
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::process::ExitCode;
@@ -25,6 +26,10 @@ pub struct Args {
     /// window to RATE / streams x RTT (the University of Tokyo's fix for slow receivers).
     #[arg(long, value_name = "RATE", value_parser = rate)]
     pub rx_rate: Option<u64>,
+    /// Serve `longhaul cp` transfers below DIR (nothing outside it is ever read or
+    /// written); without it, transfers are refused.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub token: TokenArgs,
 }
@@ -32,6 +37,17 @@ pub struct Args {
 /// Runs `longhaul serve`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let token = args.token.load()?;
+    let root = match &args.root {
+        Some(dir) => Some(Arc::new(
+            longhaul_sys::served_root::ServedRoot::open(dir).with_context(|| {
+                format!(
+                    "cannot serve {} (--root must name an existing directory)",
+                    dir.display()
+                )
+            })?,
+        )),
+        None => None,
+    };
     let listen = SocketAddr::new(args.listen, args.port);
     let log: longhaul_engine::bench::server::LogFn =
         Arc::new(|line: &str| eprintln!("longhaul serve: {line}"));
@@ -41,6 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             token,
             once: args.once,
             rx_rate_bps: args.rx_rate,
+            root,
         },
         log,
     )

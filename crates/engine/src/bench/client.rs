@@ -143,7 +143,7 @@ pub fn resolve(target: &str, default_port: u16) -> Result<Vec<SocketAddr>, Bench
 }
 
 /// An authenticated control connection to a `longhaul serve`.
-pub(super) struct Control {
+pub(crate) struct Control {
     /// The framed control connection.
     pub conn: FramedConn,
     /// The client's session state machine, authenticated.
@@ -153,7 +153,7 @@ pub(super) struct Control {
 }
 
 /// Connects to `target` and runs the handshake with `token`.
-pub(super) fn open_control(target: &str, token: &Token) -> Result<Control, BenchError> {
+pub(crate) fn open_control(target: &str, token: &Token) -> Result<Control, BenchError> {
     let addrs = resolve(target, DEFAULT_PORT)?;
     let (stream, addr) = connect_any(&addrs)?;
     stream
@@ -186,7 +186,7 @@ pub(super) fn open_control(target: &str, token: &Token) -> Result<Control, Bench
 }
 
 /// The RTT: the minimum over a few pings on the idle control connection.
-pub(super) fn measure_rtt(control: &mut Control) -> Result<Duration, BenchError> {
+pub(crate) fn measure_rtt(control: &mut Control) -> Result<Duration, BenchError> {
     let Control { conn, session, .. } = control;
     let mut rtt = Duration::MAX;
     for seq in 0..RTT_PINGS {
@@ -567,7 +567,7 @@ fn connect_any(addrs: &[SocketAddr]) -> Result<(TcpStream, SocketAddr), BenchErr
     Err(BenchError::Connect { addr, cause })
 }
 
-fn open_data_streams(
+pub(crate) fn open_data_streams(
     addr: SocketAddr,
     hellos: Vec<Message>,
     side: Side,
@@ -605,7 +605,7 @@ fn open_data_streams(
     Ok(out)
 }
 
-pub(super) fn recv(conn: &mut FramedConn, what: &'static str) -> Result<Message, BenchError> {
+pub(crate) fn recv(conn: &mut FramedConn, what: &'static str) -> Result<Message, BenchError> {
     match conn.recv() {
         Ok(Message::Error { code, message }) => Err(ProtoError::Peer { code, message }.into()),
         Ok(m) => Ok(m),

@@ -18,7 +18,11 @@ use super::options::{self, plan_buffer};
 use super::probe::RateProbe;
 use super::run::{DataRun, Role, SenderPlan};
 use super::window::{Side, MAX_WINDOW};
-use crate::conn::{FramedConn, RecvError};
+use crate::conn::{FramedConn, Frame, RecvError};
+use crate::cp::serve::{serve_transfer, StreamAttach};
+use longhaul_proto::transfer::TransferMessage;
+use longhaul_proto::SessionSecret;
+use longhaul_sys::served_root::ServedRoot;
 use crate::host;
 
 /// Concurrent sessions a server runs; more are refused with "busy".
@@ -39,6 +43,9 @@ pub struct ServeConfig {
     pub once: bool,
     /// Receiver-side pacing applied to every run this server receives, bit/s.
     pub rx_rate_bps: Option<u64>,
+    /// The directory `longhaul cp` may read and write (`serve --root`); `None` refuses
+    /// transfers.
+    pub root: Option<Arc<ServedRoot>>,
 }
 
 /// One line the server logs about a session.
@@ -324,8 +331,8 @@ fn send_all(session: &mut ServerSession, conn: &mut FramedConn) -> io::Result<()
     Ok(())
 }
 
-fn recv_msg(conn: &mut FramedConn) -> Result<Message, String> {
-    conn.recv().map_err(|e| match e {
+fn recv_error_text(e: RecvError) -> String {
+    match e {
         RecvError::Io(e)
             if matches!(
                 e.kind(),
@@ -335,7 +342,74 @@ fn recv_msg(conn: &mut FramedConn) -> Result<Message, String> {
             "the client stopped answering".to_string()
         }
         e => e.to_string(),
-    })
+    }
+}
+
+/// Data-stream attachment for a transfer session (see [`StreamAttach`]).
+struct Attach {
+    shared: Arc<Shared>,
+    id: u64,
+    secret: SessionSecret,
+    rx: Option<mpsc::Receiver<(u16, TcpStream)>>,
+    streams: u16,
+}
+
+impl StreamAttach for Attach {
+    fn expect(&mut self, streams: u16, rcvbuf: Option<u64>) -> Result<(), String> {
+        let (sink, rx) = mpsc::channel();
+        self.shared
+            .sessions
+            .lock()
+            .map_err(|_| "session table poisoned".to_string())?
+            .insert(
+                self.id,
+                Pending {
+                    attach: DataAttachments::new(self.id, self.secret.clone(), streams),
+                    sink,
+                },
+            );
+        if let Some(bytes) = rcvbuf {
+            widen_window_scale(&self.shared, bytes, &host::host_facts());
+        }
+        self.rx = Some(rx);
+        self.streams = streams;
+        Ok(())
+    }
+
+    fn collect(&mut self) -> Result<Vec<TcpStream>, String> {
+        let rx = self.rx.take().ok_or("collect before expect")?;
+        let out = collect_streams(&rx, self.streams);
+        self.shared.sessions.lock().map(|mut s| s.remove(&self.id)).ok();
+        out
+    }
+}
+
+/// Waits for `streams` data connections of a session, in stream order.
+fn collect_streams(
+    rx: &mpsc::Receiver<(u16, TcpStream)>,
+    streams: u16,
+) -> Result<Vec<TcpStream>, String> {
+    let mut sockets: Vec<Option<TcpStream>> = (0..streams).map(|_| None).collect();
+    let deadline = Instant::now() + ATTACH_TIMEOUT;
+    let mut attached = 0;
+    while attached < streams {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((i, s)) => {
+                if let Some(slot @ None) = sockets.get_mut(i as usize) {
+                    *slot = Some(s);
+                    attached += 1;
+                }
+            }
+            Err(_) => {
+                return Err(format!(
+                    "only {attached} of {streams} data streams arrived within {} s; is a firewall blocking new connections to this port?",
+                    ATTACH_TIMEOUT.as_secs()
+                ))
+            }
+        }
+    }
+    Ok(sockets.into_iter().flatten().collect())
 }
 
 fn run_session(
@@ -375,7 +449,39 @@ fn run_session(
             if let (Some(s), Some(p)) = (&secret, params) {
                 break (s.clone(), p);
             }
-            msg = recv_msg(&mut conn)?;
+            msg = match conn.recv_any() {
+                Ok(Frame::Bench(m)) => m,
+                Ok(Frame::Transfer(TransferMessage::TransferParams(p))) => {
+                    let Some(s) = secret.clone() else {
+                        return Err("a transfer request before authentication".into());
+                    };
+                    if let Err(e) = session.begin_transfer() {
+                        let _ = send_all(&mut session, &mut conn);
+                        return Err(e.to_string());
+                    }
+                    let mut attach = Attach {
+                        shared: shared.clone(),
+                        id,
+                        secret: s,
+                        rx: None,
+                        streams: 0,
+                    };
+                    let out = serve_transfer(conn, p, cfg.root.as_ref(), &mut attach);
+                    return out.map_err(|e| format!("{e} (peer {peer})"));
+                }
+                Ok(Frame::Transfer(other)) => {
+                    let e = ProtoError::Unexpected {
+                        got: other.kind(),
+                        state: "waiting for the parameters",
+                    };
+                    let _ = conn.send(&Message::Error {
+                        code: ErrorCode::Protocol,
+                        message: e.to_string(),
+                    });
+                    return Err(e.to_string());
+                }
+                Err(e) => return Err(recv_error_text(e)),
+            };
         }
     };
 

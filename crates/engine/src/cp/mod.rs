@@ -1,3 +1,93 @@
-//! Drivers of `longhaul cp`: the source walk, and (to come) the sender and receiver.
+//! `longhaul cp`: disk-to-disk transfers of files and trees over the bench protocol's
+//! control and data connections (see `docs/cp-design.md`).
+//!
+//! The sans-I/O pieces (scheduler, manifest, receiver checks, paths) live in
+//! `longhaul-transfer`; this module drives them: [`send`] and [`recv`] are the two ends,
+//! independent of who is client or server; [`client`] and [`serve`] set up a session and
+//! hand it to the right end.
 
+pub mod client;
+pub mod control;
+pub mod digest;
+pub mod recv;
+pub mod send;
+pub mod serve;
 pub mod walk;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Why a transfer failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CpError {
+    /// Reading or writing something local failed.
+    #[error("{what}: {cause}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        #[source]
+        cause: std::io::Error,
+    },
+    /// The peer broke the protocol.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The peer reported an error.
+    #[error("the peer reported: {0}")]
+    Peer(String),
+    /// The connection was lost.
+    #[error("{0}")]
+    Lost(String),
+    /// This end gave up, for the reason given.
+    #[error("{0}")]
+    Local(String),
+    /// Connecting, authenticating or opening streams failed.
+    #[error(transparent)]
+    Setup(#[from] crate::bench::BenchError),
+}
+
+impl CpError {
+    /// An I/O error while doing `what`.
+    pub fn io(what: impl Into<String>, cause: std::io::Error) -> Self {
+        CpError::Io {
+            what: what.into(),
+            cause,
+        }
+    }
+}
+
+/// Counters both ends update and a progress display reads.
+#[derive(Debug, Default)]
+pub struct Progress {
+    total_bytes: AtomicU64,
+    done_bytes: AtomicU64,
+    files_total: AtomicU64,
+    files_done: AtomicU64,
+}
+
+impl Progress {
+    /// Adds to the bytes the transfer covers.
+    pub fn add_total(&self, n: u64) {
+        self.total_bytes.fetch_add(n, Ordering::Relaxed);
+    }
+    /// Adds to the bytes moved (or found already there).
+    pub fn add_done(&self, n: u64) {
+        self.done_bytes.fetch_add(n, Ordering::Relaxed);
+    }
+    /// Sets the number of files to move.
+    pub fn set_files(&self, n: u64) {
+        self.files_total.store(n, Ordering::Relaxed);
+    }
+    /// One more file finished.
+    pub fn file_done(&self) {
+        self.files_done.fetch_add(1, Ordering::Relaxed);
+    }
+    /// `(done bytes, total bytes, done files, total files)`.
+    pub fn snapshot(&self) -> (u64, u64, u64, u64) {
+        (
+            self.done_bytes.load(Ordering::Relaxed),
+            self.total_bytes.load(Ordering::Relaxed),
+            self.files_done.load(Ordering::Relaxed),
+            self.files_total.load(Ordering::Relaxed),
+        )
+    }
+}

@@ -163,6 +163,7 @@ impl ServeGuard {
                     token,
                     once: false,
                     rx_rate_bps: None,
+                    root: None,
                 };
                 match Server::bind(cfg, log) {
                     Ok(server) => {

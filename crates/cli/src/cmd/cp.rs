@@ -1,0 +1,298 @@
+//! `longhaul cp`: copy files and trees to or from a `longhaul serve --root DIR`, verified
+//! (xxh3 per chunk, BLAKE3 per file) and resumable (run the same command again).
+//!
+//! `--json` prints JSON Lines: `{"type":"start",...}`, `{"type":"progress",...}` about
+//! once a second, `{"type":"warning","message"}`, and `{"type":"end","ok","files","bytes",
+//! "seconds","bits_per_second","sent_bytes","resumed_bytes","skipped_files",
+//! "failed_files","rejected_chunks","cpu_seconds","cpu_seconds_per_gb","streams",
+//! "chunk_bytes"}`. Exit 0: every file in place (or equal); 1: some file failed or
+//! differs; 2: an error stopped the transfer.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use longhaul_engine::bench::DEFAULT_PORT;
+use longhaul_engine::cp::client::{run_cp, CpConfig, CpJob, CpReport, CpStart};
+use longhaul_engine::cp::send::SendItem;
+use longhaul_engine::cp::walk::walk_local;
+use longhaul_engine::cp::Progress;
+use longhaul_model::units::{format_bytes, format_rate_bps};
+use longhaul_transfer::location::{parse_location, remote_path, Location, RemoteSpec};
+use serde_json::json;
+
+use super::common::{emit_json, rate, say, size, TokenArgs};
+
+/// Arguments of `longhaul cp`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Sources then the destination; exactly one side is remote: HOST:PATH,
+    /// HOST:PORT:PATH or [IPv6]:PORT:PATH, PATH relative to the server's --root.
+    #[arg(required = true, num_args = 2.., value_name = "SRC... DST")]
+    pub paths: Vec<std::ffi::OsString>,
+    /// Copy directories and their contents.
+    #[arg(short = 'r', long)]
+    pub recursive: bool,
+    /// Parallel TCP streams (default: 2 under 2 ms RTT, else 4).
+    #[arg(short = 'P', long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub streams: Option<u16>,
+    /// Pace all streams together to this rate.
+    #[arg(long, value_parser = rate)]
+    pub rate: Option<u64>,
+    /// Socket buffer per stream: `auto` (from the RTT and rate) or a size.
+    #[arg(long, default_value = "auto")]
+    pub window: String,
+    /// Congestion control of the sender on a push (default: bbr where available).
+    #[arg(short = 'C', long)]
+    pub congestion: Option<String>,
+    /// Chunk size (default: from the path, 4..64 MiB).
+    #[arg(long, value_parser = size)]
+    pub chunk: Option<u64>,
+    /// Never replace an existing destination file.
+    #[arg(long)]
+    pub no_clobber: bool,
+    /// Send nothing: compare BLAKE3 digests of the sources and an existing copy.
+    #[arg(long)]
+    pub checksum_only: bool,
+    /// Print JSON Lines instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Never draw the progress bar (it is drawn only when stderr is a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
+    #[command(flatten)]
+    pub token: TokenArgs,
+}
+
+/// Runs `longhaul cp`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    match run_inner(args) {
+        Ok(code) => Ok(code),
+        Err(e) if json => {
+            emit_json(&json!({"type": "error", "error": format!("{e:#}")}));
+            Ok(ExitCode::from(2))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn server_of(spec: &RemoteSpec) -> String {
+    let port = spec.port.unwrap_or(DEFAULT_PORT);
+    if spec.host.contains(':') {
+        format!("[{}]:{port}", spec.host)
+    } else {
+        format!("{}:{port}", spec.host)
+    }
+}
+
+fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
+    let (dst_arg, src_args) = args.paths.split_last().context("give SRC... DST")?;
+    let dst = parse_location(dst_arg).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let srcs = src_args
+        .iter()
+        .map(|a| parse_location(a).map_err(|e| anyhow::anyhow!("{e}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let window = match args.window.as_str() {
+        "auto" => None,
+        w => Some(super::common::size(w).map_err(|e| anyhow::anyhow!("--window: {e}"))?),
+    };
+    let json = args.json;
+    let mut warn = |w: String| {
+        if json {
+            emit_json(&json!({"type": "warning", "message": w}));
+        } else {
+            eprintln!("longhaul cp: warning: {w}");
+        }
+    };
+    let (spec, job) = match (&dst, srcs.as_slice()) {
+        (Location::Remote(spec), srcs) => {
+            let mut locals = Vec::new();
+            for s in srcs {
+                match s {
+                    Location::Local(p) => locals.push(p.clone()),
+                    Location::Remote(_) => bail!(
+                        "both sides are remote; one side of longhaul cp must be a local path"
+                    ),
+                }
+            }
+            let listed = walk_local(&locals, args.recursive, &mut warn)?;
+            let items = listed
+                .into_iter()
+                .map(|s| SendItem {
+                    entry: s.entry,
+                    origin: s.origin,
+                })
+                .collect();
+            (spec.clone(), CpJob::Push { items })
+        }
+        (Location::Local(dest), [Location::Remote(spec)]) => (
+            spec.clone(),
+            CpJob::Pull {
+                dest: PathBuf::from(dest),
+            },
+        ),
+        (Location::Local(_), [_, _, ..]) => bail!(
+            "a pull takes one remote source (HOST:PATH); run one longhaul cp per source"
+        ),
+        (Location::Local(_), _) => bail!(
+            "no side is remote; name the server as HOST:PATH (for local copies use cp)"
+        ),
+    };
+    remote_path(&spec).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let cfg = CpConfig {
+        server: server_of(&spec),
+        remote_path: spec.path.clone(),
+        job,
+        token: args.token.load()?,
+        recursive: args.recursive,
+        no_clobber: args.no_clobber,
+        checksum_only: args.checksum_only,
+        streams: args.streams,
+        rate_bps: args.rate,
+        window,
+        congestion: args.congestion.clone(),
+        chunk_size: args.chunk,
+    };
+
+    let progress = Arc::new(Progress::default());
+    let done = Arc::new(AtomicBool::new(false));
+    let draw_bar = !json && !args.no_progress && std::io::stderr().is_terminal();
+    let t0 = Instant::now();
+    let ticker = {
+        let (progress, done) = (progress.clone(), done.clone());
+        std::thread::spawn(move || ticker(&progress, &done, json, draw_bar))
+    };
+    let mut on_start = |s: &CpStart| {
+        for w in &s.warnings {
+            warn(w.clone());
+        }
+        if json {
+            emit_json(&json!({
+                "type": "start", "direction": s.direction, "streams": s.streams,
+                "chunk_bytes": s.chunk_bytes, "rtt_ms": s.rtt.as_secs_f64() * 1e3,
+                "window_bytes": s.window_bytes, "congestion": s.congestion,
+            }));
+        }
+    };
+    let result = run_cp(cfg, progress.clone(), &mut on_start);
+    done.store(true, Ordering::SeqCst);
+    let _ = ticker.join();
+    let report = result.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (user, sys) = longhaul_sys::cpu::process_cpu_times();
+    let cpu = (user + sys).as_secs_f64();
+    let wall = t0.elapsed().as_secs_f64();
+    print_end(&report, cpu, json);
+    let _ = wall;
+    Ok(if report.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn print_end(r: &CpReport, cpu: f64, json: bool) {
+    let secs = r.seconds.max(1e-6);
+    let moved = r.moved_bytes;
+    let bps = moved as f64 * 8.0 / secs;
+    let gb = (moved.max(1) as f64) / 1e9;
+    if json {
+        emit_json(&json!({
+            "type": "end", "ok": r.failed.is_empty(),
+            "files": r.files_ok, "bytes": r.bytes, "seconds": r.seconds,
+            "bits_per_second": bps, "sent_bytes": moved, "resumed_bytes": r.resumed_bytes,
+            "skipped_files": r.files_skipped, "failed_files": r.failed.len(),
+            "failures": r.failed, "rejected_chunks": r.rejected_chunks,
+            "cpu_seconds": cpu, "cpu_seconds_per_gb": cpu / gb,
+            "streams": r.start.streams, "chunk_bytes": r.start.chunk_bytes,
+            "direction": r.start.direction,
+        }));
+        return;
+    }
+    for f in &r.failed {
+        eprintln!("longhaul cp: failed: {f}");
+    }
+    say(&format!(
+        "{} {} files ({}) in {:.2} s = {}{}{}; {} streams, {} chunks, RTT {:.2} ms; CPU {:.2} s ({:.2} s/GB)",
+        if r.start.direction == "push" { "sent" } else { "received" },
+        r.files_ok,
+        format_bytes(moved as f64),
+        r.seconds,
+        format_rate_bps(bps),
+        if r.resumed_bytes > 0 {
+            format!(", {} already there (resumed)", format_bytes(r.resumed_bytes as f64))
+        } else {
+            String::new()
+        },
+        if r.files_skipped > 0 {
+            format!(", {} skipped (exist)", r.files_skipped)
+        } else {
+            String::new()
+        },
+        r.start.streams,
+        format_bytes(r.start.chunk_bytes as f64),
+        r.start.rtt.as_secs_f64() * 1e3,
+        cpu,
+        cpu / gb,
+    ));
+}
+
+/// Progress: a bar on stderr (terminal only) or JSON `progress` lines, until `done`.
+fn ticker(progress: &Progress, done: &AtomicBool, json: bool, bar: bool) {
+    let t0 = Instant::now();
+    let mut last_json = Instant::now();
+    let mut prev = (Instant::now(), 0u64);
+    let mut rate = 0.0f64;
+    while !done.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(200));
+        let (bytes, total, files, files_total) = progress.snapshot();
+        let now = Instant::now();
+        let dt = now.duration_since(prev.0).as_secs_f64();
+        if dt >= 0.5 {
+            let inst = bytes.saturating_sub(prev.1) as f64 * 8.0 / dt;
+            rate = if rate == 0.0 { inst } else { 0.6 * rate + 0.4 * inst };
+            prev = (now, bytes);
+        }
+        if json && last_json.elapsed() >= Duration::from_secs(1) {
+            last_json = Instant::now();
+            emit_json(&json!({
+                "type": "progress", "seconds": t0.elapsed().as_secs_f64(),
+                "bytes": bytes, "total_bytes": total, "files": files,
+                "total_files": files_total, "bits_per_second": rate,
+            }));
+        }
+        if bar && total > 0 {
+            let frac = (bytes as f64 / total as f64).min(1.0);
+            let width = 30;
+            let filled = (frac * width as f64) as usize;
+            let eta = if rate > 0.0 {
+                let s = (total - bytes.min(total)) as f64 * 8.0 / rate;
+                format!("{}:{:02}", (s / 60.0) as u64, (s % 60.0) as u64)
+            } else {
+                "--:--".into()
+            };
+            let mut err = std::io::stderr().lock();
+            let _ = write!(
+                err,
+                "\r[{}{}] {:>3.0}% {} / {}  {}  ETA {}  files {}/{}   ",
+                "#".repeat(filled),
+                " ".repeat(width - filled),
+                frac * 100.0,
+                format_bytes(bytes as f64),
+                format_bytes(total as f64),
+                format_rate_bps(rate),
+                eta,
+                files,
+                files_total
+            );
+            let _ = err.flush();
+        }
+    }
+    if bar {
+        let _ = writeln!(std::io::stderr());
+    }
+}

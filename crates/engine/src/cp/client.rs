@@ -1,0 +1,321 @@
+//! The client end of `longhaul cp`: connects and authenticates like bench, measures the
+//! RTT, sizes windows, streams and chunks from the path, asks the server for a push or a
+//! pull, opens the data streams and runs the sending or receiving end.
+
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use longhaul_proto::transfer::{transfer_flags, CopyDirection, TransferMessage, TransferParams};
+use longhaul_proto::Token;
+use longhaul_sys::served_root::ServedRoot;
+use longhaul_transfer::{chunk_size_for, parse_peer_path};
+
+use super::control::ControlLink;
+use super::recv::{run_receiver, RecvTarget};
+use super::send::{run_sender, SendItem, SourceRoot};
+use super::{CpError, Progress};
+use crate::bench::client::{measure_rtt, open_control, open_data_streams};
+use crate::bench::options::{self, plan_buffer};
+use crate::bench::window::{bdp_bytes, needed_buffer, BufferChoice, Side, PROBE_CEILING_BPS};
+use crate::host;
+
+/// What to copy.
+pub enum CpJob {
+    /// Local files (already listed) to the server's `remote_path`.
+    Push {
+        /// The entries, directories before their contents.
+        items: Vec<SendItem>,
+    },
+    /// The server's `remote_path` to a local destination.
+    Pull {
+        /// Local destination (an existing directory, or a new name).
+        dest: PathBuf,
+    },
+}
+
+/// A `longhaul cp` run.
+pub struct CpConfig {
+    /// `HOST:PORT` or `[V6]:PORT` of the server.
+    pub server: String,
+    /// Path below the server's root (raw bytes; empty = the root).
+    pub remote_path: Vec<u8>,
+    /// Push or pull.
+    pub job: CpJob,
+    /// Shared token.
+    pub token: Token,
+    /// Copy directories.
+    pub recursive: bool,
+    /// Never replace existing files.
+    pub no_clobber: bool,
+    /// Only compare digests.
+    pub checksum_only: bool,
+    /// Data streams (`None`: from the path).
+    pub streams: Option<u16>,
+    /// Total pacing rate, bit/s.
+    pub rate_bps: Option<u64>,
+    /// Fixed socket buffer per stream.
+    pub window: Option<u64>,
+    /// Congestion control of the sending side (pushes).
+    pub congestion: Option<String>,
+    /// Chunk size (`None`: from the path).
+    pub chunk_size: Option<u64>,
+}
+
+/// How the transfer was set up (for the `start` line).
+#[derive(Debug, Clone)]
+pub struct CpStart {
+    /// `push` or `pull`.
+    pub direction: &'static str,
+    /// Data streams.
+    pub streams: u16,
+    /// Chunk size.
+    pub chunk_bytes: u64,
+    /// Measured RTT.
+    pub rtt: Duration,
+    /// Socket buffer per stream on this side.
+    pub window_bytes: u64,
+    /// Congestion control of the sender ("server's choice" on a pull).
+    pub congestion: String,
+    /// Warnings about host limits.
+    pub warnings: Vec<String>,
+}
+
+/// What happened.
+#[derive(Debug, Clone)]
+pub struct CpReport {
+    /// Set-up.
+    pub start: CpStart,
+    /// Files committed (or equal with `--checksum-only`).
+    pub files_ok: u64,
+    /// Files skipped (`--no-clobber`).
+    pub files_skipped: u64,
+    /// Files that failed, with why.
+    pub failed: Vec<String>,
+    /// Bytes of all files of the transfer.
+    pub bytes: u64,
+    /// Payload bytes this end sent (push) or received (pull) in this run.
+    pub moved_bytes: u64,
+    /// Bytes verified by an earlier run, not sent again.
+    pub resumed_bytes: u64,
+    /// Chunks refused by the receiver (push only).
+    pub rejected_chunks: u64,
+    /// Wall time from the first data stream to the end.
+    pub seconds: f64,
+}
+
+/// Runs a copy; `progress` is updated as it goes, `on_start` called once set up.
+pub fn run_cp(
+    cfg: CpConfig,
+    progress: Arc<Progress>,
+    on_start: &mut dyn FnMut(&CpStart),
+) -> Result<CpReport, CpError> {
+    let mut control = open_control(&cfg.server, &cfg.token)?;
+    let rtt = measure_rtt(&mut control)?;
+    control
+        .session
+        .begin_transfer()
+        .map_err(|e| CpError::Protocol(e.to_string()))?;
+    let push = matches!(cfg.job, CpJob::Push { .. });
+    let streams = cfg
+        .streams
+        .unwrap_or(if rtt < Duration::from_millis(2) { 2 } else { 4 })
+        .clamp(1, longhaul_proto::limits::MAX_STREAMS);
+    let facts = host::host_facts();
+    let side = if push { Side::Send } else { Side::Receive };
+    let needed = cfg.window.unwrap_or_else(|| {
+        needed_buffer(cfg.rate_bps.unwrap_or(PROBE_CEILING_BPS), rtt, streams)
+    });
+    let choice = plan_buffer(side, needed, cfg.window.is_some(), &host::caps_of(&facts));
+    let mut warnings = Vec::new();
+    if let BufferChoice::Capped { fix, bytes, needed } = &choice {
+        warnings.push(format!(
+            "this host caps the socket buffer at {bytes} bytes but the path needs {needed} per stream; run as root or: {fix}"
+        ));
+    }
+    let congestion = if push {
+        let available = host::available_congestion();
+        match &cfg.congestion {
+            Some(cc) => {
+                options::check_congestion(cc, &available).map_err(CpError::Local)?;
+                cc.clone()
+            }
+            None => options::default_congestion(&available, &facts.default_congestion),
+        }
+    } else {
+        "server's choice".to_string()
+    };
+    let chunk_request = match (&cfg.job, cfg.chunk_size) {
+        (_, Some(c)) => c,
+        (CpJob::Push { items }, None) => {
+            let total: u64 = items.iter().map(|i| i.entry.size).sum();
+            chunk_size_for(
+                bdp_bytes(cfg.rate_bps.unwrap_or(1_000_000_000), rtt),
+                u32::from(streams),
+                total,
+            )
+        }
+        (CpJob::Pull { .. }, None) => 0,
+    };
+    let mut flags = transfer_flags::PRESERVE;
+    if cfg.recursive {
+        flags |= transfer_flags::RECURSIVE;
+    }
+    if cfg.no_clobber {
+        flags |= transfer_flags::NO_CLOBBER;
+    }
+    if cfg.checksum_only {
+        flags |= transfer_flags::CHECKSUM_ONLY;
+    }
+    let params = TransferParams {
+        direction: if push {
+            CopyDirection::Push
+        } else {
+            CopyDirection::Pull
+        },
+        streams,
+        chunk_size: chunk_request,
+        rate_bps: cfg.rate_bps.unwrap_or(0),
+        window_bytes: needed,
+        rtt_us: rtt.as_micros().min(u128::from(u32::MAX)) as u32,
+        flags,
+        // The wire needs a non-empty path: "." names the root.
+        path: if cfg.remote_path.is_empty() {
+            b".".to_vec()
+        } else {
+            cfg.remote_path.clone()
+        },
+    };
+    control
+        .conn
+        .send_transfer(&TransferMessage::TransferParams(params))
+        .map_err(|e| CpError::io("sending the transfer request", e))?;
+    let chunk_size = match control.conn.recv_any() {
+        Ok(crate::conn::Frame::Transfer(TransferMessage::TransferReady { chunk_size })) => {
+            chunk_size
+        }
+        Ok(crate::conn::Frame::Bench(longhaul_proto::Message::Error { message, .. })) => {
+            return Err(CpError::Peer(message))
+        }
+        Ok(other) => {
+            return Err(CpError::Protocol(format!(
+                "expected TransferReady, got {other:?}"
+            )))
+        }
+        Err(e) => return Err(CpError::Lost(format!("waiting for the server: {e}"))),
+    };
+    if !(longhaul_proto::transfer::MIN_CHUNK_BYTES..=longhaul_proto::transfer::MAX_CHUNK_BYTES)
+        .contains(&chunk_size)
+    {
+        return Err(CpError::Protocol(format!(
+            "the server chose a chunk size of {chunk_size} bytes"
+        )));
+    }
+    let hellos = (0..streams)
+        .map(|i| control.session.data_hello(i))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| CpError::Protocol("the session has no secret".into()))?;
+    let socks = open_data_streams(control.addr, hellos, side, &choice, None)?;
+    for s in &socks {
+        tune_stream(s, push, &congestion, cfg.rate_bps, streams)
+            .map_err(|e| CpError::io("setting up a data stream", e))?;
+    }
+    let start = CpStart {
+        direction: if push { "push" } else { "pull" },
+        streams,
+        chunk_bytes: chunk_size,
+        rtt,
+        window_bytes: options::choice_bytes(&choice),
+        congestion,
+        warnings,
+    };
+    on_start(&start);
+    let link = ControlLink::start(control.conn)
+        .map_err(|e| CpError::io("control connection", e))?;
+    let t0 = Instant::now();
+    match cfg.job {
+        CpJob::Push { items } => {
+            let bytes = items.iter().map(|i| i.entry.size).sum();
+            let out = run_sender(
+                items,
+                SourceRoot::Local,
+                chunk_size,
+                cfg.checksum_only,
+                link,
+                socks,
+                progress,
+            )?;
+            Ok(CpReport {
+                start,
+                files_ok: out.files_ok,
+                files_skipped: out.files_skipped,
+                failed: out.failed,
+                bytes,
+                moved_bytes: out.sent_bytes,
+                resumed_bytes: out.resumed_bytes,
+                rejected_chunks: out.rejected_chunks,
+                seconds: t0.elapsed().as_secs_f64(),
+            })
+        }
+        CpJob::Pull { dest } => {
+            let target = local_target(&dest, cfg.no_clobber, cfg.checksum_only)?;
+            let out = run_receiver(target, chunk_size, link, socks, progress)?;
+            Ok(CpReport {
+                start,
+                files_ok: out.files_ok,
+                files_skipped: out.files_skipped,
+                failed: out.failed,
+                bytes: out.total_bytes,
+                moved_bytes: out.received_bytes,
+                resumed_bytes: out.resumed_bytes,
+                rejected_chunks: 0,
+                seconds: t0.elapsed().as_secs_f64(),
+            })
+        }
+    }
+}
+
+/// Per-stream socket settings after connect: no delay, user timeout, the sender's
+/// congestion control and pacing (`rate / streams` each).
+pub fn tune_stream(
+    s: &TcpStream,
+    sender: bool,
+    congestion: &str,
+    rate_bps: Option<u64>,
+    streams: u16,
+) -> std::io::Result<()> {
+    options::tune_connected(s, sender.then_some(congestion))?;
+    if let (true, Some(rate)) = (sender, rate_bps) {
+        longhaul_sys::socket::set_max_pacing_rate(s, rate / 8 / u64::from(streams.max(1)))?;
+    }
+    Ok(())
+}
+
+/// The receiving root and target for a local destination: an existing directory is the
+/// root itself; anything else is a name in its parent directory.
+fn local_target(dest: &std::path::Path, no_clobber: bool, checksum_only: bool) -> Result<RecvTarget, CpError> {
+    use std::os::unix::ffi::OsStrExt;
+    let (root, target) = if dest.is_dir() {
+        (dest.to_path_buf(), None)
+    } else {
+        let name = dest.file_name().ok_or_else(|| {
+            CpError::Local(format!("{} names no file; give a directory or a file name", dest.display()))
+        })?;
+        let parent = match dest.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let t = parse_peer_path(name.as_bytes()).map_err(|e| CpError::Local(e.to_string()))?;
+        (parent, Some(t))
+    };
+    let root = ServedRoot::open(&root).map_err(|e| {
+        CpError::io(format!("opening the destination directory {}", root.display()), e)
+    })?;
+    Ok(RecvTarget {
+        root: Arc::new(root),
+        target,
+        no_clobber,
+        checksum_only,
+    })
+}

@@ -1,0 +1,863 @@
+//! The receiving end of a transfer (the server on a push, the client on a pull).
+//!
+//! Every path from the peer is checked (`parse_peer_path`), placed by cp's rules and
+//! opened only through the [`ServedRoot`]. A file is written into `.NAME.longhaul-part`
+//! with positional writes of the non-zero blocks of each chunk (holes stay holes); for a
+//! file of several chunks each chunk is synced and then recorded in
+//! `.NAME.longhaul-manifest` (synced) before it is acked, so a rerun after any crash
+//! re-sends only chunks in flight. The file is renamed into place only when every chunk is
+//! verified and the BLAKE3 over the part file equals the sender's.
+
+use std::collections::HashSet;
+use std::fs::{File, FileTimes, Permissions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use longhaul_proto::transfer::{
+    ChunkHeader, EntryKind, FileEntry, RejectReason, SkipReason, TransferMessage,
+    CHUNK_FLAG_HOLE, MAX_FILE_ID,
+};
+use longhaul_sys::file_io;
+use longhaul_sys::served_root::{Access, ServedRoot};
+use longhaul_transfer::manifest::{chunk_count, HEADER_LEN, RECORD_LEN};
+use longhaul_transfer::place::{manifest_name, part_name, place_entry};
+use longhaul_transfer::{
+    chunk_hash, parse_peer_path, sparse, ChunkCheck, Error as TransferError, FileReceiver,
+    PartStart, SafeRelPath, SourceIdentity,
+};
+
+use super::control::{ControlLink, ControlTx, Incoming};
+use super::digest::{ChunkBytes, OrderedDigest};
+use super::send::show;
+use super::{CpError, Progress};
+
+/// Where received files go.
+pub struct RecvTarget {
+    /// The directory everything is written beneath.
+    pub root: Arc<ServedRoot>,
+    /// The destination below the root (`None`: the root itself).
+    pub target: Option<SafeRelPath>,
+    /// Never replace an existing file.
+    pub no_clobber: bool,
+    /// Only compare digests.
+    pub checksum_only: bool,
+}
+
+/// What the receiver did.
+#[derive(Debug, Clone, Default)]
+pub struct RecvOutcome {
+    /// Files renamed into place (or equal, in `--checksum-only`).
+    pub files_ok: u64,
+    /// Files not written because they exist (`--no-clobber`).
+    pub files_skipped: u64,
+    /// Files that failed, with why.
+    pub failed: Vec<String>,
+    /// Chunk payload bytes received in this run.
+    pub received_bytes: u64,
+    /// Bytes found verified from an earlier run.
+    pub resumed_bytes: u64,
+    /// Bytes of the files in this transfer.
+    pub total_bytes: u64,
+}
+
+#[derive(Default)]
+struct Commit {
+    ours: Option<[u8; 32]>,
+    theirs: Option<[u8; 32]>,
+    done: bool,
+}
+
+struct RecvFile {
+    id: u32,
+    entry: FileEntry,
+    final_rel: PathBuf,
+    part_rel: PathBuf,
+    manifest_rel: Option<PathBuf>,
+    /// The part file (or, in `--checksum-only`, the existing file).
+    data: File,
+    manifest: Option<Mutex<File>>,
+    rx: Mutex<FileReceiver>,
+    digest: OrderedDigest,
+    commit: Mutex<Commit>,
+}
+
+struct Shared {
+    root: Arc<ServedRoot>,
+    files: Vec<Option<Arc<RecvFile>>>,
+    chunk_size: u64,
+    no_clobber: bool,
+    checksum_only: bool,
+    control: ControlTx,
+    abort: AtomicBool,
+    error: Mutex<Option<String>>,
+    received: AtomicU64,
+    ok: AtomicU64,
+    failed: Mutex<Vec<String>>,
+    progress: Arc<Progress>,
+}
+
+impl Shared {
+    fn fail(&self, why: String) {
+        if let Ok(mut e) = self.error.lock() {
+            e.get_or_insert(why);
+        }
+        self.abort.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Directories created, with the mode and mtime to set once their contents are in.
+struct DirFix {
+    rel: PathBuf,
+    depth: usize,
+    mode: u32,
+    mtime: SystemTime,
+}
+
+/// Runs the receiving end to completion.
+pub fn run_receiver(
+    target: RecvTarget,
+    chunk_size: u64,
+    control: ControlLink,
+    streams: Vec<TcpStream>,
+    progress: Arc<Progress>,
+) -> Result<RecvOutcome, CpError> {
+    let mut list = ListState::new(&target)?;
+    // The file list, answered as a whole.
+    let mut answers = Vec::new();
+    let mut files: Vec<Option<Arc<RecvFile>>> = Vec::new();
+    loop {
+        let msg = match control.rx.recv() {
+            Ok(Incoming::Msg(m)) => m,
+            Ok(Incoming::PeerError(e)) => return Err(CpError::Peer(e)),
+            Ok(Incoming::Lost(e)) => return Err(CpError::Lost(e)),
+            Err(_) => return Err(CpError::Lost("control connection gone".into())),
+        };
+        match msg {
+            TransferMessage::FileEntries { first_id, entries } => {
+                if first_id as usize != files.len()
+                    || files.len() + entries.len() > MAX_FILE_ID as usize + 1
+                {
+                    return Err(refuse(
+                        &control,
+                        format!(
+                            "file entries out of order or too many (first id {first_id}, expected {})",
+                            files.len()
+                        ),
+                    ));
+                }
+                for entry in entries {
+                    let id = files.len() as u32;
+                    match list.accept(&target, chunk_size, id, entry, &progress) {
+                        Ok((file, answer)) => {
+                            files.push(file);
+                            answers.extend(answer);
+                        }
+                        Err(e) => return Err(refuse(&control, e)),
+                    }
+                }
+            }
+            TransferMessage::FileListEnd { .. } => break,
+            other => {
+                return Err(refuse(
+                    &control,
+                    format!("unexpected {} before the file list ended", other.kind()),
+                ))
+            }
+        }
+    }
+    answers.push(TransferMessage::FileListEnd {
+        files: files.len() as u32,
+        bytes: list.total_bytes,
+    });
+    control
+        .tx
+        .send_all(&answers)
+        .map_err(|e| CpError::io("answering the file list", e))?;
+    progress.add_total(list.total_bytes);
+    progress.add_done(list.resumed_bytes);
+    progress.set_files(files.iter().flatten().count() as u64);
+
+    let shared = Arc::new(Shared {
+        root: target.root.clone(),
+        files,
+        chunk_size,
+        no_clobber: target.no_clobber,
+        checksum_only: target.checksum_only,
+        control: control.tx.clone(),
+        abort: AtomicBool::new(false),
+        error: Mutex::new(None),
+        received: AtomicU64::new(0),
+        ok: AtomicU64::new(0),
+        failed: Mutex::new(Vec::new()),
+        progress,
+    });
+    let catch_up = {
+        let sh = shared.clone();
+        std::thread::spawn(move || {
+            for f in sh.files.iter().flatten() {
+                if sh.abort.load(Ordering::SeqCst) {
+                    return;
+                }
+                let read_at = |off: u64, b: &mut [u8]| file_io::read_exact_at(&f.data, b, off);
+                match f.digest.advance(&read_at) {
+                    Ok(Some(d)) => set_ours(&sh, f, d),
+                    Ok(None) => {}
+                    Err(e) => sh.fail(format!("reading {}: {e}", f.part_rel.display())),
+                }
+            }
+        })
+    };
+    let workers: Vec<_> = streams
+        .into_iter()
+        .map(|s| {
+            let sh = shared.clone();
+            std::thread::spawn(move || stream_loop(&sh, s))
+        })
+        .collect();
+
+    let result = control_loop(&shared, &control);
+    if let Err(e) = &result {
+        shared.fail(e.to_string());
+    }
+    shared.abort.store(true, Ordering::SeqCst);
+    control.tx.shutdown();
+    for w in workers {
+        let _ = w.join();
+    }
+    let _ = catch_up.join();
+    result?;
+    if !target.checksum_only {
+        list.fix_dirs(&target.root);
+    }
+    let mut failed = shared.failed.lock().map(|f| f.clone()).unwrap_or_default();
+    failed.sort();
+    Ok(RecvOutcome {
+        files_ok: shared.ok.load(Ordering::Relaxed),
+        files_skipped: list.skipped,
+        failed,
+        received_bytes: shared.received.load(Ordering::Relaxed),
+        resumed_bytes: list.resumed_bytes,
+        total_bytes: list.total_bytes,
+    })
+}
+
+/// Tells the peer why the transfer is refused and returns the error.
+fn refuse(control: &ControlLink, why: String) -> CpError {
+    control.tx.send_error(&why);
+    CpError::Local(why)
+}
+
+/// State while the file list arrives.
+struct ListState {
+    target_is_dir: bool,
+    first_source: Option<Vec<u8>>,
+    multiple: bool,
+    dirs_known: HashSet<PathBuf>,
+    dirs: Vec<DirFix>,
+    total_bytes: u64,
+    resumed_bytes: u64,
+    skipped: u64,
+}
+
+impl ListState {
+    fn new(t: &RecvTarget) -> Result<Self, CpError> {
+        let target_is_dir = match &t.target {
+            None => true,
+            Some(p) => match t.root.open_file(&p.to_path_buf(), Access::Read) {
+                Ok(f) => f.metadata().map(|m| m.is_dir()).unwrap_or(false),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+                Err(e) => {
+                    return Err(CpError::io(
+                        format!("looking at the destination {}", show(p.as_bytes())),
+                        e,
+                    ))
+                }
+            },
+        };
+        Ok(Self {
+            target_is_dir,
+            first_source: None,
+            multiple: false,
+            dirs_known: HashSet::new(),
+            dirs: Vec::new(),
+            total_bytes: 0,
+            resumed_bytes: 0,
+            skipped: 0,
+        })
+    }
+
+    /// Places and prepares one entry; returns its state and the answer for the sender.
+    fn accept(
+        &mut self,
+        t: &RecvTarget,
+        chunk_size: u64,
+        id: u32,
+        entry: FileEntry,
+        _progress: &Progress,
+    ) -> Result<(Option<Arc<RecvFile>>, Vec<TransferMessage>), String> {
+        let path = parse_peer_path(&entry.path)
+            .map_err(|e| format!("refused path {}: {e}", show(&entry.path)))?;
+        let top = path.components().next().unwrap_or_default().to_vec();
+        match &self.first_source {
+            None => self.first_source = Some(top),
+            Some(first) if *first != top => self.multiple = true,
+            Some(_) => {}
+        }
+        let placed = place_entry(
+            t.target.as_ref(),
+            self.target_is_dir,
+            self.multiple,
+            &path,
+        )
+        .map_err(|e| e.to_string())?;
+        let final_rel = placed.to_path_buf();
+        let mtime = UNIX_EPOCH
+            + Duration::new(entry.mtime_secs.max(0) as u64, entry.mtime_nanos.min(999_999_999));
+        if entry.kind == EntryKind::Dir {
+            if !t.checksum_only {
+                t.root
+                    .create_dirs(&final_rel, 0o700 | (entry.mode & 0o777))
+                    .map_err(|e| format!("creating directory {}: {e}", final_rel.display()))?;
+                self.dirs_known.insert(final_rel.clone());
+                self.dirs.push(DirFix {
+                    rel: final_rel,
+                    depth: placed.depth(),
+                    mode: entry.mode & 0o7777,
+                    mtime,
+                });
+            }
+            return Ok((None, Vec::new()));
+        }
+        if let Some(parent) = placed.parent() {
+            let parent = parent.to_path_buf();
+            if !t.checksum_only && !self.dirs_known.contains(&parent) {
+                t.root
+                    .create_dirs(&parent, 0o755)
+                    .map_err(|e| format!("creating directory {}: {e}", parent.display()))?;
+                self.dirs_known.insert(parent);
+            }
+        }
+        self.total_bytes += entry.size;
+        let existing = match t.root.open_file(&final_rel, Access::Read) {
+            Ok(f) => {
+                let m = f
+                    .metadata()
+                    .map_err(|e| format!("{}: {e}", final_rel.display()))?;
+                if m.is_dir() {
+                    return Err(format!(
+                        "the destination {} is a directory; a file cannot replace it",
+                        final_rel.display()
+                    ));
+                }
+                Some(f)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("looking at {}: {e}", final_rel.display())),
+        };
+        let skip = |reason| {
+            Ok((
+                None,
+                vec![TransferMessage::SkipFile { file: id, reason }],
+            ))
+        };
+        let chunks = chunk_count(entry.size, chunk_size);
+        let source = SourceIdentity {
+            size: entry.size,
+            mtime_secs: entry.mtime_secs,
+            mtime_nanos: entry.mtime_nanos,
+            fingerprint: entry.fingerprint,
+        };
+        if t.checksum_only {
+            let Some(data) = existing else {
+                return skip(SkipReason::Missing);
+            };
+            let opened = FileReceiver::open(source, chunk_size, None).map_err(|e| e.to_string())?;
+            let digest = OrderedDigest::new(entry.size, chunk_size);
+            if data.metadata().map(|m| m.len()).unwrap_or(0) == entry.size {
+                digest.mark_ready(0..chunks as u32);
+            } else {
+                // Sizes differ: the digests will differ; hash what is there anyway.
+                return Ok((
+                    None,
+                    vec![TransferMessage::SkipFile {
+                        file: id,
+                        reason: SkipReason::Missing,
+                    }],
+                ));
+            }
+            return Ok((
+                Some(Arc::new(RecvFile {
+                    id,
+                    entry,
+                    part_rel: final_rel.clone(),
+                    final_rel,
+                    manifest_rel: None,
+                    data,
+                    manifest: None,
+                    rx: Mutex::new(opened.receiver),
+                    digest,
+                    commit: Mutex::new(Commit::default()),
+                })),
+                Vec::new(),
+            ));
+        }
+        if existing.is_some() && t.no_clobber {
+            self.skipped += 1;
+            return skip(SkipReason::Exists);
+        }
+        let part_rel = part_name(&placed).map_err(|e| e.to_string())?.to_path_buf();
+        let manifest_rel = if chunks > 1 {
+            Some(manifest_name(&placed).map_err(|e| e.to_string())?.to_path_buf())
+        } else {
+            None
+        };
+        let prepared = prepare_part(t, &part_rel, manifest_rel.as_deref(), source, chunk_size)
+            .map_err(|e| format!("preparing {}: {e}", part_rel.display()))?;
+        let digest = OrderedDigest::new(entry.size, chunk_size);
+        let mut answer = Vec::new();
+        for &(first, count) in &prepared.have {
+            digest.mark_ready(first..first + count);
+            for i in first..first + count {
+                self.resumed_bytes += prepared.receiver.manifest().chunk_len(i);
+            }
+        }
+        answer.extend(longhaul_proto::transfer::pack_have_chunks(id, &prepared.have));
+        Ok((
+            Some(Arc::new(RecvFile {
+                id,
+                entry,
+                final_rel,
+                part_rel,
+                manifest_rel,
+                data: prepared.part,
+                manifest: prepared.manifest.map(Mutex::new),
+                rx: Mutex::new(prepared.receiver),
+                digest,
+                commit: Mutex::new(Commit::default()),
+            })),
+            answer,
+        ))
+    }
+
+    /// Sets directories' modes and mtimes, deepest first (writing into a directory
+    /// changes its mtime).
+    fn fix_dirs(&mut self, root: &ServedRoot) {
+        self.dirs.sort_by(|a, b| b.depth.cmp(&a.depth));
+        for d in &self.dirs {
+            if let Ok(f) = root.open_file(&d.rel, Access::Read) {
+                let _ = f.set_times(FileTimes::new().set_modified(d.mtime));
+                let _ = f.set_permissions(Permissions::from_mode(d.mode));
+            }
+        }
+    }
+}
+
+struct Prepared {
+    part: File,
+    manifest: Option<File>,
+    receiver: FileReceiver,
+    have: Vec<(u32, u32)>,
+}
+
+/// Opens the part file (and manifest) for resuming, or starts them over.
+fn prepare_part(
+    t: &RecvTarget,
+    part_rel: &Path,
+    manifest_rel: Option<&Path>,
+    source: SourceIdentity,
+    chunk_size: u64,
+) -> io::Result<Prepared> {
+    let root = &t.root;
+    // A stored manifest counts only if the part file is there, regular, of full size.
+    let stored = match manifest_rel {
+        Some(m) => read_manifest(root, m, source.size, chunk_size)?,
+        None => None,
+    };
+    let part_ok = stored.is_some()
+        && root
+            .open_file(part_rel, Access::Read)
+            .and_then(|f| f.metadata())
+            .is_ok_and(|m| m.is_file() && m.len() == source.size);
+    let opened = FileReceiver::open(
+        source,
+        chunk_size,
+        if part_ok { stored.as_deref() } else { None },
+    )
+    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    match opened.start {
+        PartStart::Resume { manifest_len } => {
+            let part = root.open_file(part_rel, Access::ReadWriteCreate { mode: 0o600 })?;
+            let mrel = manifest_rel.ok_or_else(|| io::Error::other("resume without manifest"))?;
+            let mut m = root.open_file(mrel, Access::ReadWriteCreate { mode: 0o600 })?;
+            m.set_len(manifest_len as u64)?;
+            m.seek(SeekFrom::End(0))?;
+            Ok(Prepared {
+                part,
+                manifest: Some(m),
+                receiver: opened.receiver,
+                have: opened.have,
+            })
+        }
+        PartStart::Fresh {
+            manifest_header, ..
+        } => {
+            remove_if_there(root, part_rel)?;
+            let part = root.open_file(part_rel, Access::CreateNew { mode: 0o600 })?;
+            part.set_len(source.size)?;
+            let manifest = match manifest_rel {
+                Some(mrel) => {
+                    remove_if_there(root, mrel)?;
+                    let mut m = root.open_file(mrel, Access::CreateNew { mode: 0o600 })?;
+                    m.write_all(&manifest_header)?;
+                    file_io::sync_data(&m)?;
+                    Some(m)
+                }
+                None => None,
+            };
+            Ok(Prepared {
+                part,
+                manifest,
+                receiver: opened.receiver,
+                have: Vec::new(),
+            })
+        }
+    }
+}
+
+fn remove_if_there(root: &ServedRoot, rel: &Path) -> io::Result<()> {
+    match root.remove_file(rel) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// The stored manifest's bytes, bounded by what a manifest of this file can hold.
+fn read_manifest(
+    root: &ServedRoot,
+    rel: &Path,
+    size: u64,
+    chunk_size: u64,
+) -> io::Result<Option<Vec<u8>>> {
+    let f = match root.open_file(rel, Access::Read) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let limit = HEADER_LEN as u64 + RECORD_LEN as u64 * (chunk_count(size, chunk_size) * 2 + 16);
+    if !f.metadata()?.is_file() {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    f.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        // Too long to be ours: start over.
+        return Ok(None);
+    }
+    Ok(Some(bytes))
+}
+
+fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> {
+    loop {
+        if sh.abort.load(Ordering::SeqCst) {
+            let why = sh
+                .error
+                .lock()
+                .ok()
+                .and_then(|e| e.clone())
+                .unwrap_or_else(|| "stopped".into());
+            control.tx.send_error(&why);
+            return Err(CpError::Local(why));
+        }
+        let Some(item) = control.recv_timeout(Duration::from_millis(200)) else {
+            continue;
+        };
+        match item {
+            Incoming::Msg(TransferMessage::FileDigest { file, blake3 }) => {
+                let Some(Some(f)) = sh.files.get(file as usize) else {
+                    return Err(refuse(
+                        control,
+                        format!("a digest for file {file}, which is not being received"),
+                    ));
+                };
+                let both = {
+                    let mut c = f.commit.lock().map_err(|_| poisoned())?;
+                    c.theirs = Some(blake3);
+                    c.ours.is_some() && !c.done
+                };
+                if both {
+                    commit(sh, f);
+                }
+            }
+            Incoming::Msg(TransferMessage::TransferDone { .. }) => {
+                control
+                    .tx
+                    .send(&TransferMessage::TransferDone {
+                        files: sh.ok.load(Ordering::Relaxed) as u32,
+                        bytes: sh.received.load(Ordering::Relaxed),
+                    })
+                    .map_err(|e| CpError::io("ending the transfer", e))?;
+                return Ok(());
+            }
+            Incoming::Msg(other) => {
+                return Err(refuse(
+                    control,
+                    format!("unexpected {} during the transfer", other.kind()),
+                ))
+            }
+            Incoming::PeerError(e) => return Err(CpError::Peer(e)),
+            Incoming::Lost(e) => return Err(CpError::Lost(e)),
+        }
+    }
+}
+
+fn poisoned() -> CpError {
+    CpError::Local("receiver state poisoned by a panicked thread".into())
+}
+
+fn set_ours(sh: &Shared, f: &RecvFile, digest: [u8; 32]) {
+    let both = match f.commit.lock() {
+        Ok(mut c) => {
+            c.ours = Some(digest);
+            c.theirs.is_some() && !c.done
+        }
+        Err(_) => false,
+    };
+    if both {
+        commit(sh, f);
+    }
+}
+
+/// Both digests are known: compare, then put the file in place (or report it equal).
+fn commit(sh: &Shared, f: &RecvFile) {
+    let (ours, theirs) = match f.commit.lock() {
+        Ok(mut c) if !c.done => {
+            c.done = true;
+            (c.ours.unwrap_or_default(), c.theirs.unwrap_or_default())
+        }
+        _ => return,
+    };
+    let ok = if sh.checksum_only {
+        if ours != theirs {
+            note_failed(sh, f, "differs from the source".into());
+        }
+        ours == theirs
+    } else {
+        match finish_file(sh, f, &ours, &theirs) {
+            Ok(()) => true,
+            Err(why) => {
+                note_failed(sh, f, why);
+                false
+            }
+        }
+    };
+    if ok {
+        sh.ok.fetch_add(1, Ordering::Relaxed);
+    }
+    sh.progress.file_done();
+    if let Err(e) = sh.control.send(&TransferMessage::FileCommitted { file: f.id, ok }) {
+        sh.fail(format!("sending a commit: {e}"));
+    }
+}
+
+fn note_failed(sh: &Shared, f: &RecvFile, why: String) {
+    if let Ok(mut v) = sh.failed.lock() {
+        v.push(format!("{}: {why}", f.final_rel.display()));
+    }
+}
+
+fn finish_file(sh: &Shared, f: &RecvFile, ours: &[u8; 32], theirs: &[u8; 32]) -> Result<(), String> {
+    let verdict = f.rx.lock().map_err(|_| "poisoned".to_string())?.verify_digest(ours, theirs);
+    if let Err(e) = verdict {
+        // Start the file over next time: its chunks disagree with the source as a whole.
+        let _ = sh.root.remove_file(&f.part_rel);
+        if let Some(m) = &f.manifest_rel {
+            let _ = sh.root.remove_file(m);
+        }
+        return Err(e.to_string());
+    }
+    let mtime = UNIX_EPOCH
+        + Duration::new(f.entry.mtime_secs.max(0) as u64, f.entry.mtime_nanos.min(999_999_999));
+    let _ = f.data.set_permissions(Permissions::from_mode(f.entry.mode & 0o7777));
+    let _ = f.data.set_times(FileTimes::new().set_modified(mtime));
+    if f.manifest.is_some() {
+        file_io::sync_data(&f.data).map_err(|e| format!("syncing: {e}"))?;
+    }
+    sh.root
+        .rename(&f.part_rel, &f.final_rel, !sh.no_clobber)
+        .map_err(|e| format!("putting the file in place: {e} (the verified copy is kept as {})", f.part_rel.display()))?;
+    if let Some(m) = &f.manifest_rel {
+        let _ = sh.root.remove_file(m);
+    }
+    Ok(())
+}
+
+/// One data stream: read chunks until the sender closes it.
+fn stream_loop(sh: &Arc<Shared>, mut sock: TcpStream) {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut hdr = [0u8; ChunkHeader::LEN];
+    loop {
+        if sh.abort.load(Ordering::SeqCst) {
+            let _ = sock.shutdown(Shutdown::Both);
+            return;
+        }
+        match read_header(&mut sock, &mut hdr) {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                if !sh.abort.load(Ordering::SeqCst) {
+                    // The sender reassigns this stream's chunks; only a protocol error
+                    // (below) ends the transfer here.
+                    let _ = e;
+                }
+                return;
+            }
+        }
+        if let Err(why) = receive_chunk(sh, &mut sock, &hdr, &mut buf) {
+            sh.fail(why);
+            let _ = sock.shutdown(Shutdown::Both);
+            return;
+        }
+    }
+}
+
+/// Reads a whole header; `false` on a clean end of stream before it.
+fn read_header(sock: &mut TcpStream, hdr: &mut [u8]) -> io::Result<bool> {
+    let mut got = 0;
+    while got < hdr.len() {
+        match sock.read(&mut hdr[got..]) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+fn receive_chunk(
+    sh: &Shared,
+    sock: &mut TcpStream,
+    hdr: &[u8; ChunkHeader::LEN],
+    buf: &mut Vec<u8>,
+) -> Result<(), String> {
+    let h = ChunkHeader::decode(hdr).map_err(|e| format!("a data stream lost its framing: {e}"))?;
+    let Some(Some(f)) = sh.files.get(h.file as usize) else {
+        return Err(format!("a chunk for file {}, which is not being received", h.file));
+    };
+    if sh.checksum_only {
+        return Err("a chunk arrived in a --checksum-only transfer".into());
+    }
+    let len = u64::from(h.len);
+    if len > sh.chunk_size || h.flags & !CHUNK_FLAG_HOLE != 0 {
+        return Err(format!(
+            "chunk {} of {}: length {len} above the chunk size {} or unknown flags {:#x}",
+            h.index,
+            f.final_rel.display(),
+            sh.chunk_size,
+            h.flags
+        ));
+    }
+    let hole = h.flags & CHUNK_FLAG_HOLE != 0;
+    let computed = if hole {
+        sparse::hole_chunk_hash(len)
+    } else {
+        buf.resize(len as usize, 0);
+        sock.read_exact(buf)
+            .map_err(|e| format!("data stream: {e}"))?;
+        sh.received.fetch_add(len, Ordering::Relaxed);
+        chunk_hash(buf)
+    };
+    let check = f
+        .rx
+        .lock()
+        .map_err(|_| "poisoned".to_string())?
+        .check_chunk(h.index, h.offset, len, h.xxh3, computed);
+    match check {
+        Err(TransferError::ChunkHashMismatch { .. }) => {
+            return sh
+                .control
+                .send(&TransferMessage::ChunkRejected {
+                    file: h.file,
+                    index: h.index,
+                    reason: RejectReason::Checksum,
+                })
+                .map_err(|e| format!("control: {e}"));
+        }
+        Err(e) => return Err(format!("chunk {} of {}: {e}", h.index, f.final_rel.display())),
+        Ok(ChunkCheck::Duplicate) => {}
+        Ok(ChunkCheck::Write) => {
+            if let Err(e) = write_chunk(f, &h, hole, buf, computed) {
+                if let Ok(mut rx) = f.rx.lock() {
+                    rx.chunk_abandoned(h.index);
+                }
+                return Err(format!(
+                    "writing {}: {e}{}",
+                    f.part_rel.display(),
+                    if e.raw_os_error() == Some(libc_enospc()) {
+                        "; free space on the receiving side and run the same command again (verified chunks are kept)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            let bytes = if hole {
+                ChunkBytes::Zeros
+            } else {
+                ChunkBytes::Data(buf)
+            };
+            let read_at = |off: u64, b: &mut [u8]| file_io::read_exact_at(&f.data, b, off);
+            match f.digest.offer(h.index, bytes, &read_at) {
+                Ok(Some(d)) => set_ours(sh, f, d),
+                Ok(None) => {}
+                Err(e) => return Err(format!("reading back {}: {e}", f.part_rel.display())),
+            }
+            sh.progress.add_done(len);
+        }
+    }
+    sh.control
+        .send(&TransferMessage::ChunkVerified {
+            file: h.file,
+            index: h.index,
+        })
+        .map_err(|e| format!("control: {e}"))
+}
+
+fn libc_enospc() -> i32 {
+    28
+}
+
+/// Writes the chunk's non-zero blocks, syncs and records it (files of several chunks).
+fn write_chunk(f: &RecvFile, h: &ChunkHeader, hole: bool, buf: &[u8], hash: u64) -> io::Result<()> {
+    if !hole {
+        for r in sparse::data_ranges(buf, 4096) {
+            file_io::write_all_at(&f.data, &buf[r.clone()], h.offset + r.start as u64)?;
+        }
+    }
+    if let Some(m) = &f.manifest {
+        file_io::sync_data(&f.data)?;
+        let record = f
+            .rx
+            .lock()
+            .map_err(|_| io::Error::other("poisoned"))?
+            .chunk_durable(h.index, hash)
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        if let Some(rec) = record {
+            let mut m = m.lock().map_err(|_| io::Error::other("poisoned"))?;
+            m.write_all(&rec)?;
+            file_io::sync_data(&m)?;
+        }
+    } else {
+        f.rx
+            .lock()
+            .map_err(|_| io::Error::other("poisoned"))?
+            .chunk_durable(h.index, hash)
+            .map_err(|e| io::Error::other(e.to_string()))?;
+    }
+    Ok(())
+}

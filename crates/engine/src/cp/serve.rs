@@ -1,0 +1,180 @@
+//! The server end of `longhaul cp`: checks a `TransferParams` against the served root,
+//! prepares the receiving target (push) or lists the source (pull), and runs that end.
+
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::Duration;
+
+use longhaul_proto::transfer::{transfer_flags, CopyDirection, TransferMessage, TransferParams};
+use longhaul_sys::served_root::ServedRoot;
+use longhaul_transfer::{chunk_size_for, parse_peer_path};
+
+use super::client::tune_stream;
+use super::control::ControlLink;
+use super::recv::{run_receiver, RecvTarget};
+use super::send::{run_sender, SendItem, SourceRoot};
+use super::walk::{walk_served, walk_served_root};
+use super::Progress;
+use crate::bench::options::{self, plan_buffer};
+use crate::bench::window::{bdp_bytes, Side};
+use crate::conn::FramedConn;
+use crate::host;
+
+/// How the server connects a session's data streams (implemented by the bench server).
+pub trait StreamAttach {
+    /// Makes the session ready for `streams` data connections (before the client is told
+    /// to open them); `rcvbuf` is the receive buffer the streams will get, if receiving.
+    fn expect(&mut self, streams: u16, rcvbuf: Option<u64>) -> Result<(), String>;
+    /// Waits for every data connection.
+    fn collect(&mut self) -> Result<Vec<TcpStream>, String>;
+}
+
+/// Runs one transfer for an authenticated session; returns a log line.
+pub fn serve_transfer(
+    mut conn: FramedConn,
+    params: TransferParams,
+    root: Option<&Arc<ServedRoot>>,
+    attach: &mut dyn StreamAttach,
+) -> Result<String, String> {
+    let refuse = |conn: &mut FramedConn, why: String| -> Result<String, String> {
+        let _ = conn.send(&longhaul_proto::Message::Error {
+            code: longhaul_proto::ErrorCode::Params,
+            message: why.clone(),
+        });
+        Err(why)
+    };
+    let Some(root) = root else {
+        return refuse(
+            &mut conn,
+            "this server serves no files; start it with `longhaul serve --root DIR`".into(),
+        );
+    };
+    if params.streams == 0 || params.streams > longhaul_proto::limits::MAX_STREAMS {
+        return refuse(&mut conn, format!("{} streams is outside 1..=256", params.streams));
+    }
+    if params.flags & !transfer_flags::ALL != 0 {
+        return refuse(&mut conn, format!("unknown transfer flags {:#x}", params.flags));
+    }
+    let path = if params.path.is_empty() || params.path == b"." {
+        None
+    } else {
+        match parse_peer_path(&params.path) {
+            Ok(p) => Some(p),
+            Err(e) => return refuse(&mut conn, format!("refused path: {e}")),
+        }
+    };
+    let checksum_only = params.flags & transfer_flags::CHECKSUM_ONLY != 0;
+    let recursive = params.flags & transfer_flags::RECURSIVE != 0;
+    let rtt = Duration::from_micros(u64::from(params.rtt_us));
+    let push = params.direction == CopyDirection::Push;
+
+    // Pull: list the source now, to choose the chunk size from its size.
+    let mut warnings = Vec::new();
+    let items: Vec<SendItem> = if push {
+        Vec::new()
+    } else {
+        let listed = match &path {
+            Some(p) => walk_served(root, p, recursive, &mut |w| warnings.push(w)),
+            None => walk_served_root(root, recursive, &mut |w| warnings.push(w)),
+        };
+        match listed {
+            Ok(v) => v
+                .into_iter()
+                .map(|s| SendItem {
+                    entry: s.entry,
+                    origin: s.origin,
+                })
+                .collect(),
+            Err(e) => return refuse(&mut conn, e.to_string()),
+        }
+    };
+    let chunk_size = if params.chunk_size != 0 {
+        if !(longhaul_proto::transfer::MIN_CHUNK_BYTES..=longhaul_proto::transfer::MAX_CHUNK_BYTES)
+            .contains(&params.chunk_size)
+        {
+            return refuse(
+                &mut conn,
+                format!("chunk size {} is outside 4 KiB..=1 GiB", params.chunk_size),
+            );
+        }
+        params.chunk_size
+    } else {
+        let total: u64 = items.iter().map(|i| i.entry.size).sum();
+        let rate = if params.rate_bps > 0 {
+            params.rate_bps
+        } else {
+            1_000_000_000
+        };
+        chunk_size_for(bdp_bytes(rate, rtt), u32::from(params.streams), total)
+    };
+
+    let facts = host::host_facts();
+    let side = if push { Side::Receive } else { Side::Send };
+    let choice = plan_buffer(side, params.window_bytes, false, &host::caps_of(&facts));
+    let congestion = if push {
+        String::new()
+    } else {
+        options::default_congestion(&host::available_congestion(), &facts.default_congestion)
+    };
+    attach.expect(
+        params.streams,
+        push.then(|| options::choice_bytes(&choice)),
+    )?;
+    if let Err(e) = conn.send_transfer(&TransferMessage::TransferReady { chunk_size }) {
+        return Err(format!("sending TransferReady: {e}"));
+    }
+    let socks = attach.collect()?;
+    for s in &socks {
+        options::apply_buffer(s, side, &choice).map_err(|e| e.to_string())?;
+        let rate = (params.rate_bps > 0).then_some(params.rate_bps);
+        tune_stream(s, !push, &congestion, rate, params.streams).map_err(|e| e.to_string())?;
+    }
+    let link = ControlLink::start(conn).map_err(|e| e.to_string())?;
+    let progress = Arc::new(Progress::default());
+    let started = std::time::Instant::now();
+    let shown = path
+        .as_ref()
+        .map(|p| String::from_utf8_lossy(p.as_bytes()).into_owned())
+        .unwrap_or_else(|| ".".into());
+    if push {
+        let target = RecvTarget {
+            root: root.clone(),
+            target: path,
+            no_clobber: params.flags & transfer_flags::NO_CLOBBER != 0,
+            checksum_only,
+        };
+        let out = run_receiver(target, chunk_size, link, socks, progress).map_err(|e| e.to_string())?;
+        Ok(format!(
+            "received into {shown}: {} files ok, {} skipped, {} failed, {:.3} GB in {:.2} s ({} resumed bytes)",
+            out.files_ok,
+            out.files_skipped,
+            out.failed.len(),
+            out.received_bytes as f64 / 1e9,
+            started.elapsed().as_secs_f64(),
+            out.resumed_bytes
+        ))
+    } else {
+        let out = run_sender(
+            items,
+            SourceRoot::Served(root.clone()),
+            chunk_size,
+            checksum_only,
+            link,
+            socks,
+            progress,
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(format!(
+            "sent {shown}: {} files ok, {} failed, {:.3} GB in {:.2} s{}",
+            out.files_ok,
+            out.failed.len(),
+            out.sent_bytes as f64 / 1e9,
+            started.elapsed().as_secs_f64(),
+            if warnings.is_empty() {
+                String::new()
+            } else {
+                format!("; {} entries skipped", warnings.len())
+            }
+        ))
+    }
+}
