@@ -65,8 +65,11 @@ pub mod transfer_flags {
     pub const CHECKSUM_ONLY: u32 = 1 << 2;
     /// Keep modes and mtimes.
     pub const PRESERVE: u32 = 1 << 3;
+    /// `chunk_size` is the client's suggestion from the path alone: the sender, which
+    /// knows the total size, may lower it (a pull: the server lists the files).
+    pub const AUTO_CHUNK: u32 = 1 << 4;
     /// Every flag this build knows.
-    pub const ALL: u32 = RECURSIVE | NO_CLOBBER | CHECKSUM_ONLY | PRESERVE;
+    pub const ALL: u32 = RECURSIVE | NO_CLOBBER | CHECKSUM_ONLY | PRESERVE | AUTO_CHUNK;
 }
 
 /// Which way the files go, seen from the client.

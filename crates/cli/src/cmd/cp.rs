@@ -115,9 +115,9 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
             for s in srcs {
                 match s {
                     Location::Local(p) => locals.push(p.clone()),
-                    Location::Remote(_) => bail!(
-                        "both sides are remote; one side of longhaul cp must be a local path"
-                    ),
+                    Location::Remote(_) => {
+                        bail!("both sides are remote; one side of longhaul cp must be a local path")
+                    }
                 }
             }
             let listed = walk_local(&locals, args.recursive, &mut warn)?;
@@ -136,12 +136,12 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
                 dest: PathBuf::from(dest),
             },
         ),
-        (Location::Local(_), [_, _, ..]) => bail!(
-            "a pull takes one remote source (HOST:PATH); run one longhaul cp per source"
-        ),
-        (Location::Local(_), _) => bail!(
-            "no side is remote; name the server as HOST:PATH (for local copies use cp)"
-        ),
+        (Location::Local(_), [_, _, ..]) => {
+            bail!("a pull takes one remote source (HOST:PATH); run one longhaul cp per source")
+        }
+        (Location::Local(_), _) => {
+            bail!("no side is remote; name the server as HOST:PATH (for local copies use cp)")
+        }
     };
     remote_path(&spec).map_err(|e| anyhow::anyhow!("{e}"))?;
     let cfg = CpConfig {
@@ -254,7 +254,11 @@ fn ticker(progress: &Progress, done: &AtomicBool, json: bool, bar: bool) {
         let dt = now.duration_since(prev.0).as_secs_f64();
         if dt >= 0.5 {
             let inst = bytes.saturating_sub(prev.1) as f64 * 8.0 / dt;
-            rate = if rate == 0.0 { inst } else { 0.6 * rate + 0.4 * inst };
+            rate = if rate == 0.0 {
+                inst
+            } else {
+                0.6 * rate + 0.4 * inst
+            };
             prev = (now, bytes);
         }
         if json && last_json.elapsed() >= Duration::from_secs(1) {

@@ -1,8 +1,8 @@
 //! One module per subcommand; each exposes `Args` (clap) and `run(Args) -> Result<ExitCode>`.
 
 pub mod bench;
-pub mod cp;
 pub mod common;
+pub mod cp;
 pub mod demo;
 pub mod emulate;
 pub mod plan;

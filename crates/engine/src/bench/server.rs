@@ -18,12 +18,12 @@ use super::options::{self, plan_buffer};
 use super::probe::RateProbe;
 use super::run::{DataRun, Role, SenderPlan};
 use super::window::{Side, MAX_WINDOW};
-use crate::conn::{FramedConn, Frame, RecvError};
+use crate::conn::{Frame, FramedConn, RecvError};
 use crate::cp::serve::{serve_transfer, StreamAttach};
+use crate::host;
 use longhaul_proto::transfer::TransferMessage;
 use longhaul_proto::SessionSecret;
 use longhaul_sys::served_root::ServedRoot;
-use crate::host;
 
 /// Concurrent sessions a server runs; more are refused with "busy".
 pub const MAX_SESSIONS: usize = 16;
@@ -379,7 +379,11 @@ impl StreamAttach for Attach {
     fn collect(&mut self) -> Result<Vec<TcpStream>, String> {
         let rx = self.rx.take().ok_or("collect before expect")?;
         let out = collect_streams(&rx, self.streams);
-        self.shared.sessions.lock().map(|mut s| s.remove(&self.id)).ok();
+        self.shared
+            .sessions
+            .lock()
+            .map(|mut s| s.remove(&self.id))
+            .ok();
         out
     }
 }

@@ -124,9 +124,9 @@ pub fn run_cp(
         .clamp(1, longhaul_proto::limits::MAX_STREAMS);
     let facts = host::host_facts();
     let side = if push { Side::Send } else { Side::Receive };
-    let needed = cfg.window.unwrap_or_else(|| {
-        needed_buffer(cfg.rate_bps.unwrap_or(PROBE_CEILING_BPS), rtt, streams)
-    });
+    let needed = cfg
+        .window
+        .unwrap_or_else(|| needed_buffer(cfg.rate_bps.unwrap_or(PROBE_CEILING_BPS), rtt, streams));
     let choice = plan_buffer(side, needed, cfg.window.is_some(), &host::caps_of(&facts));
     let mut warnings = Vec::new();
     if let BufferChoice::Capped { fix, bytes, needed } = &choice {
@@ -156,9 +156,17 @@ pub fn run_cp(
                 total,
             )
         }
-        (CpJob::Pull { .. }, None) => 0,
+        // The server knows the total and may lower this (AUTO_CHUNK).
+        (CpJob::Pull { .. }, None) => chunk_size_for(
+            bdp_bytes(cfg.rate_bps.unwrap_or(1_000_000_000), rtt),
+            u32::from(streams),
+            u64::MAX,
+        ),
     };
     let mut flags = transfer_flags::PRESERVE;
+    if cfg.chunk_size.is_none() {
+        flags |= transfer_flags::AUTO_CHUNK;
+    }
     if cfg.recursive {
         flags |= transfer_flags::RECURSIVE;
     }
@@ -231,8 +239,8 @@ pub fn run_cp(
         warnings,
     };
     on_start(&start);
-    let link = ControlLink::start(control.conn)
-        .map_err(|e| CpError::io("control connection", e))?;
+    let link =
+        ControlLink::start(control.conn).map_err(|e| CpError::io("control connection", e))?;
     let t0 = Instant::now();
     match cfg.job {
         CpJob::Push { items } => {
@@ -294,13 +302,20 @@ pub fn tune_stream(
 
 /// The receiving root and target for a local destination: an existing directory is the
 /// root itself; anything else is a name in its parent directory.
-fn local_target(dest: &std::path::Path, no_clobber: bool, checksum_only: bool) -> Result<RecvTarget, CpError> {
+fn local_target(
+    dest: &std::path::Path,
+    no_clobber: bool,
+    checksum_only: bool,
+) -> Result<RecvTarget, CpError> {
     use std::os::unix::ffi::OsStrExt;
     let (root, target) = if dest.is_dir() {
         (dest.to_path_buf(), None)
     } else {
         let name = dest.file_name().ok_or_else(|| {
-            CpError::Local(format!("{} names no file; give a directory or a file name", dest.display()))
+            CpError::Local(format!(
+                "{} names no file; give a directory or a file name",
+                dest.display()
+            ))
         })?;
         let parent = match dest.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -310,7 +325,10 @@ fn local_target(dest: &std::path::Path, no_clobber: bool, checksum_only: bool) -
         (parent, Some(t))
     };
     let root = ServedRoot::open(&root).map_err(|e| {
-        CpError::io(format!("opening the destination directory {}", root.display()), e)
+        CpError::io(
+            format!("opening the destination directory {}", root.display()),
+            e,
+        )
     })?;
     Ok(RecvTarget {
         root: Arc::new(root),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use longhaul_proto::transfer::{encode_transfer_frame, TransferMessage};
 use longhaul_proto::{encode_frame, ErrorCode, Message};
 
-use crate::conn::{FramedConn, Frame, RecvError};
+use crate::conn::{Frame, FramedConn, RecvError};
 
 /// What the reader thread hands over.
 #[derive(Debug)]

@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use longhaul_proto::transfer::{
-    ChunkHeader, EntryKind, FileEntry, RejectReason, SkipReason, TransferMessage,
-    CHUNK_FLAG_HOLE, MAX_FILE_ID,
+    ChunkHeader, EntryKind, FileEntry, RejectReason, SkipReason, TransferMessage, CHUNK_FLAG_HOLE,
+    MAX_FILE_ID,
 };
 use longhaul_sys::file_io;
 use longhaul_sys::served_root::{Access, ServedRoot};
@@ -81,6 +81,8 @@ struct RecvFile {
     /// The part file (or, in `--checksum-only`, the existing file).
     data: File,
     manifest: Option<Mutex<File>>,
+    /// Manifest records of chunks written but not yet synced (group commit).
+    pending: Mutex<Vec<[u8; RECORD_LEN]>>,
     rx: Mutex<FileReceiver>,
     digest: OrderedDigest,
     commit: Mutex<Commit>,
@@ -96,6 +98,9 @@ struct Shared {
     abort: AtomicBool,
     error: Mutex<Option<String>>,
     received: AtomicU64,
+    /// Manifest records queued before a group commit (one per stream: the re-sent bytes
+    /// after a crash stay within the chunks in flight plus one group).
+    group: usize,
     ok: AtomicU64,
     failed: Mutex<Vec<String>>,
     progress: Arc<Progress>,
@@ -182,7 +187,9 @@ pub fn run_receiver(
     progress.add_done(list.resumed_bytes);
     progress.set_files(files.iter().flatten().count() as u64);
 
+    let group = streams.len().max(1);
     let shared = Arc::new(Shared {
+        group,
         root: target.root.clone(),
         files,
         chunk_size,
@@ -308,16 +315,14 @@ impl ListState {
             Some(first) if *first != top => self.multiple = true,
             Some(_) => {}
         }
-        let placed = place_entry(
-            t.target.as_ref(),
-            self.target_is_dir,
-            self.multiple,
-            &path,
-        )
-        .map_err(|e| e.to_string())?;
+        let placed = place_entry(t.target.as_ref(), self.target_is_dir, self.multiple, &path)
+            .map_err(|e| e.to_string())?;
         let final_rel = placed.to_path_buf();
         let mtime = UNIX_EPOCH
-            + Duration::new(entry.mtime_secs.max(0) as u64, entry.mtime_nanos.min(999_999_999));
+            + Duration::new(
+                entry.mtime_secs.max(0) as u64,
+                entry.mtime_nanos.min(999_999_999),
+            );
         if entry.kind == EntryKind::Dir {
             if !t.checksum_only {
                 t.root
@@ -359,12 +364,7 @@ impl ListState {
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(format!("looking at {}: {e}", final_rel.display())),
         };
-        let skip = |reason| {
-            Ok((
-                None,
-                vec![TransferMessage::SkipFile { file: id, reason }],
-            ))
-        };
+        let skip = |reason| Ok((None, vec![TransferMessage::SkipFile { file: id, reason }]));
         let chunks = chunk_count(entry.size, chunk_size);
         let source = SourceIdentity {
             size: entry.size,
@@ -399,6 +399,7 @@ impl ListState {
                     manifest_rel: None,
                     data,
                     manifest: None,
+                    pending: Mutex::new(Vec::new()),
                     rx: Mutex::new(opened.receiver),
                     digest,
                     commit: Mutex::new(Commit::default()),
@@ -412,7 +413,11 @@ impl ListState {
         }
         let part_rel = part_name(&placed).map_err(|e| e.to_string())?.to_path_buf();
         let manifest_rel = if chunks > 1 {
-            Some(manifest_name(&placed).map_err(|e| e.to_string())?.to_path_buf())
+            Some(
+                manifest_name(&placed)
+                    .map_err(|e| e.to_string())?
+                    .to_path_buf(),
+            )
         } else {
             None
         };
@@ -426,7 +431,10 @@ impl ListState {
                 self.resumed_bytes += prepared.receiver.manifest().chunk_len(i);
             }
         }
-        answer.extend(longhaul_proto::transfer::pack_have_chunks(id, &prepared.have));
+        answer.extend(longhaul_proto::transfer::pack_have_chunks(
+            id,
+            &prepared.have,
+        ));
         Ok((
             Some(Arc::new(RecvFile {
                 id,
@@ -436,6 +444,7 @@ impl ListState {
                 manifest_rel,
                 data: prepared.part,
                 manifest: prepared.manifest.map(Mutex::new),
+                pending: Mutex::new(Vec::new()),
                 rx: Mutex::new(prepared.receiver),
                 digest,
                 commit: Mutex::new(Commit::default()),
@@ -447,7 +456,7 @@ impl ListState {
     /// Sets directories' modes and mtimes, deepest first (writing into a directory
     /// changes its mtime).
     fn fix_dirs(&mut self, root: &ServedRoot) {
-        self.dirs.sort_by(|a, b| b.depth.cmp(&a.depth));
+        self.dirs.sort_by_key(|d| std::cmp::Reverse(d.depth));
         for d in &self.dirs {
             if let Ok(f) = root.open_file(&d.rel, Access::Read) {
                 let _ = f.set_times(FileTimes::new().set_modified(d.mtime));
@@ -574,6 +583,12 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
             return Err(CpError::Local(why));
         }
         let Some(item) = control.recv_timeout(Duration::from_millis(200)) else {
+            // Quiet moment: make what was written durable in the manifests.
+            for f in sh.files.iter().flatten() {
+                if let Err(e) = flush_records(f) {
+                    sh.fail(format!("syncing {}: {e}", f.part_rel.display()));
+                }
+            }
             continue;
         };
         match item {
@@ -659,7 +674,10 @@ fn commit(sh: &Shared, f: &RecvFile) {
         sh.ok.fetch_add(1, Ordering::Relaxed);
     }
     sh.progress.file_done();
-    if let Err(e) = sh.control.send(&TransferMessage::FileCommitted { file: f.id, ok }) {
+    if let Err(e) = sh
+        .control
+        .send(&TransferMessage::FileCommitted { file: f.id, ok })
+    {
         sh.fail(format!("sending a commit: {e}"));
     }
 }
@@ -670,8 +688,16 @@ fn note_failed(sh: &Shared, f: &RecvFile, why: String) {
     }
 }
 
-fn finish_file(sh: &Shared, f: &RecvFile, ours: &[u8; 32], theirs: &[u8; 32]) -> Result<(), String> {
-    let verdict = f.rx.lock().map_err(|_| "poisoned".to_string())?.verify_digest(ours, theirs);
+fn finish_file(
+    sh: &Shared,
+    f: &RecvFile,
+    ours: &[u8; 32],
+    theirs: &[u8; 32],
+) -> Result<(), String> {
+    let verdict =
+        f.rx.lock()
+            .map_err(|_| "poisoned".to_string())?
+            .verify_digest(ours, theirs);
     if let Err(e) = verdict {
         // Start the file over next time: its chunks disagree with the source as a whole.
         let _ = sh.root.remove_file(&f.part_rel);
@@ -681,15 +707,25 @@ fn finish_file(sh: &Shared, f: &RecvFile, ours: &[u8; 32], theirs: &[u8; 32]) ->
         return Err(e.to_string());
     }
     let mtime = UNIX_EPOCH
-        + Duration::new(f.entry.mtime_secs.max(0) as u64, f.entry.mtime_nanos.min(999_999_999));
-    let _ = f.data.set_permissions(Permissions::from_mode(f.entry.mode & 0o7777));
+        + Duration::new(
+            f.entry.mtime_secs.max(0) as u64,
+            f.entry.mtime_nanos.min(999_999_999),
+        );
+    let _ = f
+        .data
+        .set_permissions(Permissions::from_mode(f.entry.mode & 0o7777));
     let _ = f.data.set_times(FileTimes::new().set_modified(mtime));
     if f.manifest.is_some() {
         file_io::sync_data(&f.data).map_err(|e| format!("syncing: {e}"))?;
     }
     sh.root
         .rename(&f.part_rel, &f.final_rel, !sh.no_clobber)
-        .map_err(|e| format!("putting the file in place: {e} (the verified copy is kept as {})", f.part_rel.display()))?;
+        .map_err(|e| {
+            format!(
+                "putting the file in place: {e} (the verified copy is kept as {})",
+                f.part_rel.display()
+            )
+        })?;
     if let Some(m) = &f.manifest_rel {
         let _ = sh.root.remove_file(m);
     }
@@ -748,7 +784,10 @@ fn receive_chunk(
 ) -> Result<(), String> {
     let h = ChunkHeader::decode(hdr).map_err(|e| format!("a data stream lost its framing: {e}"))?;
     let Some(Some(f)) = sh.files.get(h.file as usize) else {
-        return Err(format!("a chunk for file {}, which is not being received", h.file));
+        return Err(format!(
+            "a chunk for file {}, which is not being received",
+            h.file
+        ));
     };
     if sh.checksum_only {
         return Err("a chunk arrived in a --checksum-only transfer".into());
@@ -773,11 +812,10 @@ fn receive_chunk(
         sh.received.fetch_add(len, Ordering::Relaxed);
         chunk_hash(buf)
     };
-    let check = f
-        .rx
-        .lock()
-        .map_err(|_| "poisoned".to_string())?
-        .check_chunk(h.index, h.offset, len, h.xxh3, computed);
+    let check =
+        f.rx.lock()
+            .map_err(|_| "poisoned".to_string())?
+            .check_chunk(h.index, h.offset, len, h.xxh3, computed);
     match check {
         Err(TransferError::ChunkHashMismatch { .. }) => {
             return sh
@@ -789,10 +827,16 @@ fn receive_chunk(
                 })
                 .map_err(|e| format!("control: {e}"));
         }
-        Err(e) => return Err(format!("chunk {} of {}: {e}", h.index, f.final_rel.display())),
+        Err(e) => {
+            return Err(format!(
+                "chunk {} of {}: {e}",
+                h.index,
+                f.final_rel.display()
+            ))
+        }
         Ok(ChunkCheck::Duplicate) => {}
         Ok(ChunkCheck::Write) => {
-            if let Err(e) = write_chunk(f, &h, hole, buf, computed) {
+            if let Err(e) = write_chunk(f, &h, hole, buf, computed, sh.group) {
                 if let Ok(mut rx) = f.rx.lock() {
                     rx.chunk_abandoned(h.index);
                 }
@@ -832,32 +876,51 @@ fn libc_enospc() -> i32 {
     28
 }
 
-/// Writes the chunk's non-zero blocks, syncs and records it (files of several chunks).
-fn write_chunk(f: &RecvFile, h: &ChunkHeader, hole: bool, buf: &[u8], hash: u64) -> io::Result<()> {
+/// Writes the chunk's non-zero blocks and queues its manifest record (files of several
+/// chunks); every `group` queued records, the data is synced and the records appended
+/// and synced (group commit), so a record never claims data a crash could lose.
+fn write_chunk(
+    f: &RecvFile,
+    h: &ChunkHeader,
+    hole: bool,
+    buf: &[u8],
+    hash: u64,
+    group: usize,
+) -> io::Result<()> {
     if !hole {
         for r in sparse::data_ranges(buf, 4096) {
             file_io::write_all_at(&f.data, &buf[r.clone()], h.offset + r.start as u64)?;
         }
     }
-    if let Some(m) = &f.manifest {
-        file_io::sync_data(&f.data)?;
-        let record = f
-            .rx
-            .lock()
+    let record =
+        f.rx.lock()
             .map_err(|_| io::Error::other("poisoned"))?
             .chunk_durable(h.index, hash)
             .map_err(|e| io::Error::other(e.to_string()))?;
-        if let Some(rec) = record {
-            let mut m = m.lock().map_err(|_| io::Error::other("poisoned"))?;
-            m.write_all(&rec)?;
-            file_io::sync_data(&m)?;
+    if let (Some(rec), Some(_)) = (record, &f.manifest) {
+        let queued = {
+            let mut p = f.pending.lock().map_err(|_| io::Error::other("poisoned"))?;
+            p.push(rec);
+            p.len()
+        };
+        if queued >= group {
+            flush_records(f)?;
         }
-    } else {
-        f.rx
-            .lock()
-            .map_err(|_| io::Error::other("poisoned"))?
-            .chunk_durable(h.index, hash)
-            .map_err(|e| io::Error::other(e.to_string()))?;
     }
     Ok(())
+}
+
+/// Syncs the part file, then appends and syncs the queued manifest records.
+fn flush_records(f: &RecvFile) -> io::Result<()> {
+    let Some(m) = &f.manifest else {
+        return Ok(());
+    };
+    let mut m = m.lock().map_err(|_| io::Error::other("poisoned"))?;
+    let records = std::mem::take(&mut *f.pending.lock().map_err(|_| io::Error::other("poisoned"))?);
+    if records.is_empty() {
+        return Ok(());
+    }
+    file_io::sync_data(&f.data)?;
+    m.write_all(&records.concat())?;
+    file_io::sync_data(&m)
 }

@@ -128,7 +128,8 @@ pub fn run_sender(
 ) -> Result<SendOutcome, CpError> {
     let total: u64 = items.iter().map(|i| i.entry.size).sum();
     let entries: Vec<FileEntry> = items.iter().map(|i| i.entry.clone()).collect();
-    let mut frames = pack_file_entries(&entries, 0).map_err(|e| CpError::Protocol(e.to_string()))?;
+    let mut frames =
+        pack_file_entries(&entries, 0).map_err(|e| CpError::Protocol(e.to_string()))?;
     frames.push(TransferMessage::FileListEnd {
         files: entries.len() as u32,
         bytes: total,
@@ -161,8 +162,12 @@ pub fn run_sender(
         .filter(|i| entries[*i as usize].kind == EntryKind::File && !skipped.contains_key(i))
         .collect();
     let sizes: Vec<u64> = to_send.iter().map(|&i| entries[i as usize].size).collect();
-    let mut sched = ChunkScheduler::new(&sizes, SchedulerConfig::for_chunk_size(chunk_size))
-        .map_err(|e| CpError::Protocol(e.to_string()))?;
+    // Endgame duplicates are off: on a fast path they re-send chunks whose ack is merely
+    // a moment away; dynamic pulling already bounds the tail to one chunk per stream.
+    let mut config = SchedulerConfig::for_chunk_size(chunk_size);
+    config.endgame = false;
+    let mut sched =
+        ChunkScheduler::new(&sizes, config).map_err(|e| CpError::Protocol(e.to_string()))?;
     let mut files = Vec::with_capacity(to_send.len());
     let mut resumed_bytes = 0;
     for (s, &e) in to_send.iter().enumerate() {
@@ -173,12 +178,22 @@ pub fn run_sender(
             digest.mark_ready(0..chunks);
         }
         for &(first, count) in have.get(&e).map(Vec::as_slice).unwrap_or(&[]) {
-            let end = first.checked_add(count).filter(|&end| end <= chunks).ok_or_else(|| {
-                CpError::Protocol(format!("the receiver claims chunks {first}+{count} of a file with {chunks}"))
-            })?;
+            let end = first
+                .checked_add(count)
+                .filter(|&end| end <= chunks)
+                .ok_or_else(|| {
+                    CpError::Protocol(format!(
+                        "the receiver claims chunks {first}+{count} of a file with {chunks}"
+                    ))
+                })?;
             for index in first..end {
-                let id = ChunkId { file: s as u32, index };
-                let chunk = sched.chunk(id).map_err(|e| CpError::Protocol(e.to_string()))?;
+                let id = ChunkId {
+                    file: s as u32,
+                    index,
+                };
+                let chunk = sched
+                    .chunk(id)
+                    .map_err(|e| CpError::Protocol(e.to_string()))?;
                 if !checksum_only {
                     sched
                         .mark_already_verified(id)
@@ -353,7 +368,9 @@ fn control_loop(
         };
         let sched_id = |file: u32| {
             by_entry.get(&file).copied().ok_or_else(|| {
-                CpError::Protocol(format!("the receiver acked file {file}, which was not sent"))
+                CpError::Protocol(format!(
+                    "the receiver acked file {file}, which was not sent"
+                ))
             })
         };
         match msg {
@@ -581,7 +598,11 @@ fn offer(
     bytes: ChunkBytes<'_>,
     read_at: &dyn Fn(u64, &mut [u8]) -> io::Result<()>,
 ) -> Result<(), SendFail> {
-    if let Some(d) = fs.digest.offer(index, bytes, read_at).map_err(SendFail::Read)? {
+    if let Some(d) = fs
+        .digest
+        .offer(index, bytes, read_at)
+        .map_err(SendFail::Read)?
+    {
         send_digest(sh, fs.entry, d).map_err(|e| SendFail::Net(io::Error::other(e)))?;
     }
     Ok(())
@@ -599,7 +620,7 @@ fn in_hole(fs: &FileSend, file: &File, range: std::ops::Range<u64>) -> io::Resul
         let segments = if file_io::allocated_bytes(file)? < size {
             file_io::data_segments(file, 0..size, MAX_SEGMENTS)?
         } else {
-            vec![0..size]
+            std::iter::once(0..size).collect()
         };
         *seg = Some(segments);
     }

@@ -50,10 +50,16 @@ pub fn serve_transfer(
         );
     };
     if params.streams == 0 || params.streams > longhaul_proto::limits::MAX_STREAMS {
-        return refuse(&mut conn, format!("{} streams is outside 1..=256", params.streams));
+        return refuse(
+            &mut conn,
+            format!("{} streams is outside 1..=256", params.streams),
+        );
     }
     if params.flags & !transfer_flags::ALL != 0 {
-        return refuse(&mut conn, format!("unknown transfer flags {:#x}", params.flags));
+        return refuse(
+            &mut conn,
+            format!("unknown transfer flags {:#x}", params.flags),
+        );
     }
     let path = if params.path.is_empty() || params.path == b"." {
         None
@@ -88,17 +94,17 @@ pub fn serve_transfer(
             Err(e) => return refuse(&mut conn, e.to_string()),
         }
     };
-    let chunk_size = if params.chunk_size != 0 {
-        if !(longhaul_proto::transfer::MIN_CHUNK_BYTES..=longhaul_proto::transfer::MAX_CHUNK_BYTES)
-            .contains(&params.chunk_size)
-        {
-            return refuse(
-                &mut conn,
-                format!("chunk size {} is outside 4 KiB..=1 GiB", params.chunk_size),
-            );
-        }
-        params.chunk_size
-    } else {
+    if !(longhaul_proto::transfer::MIN_CHUNK_BYTES..=longhaul_proto::transfer::MAX_CHUNK_BYTES)
+        .contains(&params.chunk_size)
+    {
+        return refuse(
+            &mut conn,
+            format!("chunk size {} is outside 4 KiB..=1 GiB", params.chunk_size),
+        );
+    }
+    let chunk_size = if !push && params.flags & transfer_flags::AUTO_CHUNK != 0 {
+        // The client chose from the path alone; with the total known, keep at least 4
+        // chunks per stream (never above the client's choice).
         let total: u64 = items.iter().map(|i| i.entry.size).sum();
         let rate = if params.rate_bps > 0 {
             params.rate_bps
@@ -106,8 +112,10 @@ pub fn serve_transfer(
             1_000_000_000
         };
         chunk_size_for(bdp_bytes(rate, rtt), u32::from(params.streams), total)
+            .min(params.chunk_size)
+    } else {
+        params.chunk_size
     };
-
     let facts = host::host_facts();
     let side = if push { Side::Receive } else { Side::Send };
     let choice = plan_buffer(side, params.window_bytes, false, &host::caps_of(&facts));
@@ -116,10 +124,7 @@ pub fn serve_transfer(
     } else {
         options::default_congestion(&host::available_congestion(), &facts.default_congestion)
     };
-    attach.expect(
-        params.streams,
-        push.then(|| options::choice_bytes(&choice)),
-    )?;
+    attach.expect(params.streams, push.then(|| options::choice_bytes(&choice)))?;
     if let Err(e) = conn.send_transfer(&TransferMessage::TransferReady { chunk_size }) {
         return Err(format!("sending TransferReady: {e}"));
     }
@@ -143,7 +148,8 @@ pub fn serve_transfer(
             no_clobber: params.flags & transfer_flags::NO_CLOBBER != 0,
             checksum_only,
         };
-        let out = run_receiver(target, chunk_size, link, socks, progress).map_err(|e| e.to_string())?;
+        let out =
+            run_receiver(target, chunk_size, link, socks, progress).map_err(|e| e.to_string())?;
         Ok(format!(
             "received into {shown}: {} files ok, {} skipped, {} failed, {:.3} GB in {:.2} s ({} resumed bytes)",
             out.files_ok,
