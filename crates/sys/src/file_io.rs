@@ -117,3 +117,34 @@ fn to_off(v: u64) -> io::Result<libc::off_t> {
         )
     })
 }
+
+/// Sends `len` bytes of `file` from `offset` to `sock` with `sendfile(2)` (the page cache
+/// goes to the socket without a copy through user space); loops until all are sent.
+/// A file that shrank underneath is an `UnexpectedEof` error.
+pub fn send_file_range(
+    sock: &impl std::os::fd::AsRawFd,
+    file: &File,
+    offset: u64,
+    len: u64,
+) -> io::Result<()> {
+    let mut off = to_off(offset)?;
+    let end = offset
+        .checked_add(len)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "range overflows"))?;
+    while (off as u64) < end {
+        let want = (end - off as u64).min(1 << 30) as usize;
+        // SAFETY: both fds are open for the call; `off` is a valid in/out offset.
+        let n = unsafe { libc::sendfile(sock.as_raw_fd(), file.as_raw_fd(), &mut off, want) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(())
+}

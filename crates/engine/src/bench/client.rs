@@ -150,6 +150,9 @@ pub(crate) struct Control {
     pub session: ClientSession,
     /// The server's address that answered.
     pub addr: SocketAddr,
+    /// The shortest round trip of the handshake (an upper bound of the RTT: it includes
+    /// the server's proof computation, microseconds).
+    pub handshake_rtt: Duration,
 }
 
 /// Connects to `target` and runs the handshake with `token`.
@@ -167,12 +170,17 @@ pub(crate) fn open_control(target: &str, token: &Token) -> Result<Control, Bench
     getrandom::getrandom(&mut nonce).map_err(|e| BenchError::Refused(e.to_string()))?;
     let mut session = ClientSession::new(token.clone(), nonce);
 
+    // Each handshake step is one round trip: their minimum is an RTT sample for free.
+    let mut sent_at = Instant::now();
+    let mut handshake_rtt = Duration::MAX;
     flush(&mut session, &mut conn)?;
     loop {
         let msg = recv(&mut conn, "authenticating")?;
+        handshake_rtt = handshake_rtt.min(sent_at.elapsed());
         session.handle(msg).inspect_err(|_| {
             let _ = flush(&mut session, &mut conn);
         })?;
+        sent_at = Instant::now();
         flush(&mut session, &mut conn)?;
         if let Some(ClientEvent::Authenticated { .. }) = session.poll_event() {
             break;
@@ -182,6 +190,7 @@ pub(crate) fn open_control(target: &str, token: &Token) -> Result<Control, Bench
         conn,
         session,
         addr,
+        handshake_rtt,
     })
 }
 
@@ -217,6 +226,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         mut conn,
         mut session,
         addr,
+        ..
     } = control;
 
     // Window plan.

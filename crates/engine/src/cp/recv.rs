@@ -609,13 +609,11 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
                 }
             }
             Incoming::Msg(TransferMessage::TransferDone { .. }) => {
-                control
-                    .tx
-                    .send(&TransferMessage::TransferDone {
-                        files: sh.ok.load(Ordering::Relaxed) as u32,
-                        bytes: sh.received.load(Ordering::Relaxed),
-                    })
-                    .map_err(|e| CpError::io("ending the transfer", e))?;
+                // Best effort: the sender need not wait for this and may be gone.
+                let _ = control.tx.send(&TransferMessage::TransferDone {
+                    files: sh.ok.load(Ordering::Relaxed) as u32,
+                    bytes: sh.received.load(Ordering::Relaxed),
+                });
                 return Ok(());
             }
             Incoming::Msg(other) => {

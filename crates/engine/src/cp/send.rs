@@ -116,9 +116,25 @@ impl Shared {
     }
 }
 
-/// Runs the sending end to completion over an established control link and data streams.
+/// The file list as frames: `FileEntries`... then `FileListEnd`.
+pub fn file_list_frames(items: &[SendItem]) -> Result<Vec<TransferMessage>, CpError> {
+    let total: u64 = items.iter().map(|i| i.entry.size).sum();
+    let entries: Vec<FileEntry> = items.iter().map(|i| i.entry.clone()).collect();
+    let mut frames =
+        pack_file_entries(&entries, 0).map_err(|e| CpError::Protocol(e.to_string()))?;
+    frames.push(TransferMessage::FileListEnd {
+        files: entries.len() as u32,
+        bytes: total,
+    });
+    Ok(frames)
+}
+
+/// Runs the sending end to completion over an established control link and data
+/// streams; `list_sent`: the file list already went out (see [`file_list_frames`]).
+#[allow(clippy::too_many_arguments)]
 pub fn run_sender(
     items: Vec<SendItem>,
+    list_sent: bool,
     root: SourceRoot,
     chunk_size: u64,
     checksum_only: bool,
@@ -128,16 +144,12 @@ pub fn run_sender(
 ) -> Result<SendOutcome, CpError> {
     let total: u64 = items.iter().map(|i| i.entry.size).sum();
     let entries: Vec<FileEntry> = items.iter().map(|i| i.entry.clone()).collect();
-    let mut frames =
-        pack_file_entries(&entries, 0).map_err(|e| CpError::Protocol(e.to_string()))?;
-    frames.push(TransferMessage::FileListEnd {
-        files: entries.len() as u32,
-        bytes: total,
-    });
-    control
-        .tx
-        .send_all(&frames)
-        .map_err(|e| CpError::io("sending the file list", e))?;
+    if !list_sent {
+        control
+            .tx
+            .send_all(&file_list_frames(&items)?)
+            .map_err(|e| CpError::io("sending the file list", e))?;
+    }
 
     // The receiver's answers, once for the whole list.
     let mut skipped: HashMap<u32, SkipReason> = HashMap::new();
@@ -330,7 +342,6 @@ fn control_loop(
         .collect();
     let mut outcome = SendOutcome::default();
     let mut committed = 0usize;
-    let mut done_sent = false;
     loop {
         if sh.abort.load(Ordering::SeqCst) {
             let why = sh
@@ -342,7 +353,7 @@ fn control_loop(
             control.tx.send_error(&why);
             return Err(CpError::Local(why));
         }
-        if committed == to_send.len() && !done_sent {
+        if committed == to_send.len() {
             control
                 .tx
                 .send(&TransferMessage::TransferDone {
@@ -350,7 +361,9 @@ fn control_loop(
                     bytes: sh.sent.load(Ordering::Relaxed),
                 })
                 .map_err(|e| CpError::io("ending the transfer", e))?;
-            done_sent = true;
+            // Every file is committed: the receiver's own TransferDone would only cost
+            // another round trip.
+            return Ok(outcome);
         }
         let Some(item) = control.recv_timeout(Duration::from_millis(200)) else {
             continue;
@@ -434,7 +447,6 @@ fn control_loop(
                     ));
                 }
             }
-            TransferMessage::TransferDone { .. } if done_sent => return Ok(outcome),
             other => return Err(unexpected(&other, "transferring")),
         }
     }
@@ -583,7 +595,15 @@ fn send_chunk(
         file_io::read_exact_at(file, buf, chunk.offset).map_err(SendFail::Read)?;
         header.xxh3 = chunk_hash(buf);
         sock.write_all(&header.encode()).map_err(SendFail::Net)?;
-        sock.write_all(buf).map_err(SendFail::Net)?;
+        // The bytes go from the page cache (no copy through this buffer); had the file
+        // changed since the read, the receiver's hash check refuses the chunk.
+        file_io::send_file_range(sock, file, chunk.offset, chunk.len).map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                SendFail::Read(io::Error::other("the file shrank while being sent"))
+            } else {
+                SendFail::Net(e)
+            }
+        })?;
         sh.sent.fetch_add(chunk.len, Ordering::Relaxed);
         offer(sh, fs, chunk.id.index, ChunkBytes::Data(buf), &read_at)?;
     }

@@ -162,6 +162,7 @@ pub fn serve_transfer(
     } else {
         let out = run_sender(
             items,
+            false,
             SourceRoot::Served(root.clone()),
             chunk_size,
             checksum_only,
