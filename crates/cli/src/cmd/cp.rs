@@ -5,7 +5,7 @@
 //! once a second, `{"type":"warning","message"}`, and `{"type":"end","ok","files","bytes",
 //! "seconds","bits_per_second","sent_bytes","resumed_bytes","skipped_files",
 //! "failed_files","rejected_chunks","cpu_seconds","cpu_seconds_per_gb","streams",
-//! "chunk_bytes"}`. Exit 0: every file in place (or equal); 1: some file failed or
+//! "chunk_bytes"}` (`cpu_seconds_per_gb` is per GB of the files' bytes). Exit 0: every file in place (or equal); 1: some file failed or
 //! differs; 2: an error stopped the transfer.
 
 use std::io::{IsTerminal, Write};
@@ -199,7 +199,8 @@ fn print_end(r: &CpReport, cpu: f64, json: bool) {
     let secs = r.seconds.max(1e-6);
     let moved = r.moved_bytes;
     let bps = moved as f64 * 8.0 / secs;
-    let gb = (moved.max(1) as f64) / 1e9;
+    // CPU per GB of the files' bytes (stable across resumes and --checksum-only).
+    let gb = (r.bytes.max(1) as f64) / 1e9;
     if json {
         emit_json(&json!({
             "type": "end", "ok": r.failed.is_empty(),

@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -24,33 +24,52 @@ pub enum Incoming {
     Lost(String),
 }
 
-/// The writing half, cloneable across threads.
+/// Bytes waiting for the writer thread.
+#[derive(Default)]
+struct Outbox {
+    buf: Vec<u8>,
+    /// The writer failed; later sends fail with this.
+    failed: Option<String>,
+    closed: bool,
+}
+
+/// Most bytes queued before a sender waits for the writer (bounds memory).
+const OUTBOX_LIMIT: usize = 8 << 20;
+
+/// The writing half, cloneable across threads. Messages are queued and written by one
+/// thread, so thousands of small acks and digests leave in a few large writes.
 #[derive(Clone)]
 pub struct ControlTx {
-    stream: Arc<Mutex<TcpStream>>,
+    outbox: Arc<(Mutex<Outbox>, Condvar)>,
+    stream: Arc<TcpStream>,
 }
 
 impl ControlTx {
-    /// Sends one transfer message.
-    pub fn send(&self, msg: &TransferMessage) -> io::Result<()> {
-        let mut buf = Vec::with_capacity(64);
-        encode_transfer_frame(msg, &mut buf)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        self.write(&buf)
+    fn new(stream: TcpStream) -> io::Result<(Self, JoinHandle<()>)> {
+        let stream = Arc::new(stream);
+        let outbox: Arc<(Mutex<Outbox>, Condvar)> = Arc::default();
+        let writer = {
+            let (outbox, stream) = (outbox.clone(), stream.clone());
+            std::thread::Builder::new()
+                .name("cp-control-tx".into())
+                .spawn(move || write_loop(&outbox, &stream))?
+        };
+        Ok((Self { outbox, stream }, writer))
     }
 
-    /// Sends several transfer messages in one write.
+    /// Sends one transfer message.
+    pub fn send(&self, msg: &TransferMessage) -> io::Result<()> {
+        self.send_all(std::slice::from_ref(msg))
+    }
+
+    /// Sends several transfer messages.
     pub fn send_all(&self, msgs: &[TransferMessage]) -> io::Result<()> {
-        let mut buf = Vec::new();
+        let mut bytes = Vec::with_capacity(64 * msgs.len());
         for m in msgs {
-            encode_transfer_frame(m, &mut buf)
+            encode_transfer_frame(m, &mut bytes)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-            if buf.len() > 1 << 20 {
-                self.write(&buf)?;
-                buf.clear();
-            }
         }
-        self.write(&buf)
+        self.queue(&bytes)
     }
 
     /// Tells the peer the transfer failed, and why (best effort).
@@ -63,24 +82,101 @@ impl ControlTx {
             },
             &mut buf,
         );
-        let _ = self.write(&buf);
+        let _ = self.queue(&buf);
+        let _ = self.flush(Duration::from_secs(2));
     }
 
-    fn write(&self, buf: &[u8]) -> io::Result<()> {
-        if buf.is_empty() {
-            return Ok(());
-        }
-        let mut s = self
-            .stream
+    fn queue(&self, bytes: &[u8]) -> io::Result<()> {
+        let (lock, cv) = &*self.outbox;
+        let mut o = lock
             .lock()
             .map_err(|_| io::Error::other("control writer poisoned"))?;
-        s.write_all(buf)
+        while o.buf.len() > OUTBOX_LIMIT && o.failed.is_none() && !o.closed {
+            o = cv
+                .wait(o)
+                .map_err(|_| io::Error::other("control writer poisoned"))?;
+        }
+        if let Some(e) = &o.failed {
+            return Err(io::Error::new(io::ErrorKind::BrokenPipe, e.clone()));
+        }
+        if o.closed {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "control connection closed",
+            ));
+        }
+        o.buf.extend_from_slice(bytes);
+        cv.notify_all();
+        Ok(())
     }
 
-    /// Closes both directions (unblocks the reader thread).
+    /// Waits until everything queued was written (or `limit` passed).
+    pub fn flush(&self, limit: Duration) -> io::Result<()> {
+        let (lock, cv) = &*self.outbox;
+        let deadline = std::time::Instant::now() + limit;
+        let mut o = lock
+            .lock()
+            .map_err(|_| io::Error::other("control writer poisoned"))?;
+        while !o.buf.is_empty() && o.failed.is_none() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            o = cv
+                .wait_timeout(o, left)
+                .map_err(|_| io::Error::other("control writer poisoned"))?
+                .0;
+        }
+        match &o.failed {
+            Some(e) => Err(io::Error::new(io::ErrorKind::BrokenPipe, e.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes what is queued, then closes both directions (unblocks the reader thread).
     pub fn shutdown(&self) {
-        if let Ok(s) = self.stream.lock() {
-            let _ = s.shutdown(Shutdown::Both);
+        let _ = self.flush(Duration::from_secs(2));
+        let (lock, cv) = &*self.outbox;
+        if let Ok(mut o) = lock.lock() {
+            o.closed = true;
+            cv.notify_all();
+        }
+        let _ = self.stream.shutdown(Shutdown::Both);
+    }
+}
+
+fn write_loop(outbox: &(Mutex<Outbox>, Condvar), stream: &TcpStream) {
+    let (lock, cv) = outbox;
+    let mut out = Vec::new();
+    loop {
+        {
+            let Ok(mut o) = lock.lock() else { return };
+            while o.buf.is_empty() && !o.closed {
+                o = match cv.wait(o) {
+                    Ok(g) => g,
+                    Err(_) => return,
+                };
+            }
+            if o.buf.is_empty() && o.closed {
+                return;
+            }
+            std::mem::swap(&mut out, &mut o.buf);
+            cv.notify_all();
+        }
+        let mut w: &TcpStream = stream;
+        if let Err(e) = w.write_all(&out) {
+            if let Ok(mut o) = lock.lock() {
+                o.failed = Some(e.to_string());
+                cv.notify_all();
+            }
+            return;
+        }
+        out.clear();
+        // Wake anyone waiting in `flush` for the queue to drain.
+        if let Ok(o) = lock.lock() {
+            if o.buf.is_empty() {
+                cv.notify_all();
+            }
         }
     }
 }
@@ -92,6 +188,7 @@ pub struct ControlLink {
     /// Items from the reader thread.
     pub rx: mpsc::Receiver<Incoming>,
     reader: Option<JoinHandle<()>>,
+    writer: Option<JoinHandle<()>>,
 }
 
 impl ControlLink {
@@ -100,7 +197,7 @@ impl ControlLink {
         let (stream, leftover) = conn.into_parts();
         stream.set_read_timeout(None)?;
         let _ = stream.set_nodelay(true);
-        let writer = stream.try_clone()?;
+        let (control_tx, writer) = ControlTx::new(stream.try_clone()?)?;
         let (tx, rx) = mpsc::channel();
         let reader = std::thread::Builder::new()
             .name("cp-control".into())
@@ -129,11 +226,10 @@ impl ControlLink {
                 }
             })?;
         Ok(Self {
-            tx: ControlTx {
-                stream: Arc::new(Mutex::new(writer)),
-            },
+            tx: control_tx,
             rx,
             reader: Some(reader),
+            writer: Some(writer),
         })
     }
 
@@ -152,7 +248,10 @@ impl ControlLink {
 impl Drop for ControlLink {
     fn drop(&mut self) {
         self.tx.shutdown();
-        if let Some(h) = self.reader.take() {
+        for h in [self.reader.take(), self.writer.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = h.join();
         }
     }

@@ -58,6 +58,11 @@ impl OrderedDigest {
         (off, self.chunk_size.min(self.size.saturating_sub(off)))
     }
 
+    /// The file's size.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
     /// The digest, once every chunk went through.
     pub fn result(&self) -> Option<[u8; 32]> {
         self.state.lock().ok()?.result

@@ -15,7 +15,7 @@ use std::net::{Shutdown, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use longhaul_proto::transfer::{
@@ -78,14 +78,52 @@ struct RecvFile {
     final_rel: PathBuf,
     part_rel: PathBuf,
     manifest_rel: Option<PathBuf>,
-    /// The part file (or, in `--checksum-only`, the existing file).
-    data: File,
+    /// The part file (or, in `--checksum-only`, the existing file); for a file of one
+    /// chunk it is created when that chunk arrives, on the data stream's thread.
+    data: OnceLock<File>,
+    create: Mutex<()>,
     manifest: Option<Mutex<File>>,
     /// Manifest records of chunks written but not yet synced (group commit).
     pending: Mutex<Vec<[u8; RECORD_LEN]>>,
     rx: Mutex<FileReceiver>,
     digest: OrderedDigest,
     commit: Mutex<Commit>,
+}
+
+impl RecvFile {
+    /// The data file, if it exists yet.
+    fn file(&self) -> io::Result<&File> {
+        self.data
+            .get()
+            .ok_or_else(|| io::Error::other("the part file does not exist yet"))
+    }
+
+    /// The data file, creating the part file of a one-chunk file on first use (a stale
+    /// part file from an earlier attempt is replaced).
+    fn file_or_create(&self, root: &ServedRoot) -> io::Result<&File> {
+        if let Some(f) = self.data.get() {
+            return Ok(f);
+        }
+        let _guard = self
+            .create
+            .lock()
+            .map_err(|_| io::Error::other("poisoned"))?;
+        if let Some(f) = self.data.get() {
+            return Ok(f);
+        }
+        let access = Access::CreateNew { mode: 0o600 };
+        let file = match root.open_file(&self.part_rel, access) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                remove_if_there(root, &self.part_rel)?;
+                root.open_file(&self.part_rel, access)?
+            }
+            other => other?,
+        };
+        if self.entry.size > 0 {
+            file.set_len(self.entry.size)?;
+        }
+        Ok(self.data.get_or_init(|| file))
+    }
 }
 
 struct Shared {
@@ -210,7 +248,7 @@ pub fn run_receiver(
                 if sh.abort.load(Ordering::SeqCst) {
                     return;
                 }
-                let read_at = |off: u64, b: &mut [u8]| file_io::read_exact_at(&f.data, b, off);
+                let read_at = |off: u64, b: &mut [u8]| file_io::read_exact_at(f.file()?, b, off);
                 match f.digest.advance(&read_at) {
                     Ok(Some(d)) => set_ours(&sh, f, d),
                     Ok(None) => {}
@@ -348,8 +386,14 @@ impl ListState {
             }
         }
         self.total_bytes += entry.size;
-        let existing = match t.root.open_file(&final_rel, Access::Read) {
-            Ok(f) => {
+        let chunks = chunk_count(entry.size, chunk_size);
+        // A one-chunk file is prepared on the data path; it needs no look now unless
+        // --no-clobber or --checksum-only asks about the destination.
+        let lazy = chunks == 1 && !t.checksum_only;
+        let look = !lazy || t.no_clobber;
+        let existing = match look.then(|| t.root.open_file(&final_rel, Access::Read)) {
+            None => None,
+            Some(Ok(f)) => {
                 let m = f
                     .metadata()
                     .map_err(|e| format!("{}: {e}", final_rel.display()))?;
@@ -361,11 +405,10 @@ impl ListState {
                 }
                 Some(f)
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(format!("looking at {}: {e}", final_rel.display())),
+            Some(Err(e)) if e.kind() == io::ErrorKind::NotFound => None,
+            Some(Err(e)) => return Err(format!("looking at {}: {e}", final_rel.display())),
         };
         let skip = |reason| Ok((None, vec![TransferMessage::SkipFile { file: id, reason }]));
-        let chunks = chunk_count(entry.size, chunk_size);
         let source = SourceIdentity {
             size: entry.size,
             mtime_secs: entry.mtime_secs,
@@ -397,7 +440,8 @@ impl ListState {
                     part_rel: final_rel.clone(),
                     final_rel,
                     manifest_rel: None,
-                    data,
+                    data: OnceLock::from(data),
+                    create: Mutex::new(()),
                     manifest: None,
                     pending: Mutex::new(Vec::new()),
                     rx: Mutex::new(opened.receiver),
@@ -421,6 +465,27 @@ impl ListState {
         } else {
             None
         };
+        if lazy {
+            let digest = OrderedDigest::new(entry.size, chunk_size);
+            let opened = FileReceiver::open(source, chunk_size, None).map_err(|e| e.to_string())?;
+            return Ok((
+                Some(Arc::new(RecvFile {
+                    id,
+                    entry,
+                    final_rel,
+                    part_rel,
+                    manifest_rel: None,
+                    data: OnceLock::new(),
+                    create: Mutex::new(()),
+                    manifest: None,
+                    pending: Mutex::new(Vec::new()),
+                    rx: Mutex::new(opened.receiver),
+                    digest,
+                    commit: Mutex::new(Commit::default()),
+                })),
+                Vec::new(),
+            ));
+        }
         let prepared = prepare_part(t, &part_rel, manifest_rel.as_deref(), source, chunk_size)
             .map_err(|e| format!("preparing {}: {e}", part_rel.display()))?;
         let digest = OrderedDigest::new(entry.size, chunk_size);
@@ -442,7 +507,8 @@ impl ListState {
                 final_rel,
                 part_rel,
                 manifest_rel,
-                data: prepared.part,
+                data: OnceLock::from(prepared.part),
+                create: Mutex::new(()),
                 manifest: prepared.manifest.map(Mutex::new),
                 pending: Mutex::new(Vec::new()),
                 rx: Mutex::new(prepared.receiver),
@@ -709,12 +775,11 @@ fn finish_file(
             f.entry.mtime_secs.max(0) as u64,
             f.entry.mtime_nanos.min(999_999_999),
         );
-    let _ = f
-        .data
-        .set_permissions(Permissions::from_mode(f.entry.mode & 0o7777));
-    let _ = f.data.set_times(FileTimes::new().set_modified(mtime));
+    let data = f.data.get().ok_or("the part file was never created")?;
+    let _ = data.set_permissions(Permissions::from_mode(f.entry.mode & 0o7777));
+    let _ = data.set_times(FileTimes::new().set_modified(mtime));
     if f.manifest.is_some() {
-        file_io::sync_data(&f.data).map_err(|e| format!("syncing: {e}"))?;
+        file_io::sync_data(data).map_err(|e| format!("syncing: {e}"))?;
     }
     sh.root
         .rename(&f.part_rel, &f.final_rel, !sh.no_clobber)
@@ -834,7 +899,7 @@ fn receive_chunk(
         }
         Ok(ChunkCheck::Duplicate) => {}
         Ok(ChunkCheck::Write) => {
-            if let Err(e) = write_chunk(f, &h, hole, buf, computed, sh.group) {
+            if let Err(e) = write_chunk(f, &h, hole, buf, computed, sh.group, &sh.root) {
                 if let Ok(mut rx) = f.rx.lock() {
                     rx.chunk_abandoned(h.index);
                 }
@@ -853,7 +918,7 @@ fn receive_chunk(
             } else {
                 ChunkBytes::Data(buf)
             };
-            let read_at = |off: u64, b: &mut [u8]| file_io::read_exact_at(&f.data, b, off);
+            let read_at = |off: u64, b: &mut [u8]| file_io::read_exact_at(f.file()?, b, off);
             match f.digest.offer(h.index, bytes, &read_at) {
                 Ok(Some(d)) => set_ours(sh, f, d),
                 Ok(None) => {}
@@ -884,10 +949,12 @@ fn write_chunk(
     buf: &[u8],
     hash: u64,
     group: usize,
+    root: &ServedRoot,
 ) -> io::Result<()> {
+    let data = f.file_or_create(root)?;
     if !hole {
         for r in sparse::data_ranges(buf, 4096) {
-            file_io::write_all_at(&f.data, &buf[r.clone()], h.offset + r.start as u64)?;
+            file_io::write_all_at(data, &buf[r.clone()], h.offset + r.start as u64)?;
         }
     }
     let record =
@@ -918,7 +985,7 @@ fn flush_records(f: &RecvFile) -> io::Result<()> {
     if records.is_empty() {
         return Ok(());
     }
-    file_io::sync_data(&f.data)?;
+    file_io::sync_data(f.file()?)?;
     m.write_all(&records.concat())?;
     file_io::sync_data(&m)
 }

@@ -575,7 +575,10 @@ fn send_chunk(
     buf: &mut Vec<u8>,
 ) -> Result<(), SendFail> {
     let range = chunk.offset..chunk.offset + chunk.len;
-    let hole = chunk.len > 0 && in_hole(fs, file, range).map_err(SendFail::Read)?;
+    // Holes are looked up only in files of at least a megabyte.
+    let hole = chunk.len > 0
+        && fs.digest.size() >= 1 << 20
+        && in_hole(fs, file, range).map_err(SendFail::Read)?;
     let mut header = ChunkHeader {
         file: fs.entry,
         index: chunk.id.index,
