@@ -182,7 +182,16 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     let result = run_cp(cfg, progress.clone(), &mut on_start);
     done.store(true, Ordering::SeqCst);
     let _ = ticker.join();
-    let report = result.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let report = result.map_err(|e| {
+        use longhaul_engine::cp::CpError as E;
+        let hint = match e {
+            E::Lost(_) | E::Peer(_) | E::Io { .. } | E::Local(_) => {
+                "; run the same command again to resume (verified chunks are not sent again)"
+            }
+            _ => "",
+        };
+        anyhow::anyhow!("{e}{hint}")
+    })?;
     let (user, sys) = longhaul_sys::cpu::process_cpu_times();
     let cpu = (user + sys).as_secs_f64();
     let wall = t0.elapsed().as_secs_f64();

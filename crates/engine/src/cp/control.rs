@@ -197,6 +197,15 @@ impl ControlLink {
         let (stream, leftover) = conn.into_parts();
         stream.set_read_timeout(None)?;
         let _ = stream.set_nodelay(true);
+        // A peer that vanishes without a word (host down, path cut) is noticed within
+        // about a minute: keepalives while idle, a user timeout while sending.
+        let sock = socket2::SockRef::from(&stream);
+        let keepalive = socket2::TcpKeepalive::new()
+            .with_time(Duration::from_secs(15))
+            .with_interval(Duration::from_secs(5))
+            .with_retries(6);
+        sock.set_tcp_keepalive(&keepalive)?;
+        longhaul_sys::socket::set_user_timeout(&stream, 45_000)?;
         let (control_tx, writer) = ControlTx::new(stream.try_clone()?)?;
         let (tx, rx) = mpsc::channel();
         let reader = std::thread::Builder::new()

@@ -257,6 +257,8 @@ pub fn run_receiver(
             }
         })
     };
+    // Clones to unblock the stream threads if the transfer stops early.
+    let handles: Vec<TcpStream> = streams.iter().filter_map(|s| s.try_clone().ok()).collect();
     let workers: Vec<_> = streams
         .into_iter()
         .map(|s| {
@@ -268,6 +270,9 @@ pub fn run_receiver(
     let result = control_loop(&shared, &control);
     if let Err(e) = &result {
         shared.fail(e.to_string());
+        for h in &handles {
+            let _ = h.shutdown(Shutdown::Both);
+        }
     }
     shared.abort.store(true, Ordering::SeqCst);
     control.tx.shutdown();

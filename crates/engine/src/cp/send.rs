@@ -255,6 +255,8 @@ pub fn run_sender(
             }
         })
     };
+    // Clones to unblock the stream threads if the transfer stops early.
+    let handles: Vec<TcpStream> = streams.iter().filter_map(|s| s.try_clone().ok()).collect();
     let workers: Vec<_> = if checksum_only {
         for s in streams {
             let _ = s.shutdown(Shutdown::Both);
@@ -274,6 +276,9 @@ pub fn run_sender(
     let result = control_loop(&shared, &control, &to_send, &entries, checksum_only);
     if result.is_err() {
         shared.fail("stopped".into());
+        for h in &handles {
+            let _ = h.shutdown(Shutdown::Both);
+        }
     }
     shared.abort.store(true, Ordering::SeqCst);
     shared.wake.notify_all();
