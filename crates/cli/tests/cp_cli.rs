@@ -1,0 +1,537 @@
+//! `longhaul cp` as it is used: a `longhaul serve --root DIR` process and `longhaul cp`
+//! processes on loopback, real files compared byte for byte. Covers trees with empty,
+//! 0-byte, chunk-boundary, deep, unicode and non-UTF-8 entries (push and pull, modes and
+//! mtimes kept, symlinks skipped), a 4 GiB sparse file that stays sparse both ways, the
+//! cp-like placement rules, `-r`, `--no-clobber`, `--checksum-only`, path-escape attempts
+//! and the `--json` schema.
+
+#[macro_use]
+mod support;
+
+use std::fs::{self, File};
+use std::os::unix::fs::{symlink, FileExt, MetadataExt};
+use std::path::Path;
+use std::time::Duration;
+
+use support::*;
+
+/// Chunk size passed as `--chunk 1MiB` where the tests want many chunks.
+const CHUNK: u64 = MIB;
+
+/// Files of the test tree: relative path (raw bytes), size, mode.
+fn tree_files() -> Vec<(Vec<u8>, usize, u32)> {
+    let c = CHUNK as usize;
+    let mut deep = Vec::new();
+    for i in 0..60 {
+        deep.extend_from_slice(format!("level-{i:02}-of-sixty/").as_bytes());
+    }
+    deep.extend_from_slice(b"leaf.bin");
+    vec![
+        (b"zero".to_vec(), 0, 0o644),
+        (b"sub/zero-too".to_vec(), 0, 0o600),
+        (b"sub/small.txt".to_vec(), 100, 0o640),
+        (b"sizes/0".to_vec(), 0, 0o644),
+        (b"sizes/1".to_vec(), 1, 0o600),
+        (b"sizes/chunk-1".to_vec(), c - 1, 0o640),
+        (b"sizes/chunk".to_vec(), c, 0o755),
+        (b"sizes/chunk+1".to_vec(), c + 1, 0o444),
+        (b"sizes/3chunk+7".to_vec(), 3 * c + 7, 0o644),
+        (deep, 5000, 0o644),
+        (
+            "ünïcödé/日本語のファイル.txt".as_bytes().to_vec(),
+            3000,
+            0o644,
+        ),
+        (
+            "ünïcödé/emoji 🚀 and spaces.bin".as_bytes().to_vec(),
+            4097,
+            0o600,
+        ),
+        ("Ωμέγα/ℵ".as_bytes().to_vec(), 0, 0o644),
+        (b"latin1-caf\xe9-\xff.bin".to_vec(), 2000, 0o644),
+    ]
+}
+
+/// Builds the test tree at `root`: the files above (random bytes), empty directories,
+/// a symlink (to be skipped), then odd modes on directories and distinct mtimes (with
+/// nanoseconds) on every file and directory.
+fn build_tree(root: &Path, rng: &mut Rng) {
+    fs::create_dir_all(root).unwrap();
+    for (rel, size, mode) in tree_files() {
+        let data = rng.bytes(size);
+        write_file(&root.join(os(&rel)), &data, mode);
+    }
+    fs::create_dir_all(root.join("empty-dir")).unwrap();
+    fs::create_dir_all(root.join("nested/empty/dirs/all/the/way")).unwrap();
+    symlink("zero", root.join("link-to-zero")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(root.join("empty-dir"), fs::Permissions::from_mode(0o700)).unwrap();
+    fs::set_permissions(root.join("sub"), fs::Permissions::from_mode(0o750)).unwrap();
+    for (i, (rel, md)) in list_tree(root).into_iter().enumerate() {
+        if md.file_type().is_symlink() {
+            continue;
+        }
+        let i = i as u64;
+        set_mtime(
+            &root.join(os(&rel)),
+            1_500_000_000 + i * 1000,
+            ((i * 123_456_789) % 1_000_000_000) as u32,
+        );
+    }
+}
+
+/// Checks the `start` and `end` lines of a successful fresh copy of `files` regular files
+/// holding `bytes` bytes with `streams` streams of `--chunk 1MiB`.
+fn check_json(run: &CpRun, direction: &str, files: u64, bytes: u64, streams: u64) {
+    let lines = run.json();
+    assert_eq!(
+        lines.first().unwrap()["type"],
+        "start",
+        "{}",
+        run.describe()
+    );
+    assert_eq!(lines.last().unwrap()["type"], "end", "{}", run.describe());
+    let start = &lines[0];
+    assert_eq!(start["direction"], direction, "{start}");
+    assert_eq!(start["streams"], streams, "{start}");
+    assert_eq!(start["chunk_bytes"], CHUNK, "{start}");
+    assert_eq!(start["files"], files, "{start}");
+    assert_eq!(start["bytes"], bytes, "{start}");
+    assert!(
+        start["rtt_ms"].as_f64().is_some_and(|r| r >= 0.0),
+        "{start}"
+    );
+    assert!(start["window_bytes"].as_u64().is_some(), "{start}");
+    assert!(start["congestion"].is_string(), "{start}");
+    let end = lines.last().unwrap();
+    assert_eq!(end["ok"], true, "{end}");
+    assert_eq!(end["files"], files, "{end}");
+    assert_eq!(end["bytes"], bytes, "{end}");
+    assert_eq!(end["streams"], streams, "{end}");
+    assert_eq!(end["chunk_bytes"], CHUNK, "{end}");
+    for key in [
+        "resumed_bytes",
+        "skipped_files",
+        "failed_files",
+        "rejected_chunks",
+    ] {
+        assert_eq!(end[key], 0, "{key} in {end}");
+    }
+    // Random content has no holes: every byte goes once, plus at most the endgame's
+    // duplicates (at most one copy of each chunk in flight when the queue ran dry).
+    let sent = end["sent_bytes"].as_u64().unwrap();
+    assert!(
+        sent >= bytes && sent <= bytes + (2 * streams + 2) * CHUNK,
+        "sent_bytes {sent} for {bytes} bytes: {end}"
+    );
+    for key in ["seconds", "bits_per_second"] {
+        let v = end[key].as_f64().unwrap_or(-1.0);
+        assert!(v.is_finite() && v > 0.0, "{key} in {end}");
+    }
+    for key in ["cpu_seconds", "cpu_seconds_per_gb"] {
+        let v = end[key].as_f64().unwrap_or(-1.0);
+        assert!(v.is_finite() && v >= 0.0, "{key} in {end}");
+    }
+    for p in lines.iter().filter(|l| l["type"] == "progress") {
+        assert!(p["bytes"].as_u64().is_some_and(|b| b <= bytes), "{p}");
+        assert!(p["seconds"].as_f64().is_some(), "{p}");
+    }
+}
+
+/// True if the run warned (stderr or a JSON warning) about `name`.
+fn warned_about(run: &CpRun, name: &str) -> bool {
+    run.stderr.contains(name)
+        || run
+            .json()
+            .iter()
+            .any(|l| l["type"] == "warning" && l["message"].as_str().unwrap_or("").contains(name))
+}
+
+#[test]
+fn tree_push_and_pull_are_bit_identical_with_modes_and_mtimes() {
+    let mut rng = Rng::from_env("tree_push_and_pull");
+    let s = Scratch::new("tree");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    let src = s.join("src/tree");
+    build_tree(&src, &mut rng);
+    fs::create_dir(root.join("incoming")).unwrap();
+    let server = Server::start(&home, &root);
+
+    let push =
+        cp!(&home; "-r", "--chunk", "1MiB", "-P", "2", "--json", &src, server.remote("incoming"));
+    push.assert_ok();
+    let (files, bytes) = assert_same_tree(&src, &root.join("incoming/tree"), EXACT);
+    assert_eq!(files, tree_files().len() as u64);
+    check_json(&push, "push", files, bytes, 2);
+    assert!(
+        warned_about(&push, "link-to-zero"),
+        "no warning about the skipped symlink\n{}",
+        push.describe()
+    );
+
+    let pulled = s.join("pulled");
+    let pull = cp!(&home; "-r", "--chunk", "1MiB", "-P", "2", "--json", server.remote("incoming/tree"), &pulled);
+    pull.assert_ok();
+    assert_same_tree(&src, &pulled, EXACT);
+    check_json(&pull, "pull", files, bytes, 2);
+}
+
+/// A 4 GiB file with a few MiB of data at four places, some straddling chunk boundaries.
+#[test]
+fn multi_gb_sparse_file_is_identical_and_stays_sparse_both_ways() {
+    const SIZE: u64 = 4 << 30;
+    let mut rng = Rng::from_env("sparse");
+    let s = Scratch::new("sparse");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    let src = s.join("src/sparse.img");
+    fs::create_dir_all(src.parent().unwrap()).unwrap();
+    let extents: [(u64, u64); 4] = [
+        (0, MIB),
+        ((1 << 30) + 12_345, 2 * MIB),
+        ((3 << 30) - 512 * 1024 + 3, MIB),
+        (SIZE - 100, 100),
+    ];
+    {
+        let f = File::create(&src).unwrap();
+        f.set_len(SIZE).unwrap();
+        for (off, len) in extents {
+            f.write_all_at(&rng.bytes(len as usize), off).unwrap();
+        }
+    }
+    set_mtime(&src, 1_600_000_000, 42);
+    let src_alloc = allocated_bytes(&src);
+    let server = Server::start(&home, &root);
+    let limit = Duration::from_secs(400);
+
+    let check = |run: &CpRun, copy: &Path| {
+        run.assert_ok();
+        assert_same_bytes(&src, copy);
+        let (a, b) = (fs::metadata(&src).unwrap(), fs::metadata(copy).unwrap());
+        assert_eq!(mtime_of(&a), mtime_of(&b), "mtime of {}", copy.display());
+        assert_eq!(a.mode() & 0o7777, b.mode() & 0o7777);
+        let alloc = allocated_bytes(copy);
+        eprintln!(
+            "sparse: {} allocates {alloc} bytes (source {src_alloc}) of {SIZE}",
+            copy.display()
+        );
+        assert!(
+            alloc <= 64 * MIB,
+            "{} is not sparse: {alloc} bytes allocated for {src_alloc} in the source",
+            copy.display()
+        );
+        // Chunks wholly in a hole go without payload: only chunks touching data are sent
+        // (plus at most the endgame's duplicates).
+        let end = run.json_of("end");
+        let chunk = end["chunk_bytes"].as_u64().unwrap();
+        let streams = end["streams"].as_u64().unwrap();
+        let mut data_chunks: Vec<u64> = extents
+            .iter()
+            .flat_map(|&(off, len)| off / chunk..=(off + len - 1) / chunk)
+            .collect();
+        data_chunks.dedup();
+        let sent = end["sent_bytes"].as_u64().unwrap();
+        assert!(
+            sent <= (data_chunks.len() as u64 + 2 * streams + 2) * chunk,
+            "sent {sent} bytes for {} data chunks of {chunk}: {end}",
+            data_chunks.len()
+        );
+        assert_eq!(end["bytes"], SIZE, "{end}");
+    };
+
+    let mut c = cp_command(&home);
+    c.args(["--json"])
+        .arg(&src)
+        .arg(server.remote("sparse.img"));
+    let push = run(&mut c, limit);
+    check(&push, &root.join("sparse.img"));
+
+    let pulled = s.join("pulled.img");
+    let mut c = cp_command(&home);
+    c.args(["--json"])
+        .arg(server.remote("sparse.img"))
+        .arg(&pulled);
+    let pull = run(&mut c, limit);
+    check(&pull, &pulled);
+}
+
+#[test]
+fn placement_follows_cp() {
+    let mut rng = Rng::from_env("placement");
+    let s = Scratch::new("place");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    let src = s.dir("src");
+    let a = write_random(&src.join("a.txt"), &mut rng, 3000);
+    let b = write_random(&src.join("b.txt"), &mut rng, 10);
+    write_random(&src.join("tree/x"), &mut rng, 2 * CHUNK as usize + 1);
+    write_random(&src.join("tree/sub/y"), &mut rng, 7);
+    write_file(&src.join("odd:name"), b"colon", 0o644);
+    fs::create_dir_all(root.join("dir")).unwrap();
+    fs::create_dir_all(root.join("dir2")).unwrap();
+    let server = Server::start(&home, &root);
+    let read = |p: &Path| fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+
+    // A file into an existing directory, and to a new name.
+    cp!(&home; src.join("a.txt"), server.remote("dir")).assert_ok();
+    assert_eq!(read(&root.join("dir/a.txt")), a);
+    cp!(&home; src.join("a.txt"), server.remote("dir/renamed")).assert_ok();
+    assert_eq!(read(&root.join("dir/renamed")), a);
+    // The empty path is the root.
+    cp!(&home; src.join("b.txt"), server.remote("")).assert_ok();
+    assert_eq!(read(&root.join("b.txt")), b);
+    // A tree into an existing directory, and to a new name.
+    cp!(&home; "-r", "--chunk", "1MiB", src.join("tree"), server.remote("dir")).assert_ok();
+    assert_same_tree(&src.join("tree"), &root.join("dir/tree"), EXACT);
+    cp!(&home; "-r", "--chunk", "1MiB", src.join("tree"), server.remote("newtree")).assert_ok();
+    assert_same_tree(&src.join("tree"), &root.join("newtree"), EXACT);
+    // Several sources into an existing directory.
+    cp!(&home; src.join("a.txt"), src.join("b.txt"), server.remote("dir2")).assert_ok();
+    assert_eq!(read(&root.join("dir2/a.txt")), a);
+    assert_eq!(read(&root.join("dir2/b.txt")), b);
+    // Several sources into a name that is not a directory: refused, nothing written.
+    let r = cp!(&home; src.join("a.txt"), src.join("b.txt"), server.remote("nodir"));
+    r.assert_code(2);
+    assert!(!root.join("nodir").exists(), "{}", r.describe());
+    let r = cp!(&home; src.join("a.txt"), src.join("b.txt"), server.remote("b.txt"));
+    r.assert_code(2);
+    assert_eq!(read(&root.join("b.txt")), b, "{}", r.describe());
+    // `./odd:name` is a local path (no ':' before the first '/').
+    let mut c = cp_command(&home);
+    c.current_dir(&src)
+        .arg("./odd:name")
+        .arg(server.remote("dir"));
+    run(&mut c, CP_LIMIT).assert_ok();
+    assert_eq!(read(&root.join("dir/odd:name")), b"colon");
+
+    // Pull: a file into an existing directory, to a new name; a tree both ways.
+    let local = s.dir("local");
+    cp!(&home; server.remote("dir/a.txt"), &local).assert_ok();
+    assert_eq!(read(&local.join("a.txt")), a);
+    cp!(&home; server.remote("dir/a.txt"), local.join("new-name")).assert_ok();
+    assert_eq!(read(&local.join("new-name")), a);
+    cp!(&home; "-r", server.remote("dir/tree"), &local).assert_ok();
+    assert_same_tree(&src.join("tree"), &local.join("tree"), EXACT);
+    cp!(&home; "-r", server.remote("dir/tree"), s.join("fresh")).assert_ok();
+    assert_same_tree(&src.join("tree"), &s.join("fresh"), EXACT);
+}
+
+#[test]
+fn a_directory_without_r_is_refused() {
+    let mut rng = Rng::from_env("no_r");
+    let s = Scratch::new("nor");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    write_random(&s.join("src/tree/x"), &mut rng, 100);
+    write_random(&root.join("rtree/y"), &mut rng, 100);
+    let server = Server::start(&home, &root);
+
+    let push = cp!(&home; s.join("src/tree"), server.remote("dst"));
+    push.assert_code(2);
+    assert!(push.stderr.contains("-r"), "{}", push.describe());
+    assert!(!root.join("dst").exists(), "{}", push.describe());
+
+    let pull = cp!(&home; server.remote("rtree"), s.join("got"));
+    pull.assert_code(2);
+    assert!(pull.stderr.contains("-r"), "{}", pull.describe());
+    assert!(!s.join("got").exists(), "{}", pull.describe());
+}
+
+#[test]
+fn no_clobber_keeps_an_existing_file() {
+    let s = Scratch::new("noclobber");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    write_file(&root.join("f"), b"old content on the server", 0o644);
+    write_file(&s.join("src/f"), b"new content", 0o644);
+    write_file(&s.join("local/g"), b"old local content", 0o644);
+    write_file(&root.join("g"), b"new remote content", 0o644);
+    let server = Server::start(&home, &root);
+
+    let run = cp!(&home; "--no-clobber", "--json", s.join("src/f"), server.remote("f"));
+    run.assert_ok();
+    assert_eq!(
+        fs::read(root.join("f")).unwrap(),
+        b"old content on the server"
+    );
+    assert_eq!(run.end_u64("skipped_files"), 1, "{}", run.describe());
+    let run = cp!(&home; "--no-clobber", "--json", server.remote("g"), s.join("local/g"));
+    run.assert_ok();
+    assert_eq!(fs::read(s.join("local/g")).unwrap(), b"old local content");
+    assert_eq!(run.end_u64("skipped_files"), 1, "{}", run.describe());
+    // Without it, cp replaces.
+    cp!(&home; s.join("src/f"), server.remote("f")).assert_ok();
+    assert_eq!(fs::read(root.join("f")).unwrap(), b"new content");
+    cp!(&home; server.remote("g"), s.join("local/g")).assert_ok();
+    assert_eq!(fs::read(s.join("local/g")).unwrap(), b"new remote content");
+}
+
+#[test]
+fn checksum_only_says_whether_copies_match() {
+    let mut rng = Rng::from_env("checksum_only");
+    let s = Scratch::new("cksum");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    let src = s.join("src/tree");
+    write_random(&src.join("x"), &mut rng, 3 * CHUNK as usize + 5);
+    write_random(&src.join("sub/y"), &mut rng, 1000);
+    write_file(&src.join("empty"), b"", 0o644);
+    let server = Server::start(&home, &root);
+    cp!(&home; "-r", "--chunk", "1MiB", &src, server.remote("")).assert_ok();
+
+    let check = || cp!(&home; "-r", "--checksum-only", "--json", &src, server.remote(""));
+    let same = check();
+    same.assert_code(0);
+    assert_eq!(same.end_u64("sent_bytes"), 0, "{}", same.describe());
+    // One byte changed in the middle of a chunk of the copy, size and mtime unchanged.
+    let copy = root.join("tree/x");
+    let mtime = mtime_of(&fs::metadata(&copy).unwrap());
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&copy)
+        .unwrap();
+    let mut byte = [0u8; 1];
+    f.read_exact_at(&mut byte, 2 * CHUNK + 17).unwrap();
+    f.write_all_at(&[byte[0] ^ 0x01], 2 * CHUNK + 17).unwrap();
+    drop(f);
+    set_mtime(&copy, mtime.0 as u64, mtime.1 as u32);
+    let differs = check();
+    differs.assert_code(1);
+    assert_eq!(differs.end_u64("sent_bytes"), 0, "{}", differs.describe());
+    let mut now = [0u8; 1];
+    File::open(&copy)
+        .unwrap()
+        .read_exact_at(&mut now, 2 * CHUNK + 17)
+        .unwrap();
+    assert_eq!(now[0], byte[0] ^ 0x01, "--checksum-only rewrote the copy");
+
+    // Pull side, one file: equal, then missing.
+    cp!(&home; "--checksum-only", server.remote("tree/sub/y"), src.join("sub/y")).assert_code(0);
+    cp!(&home; "--checksum-only", server.remote("tree/sub/y"), s.join("missing")).assert_code(1);
+    assert!(!s.join("missing").exists());
+}
+
+#[test]
+fn path_escapes_are_refused_and_nothing_is_written_outside_the_root() {
+    let s = Scratch::new("escape");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    let outside = s.dir("outside");
+    let outside_dir = s.dir("outside-dir");
+    let secret = b"SECRET-OUTSIDE-THE-ROOT";
+    write_file(&outside.join("secret.txt"), secret, 0o644);
+    write_file(&outside_dir.join("secret2.txt"), secret, 0o644);
+    write_file(&s.join("src/a.txt"), b"payload", 0o644);
+    write_file(&s.join("src/tree/t"), b"tree payload", 0o644);
+    write_file(&root.join("mixed/ok.txt"), b"fine", 0o644);
+    symlink(outside.join("secret.txt"), root.join("link-out")).unwrap();
+    symlink("../outside/secret.txt", root.join("rel-out")).unwrap();
+    symlink(&outside_dir, root.join("dir-out")).unwrap();
+    symlink(outside.join("secret.txt"), root.join("mixed/leak")).unwrap();
+    let etc_name = format!("/etc/longhaul-escape-test-{}", std::process::id());
+    let local = s.dir("local");
+    let server = Server::start(&home, &root);
+    let before_outside = names_under(&outside);
+    let before_outside_dir = names_under(&outside_dir);
+    let before_scratch: Vec<String> = fs::read_dir(&s.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+
+    let refused = |run: CpRun, what: &str| {
+        run.assert_failed();
+        assert!(
+            run.stderr.contains(what),
+            "the error does not name {what:?}\n{}",
+            run.describe()
+        );
+        eprintln!(
+            "refused as expected: {}\n  {}",
+            run.cmdline,
+            run.stderr.trim()
+        );
+    };
+    let a = s.join("src/a.txt");
+    // Push: `..`, an absolute path, through a directory symlink pointing out of the root.
+    refused(cp!(&home; &a, server.remote("../x")), "..");
+    refused(cp!(&home; &a, server.remote("dir-out/../../x")), "..");
+    refused(cp!(&home; &a, server.remote(&etc_name)), &etc_name);
+    refused(cp!(&home; &a, server.remote("dir-out")), "dir-out");
+    refused(cp!(&home; &a, server.remote("dir-out/a.txt")), "dir-out");
+    refused(
+        cp!(&home; "-r", s.join("src/tree"), server.remote("dir-out")),
+        "dir-out",
+    );
+    // Pull: symlinks inside the root pointing out of it, absolute and relative, to a file
+    // and through a directory; `..` and absolute paths.
+    refused(
+        cp!(&home; server.remote("link-out"), local.join("got")),
+        "link-out",
+    );
+    refused(
+        cp!(&home; server.remote("rel-out"), local.join("got")),
+        "rel-out",
+    );
+    refused(
+        cp!(&home; server.remote("dir-out/secret2.txt"), local.join("got")),
+        "dir-out",
+    );
+    refused(
+        cp!(&home; server.remote("../outside/secret.txt"), local.join("got")),
+        "..",
+    );
+    refused(
+        cp!(&home; server.remote("/etc/hostname"), local.join("got")),
+        "/etc/hostname",
+    );
+
+    // A tree holding a link out: the link is skipped (with a warning), never followed.
+    let run = cp!(&home; "-r", server.remote("mixed"), local.join("mixed"));
+    assert!(
+        matches!(run.code(), Some(0 | 1)),
+        "pull of a tree with a link out\n{}",
+        run.describe()
+    );
+    assert_eq!(
+        fs::read(local.join("mixed/ok.txt")).ok().as_deref(),
+        Some(&b"fine"[..]),
+        "{}",
+        run.describe()
+    );
+    assert!(!local.join("mixed/leak").exists(), "{}", run.describe());
+
+    assert!(
+        !any_file_contains(&local, secret),
+        "a pull leaked a file from outside the root: {:?}",
+        names_under(&local)
+    );
+    assert!(!Path::new(&etc_name).exists(), "{etc_name} was created");
+    assert!(!root.join(etc_name.trim_start_matches('/')).exists());
+    assert_eq!(names_under(&outside), before_outside);
+    assert_eq!(names_under(&outside_dir), before_outside_dir);
+    let after_scratch: Vec<String> = fs::read_dir(&s.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        after_scratch, before_scratch,
+        "something appeared beside the root"
+    );
+    assert!(fs::symlink_metadata(root.join("dir-out"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
+#[test]
+fn a_server_without_root_refuses_transfers_and_says_how_to_serve_one() {
+    let s = Scratch::new("noroot");
+    let home = s.dir("home");
+    write_file(&s.join("a"), b"x", 0o644);
+    let server = Server::start_without_root(&home);
+    let run = cp!(&home; s.join("a"), server.remote("a"));
+    run.assert_code(2);
+    assert!(run.stderr.contains("--root"), "{}", run.describe());
+}
