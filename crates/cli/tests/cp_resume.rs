@@ -130,7 +130,10 @@ impl Setup {
 #[derive(Default, Debug)]
 struct Figures {
     runs: u64,
+    /// Killed before the file was committed.
     interrupted: u64,
+    /// Of those, killed with some chunks verified and not all (mid-data).
+    mid_transfer: u64,
     max_lost_chunks: u64,
     /// Largest `sent_bytes(rerun) - unverified` (endgame duplicates and re-sent chunks).
     max_excess_bytes: i64,
@@ -252,6 +255,9 @@ fn kill_runs(direction: Direction, victim: Victim, default_runs: u64) -> Figures
         } else {
             inspect_partial(&setup)
         };
+        if verified > 0 {
+            fig.mid_transfer += 1;
+        }
         fig.max_lost_chunks = fig.max_lost_chunks.max(lost);
         fig.max_verified_at_kill = fig.max_verified_at_kill.max(verified);
         assert!(
@@ -293,11 +299,12 @@ fn kill_runs(direction: Direction, victim: Victim, default_runs: u64) -> Figures
         fig.max_excess_bytes = fig.max_excess_bytes.max(sent as i64 - unverified as i64);
     }
     eprintln!(
-        "{tag}: {} runs, {} interrupted, at most {} of {chunks} chunks verified at a kill, \
+        "{tag}: {} runs, {} interrupted ({} with chunks verified), at most {} of {chunks} chunks verified at a kill, \
          at most {} chunks lost (written, not recorded) per kill, rerun sent at most {} \
          bytes beyond the unverified ones (bound {} = {SLACK_CHUNKS} chunks)",
         fig.runs,
         fig.interrupted,
+        fig.mid_transfer,
         fig.max_verified_at_kill,
         fig.max_lost_chunks,
         fig.max_excess_bytes,
