@@ -49,11 +49,17 @@ fn tree_files() -> Vec<(Vec<u8>, usize, u32)> {
         ),
         ("Ωμέγα/ℵ".as_bytes().to_vec(), 0, 0o644),
         (b"latin1-caf\xe9-\xff.bin".to_vec(), 2000, 0o644),
+        // The longest name allowed: its work files need a shortened name.
+        (
+            [vec![b'n'; 251], b".bin".to_vec()].concat(),
+            2 * c + 3,
+            0o644,
+        ),
     ]
 }
 
 /// Builds the test tree at `root`: the files above (random bytes), empty directories,
-/// a symlink (to be skipped), then odd modes on directories and distinct mtimes (with
+/// a symlink and a FIFO (to be skipped; reading the FIFO would block), then odd modes on directories and distinct mtimes (with
 /// nanoseconds) on every file and directory.
 fn build_tree(root: &Path, rng: &mut Rng) {
     fs::create_dir_all(root).unwrap();
@@ -64,11 +70,16 @@ fn build_tree(root: &Path, rng: &mut Rng) {
     fs::create_dir_all(root.join("empty-dir")).unwrap();
     fs::create_dir_all(root.join("nested/empty/dirs/all/the/way")).unwrap();
     symlink("zero", root.join("link-to-zero")).unwrap();
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(root.join("a-fifo"))
+        .status()
+        .unwrap();
+    assert!(fifo.success(), "mkfifo failed");
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(root.join("empty-dir"), fs::Permissions::from_mode(0o700)).unwrap();
     fs::set_permissions(root.join("sub"), fs::Permissions::from_mode(0o750)).unwrap();
     for (i, (rel, md)) in list_tree(root).into_iter().enumerate() {
-        if md.file_type().is_symlink() {
+        if !(md.is_file() || md.is_dir()) {
             continue;
         }
         let i = i as u64;
@@ -164,11 +175,13 @@ fn tree_push_and_pull_are_bit_identical_with_modes_and_mtimes() {
     let (files, bytes) = assert_same_tree(&src, &root.join("incoming/tree"), EXACT);
     assert_eq!(files, tree_files().len() as u64);
     check_json(&push, "push", files, bytes, 2);
-    assert!(
-        warned_about(&push, "link-to-zero"),
-        "no warning about the skipped symlink\n{}",
-        push.describe()
-    );
+    for skipped in ["link-to-zero", "a-fifo"] {
+        assert!(
+            warned_about(&push, skipped),
+            "no warning about the skipped {skipped}\n{}",
+            push.describe()
+        );
+    }
 
     let pulled = s.join("pulled");
     let pull = cp!(&home; "-r", "--chunk", "1MiB", "-P", "2", "--json", server.remote("incoming/tree"), &pulled);
