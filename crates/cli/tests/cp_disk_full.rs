@@ -89,9 +89,12 @@ fn disk_full_then_grow(push: bool) {
     write_random(&src, &mut rng, SIZE as usize);
     // Declared after the tmpfs: killed before it is unmounted.
     let server = Server::start(&home, if push { &root } else { src.parent().unwrap() });
-    let command = || {
+    let command = |json: bool| {
         let mut c = cp_command(&home);
-        c.args(["--chunk", "1MiB", "-P", "4", "--json"]);
+        c.args(["--chunk", "1MiB", "-P", "4"]);
+        if json {
+            c.arg("--json");
+        }
         if push {
             c.arg(&src).arg(server.remote("big"));
         } else {
@@ -100,15 +103,20 @@ fn disk_full_then_grow(push: bool) {
         c
     };
 
-    let first = run(&mut command(), Duration::from_secs(120));
+    let first = run(&mut command(true), Duration::from_secs(120));
     first.assert_code(2);
+    // With --json the error is a {"type":"error"} line on stdout.
+    let error = first.json_of("error")["error"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
     assert!(
-        says_disk_full(&first.stderr),
+        says_disk_full(&error),
         "the error does not say the disk is full\n{}\nserver log:\n{}",
         first.describe(),
         server.log()
     );
-    eprintln!("{what} onto a full disk: {}", first.stderr.trim());
+    eprintln!("{what} onto a full disk: {error}");
     let dst = full_dir.join("big");
     assert!(
         !dst.exists(),
@@ -120,12 +128,17 @@ fn disk_full_then_grow(push: bool) {
         "the part file was not kept: {:?}",
         names_under(full_dir)
     );
+    // Again while still full, without --json: the same error on stderr.
+    let again = run(&mut command(false), Duration::from_secs(120));
+    again.assert_code(2);
+    assert!(says_disk_full(&again.stderr), "{}", again.describe());
+    assert!(!dst.exists());
     let manifest = manifest_path(full_dir, "big");
     wait_until_stable(&manifest, Duration::from_millis(300));
     let verified = manifest_verified(&manifest).len() as u64;
 
     tmpfs.resize("128M");
-    let rerun = run(&mut command(), Duration::from_secs(120));
+    let rerun = run(&mut command(true), Duration::from_secs(120));
     assert_eq!(
         rerun.code(),
         Some(0),
