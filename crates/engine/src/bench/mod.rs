@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod options;
+pub mod pacer;
 pub mod peer;
 pub mod probe;
 pub mod report;

@@ -103,7 +103,12 @@ impl RateProbe {
         }
     }
 
-    /// Feeds one sample; says when to hold and when to change congestion control.
+    /// How often to sample: one round (the RTT, at least 20 ms).
+    pub fn round(&self) -> Duration {
+        self.round
+    }
+
+    /// Feeds one sample; returns what to do when the probe ends or a cruise must switch.
     pub fn on_sample(&mut self, s: ProbeSample) -> Option<ProbeAction> {
         if let Some((base, grace_end)) = self.cruising {
             if s.at < grace_end {

@@ -9,9 +9,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use longhaul_proto::{IntervalReport, Results, SendMode, StreamResult, StreamSample};
-use longhaul_sys::tcp_info::{bbr_info, tcp_info, TcpInfo};
+use longhaul_sys::tcp_info::{tcp_info, TcpInfo};
 
-use super::probe::{drain_time, ProbeAction, ProbeSample, RateProbe, DRAIN_GAIN};
+use super::pacer::Pacer;
+use super::probe::{ProbeAction, RateProbe};
 use super::stream::{self, Budget, Payload, StreamOutcome};
 use super::verdict::Chrono;
 
@@ -53,11 +54,7 @@ pub struct DataRun {
     stop: Arc<AtomicBool>,
     start: Instant,
     last_sample: Duration,
-    probe: Option<RateProbe>,
-    held_bps: Option<u64>,
-    cruise: Option<String>,
-    /// End of the drain after the hold, and the per-stream rate to pace at then.
-    drain_until: Option<(Duration, u64)>,
+    pacer: Option<Pacer>,
     cpu0: (Duration, Duration),
 }
 
@@ -119,16 +116,15 @@ impl DataRun {
                 prev_bytes: 0,
             });
         }
+        let pacer =
+            probe.map(|p| Pacer::new(streams.iter().map(|s| s.sock.clone()).collect(), p, start));
         Ok(Self {
             role,
             streams,
             stop,
             start,
             last_sample: Duration::ZERO,
-            probe,
-            held_bps: None,
-            cruise: None,
-            drain_until: None,
+            pacer,
             cpu0,
         })
     }
@@ -167,88 +163,17 @@ impl DataRun {
 
     /// The pacing rate the probe settled on (total, bit/s), once it has.
     pub fn held_bps(&self) -> Option<u64> {
-        self.held_bps
+        self.pacer.as_ref().and_then(Pacer::held_bps)
     }
 
     /// The congestion control the held run cruises on, if the probe switched it.
     pub fn cruise(&self) -> Option<&str> {
-        self.cruise.as_deref()
+        self.pacer.as_ref().and_then(Pacer::cruise)
     }
 
-    /// Feeds the rate probe (sender only); when it ends, caps every stream's pacing at
-    /// its share of the rate found and switches congestion control as the probe says.
+    /// Feeds the rate probe (sender only); see [`Pacer::step`].
     pub fn probe_step(&mut self) -> Option<ProbeAction> {
-        if let Some((until, per_stream)) = self.drain_until {
-            if self.start.elapsed() >= until {
-                for s in &self.streams {
-                    let _ = longhaul_sys::socket::set_max_pacing_rate(&*s.sock, per_stream / 8);
-                }
-                self.drain_until = None;
-            }
-        }
-        let probe = self.probe.as_mut()?;
-        let mut delivery = 0u64;
-        let mut bbr = Some(0u64);
-        let mut retrans = 0u64;
-        for s in &self.streams {
-            let Ok(info) = tcp_info(&*s.sock) else {
-                continue;
-            };
-            delivery += info.delivery_rate * 8;
-            retrans += info.total_retrans as u64;
-            bbr = match (bbr, bbr_info(&*s.sock)) {
-                (Some(sum), Some(b)) => Some(sum + b.bandwidth * 8),
-                _ => None,
-            };
-        }
-        let action = probe.on_sample(ProbeSample {
-            at: self.start.elapsed(),
-            delivery_bps: delivery,
-            bbr_bps: bbr,
-            retransmits: retrans,
-        })?;
-        match action {
-            ProbeAction::Hold {
-                rate_bps,
-                congestion,
-            } => {
-                let per_stream = rate_bps / self.streams.len().max(1) as u64;
-                // Empty the queue the start-up left behind before holding the rate, or the
-                // held run keeps it standing (and its RTT doubled) to the end.
-                let (srtt, min_rtt) = self
-                    .streams
-                    .iter()
-                    .filter_map(|s| tcp_info(&*s.sock).ok())
-                    .map(|i| (i.rtt_us as u64, i.min_rtt_us as u64))
-                    .fold((0, u64::MAX), |(a, b), (r, m)| (a.max(r), b.min(m)));
-                let drain = drain_time(
-                    Duration::from_micros(srtt),
-                    Duration::from_micros(min_rtt.min(srtt)),
-                );
-                let pace = match drain {
-                    Some(d) => {
-                        self.drain_until = Some((self.start.elapsed() + d, per_stream));
-                        (per_stream as f64 * DRAIN_GAIN) as u64
-                    }
-                    None => per_stream,
-                };
-                for s in &self.streams {
-                    let _ = longhaul_sys::socket::set_max_pacing_rate(&*s.sock, pace / 8);
-                    if let Some(cc) = congestion {
-                        let _ = longhaul_sys::socket::set_congestion(&*s.sock, cc);
-                    }
-                }
-                self.held_bps = Some(rate_bps);
-                self.cruise = congestion.map(str::to_string);
-            }
-            ProbeAction::Switch(cc) => {
-                for s in &self.streams {
-                    let _ = longhaul_sys::socket::set_congestion(&*s.sock, cc);
-                }
-                self.cruise = Some(format!("{cc} (after non-congestive loss)"));
-            }
-        }
-        Some(action)
+        self.pacer.as_mut()?.step()
     }
 
     /// Per-stream samples since the previous call.

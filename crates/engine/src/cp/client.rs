@@ -18,6 +18,7 @@ use super::send::{file_list_frames, run_sender, SendItem, SourceRoot};
 use super::{CpError, Progress};
 use crate::bench::client::{measure_rtt, open_control, open_data_streams};
 use crate::bench::options::{self, plan_buffer};
+use crate::bench::probe::RateProbe;
 use crate::bench::window::{bdp_bytes, needed_buffer, BufferChoice, Side, PROBE_CEILING_BPS};
 use crate::host;
 
@@ -270,6 +271,8 @@ pub fn run_cp(
                 link,
                 socks,
                 progress,
+                (cfg.window.is_none() && cfg.rate_bps.is_none() && rtt >= Duration::from_millis(1))
+                    .then(|| RateProbe::new(rtt, start.congestion != "bbr")),
             )?;
             Ok(CpReport {
                 start,

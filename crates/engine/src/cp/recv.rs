@@ -83,8 +83,10 @@ struct RecvFile {
     data: OnceLock<File>,
     create: Mutex<()>,
     manifest: Option<Mutex<File>>,
-    /// Manifest records of chunks written but not yet synced (group commit).
-    pending: Mutex<Vec<[u8; RECORD_LEN]>>,
+    /// The manifest again, to sync without taking the append lock.
+    manifest_sync: Option<File>,
+    /// Records appended since the last sync.
+    dirty: AtomicBool,
     rx: Mutex<FileReceiver>,
     digest: OrderedDigest,
     commit: Mutex<Commit>,
@@ -136,9 +138,6 @@ struct Shared {
     abort: AtomicBool,
     error: Mutex<Option<String>>,
     received: AtomicU64,
-    /// Manifest records queued before a group commit (one per stream: the re-sent bytes
-    /// after a crash stay within the chunks in flight plus one group).
-    group: usize,
     ok: AtomicU64,
     failed: Mutex<Vec<String>>,
     progress: Arc<Progress>,
@@ -225,9 +224,7 @@ pub fn run_receiver(
     progress.add_done(list.resumed_bytes);
     progress.set_files(files.iter().flatten().count() as u64);
 
-    let group = streams.len().max(1);
     let shared = Arc::new(Shared {
-        group,
         root: target.root.clone(),
         files,
         chunk_size,
@@ -267,7 +264,14 @@ pub fn run_receiver(
         })
         .collect();
 
+    let sync_stop = Arc::new(AtomicBool::new(false));
+    let syncer = {
+        let (sh, stop) = (shared.clone(), sync_stop.clone());
+        std::thread::spawn(move || sync_loop(&sh, &stop))
+    };
     let result = control_loop(&shared, &control);
+    sync_stop.store(true, Ordering::SeqCst);
+    let _ = syncer.join();
     if let Err(e) = &result {
         shared.fail(e.to_string());
         for h in &handles {
@@ -448,7 +452,8 @@ impl ListState {
                     data: OnceLock::from(data),
                     create: Mutex::new(()),
                     manifest: None,
-                    pending: Mutex::new(Vec::new()),
+                    manifest_sync: None,
+                    dirty: AtomicBool::new(false),
                     rx: Mutex::new(opened.receiver),
                     digest,
                     commit: Mutex::new(Commit::default()),
@@ -483,7 +488,8 @@ impl ListState {
                     data: OnceLock::new(),
                     create: Mutex::new(()),
                     manifest: None,
-                    pending: Mutex::new(Vec::new()),
+                    manifest_sync: None,
+                    dirty: AtomicBool::new(false),
                     rx: Mutex::new(opened.receiver),
                     digest,
                     commit: Mutex::new(Commit::default()),
@@ -514,8 +520,9 @@ impl ListState {
                 manifest_rel,
                 data: OnceLock::from(prepared.part),
                 create: Mutex::new(()),
+                manifest_sync: prepared.manifest.as_ref().and_then(|m| m.try_clone().ok()),
                 manifest: prepared.manifest.map(Mutex::new),
-                pending: Mutex::new(Vec::new()),
+                dirty: AtomicBool::new(false),
                 rx: Mutex::new(prepared.receiver),
                 digest,
                 commit: Mutex::new(Commit::default()),
@@ -572,6 +579,16 @@ fn prepare_part(
     match opened.start {
         PartStart::Resume { manifest_len } => {
             let part = root.open_file(part_rel, Access::ReadWriteCreate { mode: 0o600 })?;
+            // Trust a record only if its chunk still hashes the same (a power cut can
+            // keep a record whose data never reached the disk): else start over.
+            if !recorded_chunks_intact(&part, opened.receiver.manifest())? {
+                drop(part);
+                if let Some(m) = manifest_rel {
+                    remove_if_there(root, m)?;
+                }
+                remove_if_there(root, part_rel)?;
+                return prepare_part(t, part_rel, manifest_rel, source, chunk_size);
+            }
             let mrel = manifest_rel.ok_or_else(|| io::Error::other("resume without manifest"))?;
             let mut m = root.open_file(mrel, Access::ReadWriteCreate { mode: 0o600 })?;
             m.set_len(manifest_len as u64)?;
@@ -607,6 +624,23 @@ fn prepare_part(
             })
         }
     }
+}
+
+/// Whether every chunk the manifest records still has its recorded xxh3 in `part`.
+fn recorded_chunks_intact(
+    part: &File,
+    manifest: &longhaul_transfer::ResumeManifest,
+) -> io::Result<bool> {
+    let mut buf = Vec::new();
+    for (index, hash) in manifest.verified() {
+        let len = manifest.chunk_len(index);
+        buf.resize(len as usize, 0);
+        file_io::read_exact_at(part, &mut buf, u64::from(index) * manifest.chunk_size())?;
+        if chunk_hash(&buf) != hash {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 fn remove_if_there(root: &ServedRoot, rel: &Path) -> io::Result<()> {
@@ -654,12 +688,6 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
             return Err(CpError::Local(why));
         }
         let Some(item) = control.recv_timeout(Duration::from_millis(200)) else {
-            // Quiet moment: make what was written durable in the manifests.
-            for f in sh.files.iter().flatten() {
-                if let Err(e) = flush_records(f) {
-                    sh.fail(format!("syncing {}: {e}", f.part_rel.display()));
-                }
-            }
             continue;
         };
         match item {
@@ -904,7 +932,7 @@ fn receive_chunk(
         }
         Ok(ChunkCheck::Duplicate) => {}
         Ok(ChunkCheck::Write) => {
-            if let Err(e) = write_chunk(f, &h, hole, buf, computed, sh.group, &sh.root) {
+            if let Err(e) = write_chunk(f, &h, hole, buf, computed, &sh.root) {
                 if let Ok(mut rx) = f.rx.lock() {
                     rx.chunk_abandoned(h.index);
                 }
@@ -944,16 +972,17 @@ fn libc_enospc() -> i32 {
     28
 }
 
-/// Writes the chunk's non-zero blocks and queues its manifest record (files of several
-/// chunks); every `group` queued records, the data is synced and the records appended
-/// and synced (group commit), so a record never claims data a crash could lose.
+/// Writes the chunk's non-zero blocks and appends its manifest record (files of several
+/// chunks). Written records survive the process being killed (they are in the page
+/// cache like the data), so a rerun re-sends only chunks in flight; [`sync_loop`] makes
+/// them durable every few seconds, and a resume re-hashes recorded chunks before it
+/// trusts them (a power cut may have kept a record but not its data).
 fn write_chunk(
     f: &RecvFile,
     h: &ChunkHeader,
     hole: bool,
     buf: &[u8],
     hash: u64,
-    group: usize,
     root: &ServedRoot,
 ) -> io::Result<()> {
     let data = f.file_or_create(root)?;
@@ -967,30 +996,43 @@ fn write_chunk(
             .map_err(|_| io::Error::other("poisoned"))?
             .chunk_durable(h.index, hash)
             .map_err(|e| io::Error::other(e.to_string()))?;
-    if let (Some(rec), Some(_)) = (record, &f.manifest) {
-        let queued = {
-            let mut p = f.pending.lock().map_err(|_| io::Error::other("poisoned"))?;
-            p.push(rec);
-            p.len()
-        };
-        if queued >= group {
-            flush_records(f)?;
-        }
+    if let (Some(rec), Some(m)) = (record, &f.manifest) {
+        m.lock()
+            .map_err(|_| io::Error::other("poisoned"))?
+            .write_all(&rec)?;
+        f.dirty.store(true, Ordering::Release);
     }
     Ok(())
 }
 
-/// Syncs the part file, then appends and syncs the queued manifest records.
-fn flush_records(f: &RecvFile) -> io::Result<()> {
-    let Some(m) = &f.manifest else {
-        return Ok(());
-    };
-    let mut m = m.lock().map_err(|_| io::Error::other("poisoned"))?;
-    let records = std::mem::take(&mut *f.pending.lock().map_err(|_| io::Error::other("poisoned"))?);
-    if records.is_empty() {
-        return Ok(());
+/// How often written chunks and their manifest records are synced to disk.
+const SYNC_EVERY: Duration = Duration::from_secs(2);
+
+/// Syncs the part files and manifests that changed, every [`SYNC_EVERY`], until the
+/// transfer ends (data first, then the manifest).
+fn sync_loop(sh: &Shared, stop: &AtomicBool) {
+    let mut last = std::time::Instant::now();
+    while !stop.load(Ordering::SeqCst) && !sh.abort.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(100));
+        if last.elapsed() < SYNC_EVERY {
+            continue;
+        }
+        last = std::time::Instant::now();
+        for f in sh.files.iter().flatten() {
+            if !f.dirty.swap(false, Ordering::AcqRel) {
+                continue;
+            }
+            let synced =
+                f.file()
+                    .and_then(file_io::sync_data)
+                    .and_then(|()| match &f.manifest_sync {
+                        Some(m) => file_io::sync_data(m),
+                        None => Ok(()),
+                    });
+            if let Err(e) = synced {
+                sh.fail(format!("syncing {}: {e}", f.part_rel.display()));
+                return;
+            }
+        }
     }
-    file_io::sync_data(f.file()?)?;
-    m.write_all(&records.concat())?;
-    file_io::sync_data(&m)
 }

@@ -30,6 +30,8 @@ use longhaul_transfer::{chunk_hash, sparse};
 use super::control::{ControlLink, ControlTx, Incoming};
 use super::digest::{ChunkBytes, OrderedDigest};
 use super::{CpError, Progress};
+use crate::bench::pacer::Pacer;
+use crate::bench::probe::RateProbe;
 
 /// Most data segments looked up per sparse file (the rest is sent as data).
 const MAX_SEGMENTS: usize = 1 << 16;
@@ -104,6 +106,7 @@ struct Shared {
     control: ControlTx,
     live_streams: AtomicU64,
     streams: u32,
+    done: AtomicBool,
 }
 
 impl Shared {
@@ -141,6 +144,7 @@ pub fn run_sender(
     control: ControlLink,
     streams: Vec<TcpStream>,
     progress: Arc<Progress>,
+    probe: Option<RateProbe>,
 ) -> Result<SendOutcome, CpError> {
     let total: u64 = items.iter().map(|i| i.entry.size).sum();
     let entries: Vec<FileEntry> = items.iter().map(|i| i.entry.clone()).collect();
@@ -238,6 +242,7 @@ pub fn run_sender(
         control: control.tx.clone(),
         live_streams: AtomicU64::new(streams.len() as u64),
         streams: streams.len() as u32,
+        done: AtomicBool::new(false),
     });
 
     // Files whose digest can start from chunks already there (resumed, or all of them in
@@ -273,7 +278,27 @@ pub fn run_sender(
             .collect()
     };
 
+    // Without a given rate, find the bottleneck and hold pacing to it (as bench does).
+    let pacer = probe.filter(|_| !checksum_only).map(|probe| {
+        let socks: Vec<Arc<TcpStream>> = handles
+            .iter()
+            .filter_map(|h| h.try_clone().ok().map(Arc::new))
+            .collect();
+        let every = probe.round();
+        let sh = shared.clone();
+        std::thread::spawn(move || {
+            let mut pacer = Pacer::new(socks, probe, Instant::now());
+            while !sh.abort.load(Ordering::SeqCst) && !sh.done.load(Ordering::SeqCst) {
+                std::thread::sleep(every);
+                pacer.step();
+            }
+        })
+    });
     let result = control_loop(&shared, &control, &to_send, &entries, checksum_only);
+    shared.done.store(true, Ordering::SeqCst);
+    if let Some(p) = pacer {
+        let _ = p.join();
+    }
     if result.is_err() {
         shared.fail("stopped".into());
         for h in &handles {
@@ -401,6 +426,11 @@ fn control_loop(
                 if let Some(stream) = holder(&s, sh.streams, id) {
                     s.chunk_verified(stream, id)
                         .map_err(|e| CpError::Protocol(e.to_string()))?;
+                    // Progress counts what the receiver verified, not what sits in
+                    // socket buffers (a long path's window holds hundreds of MB).
+                    if let Ok(c) = s.chunk(id) {
+                        sh.progress.add_done(c.len);
+                    }
                 }
                 while s.poll_cancelled().is_some() {}
                 drop(s);
@@ -615,7 +645,6 @@ fn send_chunk(
         sh.sent.fetch_add(chunk.len, Ordering::Relaxed);
         offer(sh, fs, chunk.id.index, ChunkBytes::Data(buf), &read_at)?;
     }
-    sh.progress.add_done(chunk.len);
     Ok(())
 }
 

@@ -16,6 +16,7 @@ use super::send::{run_sender, SendItem, SourceRoot};
 use super::walk::{walk_served, walk_served_root};
 use super::Progress;
 use crate::bench::options::{self, plan_buffer};
+use crate::bench::probe::RateProbe;
 use crate::bench::window::{bdp_bytes, Side};
 use crate::conn::FramedConn;
 use crate::host;
@@ -169,6 +170,8 @@ pub fn serve_transfer(
             link,
             socks,
             progress,
+            (params.rate_bps == 0 && rtt >= Duration::from_millis(1))
+                .then(|| RateProbe::new(rtt, congestion != "bbr")),
         )
         .map_err(|e| e.to_string())?;
         Ok(format!(
