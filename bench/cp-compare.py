@@ -383,27 +383,38 @@ class Bench:
         os.makedirs(gf_dst, exist_ok=True)
         lsrv, lport = self.longhaul_server(f"{case}-serve", ns_server, host, lh_root)
         gsrv, gport = self.gridftp_server(f"{case}-gridftp", ns_server, host)
-        streams = None
         try:
-            for _ in range(reps):
-                if self.have_cp:
-                    row = self.measure(case, "longhaul cp",
-                                       wrap(ns_client, [self.lh, "cp", "--json", "--no-progress", src,
-                                                        f"{host}:{lport}:big"]),
-                                       lsrv, nbytes, 1, os.path.join(lh_root, "big"), same, env=self.env,
-                                       parse=self.parse_cp)
-                    streams = row.get("streams") or streams
+            state = {"streams": None}
+
+            def cp():
+                row = self.measure(case, "longhaul cp",
+                                   wrap(ns_client, [self.lh, "cp", "--json", "--no-progress", src,
+                                                    f"{host}:{lport}:big"]),
+                                   lsrv, nbytes, 1, os.path.join(lh_root, "big"), same, env=self.env,
+                                   parse=self.parse_cp)
+                state["streams"] = row.get("streams") or state["streams"]
+
+            def gridftp():
                 self.measure(case, "globus-url-copy",
                              wrap(ns_client, ["globus-url-copy"] + gridftp_args +
                                   [f"file://{src}", f"ftp://{host}:{gport}{gf_dst}/big"]),
                              gsrv, nbytes, 1, os.path.join(gf_dst, "big"), same)
+
+            def bench():
                 # Memory to memory on the same path, the same bytes and the same number of
                 # streams as cp used (cp's default from the spec when cp is not there).
-                n = streams or (2 if ns_client is None else 4)
+                n = state["streams"] or (2 if ns_client is None else 4)
                 self.measure(case, "longhaul bench",
                              wrap(ns_client, [self.lh, "bench", f"{host}:{lport}", "--bytes", str(nbytes),
                                               "-P", str(n), "--json"]),
                              lsrv, nbytes, 1, None, None, env=self.env, parse=self.parse_bench)
+
+            tools = ([cp] if self.have_cp else []) + [gridftp, bench]
+            for rep in range(reps):
+                # Each repetition starts with the next tool, so drift on a shared machine
+                # and the order itself hit every tool alike.
+                for i in range(len(tools)):
+                    tools[(rep + i) % len(tools)]()
         finally:
             self.run.stop(lsrv)
             self.run.stop(gsrv)
@@ -494,17 +505,23 @@ Subsystem sftp /usr/lib/openssh/sftp-server
         srv, port, ssh = self.sshd()
         lsrv, lport = self.longhaul_server("small-serve", None, "127.0.0.1", lh_root)
         try:
-            for _ in range(self.a.reps):
-                if self.have_cp:
-                    self.measure("small", "longhaul cp -r",
-                                 [self.lh, "cp", "-r", "--json", "--no-progress", src, f"127.0.0.1:{lport}:small"],
-                                 lsrv, nbytes, nfiles, os.path.join(lh_root, "small"), same, env=self.env,
-                                 parse=self.parse_cp)
+            def cp():
+                self.measure("small", "longhaul cp -r",
+                             [self.lh, "cp", "-r", "--json", "--no-progress", src, f"127.0.0.1:{lport}:small"],
+                             lsrv, nbytes, nfiles, os.path.join(lh_root, "small"), same, env=self.env,
+                             parse=self.parse_cp)
+
+            def scp():
                 os.makedirs(scp_dst, exist_ok=True)
                 # scp takes ssh's options but spells the port -P.
                 opts = ["-P", ssh[2]] + ssh[3:]
                 self.measure("small", "scp -r", ["scp", "-r", "-q"] + opts + [src, f"root@127.0.0.1:{scp_dst}/"],
                              srv, nbytes, nfiles, os.path.join(scp_dst, "small"), same)
+
+            tools = ([cp] if self.have_cp else []) + [scp]
+            for rep in range(self.a.reps):
+                for i in range(len(tools)):
+                    tools[(rep + i) % len(tools)]()
         finally:
             self.run.stop(lsrv)
             self.run.stop(srv)

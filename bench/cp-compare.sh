@@ -73,7 +73,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 two_bdp=$(python3 -c "
 import sys
@@ -92,9 +93,15 @@ print(int(float(t[:-2]) * 1024 ** (m.index(t[-2]) + 1)) if t.endswith('i') else
 echo "scratch: $work ($(df --output=fstype "$work" | tail -n 1 | tr -d ' ')); writing $bytes random bytes" >&2
 head -c "$bytes" /dev/urandom > "$work/big"
 cat "$work/big" > /dev/null   # page-cache warm
+# In the background so that a signal to this script is handled at once: the trap hands it
+# on and waits for the helper to stop its servers before the clean-up runs.
+timeout -s TERM 840 python3 bench/cp-compare.py --work "$work" --big "$work/big" --longhaul "$lh" \
+  --emu-name "$name" --out "$out" "${pass[@]}" &
+helper=$!
+trap 'kill -TERM $helper 2>/dev/null; wait $helper; exit 130' INT
+trap 'kill -TERM $helper 2>/dev/null; wait $helper; exit 143' TERM
 set +e
-timeout --foreground -s TERM 840 python3 bench/cp-compare.py --work "$work" --big "$work/big" --longhaul "$lh" \
-  --emu-name "$name" --out "$out" "${pass[@]}"
+wait $helper
 rc=$?
 set -e
 exit $rc
