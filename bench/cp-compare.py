@@ -221,17 +221,23 @@ def quiesce(pid, timeout=10):
         time.sleep(0.05)
 
 
-def run_client(argv, out_path, env=None, timeout=600):
-    """Runs a client; returns (exit code, wall seconds, CPU seconds incl. its children)."""
+def run_client(argv, out_path, env=None, timeout=600, sample=None):
+    """Runs a client; returns (exit code, wall seconds, CPU seconds incl. its children,
+    [sample() about every 0.2 s while it runs])."""
+    samples = []
     with open(out_path, "w") as out:
         t0 = time.monotonic()
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
         deadline = t0 + timeout
+        next_sample = t0
         try:
             while True:
                 pid, status, ru = os.wait4(p.pid, os.WNOHANG)
                 if pid:
                     break
+                if sample and time.monotonic() >= next_sample:
+                    samples.append(sample())
+                    next_sample += 0.2
                 if time.monotonic() > deadline:
                     log(f"  client still running after {timeout:g} s: killed")
                     p.kill()
@@ -244,7 +250,27 @@ def run_client(argv, out_path, env=None, timeout=600):
             raise
         wall = time.monotonic() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, wall, ru.ru_utime + ru.ru_stime
+    return p.returncode, wall, ru.ru_utime + ru.ru_stime, samples
+
+
+def cruise_share(samples, rate_bps):
+    """Share of the bottleneck used while the middle 80 % of a run's bytes crossed it, from
+    (emulator uptime s, a->b wire bytes out) samples; None without enough samples."""
+    pts = sorted({p for p in samples if p})
+    if len(pts) < 10 or pts[-1][1] - pts[0][1] <= 0:
+        return None
+    b0, total = pts[0][1], pts[-1][1] - pts[0][1]
+
+    def time_at(frac):
+        want = b0 + frac * total
+        for (ta, ba), (tb, bb) in zip(pts, pts[1:]):
+            if bb >= want:
+                return ta + (tb - ta) * ((want - ba) / (bb - ba) if bb > ba else 0)
+        return pts[-1][0]
+    t10, t90 = time_at(0.1), time_at(0.9)
+    if t90 <= t10:
+        return None
+    return 0.8 * total * 8 / (t90 - t10) / rate_bps
 
 
 def json_lines(path):
@@ -287,10 +313,12 @@ class Bench:
         spid = server.pid
         quiesce(spid)
         link0 = self.link_counters()
+        load = os.getloadavg()[0]
         s0 = proc_cpu(spid)
         out_path = os.path.join(self.work, f"{case}-{tool.replace(' ', '_')}.out")
         log(f"[{case}] {tool}: {shlex.join(argv)}")
-        rc, wall, ccpu = run_client(argv, out_path, env=env, timeout=self.a.client_timeout)
+        rc, wall, ccpu, samples = run_client(argv, out_path, env=env, timeout=self.a.client_timeout,
+                                             sample=self.wire_sample if getattr(self, "emulating", False) else None)
         quiesce(spid)
         scpu = proc_cpu(spid) - s0
         link1 = self.link_counters()
@@ -299,16 +327,24 @@ class Bench:
                "wall_s": wall, "bytes": nbytes, "files": nfiles,
                "gbit_s": nbytes * 8 / wall / 1e9, "files_per_s": nfiles / wall,
                "client_cpu_s": ccpu, "server_cpu_s": scpu,
-               "cpu_s_per_gb": (ccpu + scpu) / (nbytes / GB)}
+               "cpu_s_per_gb": (ccpu + scpu) / (nbytes / GB), "loadavg_1min_before": load}
         if parse:
             row.update(parse(out_path))
         if link0 and link1:
             row["bottleneck"] = {k: link1[k] - link0[k] for k in link0}
+            row["bottleneck"]["cruise_share"] = cruise_share(samples, parse_rate(self.a.rate))
+            pts = [p for p in samples if p]
+            if pts:
+                # When the first MiB had crossed the bottleneck, counted from the client's start.
+                first = next((t for t, b in pts if b - pts[0][1] >= 1 << 20), None)
+                row["bottleneck"]["first_mib_s"] = first - pts[0][0] if first is not None else None
+                row["bottleneck"]["samples"] = [[round(t - pts[0][0], 3), b - pts[0][1]] for t, b in pts]
         if rc != 0:
             row["error"] = text[-2000:]
             log(f"  FAILED (exit {rc}): {text[-600:]}")
         if dest is not None and rc == 0 and os.path.exists(dest):
             row["sync_s"] = make_durable(dest)
+            row["durable_s"] = wall + row["sync_s"]
             row["verified"] = verify(dest)
         else:
             row["verified"] = False
@@ -322,6 +358,16 @@ class Bench:
             for name in os.listdir(parent):
                 remove(os.path.join(parent, name))
         return row
+
+    def wire_sample(self):
+        """(emulator uptime s, a->b wire bytes out) from the stats file it rewrites every
+        250 ms, or None."""
+        try:
+            with open(f"/run/longhaul/emulate-{self.a.emu_name}.json") as f:
+                st = json.load(f)["stats"]
+            return (st["uptime_ns"] / 1e9, st["a_to_b"]["link"]["bytes_out"])
+        except (OSError, ValueError, KeyError):
+            return None
 
     def link_counters(self):
         """The emulated bottleneck's a->b counters while the emulator runs, else None."""
@@ -551,47 +597,52 @@ Subsystem sftp /usr/lib/openssh/sftp-server
                              "ssh": subprocess.run(["ssh", "-V"], capture_output=True, text=True).stderr.strip()}}
 
     def summary(self):
-        def best(case, tool, key="wall_s"):
+        def median(case, tool, key="wall_s"):
             rows = [r for r in self.results if r["case"] == case and r["tool"] == tool and r["exit_code"] == 0]
             if not rows:
                 return None
-            rows.sort(key=lambda r: r[key])
+            rows.sort(key=lambda r: r.get(key, float("inf")))
             return rows[len(rows) // 2]  # median run by wall time
         ratios, checks = {}, {}
         rate = parse_rate(self.a.rate)
         for case, lh, peer, target in (("loopback", "longhaul cp", "globus-url-copy", 1.5),
                                        ("lfn", "longhaul cp", "globus-url-copy", 1.25),
                                        ("small", "longhaul cp -r", "scp -r", 5.0)):
-            a, b = best(case, lh), best(case, peer)
+            a, b = median(case, lh), median(case, peer)
             if a and b:
                 r = b["wall_s"] / a["wall_s"]
                 ratios[f"{case}: {lh} / {peer} throughput"] = r
-                ratios[f"{case}: {lh} / {peer} CPU s per GB"] = a["cpu_s_per_gb"] / b["cpu_s_per_gb"]
                 checks[f"{case}: {lh} >= {target}x {peer}"] = r >= target
+                # The same with the sync that makes each copy durable counted in.
+                da, db = (median(case, t, "durable_s") for t in (lh, peer))
+                if "durable_s" in da and "durable_s" in db:
+                    ratios[f"{case}: {lh} / {peer} throughput to durable (wall + sync)"] = \
+                        db["durable_s"] / da["durable_s"]
+                ratios[f"{case}: {lh} / {peer} CPU s per GB"] = a["cpu_s_per_gb"] / b["cpu_s_per_gb"]
         for case in ("loopback", "lfn"):
-            a, ref = best(case, "longhaul cp"), best(case, "longhaul bench")
+            a, ref = median(case, "longhaul cp"), median(case, "longhaul bench")
             if a and ref:
                 ratios[f"{case}: longhaul cp / longhaul bench throughput"] = a["gbit_s"] / ref["gbit_s"]
-        a = best("lfn", "longhaul cp")
-        if a:
+        for tool in ("longhaul cp", "globus-url-copy", "longhaul bench"):
+            a = median("lfn", tool)
+            if not a:
+                continue
             share = a["gbit_s"] * 1e9 / rate
-            ratios["lfn: longhaul cp share of the bottleneck (bytes / wall)"] = share
-            if a.get("tool_gbit_s"):
-                ratios["lfn: longhaul cp share of the bottleneck (its own end.bits_per_second)"] = \
-                    a["tool_gbit_s"] * 1e9 / rate
-            checks["lfn: longhaul cp >= 90 % of the bottleneck (bytes / wall)"] = share >= 0.9
-            if a.get("tool_gbit_s"):
-                checks["lfn: longhaul cp >= 90 % of the bottleneck (its own figure)"] = a["tool_gbit_s"] * 1e9 / rate >= 0.9
-        g = best("lfn", "globus-url-copy")
-        if g:
-            ratios["lfn: globus-url-copy share of the bottleneck (bytes / wall)"] = g["gbit_s"] * 1e9 / rate
+            ratios[f"lfn: {tool} share of the bottleneck (file bytes / wall)"] = share
+            cruise = a.get("bottleneck", {}).get("cruise_share")
+            if cruise:
+                ratios[f"lfn: {tool} use of the bottleneck while the middle 80 % of the bytes crossed it"] = cruise
+            if tool == "longhaul cp":
+                checks["lfn: longhaul cp >= 90 % of the bottleneck (file bytes / wall)"] = share >= 0.9
+                if cruise:
+                    checks["lfn: longhaul cp >= 90 % of the bottleneck (middle 80 % of the bytes)"] = cruise >= 0.9
         return ratios, checks
 
     def report(self, host):
         print(f"\n{host['date_utc']}  {host['hostname']}  {host['cpus']} CPUs  kernel {host['kernel']}  "
               f"files on {host['filesystem']['type']} ({host['filesystem']['device']})")
         print(f"{'case':9} {'tool':16} {'wall s':>7} {'Gbit/s':>7} {'tool Gb/s':>9} {'files/s':>8} "
-              f"{'cli CPU':>7} {'srv CPU':>7} {'CPU s/GB':>8} {'sync s':>7} {'ok':>3} {'streams':>7} drops")
+              f"{'cli CPU':>7} {'srv CPU':>7} {'CPU s/GB':>8} {'sync s':>7} {'ok':>3} {'streams':>7} {'drops':>7} use%")
         for r in self.results:
             tg = f"{r['tool_gbit_s']:.3f}" if r.get("tool_gbit_s") else "-"
             fs = f"{r['sync_s']:.2f}" if "sync_s" in r else "-"
@@ -599,7 +650,8 @@ Subsystem sftp /usr/lib/openssh/sftp-server
             print(f"{r['case']:9} {r['tool']:16} {r['wall_s']:7.2f} {r['gbit_s']:7.3f} {tg:>9} "
                   f"{r['files_per_s']:8.0f} {r['client_cpu_s']:7.2f} {r['server_cpu_s']:7.2f} "
                   f"{r['cpu_s_per_gb']:8.2f} {fs:>7} {ok:>3} {r.get('streams') or '-':>7} "
-                  f"{r['bottleneck']['dropped_queue_segments'] if 'bottleneck' in r else '-'}")
+                  f"{r['bottleneck']['dropped_queue_segments'] if 'bottleneck' in r else '-':>7} "
+                  f"{cruise_text(r)}")
         ratios, checks = self.summary()
         for k, v in ratios.items():
             print(f"  {k}: {v:.2f}")
@@ -636,6 +688,11 @@ Subsystem sftp /usr/lib/openssh/sftp-server
         return 0 if all(checks.values()) else 1
 
 
+def cruise_text(r):
+    c = r.get("bottleneck", {}).get("cruise_share")
+    return f"{100 * c:.1f}" if c else "-"
+
+
 def render_markdown(path):
     """Prints a results file as the Markdown tables of docs/cp-bench.md (median run by wall
     time of each tool and case, then the ratios)."""
@@ -645,8 +702,8 @@ def render_markdown(path):
           f"files on {h['filesystem']['type']}; {doc['config']['reps']} run(s) per tool on loopback and "
           f"for small files, {doc['config']['lfn_reps']} over the emulated path; median by wall time.\n")
     print("| case | tool | wall s | Gbit/s (bytes/wall) | tool's own Gbit/s | files/s | CPU s client | "
-          "CPU s server | CPU s/GB (both) | sync s after | verified | runs (wall s) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "CPU s server | CPU s/GB (both) | sync s after | verified | bottleneck drops / use % | runs (wall s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     groups = {}
     for r in doc["runs"]:
         groups.setdefault((r["case"], r["tool"]), []).append(r)
@@ -658,8 +715,10 @@ def render_markdown(path):
         sync = f"{m['sync_s']:.2f}" if "sync_s" in m else "-"
         ok = "n/a" if tool == "longhaul bench" else ("yes" if all(r["verified"] for r in rows) else "NO")
         runs = " ".join(f"{r['wall_s']:.2f}" for r in rows)
+        link = f"{m['bottleneck']['dropped_queue_segments']} / {cruise_text(m)}" if "bottleneck" in m else "-"
         print(f"| {case} | `{tool}` | {m['wall_s']:.2f} | {m['gbit_s']:.3f} | {tg} | {fps} | "
-              f"{m['client_cpu_s']:.2f} | {m['server_cpu_s']:.2f} | {m['cpu_s_per_gb']:.2f} | {sync} | {ok} | {runs} |")
+              f"{m['client_cpu_s']:.2f} | {m['server_cpu_s']:.2f} | {m['cpu_s_per_gb']:.2f} | {sync} | {ok} | "
+              f"{link} | {runs} |")
     print()
     for k, v in doc["ratios"].items():
         print(f"- {k}: **{v:.2f}**")
