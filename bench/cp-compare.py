@@ -597,46 +597,7 @@ Subsystem sftp /usr/lib/openssh/sftp-server
                              "ssh": subprocess.run(["ssh", "-V"], capture_output=True, text=True).stderr.strip()}}
 
     def summary(self):
-        def median(case, tool, key="wall_s"):
-            rows = [r for r in self.results if r["case"] == case and r["tool"] == tool and r["exit_code"] == 0]
-            if not rows:
-                return None
-            rows.sort(key=lambda r: r.get(key, float("inf")))
-            return rows[len(rows) // 2]  # median run by wall time
-        ratios, checks = {}, {}
-        rate = parse_rate(self.a.rate)
-        for case, lh, peer, target in (("loopback", "longhaul cp", "globus-url-copy", 1.5),
-                                       ("lfn", "longhaul cp", "globus-url-copy", 1.25),
-                                       ("small", "longhaul cp -r", "scp -r", 5.0)):
-            a, b = median(case, lh), median(case, peer)
-            if a and b:
-                r = b["wall_s"] / a["wall_s"]
-                ratios[f"{case}: {lh} / {peer} throughput"] = r
-                checks[f"{case}: {lh} >= {target}x {peer}"] = r >= target
-                # The same with the sync that makes each copy durable counted in.
-                da, db = (median(case, t, "durable_s") for t in (lh, peer))
-                if "durable_s" in da and "durable_s" in db:
-                    ratios[f"{case}: {lh} / {peer} throughput to durable (wall + sync)"] = \
-                        db["durable_s"] / da["durable_s"]
-                ratios[f"{case}: {lh} / {peer} CPU s per GB"] = a["cpu_s_per_gb"] / b["cpu_s_per_gb"]
-        for case in ("loopback", "lfn"):
-            a, ref = median(case, "longhaul cp"), median(case, "longhaul bench")
-            if a and ref:
-                ratios[f"{case}: longhaul cp / longhaul bench throughput"] = a["gbit_s"] / ref["gbit_s"]
-        for tool in ("longhaul cp", "globus-url-copy", "longhaul bench"):
-            a = median("lfn", tool)
-            if not a:
-                continue
-            share = a["gbit_s"] * 1e9 / rate
-            ratios[f"lfn: {tool} share of the bottleneck (file bytes / wall)"] = share
-            cruise = a.get("bottleneck", {}).get("cruise_share")
-            if cruise:
-                ratios[f"lfn: {tool} use of the bottleneck while the middle 80 % of the bytes crossed it"] = cruise
-            if tool == "longhaul cp":
-                checks["lfn: longhaul cp >= 90 % of the bottleneck (file bytes / wall)"] = share >= 0.9
-                if cruise:
-                    checks["lfn: longhaul cp >= 90 % of the bottleneck (middle 80 % of the bytes)"] = cruise >= 0.9
-        return ratios, checks
+        return summary(self.results, parse_rate(self.a.rate))
 
     def report(self, host):
         print(f"\n{host['date_utc']}  {host['hostname']}  {host['cpus']} CPUs  kernel {host['kernel']}  "
@@ -688,6 +649,53 @@ Subsystem sftp /usr/lib/openssh/sftp-server
         return 0 if all(checks.values()) else 1
 
 
+def summary(results, rate):
+    """Ratios and target checks from the runs (median run by wall time of each tool)."""
+    def median(case, tool, key="wall_s"):
+        rows = [r for r in results if r["case"] == case and r["tool"] == tool and r["exit_code"] == 0]
+        if not rows:
+            return None
+        rows.sort(key=lambda r: r.get(key, float("inf")))
+        return rows[len(rows) // 2]  # median run by wall time
+    ratios, checks = {}, {}
+    for case, lh, peer, target in (("loopback", "longhaul cp", "globus-url-copy", 1.5),
+                                   ("lfn", "longhaul cp", "globus-url-copy", 1.25),
+                                   ("small", "longhaul cp -r", "scp -r", 5.0)):
+        a, b = median(case, lh), median(case, peer)
+        if a and b:
+            r = b["wall_s"] / a["wall_s"]
+            ratios[f"{case}: {lh} / {peer} throughput"] = r
+            checks[f"{case}: {lh} >= {target}x {peer}"] = r >= target
+            # Best runs: the least disturbed ones on a shared machine.
+            fa, fb = (min(x["wall_s"] for x in results if x["case"] == case and x["tool"] == t
+                          and x["exit_code"] == 0) for t in (lh, peer))
+            ratios[f"{case}: {lh} / {peer} throughput, best run of each"] = fb / fa
+            # The same with the sync that makes each copy durable counted in.
+            da, db = (median(case, t, "durable_s") for t in (lh, peer))
+            if "durable_s" in da and "durable_s" in db:
+                ratios[f"{case}: {lh} / {peer} throughput to durable (wall + sync)"] = \
+                    db["durable_s"] / da["durable_s"]
+            ratios[f"{case}: {lh} / {peer} CPU s per GB"] = a["cpu_s_per_gb"] / b["cpu_s_per_gb"]
+    for case in ("loopback", "lfn"):
+        a, ref = median(case, "longhaul cp"), median(case, "longhaul bench")
+        if a and ref:
+            ratios[f"{case}: longhaul cp / longhaul bench throughput"] = a["gbit_s"] / ref["gbit_s"]
+    for tool in ("longhaul cp", "globus-url-copy", "longhaul bench"):
+        a = median("lfn", tool)
+        if not a:
+            continue
+        share = a["gbit_s"] * 1e9 / rate
+        ratios[f"lfn: {tool} share of the bottleneck (file bytes / wall)"] = share
+        cruise = a.get("bottleneck", {}).get("cruise_share")
+        if cruise:
+            ratios[f"lfn: {tool} use of the bottleneck while the middle 80 % of the bytes crossed it"] = cruise
+        if tool == "longhaul cp":
+            checks["lfn: longhaul cp >= 90 % of the bottleneck (file bytes / wall)"] = share >= 0.9
+            if cruise:
+                checks["lfn: longhaul cp >= 90 % of the bottleneck (middle 80 % of the bytes)"] = cruise >= 0.9
+    return ratios, checks
+
+
 def cruise_text(r):
     c = r.get("bottleneck", {}).get("cruise_share")
     return f"{100 * c:.1f}" if c else "-"
@@ -720,9 +728,10 @@ def render_markdown(path):
               f"{m['client_cpu_s']:.2f} | {m['server_cpu_s']:.2f} | {m['cpu_s_per_gb']:.2f} | {sync} | {ok} | "
               f"{link} | {runs} |")
     print()
-    for k, v in doc["ratios"].items():
+    ratios, checks = summary(doc["runs"], parse_rate(doc["config"]["rate"]))
+    for k, v in ratios.items():
         print(f"- {k}: **{v:.2f}**")
-    for k, v in doc["targets_met"].items():
+    for k, v in checks.items():
         print(f"- target {k}: **{'met' if v else 'not met'}**")
 
 
