@@ -426,7 +426,6 @@ fn checksum_only_says_whether_copies_match() {
 }
 
 #[test]
-#[ignore = "engine bug: --checksum-only pull to a missing local file exits 0 ('received 0 files')"]
 fn checksum_only_pull_of_a_missing_local_copy_exits_1() {
     let s = Scratch::new("cksum-missing");
     let home = s.dir("home");
@@ -439,7 +438,6 @@ fn checksum_only_pull_of_a_missing_local_copy_exits_1() {
 }
 
 #[test]
-#[ignore = "engine bug: the start line has no files and bytes (cp-cli.md's schema)"]
 fn json_start_line_says_files_and_bytes() {
     let s = Scratch::new("start-line");
     let home = s.dir("home");
@@ -610,7 +608,6 @@ fn path_escapes_are_refused_and_nothing_is_written_outside_the_root() {
 /// (the server's reason stays in its log), and the pull of a single symlink pointing out
 /// exits 0 having copied nothing, without a word.
 #[test]
-#[ignore = "engine bug: push refusals reach the client as 'peer closed the control connection'; pull of a symlink out exits 0 silently"]
 fn path_escape_refusals_say_what_was_refused() {
     let f = EscapeFixture::new();
     let (home, local, server) = (&f.home, &f.local, &f.server);
@@ -650,7 +647,6 @@ fn a_server_without_root_refuses_transfers() {
 /// after the server sent its refusal and closed, and reports the write error rather than
 /// reading the refusal), so this tries ten times.
 #[test]
-#[ignore = "engine bug: a push to a server without --root sometimes fails with 'Broken pipe' instead of the server's message"]
 fn a_server_without_root_says_how_to_serve_files() {
     let s = Scratch::new("noroot-msg");
     let home = s.dir("home");

@@ -133,7 +133,9 @@ impl ServedRoot {
     /// Opens a file below the root.
     pub fn open_file(&self, rel: &Path, access: Access) -> io::Result<File> {
         let (flags, mode) = access.flags();
-        let fd = self.open_beneath(rel, flags | libc::O_CLOEXEC, mode)?;
+        let fd = self
+            .open_beneath(rel, flags | libc::O_CLOEXEC, mode)
+            .map_err(|e| self.describe(e, "open", rel))?;
         Ok(File::from(fd))
     }
 

@@ -12,7 +12,7 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -163,25 +163,26 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     let done = Arc::new(AtomicBool::new(false));
     let draw_bar = !json && !args.no_progress && std::io::stderr().is_terminal();
     let t0 = Instant::now();
+    // The start line waits for the file list to settle (its totals); the ticker prints it.
+    let start_line: Arc<Mutex<StartLine>> = Arc::default();
     let ticker = {
-        let (progress, done) = (progress.clone(), done.clone());
-        std::thread::spawn(move || ticker(&progress, &done, json, draw_bar))
+        let (progress, done, start_line) = (progress.clone(), done.clone(), start_line.clone());
+        std::thread::spawn(move || ticker(&progress, &done, json, draw_bar, &start_line))
     };
     let mut on_start = |s: &CpStart| {
         for w in &s.warnings {
             warn(w.clone());
         }
-        if json {
-            emit_json(&json!({
-                "type": "start", "direction": s.direction, "streams": s.streams,
-                "chunk_bytes": s.chunk_bytes, "rtt_ms": s.rtt.as_secs_f64() * 1e3,
-                "window_bytes": s.window_bytes, "congestion": s.congestion,
-            }));
+        if let Ok(mut l) = start_line.lock() {
+            l.start = Some(s.clone());
         }
     };
     let result = run_cp(cfg, progress.clone(), &mut on_start);
     done.store(true, Ordering::SeqCst);
     let _ = ticker.join();
+    if json {
+        emit_start(&start_line, &progress);
+    }
     let report = result.map_err(|e| {
         use longhaul_engine::cp::CpError as E;
         let hint = match e {
@@ -251,8 +252,43 @@ fn print_end(r: &CpReport, cpu: f64, json: bool) {
     ));
 }
 
+/// The `start` line, printed once.
+#[derive(Default)]
+struct StartLine {
+    start: Option<CpStart>,
+    printed: bool,
+}
+
+/// Prints the JSON `start` line once the set-up and the file list are known.
+fn emit_start(line: &Mutex<StartLine>, progress: &Progress) -> bool {
+    let Ok(mut l) = line.lock() else {
+        return false;
+    };
+    if l.printed {
+        return true;
+    }
+    let Some(s) = &l.start else {
+        return false;
+    };
+    let (_, bytes, _, files) = progress.snapshot();
+    emit_json(&json!({
+        "type": "start", "direction": s.direction, "streams": s.streams,
+        "chunk_bytes": s.chunk_bytes, "rtt_ms": s.rtt.as_secs_f64() * 1e3,
+        "window_bytes": s.window_bytes, "congestion": s.congestion,
+        "files": files, "bytes": bytes,
+    }));
+    l.printed = true;
+    true
+}
+
 /// Progress: a bar on stderr (terminal only) or JSON `progress` lines, until `done`.
-fn ticker(progress: &Progress, done: &AtomicBool, json: bool, bar: bool) {
+fn ticker(
+    progress: &Progress,
+    done: &AtomicBool,
+    json: bool,
+    bar: bool,
+    start_line: &Mutex<StartLine>,
+) {
     let t0 = Instant::now();
     let mut last_json = Instant::now();
     let mut prev = (Instant::now(), 0u64);
@@ -271,7 +307,8 @@ fn ticker(progress: &Progress, done: &AtomicBool, json: bool, bar: bool) {
             };
             prev = (now, bytes);
         }
-        if json && last_json.elapsed() >= Duration::from_secs(1) {
+        let started = json && progress.is_listed() && emit_start(start_line, progress);
+        if started && last_json.elapsed() >= Duration::from_secs(1) {
             last_json = Instant::now();
             emit_json(&json!({
                 "type": "progress", "seconds": t0.elapsed().as_secs_f64(),

@@ -210,10 +210,12 @@ pub fn run_cp(
     // the data streams connect, which saves a round trip.
     if let CpJob::Push { items } = &cfg.job {
         for frame in file_list_frames(items)? {
-            control
-                .conn
-                .send_transfer(&frame)
-                .map_err(|e| CpError::io("sending the file list", e))?;
+            if let Err(e) = control.conn.send_transfer(&frame) {
+                // The server may have refused the request and closed: its reason
+                // beats our write error.
+                return Err(server_refusal(&mut control.conn)
+                    .unwrap_or_else(|| CpError::io("sending the file list", e)));
+            }
         }
     }
     let chunk_size = match control.conn.recv_any() {
@@ -301,6 +303,17 @@ pub fn run_cp(
                 seconds: t0.elapsed().as_secs_f64(),
             })
         }
+    }
+}
+
+/// The server's error message, if one is waiting on the control connection.
+fn server_refusal(conn: &mut crate::conn::FramedConn) -> Option<CpError> {
+    let _ = conn.stream().set_read_timeout(Some(Duration::from_secs(2)));
+    match conn.recv_any() {
+        Ok(crate::conn::Frame::Bench(longhaul_proto::Message::Error { message, .. })) => {
+            Some(CpError::Peer(message))
+        }
+        _ => None,
     }
 }
 

@@ -133,7 +133,9 @@ impl ControlTx {
         }
     }
 
-    /// Writes what is queued, then closes both directions (unblocks the reader thread).
+    /// Writes what is queued, then ends this direction (the peer sees the end of the
+    /// stream after our last message; our reader keeps reading until the peer closes,
+    /// so nothing unread triggers a reset that would destroy our last message).
     pub fn shutdown(&self) {
         let _ = self.flush(Duration::from_secs(2));
         let (lock, cv) = &*self.outbox;
@@ -141,7 +143,7 @@ impl ControlTx {
             o.closed = true;
             cv.notify_all();
         }
-        let _ = self.stream.shutdown(Shutdown::Both);
+        let _ = self.stream.shutdown(Shutdown::Write);
     }
 }
 
@@ -257,11 +259,40 @@ impl ControlLink {
 impl Drop for ControlLink {
     fn drop(&mut self) {
         self.tx.shutdown();
+        // Let the reader drain what the peer still sends until it closes (at most 2 s).
+        let _ = self
+            .tx
+            .stream
+            .set_read_timeout(Some(Duration::from_secs(2)));
         for h in [self.reader.take(), self.writer.take()]
             .into_iter()
             .flatten()
         {
             let _ = h.join();
+        }
+        let _ = self.tx.stream.shutdown(Shutdown::Both);
+    }
+}
+
+/// Closes a connection after a last message without losing it: ends our direction,
+/// then reads (and drops) what the peer still sends until it closes or `limit` passes.
+pub fn close_gracefully(stream: &TcpStream, limit: Duration) {
+    use std::io::Read;
+    let _ = stream.shutdown(Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    let deadline = std::time::Instant::now() + limit;
+    let mut buf = [0u8; 16 * 1024];
+    let mut r: &TcpStream = stream;
+    while std::time::Instant::now() < deadline {
+        match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
         }
     }
 }

@@ -62,6 +62,7 @@ pub struct Progress {
     done_bytes: AtomicU64,
     files_total: AtomicU64,
     files_done: AtomicU64,
+    listed: std::sync::atomic::AtomicBool,
 }
 
 impl Progress {
@@ -76,6 +77,14 @@ impl Progress {
     /// Sets the number of files to move.
     pub fn set_files(&self, n: u64) {
         self.files_total.store(n, Ordering::Relaxed);
+    }
+    /// The file list is settled: the totals are final.
+    pub fn mark_listed(&self) {
+        self.listed.store(true, Ordering::SeqCst);
+    }
+    /// Whether the totals are final.
+    pub fn is_listed(&self) -> bool {
+        self.listed.load(Ordering::SeqCst)
     }
     /// One more file finished.
     pub fn file_done(&self) {

@@ -168,7 +168,10 @@ pub fn run_receiver(
     streams: Vec<TcpStream>,
     progress: Arc<Progress>,
 ) -> Result<RecvOutcome, CpError> {
-    let mut list = ListState::new(&target)?;
+    let mut list = match ListState::new(&target) {
+        Ok(l) => l,
+        Err(e) => return Err(refuse(&control, e.to_string())),
+    };
     // The file list, answered as a whole.
     let mut answers = Vec::new();
     let mut files: Vec<Option<Arc<RecvFile>>> = Vec::new();
@@ -223,6 +226,7 @@ pub fn run_receiver(
     progress.add_total(list.total_bytes);
     progress.add_done(list.resumed_bytes);
     progress.set_files(files.iter().flatten().count() as u64);
+    progress.mark_listed();
 
     let shared = Arc::new(Shared {
         root: target.root.clone(),
@@ -289,6 +293,7 @@ pub fn run_receiver(
         list.fix_dirs(&target.root);
     }
     let mut failed = shared.failed.lock().map(|f| f.clone()).unwrap_or_default();
+    failed.append(&mut list.missing);
     failed.sort();
     Ok(RecvOutcome {
         files_ok: shared.ok.load(Ordering::Relaxed),
@@ -316,6 +321,8 @@ struct ListState {
     total_bytes: u64,
     resumed_bytes: u64,
     skipped: u64,
+    /// `--checksum-only`: destination files that do not exist (or differ in size).
+    missing: Vec<String>,
 }
 
 impl ListState {
@@ -342,6 +349,7 @@ impl ListState {
             total_bytes: 0,
             resumed_bytes: 0,
             skipped: 0,
+            missing: Vec::new(),
         })
     }
 
@@ -426,6 +434,10 @@ impl ListState {
         };
         if t.checksum_only {
             let Some(data) = existing else {
+                self.missing.push(format!(
+                    "{}: missing at the destination",
+                    final_rel.display()
+                ));
                 return skip(SkipReason::Missing);
             };
             let opened = FileReceiver::open(source, chunk_size, None).map_err(|e| e.to_string())?;
@@ -433,7 +445,11 @@ impl ListState {
             if data.metadata().map(|m| m.len()).unwrap_or(0) == entry.size {
                 digest.mark_ready(0..chunks as u32);
             } else {
-                // Sizes differ: the digests will differ; hash what is there anyway.
+                // Sizes differ: no need to hash to know the copies differ.
+                self.missing.push(format!(
+                    "{}: differs in size from the source",
+                    final_rel.display()
+                ));
                 return Ok((
                     None,
                     vec![TransferMessage::SkipFile {

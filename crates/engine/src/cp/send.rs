@@ -228,6 +228,7 @@ pub fn run_sender(
     progress.add_total(total);
     progress.add_done(resumed_bytes);
     progress.set_files(to_send.len() as u64);
+    progress.mark_listed();
 
     let shared = Arc::new(Shared {
         sched: Mutex::new(sched),

@@ -42,6 +42,9 @@ pub fn serve_transfer(
             code: longhaul_proto::ErrorCode::Params,
             message: why.clone(),
         });
+        // The client may still be sending its file list: read it away so the refusal
+        // is not destroyed by a reset.
+        super::control::close_gracefully(conn.stream(), Duration::from_secs(2));
         Err(why)
     };
     let Some(root) = root else {
@@ -85,6 +88,14 @@ pub fn serve_transfer(
             None => walk_served_root(root, recursive, &mut |w| warnings.push(w)),
         };
         match listed {
+            Ok(v) if v.is_empty() => {
+                let why = if warnings.is_empty() {
+                    "nothing to send".to_string()
+                } else {
+                    warnings.join("; ")
+                };
+                return refuse(&mut conn, why);
+            }
             Ok(v) => v
                 .into_iter()
                 .map(|s| SendItem {
