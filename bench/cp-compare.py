@@ -608,6 +608,8 @@ Subsystem sftp /usr/lib/openssh/sftp-server
             tg = f"{r['tool_gbit_s']:.3f}" if r.get("tool_gbit_s") else "-"
             fs = f"{r['sync_s']:.2f}" if "sync_s" in r else "-"
             ok = "yes" if r["verified"] else ("-" if r["tool"] == "longhaul bench" and r["exit_code"] == 0 else "NO")
+            if r["exit_code"] != 0:
+                ok = f"exit {r['exit_code']}"
             print(f"{r['case']:9} {r['tool']:16} {r['wall_s']:7.2f} {r['gbit_s']:7.3f} {tg:>9} "
                   f"{r['files_per_s']:8.0f} {r['client_cpu_s']:7.2f} {r['server_cpu_s']:7.2f} "
                   f"{r['cpu_s_per_gb']:8.2f} {fs:>7} {ok:>3} {r.get('streams') or '-':>7} "
@@ -637,6 +639,7 @@ Subsystem sftp /usr/lib/openssh/sftp-server
         ratios, checks = self.report(host)
         doc = {"type": "cp_compare", "host": host,
                "config": {k: v for k, v in vars(self.a).items()}, "longhaul_cp_available": self.have_cp,
+               "big_file_bytes": os.path.getsize(self.a.big),
                "runs": self.results, "ratios": ratios, "targets_met": checks,
                "emulator_stats": json.loads(getattr(self, "emulator_stats", "null") or "null")}
         with open(self.a.out, "w") as f:
@@ -706,9 +709,12 @@ def render_markdown(path):
     time of each tool and case, then the ratios)."""
     doc = json.load(open(path))
     h = doc["host"]
+    big = doc.get("big_file_bytes") or max((r["bytes"] for r in doc["runs"] if r["case"] != "small"), default=0)
     print(f"Measured {h['date_utc']} on {h['hostname']} ({h['cpus']} cores, kernel {h['kernel']}), "
-          f"files on {h['filesystem']['type']}; {doc['config']['reps']} run(s) per tool on loopback and "
-          f"for small files, {doc['config']['lfn_reps']} over the emulated path; median by wall time.\n")
+          f"files on {h['filesystem']['type']}; cases {doc['config']['cases']}, file "
+          f"{big / 2**30:g} GiB, {doc['config']['reps']} run(s) per tool on loopback "
+          f"and for small files, {doc['config']['lfn_reps']} over the emulated path "
+          f"({doc['config']['rate']}, {doc['config']['rtt']}); median by wall time.\n")
     print("| case | tool | wall s | Gbit/s (bytes/wall) | tool's own Gbit/s | files/s | CPU s client | "
           "CPU s server | CPU s/GB (both) | sync s after | verified | bottleneck drops / use % | runs (wall s) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -722,6 +728,9 @@ def render_markdown(path):
         fps = f"{m['files_per_s']:.0f}" if m["files"] > 1 else "-"
         sync = f"{m['sync_s']:.2f}" if "sync_s" in m else "-"
         ok = "n/a" if tool == "longhaul bench" else ("yes" if all(r["verified"] for r in rows) else "NO")
+        failed = [r["exit_code"] for r in rows if r["exit_code"] != 0]
+        if failed:
+            ok += f" ({len(failed)} of {len(rows)} failed: exit {', '.join(map(str, failed))})"
         runs = " ".join(f"{r['wall_s']:.2f}" for r in rows)
         link = f"{m['bottleneck']['dropped_queue_segments']} / {cruise_text(m)}" if "bottleneck" in m else "-"
         print(f"| {case} | `{tool}` | {m['wall_s']:.2f} | {m['gbit_s']:.3f} | {tg} | {fps} | "
