@@ -144,9 +144,18 @@ struct Shared {
 }
 
 impl Shared {
+    /// Stops the transfer; the first reason goes to the sender at once (before any data
+    /// stream closes, so the sender reports this rather than a broken pipe).
     fn fail(&self, why: String) {
-        if let Ok(mut e) = self.error.lock() {
-            e.get_or_insert(why);
+        let first = match self.error.lock() {
+            Ok(mut e) if e.is_none() => {
+                *e = Some(why.clone());
+                true
+            }
+            _ => false,
+        };
+        if first {
+            self.control.send_error(&why);
         }
         self.abort.store(true, Ordering::SeqCst);
     }
@@ -274,6 +283,13 @@ pub fn run_receiver(
         std::thread::spawn(move || sync_loop(&sh, &stop))
     };
     let result = control_loop(&shared, &control);
+    // A failure of this end (disk full...) is the cause; the sender closing the
+    // connection in answer to it is only the consequence.
+    let own = shared.error.lock().ok().and_then(|e| e.clone());
+    let result = match (result, own) {
+        (Err(_), Some(own)) => Err(CpError::Local(own)),
+        (r, _) => r,
+    };
     sync_stop.store(true, Ordering::SeqCst);
     let _ = syncer.join();
     if let Err(e) = &result {

@@ -375,6 +375,16 @@ fn control_loop(
     let mut committed = 0usize;
     loop {
         if sh.abort.load(Ordering::SeqCst) {
+            // Streams failing is often the receiver stopping (disk full...): its reason
+            // is on the way over the control connection and says more than ours.
+            let deadline = Instant::now() + Duration::from_secs(1);
+            while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+                match control.recv_timeout(left) {
+                    Some(Incoming::PeerError(e)) => return Err(CpError::Peer(e)),
+                    Some(Incoming::Lost(_)) | None => break,
+                    Some(Incoming::Msg(_)) => {}
+                }
+            }
             let why = sh
                 .error
                 .lock()
