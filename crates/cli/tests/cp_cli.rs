@@ -166,9 +166,11 @@ fn tree_push_and_pull_are_bit_identical_with_modes_and_mtimes() {
     fs::create_dir(root.join("incoming")).unwrap();
     let server = Server::start(&home, &root);
 
+    let mark = server.log_mark();
     let push =
         cp!(&home; "-r", "--chunk", "1MiB", "-P", "2", "--json", &src, server.remote("incoming"));
     push.assert_ok();
+    server.await_push_end(mark);
     let (files, bytes) = assert_same_tree(&src, &root.join("incoming/tree"), EXACT);
     assert_eq!(files, tree_files().len() as u64);
     check_json(&push, "push", files, bytes, 2);
@@ -292,9 +294,13 @@ fn placement_follows_cp() {
     cp!(&home; src.join("b.txt"), server.remote("")).assert_ok();
     assert_eq!(read(&root.join("b.txt")), b);
     // A tree into an existing directory, and to a new name.
+    let mark = server.log_mark();
     cp!(&home; "-r", "--chunk", "1MiB", src.join("tree"), server.remote("dir")).assert_ok();
+    server.await_push_end(mark);
     assert_same_tree(&src.join("tree"), &root.join("dir/tree"), EXACT);
+    let mark = server.log_mark();
     cp!(&home; "-r", "--chunk", "1MiB", src.join("tree"), server.remote("newtree")).assert_ok();
+    server.await_push_end(mark);
     assert_same_tree(&src.join("tree"), &root.join("newtree"), EXACT);
     // Several sources into an existing directory.
     cp!(&home; src.join("a.txt"), src.join("b.txt"), server.remote("dir2")).assert_ok();

@@ -195,6 +195,35 @@ impl Server {
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
     }
+
+    /// A position in the log, for [`Server::await_push_end`].
+    pub fn log_mark(&self) -> usize {
+        self.log.lock().unwrap().len()
+    }
+
+    /// Waits (up to 30 s) until the log after `mark` has a push session's summary
+    /// ("received into") or error line. The server sets the directories' modes and
+    /// mtimes of a push after the client has exited (see cp_cli.rs'
+    /// `push_directory_times_are_set_when_cp_returns`), so tests comparing directory
+    /// metadata after a push wait for this first.
+    pub fn await_push_end(&self, mark: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            {
+                let log = self.log.lock().unwrap();
+                let tail = log.get(mark..).unwrap_or("");
+                if tail.contains("received into") || tail.contains("error:") {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the server logged no end of the push session in 30 s:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------

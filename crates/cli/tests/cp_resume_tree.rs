@@ -1,0 +1,204 @@
+//! A tree push killed mid-transfer (the sender or the receiver, alternately, at a random
+//! number of committed files; seed printed), then the same command again: the tree must
+//! end bit-identical, and the rerun must resume every partial file from its manifest.
+//!
+//! The issue asks that the rerun "re-sends only what was not verified": files committed
+//! by the killed run were verified (BLAKE3) and should not be sent again. The bound
+//! checked by the ignored test is `sent_bytes(rerun) <= bytes of files not committed -
+//! verified chunks of the partial ones + (2 x streams + 2) x chunk` (see `cp_resume.rs`
+//! for the slack).
+
+#[macro_use]
+mod support;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use support::*;
+
+const CHUNK: u64 = MIB;
+const STREAMS: u64 = 4;
+const SLACK_CHUNKS: u64 = 2 * STREAMS + 2;
+const FILES: usize = 24;
+
+/// `FILES` files of 1..3 MiB (some not a multiple of the chunk) in two directories.
+fn build_tree(root: &Path, rng: &mut Rng) -> u64 {
+    let mut total = 0;
+    for i in 0..FILES {
+        let size = rng.range(MIB, 3 * MIB) as usize;
+        let rel = format!("d{}/f{i:02}", i % 2);
+        write_random(&root.join(rel), rng, size);
+        total += size as u64;
+    }
+    total
+}
+
+/// Per file of the source tree: (relative path, size).
+fn tree_files(src: &Path) -> Vec<(PathBuf, u64)> {
+    list_tree(src)
+        .into_iter()
+        .filter(|(_, md)| md.is_file())
+        .map(|(rel, md)| (PathBuf::from(os(&rel)), md.len()))
+        .collect()
+}
+
+/// (files committed, bytes committed, bytes verified in partial files) under `dst`,
+/// checking that every committed file equals its source.
+fn inspect(src: &Path, dst: &Path) -> (u64, u64, u64) {
+    let (mut files, mut bytes, mut verified) = (0, 0, 0);
+    for (rel, size) in tree_files(src) {
+        let final_path = dst.join(&rel);
+        if final_path.exists() {
+            assert_same_bytes(&src.join(&rel), &final_path);
+            files += 1;
+            bytes += size;
+        } else {
+            let dir = final_path.parent().unwrap();
+            let name = rel.file_name().unwrap().to_str().unwrap();
+            for (index, _) in manifest_verified(&manifest_path(dir, name)) {
+                let start = u64::from(index) * CHUNK;
+                verified += CHUNK.min(size.saturating_sub(start));
+            }
+        }
+    }
+    (files, bytes, verified)
+}
+
+/// Waits until no entry under `dir` changed name or size for 300 ms (at most 20 s).
+fn wait_until_tree_stable(dir: &Path) {
+    let snapshot = || -> Vec<(Vec<u8>, u64)> {
+        list_tree(dir)
+            .into_iter()
+            .map(|(k, md)| (k, md.len()))
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut last = snapshot();
+    let mut since = Instant::now();
+    while since.elapsed() < Duration::from_millis(300) {
+        assert!(Instant::now() < deadline, "{} kept changing", dir.display());
+        std::thread::sleep(Duration::from_millis(20));
+        let now = snapshot();
+        if now != last {
+            last = now;
+            since = Instant::now();
+        }
+    }
+}
+
+fn tree_kill_runs(runs: u64, check_bound: bool, immediate: bool) {
+    let mut rng = Rng::from_env("tree kill runs");
+    let s = Scratch::new("tree-kill");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    let src = s.join("src/tree");
+    let total = build_tree(&src, &mut rng);
+    let dst = root.join("tree");
+    let mut server = Server::start(&home, &root);
+    let command = |server: &Server| {
+        let mut c = cp_command(&home);
+        c.args([
+            "-r", "--chunk", "1MiB", "-P", "4", "--rate", "400M", "--json",
+        ])
+        .arg(&src)
+        .arg(server.remote(""));
+        c
+    };
+    let mut max_excess = i64::MIN;
+    for run_no in 0..runs {
+        let _ = fs::remove_dir_all(&dst);
+        let kill_server = run_no % 2 == 1;
+        let target = rng.range(2, FILES as u64 - 4);
+        let ctx = format!(
+            "run {run_no} (kill the {} after {target} files)",
+            if kill_server { "server" } else { "client" }
+        );
+        let mut first = spawn_piped(&mut command(&server));
+        let started = Instant::now();
+        let committed = || {
+            tree_files(&src)
+                .iter()
+                .filter(|(rel, _)| dst.join(rel).exists())
+                .count() as u64
+        };
+        while committed() < target {
+            assert!(!first.has_exited(), "{ctx}: the run ended before the kill");
+            assert!(started.elapsed() < Duration::from_secs(60), "{ctx}: stuck");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if kill_server {
+            server.kill();
+        } else {
+            first.kill9();
+        }
+        let _ = first.wait(Duration::from_secs(60));
+        if kill_server {
+            server.restart();
+        } else {
+            // Let the receiving server finish what it had (records, a last commit).
+            wait_until_tree_stable(&dst);
+        }
+        let (files, committed_bytes, verified) = inspect(&src, &dst);
+        assert!(
+            files < FILES as u64,
+            "{ctx}: all files committed before the kill"
+        );
+        let mark = server.log_mark();
+        let rerun = run(&mut command(&server), Duration::from_secs(120));
+        assert_eq!(
+            rerun.code(),
+            Some(0),
+            "{ctx}: rerun\n{}\nserver log:\n{}",
+            rerun.describe(),
+            server.log()
+        );
+        if !immediate {
+            server.await_push_end(mark);
+        }
+        assert_same_tree(&src, &dst, EXACT);
+        let sent = rerun.end_u64("sent_bytes");
+        let resumed = rerun.end_u64("resumed_bytes");
+        let unverified = total - committed_bytes - verified;
+        eprintln!(
+            "{ctx}: {files} files ({committed_bytes} B) committed, {verified} B verified in \
+             partial files; the rerun sent {sent} B (not verified: {unverified} B), resumed {resumed} B"
+        );
+        assert!(
+            resumed >= verified,
+            "{ctx}: the rerun resumed {resumed} B, the manifests held {verified} B"
+        );
+        max_excess = max_excess.max(sent as i64 - unverified as i64);
+        if check_bound {
+            assert!(
+                sent <= unverified + SLACK_CHUNKS * CHUNK,
+                "{ctx}: the rerun sent {sent} B; only {unverified} B were not verified (bound {})",
+                unverified + SLACK_CHUNKS * CHUNK
+            );
+        }
+    }
+    eprintln!("tree kill runs: the rerun sent at most {max_excess} B beyond the unverified bytes");
+}
+
+#[test]
+fn a_tree_push_killed_mid_transfer_completes_bit_identical_on_rerun() {
+    tree_kill_runs(6, false, false);
+}
+
+/// Fails today: the rerun sends every file again that the killed run had already
+/// committed (a committed file has no manifest left, and the same command replaces it).
+#[test]
+#[ignore = "engine bug: a rerun after a kill re-sends the files the killed run had committed (verified)"]
+fn a_tree_rerun_after_a_kill_sends_only_what_was_not_verified() {
+    tree_kill_runs(4, true, false);
+}
+
+/// Fails today: `longhaul cp -r` of a push exits before the server has set the
+/// directories' modes and mtimes (the receiver fixes directories after the client got
+/// its last `FileCommitted` and left), so right after `cp` returns a directory's mtime
+/// is still the time of the last write into it. Most visible on a rerun.
+#[test]
+#[ignore = "engine bug: a push returns before the server set directory mtimes/modes"]
+fn a_tree_rerun_has_directory_times_set_when_cp_returns() {
+    tree_kill_runs(4, false, true);
+}
