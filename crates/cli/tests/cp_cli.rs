@@ -166,12 +166,10 @@ fn tree_push_and_pull_are_bit_identical_with_modes_and_mtimes() {
     fs::create_dir(root.join("incoming")).unwrap();
     let server = Server::start(&home, &root);
 
-    let mark = server.log_mark();
     let push =
         cp!(&home; "-r", "--chunk", "1MiB", "-P", "2", "--json", &src, server.remote("incoming"));
     push.assert_ok();
-    server.await_push_end(mark);
-    let (files, bytes) = assert_same_tree(&src, &root.join("incoming/tree"), EXACT);
+    let (files, bytes) = assert_same_tree_settled(&src, &root.join("incoming/tree"), EXACT);
     assert_eq!(files, tree_files().len() as u64);
     check_json(&push, "push", files, bytes, 2);
     for skipped in ["link-to-zero", "a-fifo"] {
@@ -294,14 +292,10 @@ fn placement_follows_cp() {
     cp!(&home; src.join("b.txt"), server.remote("")).assert_ok();
     assert_eq!(read(&root.join("b.txt")), b);
     // A tree into an existing directory, and to a new name.
-    let mark = server.log_mark();
     cp!(&home; "-r", "--chunk", "1MiB", src.join("tree"), server.remote("dir")).assert_ok();
-    server.await_push_end(mark);
-    assert_same_tree(&src.join("tree"), &root.join("dir/tree"), EXACT);
-    let mark = server.log_mark();
+    assert_same_tree_settled(&src.join("tree"), &root.join("dir/tree"), EXACT);
     cp!(&home; "-r", "--chunk", "1MiB", src.join("tree"), server.remote("newtree")).assert_ok();
-    server.await_push_end(mark);
-    assert_same_tree(&src.join("tree"), &root.join("newtree"), EXACT);
+    assert_same_tree_settled(&src.join("tree"), &root.join("newtree"), EXACT);
     // Several sources into an existing directory.
     cp!(&home; src.join("a.txt"), src.join("b.txt"), server.remote("dir2")).assert_ok();
     assert_eq!(read(&root.join("dir2/a.txt")), a);
@@ -665,4 +659,33 @@ fn a_server_without_root_says_how_to_serve_files() {
     }
     let run = cp!(&home; server.remote("a"), s.join("b"));
     assert!(run.stderr.contains("--root"), "{}", run.describe());
+}
+
+/// 100 pulls of a 5 MB file from one server: every one must exit 0. A few in a hundred
+/// end with "the peer closed the control connection" on both ends: `ControlTx::flush`
+/// (engine/src/cp/control.rs) returns once the writer thread has taken the queued bytes,
+/// not once it wrote them, so `shutdown()`'s `shutdown(Write)` can overtake the sender's
+/// last message (`TransferDone`).
+#[test]
+#[ignore = "engine bug: a few % of pulls fail with 'the peer closed the control connection' (control flush races shutdown)"]
+fn repeated_pulls_all_end_cleanly() {
+    let mut rng = Rng::from_env("repeated pulls");
+    let s = Scratch::new("repeat");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    write_random(&root.join("one"), &mut rng, 5_000_000);
+    let server = Server::start(&home, &root);
+    let mut failures = Vec::new();
+    for i in 0..100 {
+        let r = cp!(&home; server.remote("one"), s.join("got"));
+        if r.code() != Some(0) {
+            failures.push(format!("pull {i}: {}", r.stderr.trim()));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of 100 pulls failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

@@ -195,35 +195,6 @@ impl Server {
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
     }
-
-    /// A position in the log, for [`Server::await_push_end`].
-    pub fn log_mark(&self) -> usize {
-        self.log.lock().unwrap().len()
-    }
-
-    /// Waits (up to 30 s) until the log after `mark` has a push session's summary
-    /// ("received into") or error line. The server sets the directories' modes and
-    /// mtimes of a push after the client has exited (see cp_cli.rs'
-    /// `push_directory_times_are_set_when_cp_returns`), so tests comparing directory
-    /// metadata after a push wait for this first.
-    pub fn await_push_end(&self, mark: usize) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            {
-                let log = self.log.lock().unwrap();
-                let tail = log.get(mark..).unwrap_or("");
-                if tail.contains("received into") || tail.contains("error:") {
-                    return;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the server logged no end of the push session in 30 s:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -680,6 +651,30 @@ pub fn assert_same_tree(src: &Path, dst: &Path, check: TreeCheck) -> (u64, u64) 
         dst.display()
     );
     (files, bytes)
+}
+
+/// [`assert_same_tree`] for the destination of a push: waits (up to 10 s) until every
+/// directory of `src` has its mode and mtime in `dst` before comparing. `longhaul cp`
+/// of a push returns once every file is committed; the server sets the directories'
+/// modes and mtimes just after (see `cp_resume_tree.rs`'
+/// `a_tree_rerun_has_directory_times_set_when_cp_returns`).
+pub fn assert_same_tree_settled(src: &Path, dst: &Path, check: TreeCheck) -> (u64, u64) {
+    let dirs_done = || {
+        list_tree(src)
+            .iter()
+            .filter(|(_, md)| md.is_dir())
+            .all(|(rel, ma)| {
+                fs::symlink_metadata(dst.join(OsStr::from_bytes(rel))).is_ok_and(|mb| {
+                    (!check.dir_mtimes || mtime_of(ma) == mtime_of(&mb))
+                        && (!check.modes || ma.mode() & 0o7777 == mb.mode() & 0o7777)
+                })
+            })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !dirs_done() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_same_tree(src, dst, check)
 }
 
 /// Relative paths (lossy) of every entry under `root`, for "nothing else was written".
