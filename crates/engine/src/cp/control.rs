@@ -28,6 +28,9 @@ pub enum Incoming {
 #[derive(Default)]
 struct Outbox {
     buf: Vec<u8>,
+    /// The writer took bytes out of `buf` and has not finished writing them: `flush`
+    /// must wait for this too, or a `shutdown` after it overtakes the last message.
+    writing: bool,
     /// The writer failed; later sends fail with this.
     failed: Option<String>,
     closed: bool,
@@ -117,7 +120,7 @@ impl ControlTx {
         let mut o = lock
             .lock()
             .map_err(|_| io::Error::other("control writer poisoned"))?;
-        while !o.buf.is_empty() && o.failed.is_none() {
+        while (!o.buf.is_empty() || o.writing) && o.failed.is_none() {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
                 return Err(io::ErrorKind::TimedOut.into());
@@ -163,19 +166,22 @@ fn write_loop(outbox: &(Mutex<Outbox>, Condvar), stream: &TcpStream) {
                 return;
             }
             std::mem::swap(&mut out, &mut o.buf);
+            o.writing = true;
             cv.notify_all();
         }
         let mut w: &TcpStream = stream;
         if let Err(e) = w.write_all(&out) {
             if let Ok(mut o) = lock.lock() {
                 o.failed = Some(e.to_string());
+                o.writing = false;
                 cv.notify_all();
             }
             return;
         }
         out.clear();
         // Wake anyone waiting in `flush` for the queue to drain.
-        if let Ok(o) = lock.lock() {
+        if let Ok(mut o) = lock.lock() {
+            o.writing = false;
             if o.buf.is_empty() {
                 cv.notify_all();
             }
