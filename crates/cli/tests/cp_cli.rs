@@ -169,7 +169,7 @@ fn tree_push_and_pull_are_bit_identical_with_modes_and_mtimes() {
     let push =
         cp!(&home; "-r", "--chunk", "1MiB", "-P", "2", "--json", &src, server.remote("incoming"));
     push.assert_ok();
-    let (files, bytes) = assert_same_tree_settled(&src, &root.join("incoming/tree"), EXACT);
+    let (files, bytes) = assert_same_tree(&src, &root.join("incoming/tree"), EXACT);
     assert_eq!(files, tree_files().len() as u64);
     check_json(&push, "push", files, bytes, 2);
     for skipped in ["link-to-zero", "a-fifo"] {
@@ -293,9 +293,9 @@ fn placement_follows_cp() {
     assert_eq!(read(&root.join("b.txt")), b);
     // A tree into an existing directory, and to a new name.
     cp!(&home; "-r", "--chunk", "1MiB", src.join("tree"), server.remote("dir")).assert_ok();
-    assert_same_tree_settled(&src.join("tree"), &root.join("dir/tree"), EXACT);
+    assert_same_tree(&src.join("tree"), &root.join("dir/tree"), EXACT);
     cp!(&home; "-r", "--chunk", "1MiB", src.join("tree"), server.remote("newtree")).assert_ok();
-    assert_same_tree_settled(&src.join("tree"), &root.join("newtree"), EXACT);
+    assert_same_tree(&src.join("tree"), &root.join("newtree"), EXACT);
     // Several sources into an existing directory.
     cp!(&home; src.join("a.txt"), src.join("b.txt"), server.remote("dir2")).assert_ok();
     assert_eq!(read(&root.join("dir2/a.txt")), a);
@@ -661,13 +661,27 @@ fn a_server_without_root_says_how_to_serve_files() {
     assert!(run.stderr.contains("--root"), "{}", run.describe());
 }
 
-/// 100 pulls of a 5 MB file from one server: every one must exit 0. A few in a hundred
-/// end with "the peer closed the control connection" on both ends: `ControlTx::flush`
-/// (engine/src/cp/control.rs) returns once the writer thread has taken the queued bytes,
-/// not once it wrote them, so `shutdown()`'s `shutdown(Write)` can overtake the sender's
-/// last message (`TransferDone`).
+/// `[V6ADDR]:PORT:PATH` reaches a server listening on `::1`, both ways.
 #[test]
-#[ignore = "engine bug: a few % of pulls fail with 'the peer closed the control connection' (control flush races shutdown)"]
+fn ipv6_remote_syntax_works_both_ways() {
+    let mut rng = Rng::from_env("ipv6");
+    let s = Scratch::new("ipv6");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    let data = write_random(&s.join("a.bin"), &mut rng, 3 * CHUNK as usize + 1);
+    let server = Server::start_on(&home, &root, "::1");
+    assert!(server.addr.starts_with("[::1]:"), "{}", server.addr);
+    cp!(&home; "--chunk", "1MiB", s.join("a.bin"), server.remote("b.bin")).assert_ok();
+    assert_eq!(fs::read(root.join("b.bin")).unwrap(), data);
+    cp!(&home; server.remote("b.bin"), s.join("c.bin")).assert_ok();
+    assert_eq!(fs::read(s.join("c.bin")).unwrap(), data);
+}
+
+/// 60 pulls of a 5 MB file from one server: every one must exit 0. Guards against the
+/// race where the control writer's `flush` returned before the last message was written
+/// and `shutdown(Write)` overtook it (about 1 % of pulls ended with "the peer closed the
+/// control connection" on both ends).
+#[test]
 fn repeated_pulls_all_end_cleanly() {
     let mut rng = Rng::from_env("repeated pulls");
     let s = Scratch::new("repeat");
@@ -676,7 +690,7 @@ fn repeated_pulls_all_end_cleanly() {
     write_random(&root.join("one"), &mut rng, 5_000_000);
     let server = Server::start(&home, &root);
     let mut failures = Vec::new();
-    for i in 0..100 {
+    for i in 0..60 {
         let r = cp!(&home; server.remote("one"), s.join("got"));
         if r.code() != Some(0) {
             failures.push(format!("pull {i}: {}", r.stderr.trim()));
@@ -684,7 +698,7 @@ fn repeated_pulls_all_end_cleanly() {
     }
     assert!(
         failures.is_empty(),
-        "{} of 100 pulls failed:\n{}",
+        "{} of 60 pulls failed:\n{}",
         failures.len(),
         failures.join("\n")
     );

@@ -121,9 +121,18 @@ impl Server {
         Self::spawn(home, None)
     }
 
+    /// Starts a server listening on `listen` (e.g. `::1`) serving `root`.
+    pub fn start_on(home: &Path, root: &Path, listen: &str) -> Self {
+        Self::spawn_on(home, Some(root), listen)
+    }
+
     fn spawn(home: &Path, root: Option<&Path>) -> Self {
+        Self::spawn_on(home, root, "127.0.0.1")
+    }
+
+    fn spawn_on(home: &Path, root: Option<&Path>, listen: &str) -> Self {
         let mut cmd = longhaul(home);
-        cmd.args(["serve", "--listen", "127.0.0.1", "--port", "0"]);
+        cmd.args(["serve", "--listen", listen, "--port", "0"]);
         if let Some(root) = root {
             cmd.arg("--root").arg(root);
         }
@@ -651,30 +660,6 @@ pub fn assert_same_tree(src: &Path, dst: &Path, check: TreeCheck) -> (u64, u64) 
         dst.display()
     );
     (files, bytes)
-}
-
-/// [`assert_same_tree`] for the destination of a push: waits (up to 10 s) until every
-/// directory of `src` has its mode and mtime in `dst` before comparing. `longhaul cp`
-/// of a push returns once every file is committed; the server sets the directories'
-/// modes and mtimes just after (see `cp_resume_tree.rs`'
-/// `a_tree_rerun_has_directory_times_set_when_cp_returns`).
-pub fn assert_same_tree_settled(src: &Path, dst: &Path, check: TreeCheck) -> (u64, u64) {
-    let dirs_done = || {
-        list_tree(src)
-            .iter()
-            .filter(|(_, md)| md.is_dir())
-            .all(|(rel, ma)| {
-                fs::symlink_metadata(dst.join(OsStr::from_bytes(rel))).is_ok_and(|mb| {
-                    (!check.dir_mtimes || mtime_of(ma) == mtime_of(&mb))
-                        && (!check.modes || ma.mode() & 0o7777 == mb.mode() & 0o7777)
-                })
-            })
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !dirs_done() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert_same_tree(src, dst, check)
 }
 
 /// Relative paths (lossy) of every entry under `root`, for "nothing else was written".
