@@ -248,6 +248,8 @@ fn multi_gb_sparse_file_is_identical_and_stays_sparse_both_ways() {
             data_chunks.len()
         );
         assert_eq!(end["bytes"], SIZE, "{end}");
+        // No -P: two streams on a path under 2 ms of RTT.
+        assert_eq!(streams, 2, "{end}");
     };
 
     let mut c = cp_command(&home);
@@ -659,6 +661,29 @@ fn a_server_without_root_says_how_to_serve_files() {
     }
     let run = cp!(&home; server.remote("a"), s.join("b"));
     assert!(run.stderr.contains("--root"), "{}", run.describe());
+}
+
+/// Client and server share a token through `--token-file` (different HOMEs); a client
+/// with another token is refused with exit 2 and a message about the token.
+#[test]
+fn token_file_shared_and_a_wrong_token_refused() {
+    let s = Scratch::new("token");
+    let (home_a, home_b) = (s.dir("home-a"), s.dir("home-b"));
+    let root = s.dir("root");
+    let token = s.join("token");
+    write_file(&token, b"a-shared-secret-of-this-test-0123456789", 0o600);
+    write_file(&s.join("a"), b"payload", 0o644);
+    let server = Server::start_with_token_file(&home_a, &root, &token);
+    cp!(&home_b; "--token-file", &token, s.join("a"), server.remote("a")).assert_ok();
+    assert_eq!(fs::read(root.join("a")).unwrap(), b"payload");
+    let wrong = cp!(&home_b; s.join("a"), server.remote("b"));
+    wrong.assert_code(2);
+    assert!(
+        wrong.stderr.to_lowercase().contains("token"),
+        "{}",
+        wrong.describe()
+    );
+    assert!(!root.join("b").exists());
 }
 
 /// `[V6ADDR]:PORT:PATH` reaches a server listening on `::1`, both ways.

@@ -126,13 +126,30 @@ impl Server {
         Self::spawn_on(home, Some(root), listen)
     }
 
+    /// Starts a server serving `root` with `--token-file FILE`.
+    pub fn start_with_token_file(home: &Path, root: &Path, file: &Path) -> Self {
+        Self::spawn_with(home, Some(root), "127.0.0.1", Some(file))
+    }
+
     fn spawn(home: &Path, root: Option<&Path>) -> Self {
         Self::spawn_on(home, root, "127.0.0.1")
     }
 
     fn spawn_on(home: &Path, root: Option<&Path>, listen: &str) -> Self {
+        Self::spawn_with(home, root, listen, None)
+    }
+
+    fn spawn_with(
+        home: &Path,
+        root: Option<&Path>,
+        listen: &str,
+        token_file: Option<&Path>,
+    ) -> Self {
         let mut cmd = longhaul(home);
         cmd.args(["serve", "--listen", listen, "--port", "0"]);
+        if let Some(f) = token_file {
+            cmd.arg("--token-file").arg(f);
+        }
         if let Some(root) = root {
             cmd.arg("--root").arg(root);
         }
