@@ -47,7 +47,8 @@ impl Drop for Proc {
 
 static SCRATCH_SEQ: AtomicU32 = AtomicU32::new(0);
 
-/// A fresh directory under the system temp dir, removed (recursively) on drop.
+/// A fresh directory under the system temp dir, removed (recursively) on drop unless
+/// `LONGHAUL_KEEP_SCRATCH` is set (to look at what a failed test left).
 pub struct Scratch(pub PathBuf);
 
 impl Scratch {
@@ -76,6 +77,10 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
+        if std::env::var_os("LONGHAUL_KEEP_SCRATCH").is_some() {
+            eprintln!("kept {}", self.0.display());
+            return;
+        }
         let _ = fs::remove_dir_all(&self.0);
     }
 }
