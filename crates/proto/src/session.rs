@@ -56,6 +56,8 @@ enum ClientState {
     /// A file transfer (`longhaul cp`) owns the connection; only pings and errors are
     /// bench messages from here on.
     Transferring,
+    /// The transfer was requested right behind our proof; the welcome is still due.
+    TransferAwaitWelcome,
     Failed,
 }
 
@@ -131,10 +133,14 @@ impl ClientSession {
                 self.state = S::AwaitWelcome;
                 Ok(())
             }
-            (S::AwaitWelcome, Message::Welcome { session_id }) => {
+            (S::AwaitWelcome | S::TransferAwaitWelcome, Message::Welcome { session_id }) => {
                 self.session_id = session_id;
                 self.secret = Some(self.token.session_secret(&self.nonce, &self.server_nonce));
-                self.state = S::Authenticated;
+                self.state = if self.state == S::TransferAwaitWelcome {
+                    S::Transferring
+                } else {
+                    S::Authenticated
+                };
                 self.events.push_back(ClientEvent::Authenticated {
                     session_id,
                     features: self.features,
@@ -147,7 +153,8 @@ impl ClientSession {
                 | S::AwaitReady
                 | S::AwaitStart
                 | S::Running
-                | S::Transferring,
+                | S::Transferring
+                | S::TransferAwaitWelcome,
                 Message::Pong { seq },
             ) => {
                 self.events.push_back(ClientEvent::Pong { seq });
@@ -222,17 +229,21 @@ impl ClientSession {
         Ok(())
     }
 
-    /// Hands the authenticated connection to a file transfer: the caller sends
-    /// `TransferParams` next (see [`crate::transfer`]). Allowed once authenticated, before
-    /// any bench parameters.
+    /// Hands the connection to a file transfer: the caller sends `TransferParams` next
+    /// (see [`crate::transfer`]). Allowed once authenticated, before any bench
+    /// parameters, or already right behind our proof (the server proved itself in its
+    /// hello): the welcome then still arrives and is handled as usual.
     pub fn begin_transfer(&mut self) -> Result<(), ProtoError> {
-        if self.state != ClientState::Authenticated {
-            return Err(ProtoError::Unexpected {
-                got: "TransferParams (local)",
-                state: client_state_name(self.state),
-            });
-        }
-        self.state = ClientState::Transferring;
+        self.state = match self.state {
+            ClientState::Authenticated => ClientState::Transferring,
+            ClientState::AwaitWelcome => ClientState::TransferAwaitWelcome,
+            other => {
+                return Err(ProtoError::Unexpected {
+                    got: "TransferParams (local)",
+                    state: client_state_name(other),
+                })
+            }
+        };
         Ok(())
     }
 
@@ -620,6 +631,7 @@ fn client_state_name(s: ClientState) -> &'static str {
         ClientState::AwaitStart => "waiting for the data streams to attach",
         ClientState::Running => "running",
         ClientState::Transferring => "transferring files",
+        ClientState::TransferAwaitWelcome => "waiting for the welcome of a transfer",
         ClientState::Failed => "failed",
     }
 }

@@ -359,3 +359,25 @@ fn transfer_takes_over_an_authenticated_session_only() {
     s2.begin_transfer().unwrap();
     assert!(s2.begin_transfer().is_err());
 }
+
+#[test]
+fn a_transfer_may_be_requested_right_behind_the_proof() {
+    let mut c = ClientSession::new(token("shared-secret-0123"), [7; 32]);
+    let mut s = ServerSession::new(token("shared-secret-0123"), [9; 32], 8);
+    // Client hello to the server, server hello back: the client now sends its proof.
+    let hello = c.poll_transmit().unwrap();
+    s.handle(hello).unwrap();
+    c.handle(s.poll_transmit().unwrap()).unwrap();
+    c.begin_transfer().unwrap();
+    // No secret before the welcome...
+    assert!(c.data_hello(0).is_none());
+    pump(&mut c, &mut s).unwrap();
+    // ...and after it the session is authenticated and data hellos are possible.
+    assert!(matches!(
+        c.poll_event(),
+        Some(ClientEvent::Authenticated { session_id: 8, .. })
+    ));
+    assert!(c.data_hello(0).is_some());
+    s.begin_transfer().unwrap();
+    assert!(c.request(params()).is_err());
+}

@@ -150,9 +150,6 @@ pub(crate) struct Control {
     pub session: ClientSession,
     /// The server's address that answered.
     pub addr: SocketAddr,
-    /// The shortest round trip of the handshake (an upper bound of the RTT: it includes
-    /// the server's proof computation, microseconds).
-    pub handshake_rtt: Duration,
 }
 
 /// Connects to `target` and runs the handshake with `token`.
@@ -170,17 +167,12 @@ pub(crate) fn open_control(target: &str, token: &Token) -> Result<Control, Bench
     getrandom::getrandom(&mut nonce).map_err(|e| BenchError::Refused(e.to_string()))?;
     let mut session = ClientSession::new(token.clone(), nonce);
 
-    // Each handshake step is one round trip: their minimum is an RTT sample for free.
-    let mut sent_at = Instant::now();
-    let mut handshake_rtt = Duration::MAX;
     flush(&mut session, &mut conn)?;
     loop {
         let msg = recv(&mut conn, "authenticating")?;
-        handshake_rtt = handshake_rtt.min(sent_at.elapsed());
         session.handle(msg).inspect_err(|_| {
             let _ = flush(&mut session, &mut conn);
         })?;
-        sent_at = Instant::now();
         flush(&mut session, &mut conn)?;
         if let Some(ClientEvent::Authenticated { .. }) = session.poll_event() {
             break;
@@ -190,7 +182,6 @@ pub(crate) fn open_control(target: &str, token: &Token) -> Result<Control, Bench
         conn,
         session,
         addr,
-        handshake_rtt,
     })
 }
 
@@ -226,7 +217,6 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         mut conn,
         mut session,
         addr,
-        ..
     } = control;
 
     // Window plan.
@@ -560,7 +550,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     Ok(end)
 }
 
-fn connect_any(addrs: &[SocketAddr]) -> Result<(TcpStream, SocketAddr), BenchError> {
+pub(crate) fn connect_any(addrs: &[SocketAddr]) -> Result<(TcpStream, SocketAddr), BenchError> {
     let mut last = None;
     for a in addrs {
         match TcpStream::connect_timeout(a, Duration::from_secs(10)) {

@@ -16,11 +16,16 @@ use super::control::ControlLink;
 use super::recv::{run_receiver, RecvTarget};
 use super::send::{file_list_frames, run_sender, SendItem, SourceRoot};
 use super::{CpError, Progress};
-use crate::bench::client::{measure_rtt, open_control, open_data_streams};
+use crate::bench::client::{connect_any, recv, resolve};
 use crate::bench::options::{self, plan_buffer};
 use crate::bench::probe::RateProbe;
 use crate::bench::window::{bdp_bytes, needed_buffer, BufferChoice, Side, PROBE_CEILING_BPS};
+use crate::bench::DEFAULT_PORT;
+use crate::conn::{Frame, FramedConn};
 use crate::host;
+use longhaul_proto::transfer::{MAX_CHUNK_BYTES, MIN_CHUNK_BYTES};
+use longhaul_proto::{ClientSession, Message};
+use std::net::SocketAddr;
 
 /// What to copy.
 pub enum CpJob {
@@ -112,22 +117,18 @@ pub fn run_cp(
     progress: Arc<Progress>,
     on_start: &mut dyn FnMut(&CpStart),
 ) -> Result<CpReport, CpError> {
-    let mut control = open_control(&cfg.server, &cfg.token)?;
-    // The handshake's round trips give the RTT; pings would cost several more on a long
-    // path (0.2 s each at 180 ms), before any byte moves.
-    let rtt = if control.handshake_rtt < Duration::from_secs(10) {
-        control.handshake_rtt
-    } else {
-        measure_rtt(&mut control)?
-    };
-    control
-        .session
-        .begin_transfer()
-        .map_err(|e| CpError::Protocol(e.to_string()))?;
+    // Round trips are the cost of a long path (180 ms each), so the set-up overlaps
+    // them: the RTT comes from hello -> server hello; the request and the file list go
+    // right behind our proof; the data streams connect meanwhile.
+    let (mut conn, mut session, addr, rtt) = hello(&cfg.server, &cfg.token)?;
     let push = matches!(cfg.job, CpJob::Push { .. });
     let streams = cfg
         .streams
-        .unwrap_or(if rtt < Duration::from_millis(2) { 2 } else { 4 })
+        .unwrap_or(if rtt < Duration::from_millis(10) {
+            2
+        } else {
+            4
+        })
         .clamp(1, longhaul_proto::limits::MAX_STREAMS);
     let facts = host::host_facts();
     let side = if push { Side::Send } else { Side::Receive };
@@ -202,48 +203,45 @@ pub fn run_cp(
             cfg.remote_path.clone()
         },
     };
-    control
-        .conn
-        .send_transfer(&TransferMessage::TransferParams(params))
+    let connecting = connect_data_streams(addr, streams, side, &choice);
+    session
+        .begin_transfer()
+        .map_err(|e| CpError::Protocol(e.to_string()))?;
+    let proof_sent = Instant::now();
+    flush(&mut session, &mut conn)?;
+    conn.send_transfer(&TransferMessage::TransferParams(params))
         .map_err(|e| CpError::io("sending the transfer request", e))?;
     // A push sends its file list right behind the request: the server answers it while
-    // the data streams connect, which saves a round trip.
+    // the data streams connect.
     if let CpJob::Push { items } = &cfg.job {
         for frame in file_list_frames(items)? {
-            if let Err(e) = control.conn.send_transfer(&frame) {
+            if let Err(e) = conn.send_transfer(&frame) {
                 // The server may have refused the request and closed: its reason
                 // beats our write error.
-                return Err(server_refusal(&mut control.conn)
+                return Err(server_refusal(&mut conn)
                     .unwrap_or_else(|| CpError::io("sending the file list", e)));
             }
         }
     }
-    let chunk_size = match control.conn.recv_any() {
-        Ok(crate::conn::Frame::Transfer(TransferMessage::TransferReady { chunk_size })) => {
-            chunk_size
-        }
-        Ok(crate::conn::Frame::Bench(longhaul_proto::Message::Error { message, .. })) => {
-            return Err(CpError::Peer(message))
-        }
-        Ok(other) => {
-            return Err(CpError::Protocol(format!(
-                "expected TransferReady, got {other:?}"
-            )))
-        }
-        Err(e) => return Err(CpError::Lost(format!("waiting for the server: {e}"))),
-    };
-    if !(longhaul_proto::transfer::MIN_CHUNK_BYTES..=longhaul_proto::transfer::MAX_CHUNK_BYTES)
-        .contains(&chunk_size)
-    {
-        return Err(CpError::Protocol(format!(
-            "the server chose a chunk size of {chunk_size} bytes"
-        )));
+    let (chunk_size, welcome_at) = await_ready(&mut conn, &mut session)?;
+    // The first round trip includes the server accepting the connection; the second
+    // (proof -> welcome) is the better sample where they differ (a busy host, loopback).
+    let rtt = rtt.min(welcome_at.saturating_duration_since(proof_sent));
+    let mut socks = Vec::with_capacity(connecting.len());
+    for (i, h) in connecting.into_iter().enumerate() {
+        let sock = h
+            .join()
+            .map_err(|_| CpError::Local("a data connection thread panicked".into()))?
+            .map_err(|e| CpError::io(format!("opening data stream {i} to {addr}"), e))?;
+        let hello = session
+            .data_hello(i as u16)
+            .ok_or_else(|| CpError::Protocol("the session has no secret".into()))?;
+        let mut framed = crate::conn::FramedConn::new(sock);
+        framed
+            .send(&hello)
+            .map_err(|e| CpError::io(format!("data stream {i}"), e))?;
+        socks.push(framed.into_parts().0);
     }
-    let hellos = (0..streams)
-        .map(|i| control.session.data_hello(i))
-        .collect::<Option<Vec<_>>>()
-        .ok_or_else(|| CpError::Protocol("the session has no secret".into()))?;
-    let socks = open_data_streams(control.addr, hellos, side, &choice, None)?;
     for s in &socks {
         tune_stream(s, push, &congestion, cfg.rate_bps, streams)
             .map_err(|e| CpError::io("setting up a data stream", e))?;
@@ -258,8 +256,7 @@ pub fn run_cp(
         warnings,
     };
     on_start(&start);
-    let link =
-        ControlLink::start(control.conn).map_err(|e| CpError::io("control connection", e))?;
+    let link = ControlLink::start(conn).map_err(|e| CpError::io("control connection", e))?;
     let t0 = Instant::now();
     match cfg.job {
         CpJob::Push { items } => {
@@ -304,6 +301,105 @@ pub fn run_cp(
             })
         }
     }
+}
+
+/// Connects and runs the first round trip of the handshake: returns with the server
+/// proved (our proof queued, not yet sent) and that round trip as the RTT.
+fn hello(
+    server: &str,
+    token: &longhaul_proto::Token,
+) -> Result<(FramedConn, ClientSession, SocketAddr, Duration), CpError> {
+    let addrs = resolve(server, DEFAULT_PORT)?;
+    let (stream, addr) = connect_any(&addrs)?;
+    stream
+        .set_nodelay(true)
+        .and_then(|()| stream.set_read_timeout(Some(Duration::from_secs(15))))
+        .map_err(|e| CpError::io("control connection", e))?;
+    let mut conn = FramedConn::new(stream);
+    let mut nonce = [0u8; 32];
+    getrandom::getrandom(&mut nonce).map_err(|e| CpError::Local(e.to_string()))?;
+    let mut session = ClientSession::new(token.clone(), nonce);
+    let t0 = Instant::now();
+    flush(&mut session, &mut conn)?;
+    let msg = recv(&mut conn, "authenticating")?;
+    let rtt = t0.elapsed();
+    if let Err(e) = session.handle(msg) {
+        let _ = flush(&mut session, &mut conn);
+        return Err(CpError::Setup(e.into()));
+    }
+    Ok((conn, session, addr, rtt))
+}
+
+fn flush(session: &mut ClientSession, conn: &mut FramedConn) -> Result<(), CpError> {
+    while let Some(m) = session.poll_transmit() {
+        conn.send(&m)
+            .map_err(|e| CpError::io("control connection", e))?;
+    }
+    Ok(())
+}
+
+/// Waits for the welcome (our proof accepted) and the server's `TransferReady`.
+fn await_ready(
+    conn: &mut FramedConn,
+    session: &mut ClientSession,
+) -> Result<(u64, Instant), CpError> {
+    let mut welcome_at = None;
+    loop {
+        match conn.recv_any() {
+            Ok(Frame::Bench(Message::Error { message, .. })) => return Err(CpError::Peer(message)),
+            Ok(Frame::Bench(m)) => {
+                session.handle(m).map_err(|e| CpError::Setup(e.into()))?;
+                while let Some(ev) = session.poll_event() {
+                    if matches!(ev, longhaul_proto::ClientEvent::Authenticated { .. }) {
+                        welcome_at = Some(Instant::now());
+                    }
+                }
+            }
+            Ok(Frame::Transfer(TransferMessage::TransferReady { chunk_size })) => {
+                if !(MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES).contains(&chunk_size) {
+                    return Err(CpError::Protocol(format!(
+                        "the server chose a chunk size of {chunk_size} bytes"
+                    )));
+                }
+                let Some(at) = welcome_at.filter(|_| session.data_hello(0).is_some()) else {
+                    return Err(CpError::Protocol("TransferReady before the welcome".into()));
+                };
+                return Ok((chunk_size, at));
+            }
+            Ok(Frame::Transfer(other)) => {
+                return Err(CpError::Protocol(format!(
+                    "expected TransferReady, got {}",
+                    other.kind()
+                )))
+            }
+            Err(e) => return Err(CpError::Lost(format!("waiting for the server: {e}"))),
+        }
+    }
+}
+
+/// Connects `n` data sockets in parallel (buffers set before connect: the receive
+/// buffer fixes the window scale); their hellos are sent once the session is known.
+fn connect_data_streams(
+    addr: SocketAddr,
+    n: u16,
+    side: Side,
+    choice: &BufferChoice,
+) -> Vec<std::thread::JoinHandle<std::io::Result<TcpStream>>> {
+    (0..n)
+        .map(|_| {
+            let choice = choice.clone();
+            std::thread::spawn(move || {
+                let sock = socket2::Socket::new(
+                    socket2::Domain::for_address(addr),
+                    socket2::Type::STREAM,
+                    Some(socket2::Protocol::TCP),
+                )?;
+                options::apply_buffer(&sock, side, &choice)?;
+                sock.connect_timeout(&addr.into(), Duration::from_secs(10))?;
+                Ok(sock.into())
+            })
+        })
+        .collect()
 }
 
 /// The server's error message, if one is waiting on the control connection.
