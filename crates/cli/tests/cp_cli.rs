@@ -728,7 +728,6 @@ fn a_file_that_cannot_be_placed_fails_alone_with_exit_1() {
 /// source's; the source changed during the transfer?" although the bytes arrived intact
 /// and the rename onto a directory failed.
 #[test]
-#[ignore = "engine bug: a failed commit (rename onto a directory) is reported as a BLAKE3 mismatch"]
 fn a_file_that_cannot_be_placed_says_why() {
     let (_s, run) = push_with_a_blocked_name();
     let failures = run.json_of("end")["failures"].to_string().to_lowercase();

@@ -204,7 +204,6 @@ fn a_tree_pull_killed_mid_transfer_completes_bit_identical_on_rerun() {
 /// Fails today: the rerun sends every file again that the killed run had already
 /// committed (a committed file has no manifest left, and the same command replaces it).
 #[test]
-#[ignore = "engine bug: a rerun after a kill re-sends the files the killed run had committed (verified)"]
 fn a_tree_rerun_after_a_kill_sends_only_what_was_not_verified() {
     tree_kill_runs(true, 4, true);
 }

@@ -13,7 +13,7 @@
 //!   data:  sender->receiver  ChunkHeader + bytes, ...
 //!   receiver->sender  ChunkVerified{file, index} | ChunkRejected{file, index, reason}
 //!   sender->receiver  FileDigest{file, blake3}      (whole-file digest)
-//!   receiver->sender  FileCommitted{file, ok}       (digest matched, renamed into place)
+//!   receiver->sender  FileCommitted{file, ok, reason} (digest matched, renamed into place)
 //!   both              TransferDone{files, bytes}
 //! ```
 //! Paths travel as raw bytes (Linux names need not be UTF-8), bounded here by length
@@ -32,6 +32,8 @@ pub const MAX_PATH_BYTES: usize = 4095;
 pub const MAX_ENTRIES_PER_FRAME: usize = 1024;
 /// Most ranges in one `HaveChunks` frame.
 pub const MAX_RANGES_PER_FRAME: usize = 4096;
+/// Longest reason in a `FileCommitted`, in bytes.
+pub const MAX_REASON_BYTES: usize = 1024;
 /// Largest file id (files per transfer are bounded by 2^24).
 pub const MAX_FILE_ID: u32 = (1 << 24) - 1;
 /// Smallest chunk size a peer may ask for.
@@ -221,6 +223,8 @@ pub enum TransferMessage {
         file: u32,
         /// Whether the digests matched and the rename succeeded.
         ok: bool,
+        /// Why not, when not `ok` (at most [`MAX_REASON_BYTES`]; empty when `ok`).
+        reason: String,
     },
     /// Either end: the transfer is over.
     TransferDone {
@@ -349,10 +353,11 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
             w.u32(*file);
             w.0.extend_from_slice(blake3);
         }
-        TransferMessage::FileCommitted { file, ok } => {
+        TransferMessage::FileCommitted { file, ok, reason } => {
             w.u8(ty::FILE_COMMITTED);
             w.u32(*file);
             w.u8(u8::from(*ok));
+            w.str(reason, MAX_REASON_BYTES);
         }
         TransferMessage::TransferDone { files, bytes } => {
             w.u8(ty::TRANSFER_DONE);
@@ -486,6 +491,7 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
                 1 => true,
                 v => return Err(invalid("ok", format!("{v} is not a boolean"))),
             },
+            reason: r.str("reason", MAX_REASON_BYTES)?,
         },
         ty::TRANSFER_DONE => TransferMessage::TransferDone {
             files: r.u32("files")?,
@@ -633,8 +639,16 @@ fn validate(msg: &TransferMessage) -> Result<(), ProtoError> {
         TransferMessage::SkipFile { file, .. }
         | TransferMessage::ChunkVerified { file, .. }
         | TransferMessage::ChunkRejected { file, .. }
-        | TransferMessage::FileDigest { file, .. }
-        | TransferMessage::FileCommitted { file, .. } => file_id(*file),
+        | TransferMessage::FileDigest { file, .. } => file_id(*file),
+        TransferMessage::FileCommitted { file, reason, .. } => {
+            if reason.len() > MAX_REASON_BYTES {
+                return Err(invalid(
+                    "reason",
+                    format!("{} bytes exceed {MAX_REASON_BYTES}", reason.len()),
+                ));
+            }
+            file_id(*file)
+        }
         TransferMessage::FileListEnd { files, .. }
         | TransferMessage::TransferDone { files, .. } => {
             if *files > MAX_FILE_ID + 1 {

@@ -110,8 +110,15 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
             }),
         (arb_file(), any::<[u8; 32]>())
             .prop_map(|(file, blake3)| TransferMessage::FileDigest { file, blake3 }),
-        (arb_file(), any::<bool>())
-            .prop_map(|(file, ok)| TransferMessage::FileCommitted { file, ok }),
+        (arb_file(), any::<bool>()).prop_map(|(file, ok)| TransferMessage::FileCommitted {
+            file,
+            ok,
+            reason: if ok {
+                String::new()
+            } else {
+                "the name is taken by a directory".into()
+            },
+        }),
         (0..=MAX_FILE_ID + 1, any::<u64>())
             .prop_map(|(files, bytes)| TransferMessage::TransferDone { files, bytes }),
     ]

@@ -312,7 +312,7 @@ pub fn run_receiver(
     failed.append(&mut list.missing);
     failed.sort();
     Ok(RecvOutcome {
-        files_ok: shared.ok.load(Ordering::Relaxed),
+        files_ok: shared.ok.load(Ordering::Relaxed) + list.already,
         files_skipped: list.skipped,
         failed,
         received_bytes: shared.received.load(Ordering::Relaxed),
@@ -339,6 +339,8 @@ struct ListState {
     skipped: u64,
     /// `--checksum-only`: destination files that do not exist (or differ in size).
     missing: Vec<String>,
+    /// Files found already in place.
+    already: u64,
 }
 
 impl ListState {
@@ -366,6 +368,7 @@ impl ListState {
             resumed_bytes: 0,
             skipped: 0,
             missing: Vec::new(),
+            already: 0,
         })
     }
 
@@ -442,6 +445,22 @@ impl ListState {
             Some(Err(e)) => return Err(format!("looking at {}: {e}", final_rel.display())),
         };
         let skip = |reason| Ok((None, vec![TransferMessage::SkipFile { file: id, reason }]));
+        // Already in place from an earlier run (same size and mtime, which a commit
+        // copies from the source): nothing to send (rsync's quick check).
+        if !t.checksum_only {
+            use std::os::unix::fs::MetadataExt;
+            if let Ok(m) = t.root.metadata(&final_rel) {
+                if m.is_file()
+                    && m.len() == entry.size
+                    && m.mtime() == entry.mtime_secs
+                    && m.mtime_nsec() == i64::from(entry.mtime_nanos)
+                {
+                    self.resumed_bytes += entry.size;
+                    self.already += 1;
+                    return skip(SkipReason::AlreadyComplete);
+                }
+            }
+        }
         let source = SourceIdentity {
             size: entry.size,
             mtime_secs: entry.mtime_secs,
@@ -785,28 +804,35 @@ fn commit(sh: &Shared, f: &RecvFile) {
         }
         _ => return,
     };
-    let ok = if sh.checksum_only {
-        if ours != theirs {
-            note_failed(sh, f, "differs from the source".into());
+    let verdict = if sh.checksum_only {
+        if ours == theirs {
+            Ok(())
+        } else {
+            Err("differs from the source".to_string())
         }
-        ours == theirs
     } else {
-        match finish_file(sh, f, &ours, &theirs) {
-            Ok(()) => true,
-            Err(why) => {
-                note_failed(sh, f, why);
-                false
+        finish_file(sh, f, &ours, &theirs)
+    };
+    let (ok, reason) = match verdict {
+        Ok(()) => (true, String::new()),
+        Err(why) => {
+            note_failed(sh, f, why.clone());
+            let mut end = why.len().min(longhaul_proto::transfer::MAX_REASON_BYTES);
+            while !why.is_char_boundary(end) {
+                end -= 1;
             }
+            (false, why[..end].to_string())
         }
     };
     if ok {
         sh.ok.fetch_add(1, Ordering::Relaxed);
     }
     sh.progress.file_done();
-    if let Err(e) = sh
-        .control
-        .send(&TransferMessage::FileCommitted { file: f.id, ok })
-    {
+    if let Err(e) = sh.control.send(&TransferMessage::FileCommitted {
+        file: f.id,
+        ok,
+        reason,
+    }) {
         sh.fail(format!("sending a commit: {e}"));
     }
 }

@@ -227,6 +227,13 @@ pub fn run_sender(
     }
     progress.add_total(total);
     progress.add_done(resumed_bytes);
+    progress.add_done(
+        skipped
+            .iter()
+            .filter(|(_, r)| **r == SkipReason::AlreadyComplete)
+            .map(|(&f, _)| entries[f as usize].size)
+            .sum(),
+    );
     progress.set_files(to_send.len() as u64);
     progress.mark_listed();
 
@@ -314,7 +321,7 @@ pub fn run_sender(
     let _ = catch_up.join();
     let mut outcome = result?;
     for (&file, reason) in &skipped {
-        if *reason != SkipReason::Exists {
+        if !matches!(reason, SkipReason::Exists | SkipReason::AlreadyComplete) {
             outcome.failed.push(format!(
                 "{}: {}",
                 show(&entries[file as usize].path),
@@ -329,6 +336,12 @@ pub fn run_sender(
     outcome.failed.sort();
     outcome.sent_bytes = shared.sent.load(Ordering::Relaxed);
     outcome.resumed_bytes = resumed_bytes;
+    for (&file, reason) in &skipped {
+        if *reason == SkipReason::AlreadyComplete {
+            outcome.files_ok += 1;
+            outcome.resumed_bytes += entries[file as usize].size;
+        }
+    }
     outcome.files_skipped = skipped
         .values()
         .filter(|r| **r == SkipReason::Exists)
@@ -475,22 +488,21 @@ fn control_loop(
                 drop(s);
                 sh.wake.notify_all();
             }
-            TransferMessage::FileCommitted { file, ok } => {
+            TransferMessage::FileCommitted { file, ok, reason } => {
                 sched_id(file)?;
                 committed += 1;
                 sh.progress.file_done();
                 if ok {
                     outcome.files_ok += 1;
                 } else {
-                    outcome.failed.push(format!(
-                        "{}: {}",
-                        show(&entries[file as usize].path),
-                        if checksum_only {
-                            "differs from the source (or is missing)"
-                        } else {
-                            "the receiver's BLAKE3 differs from the source's; the source changed during the transfer? run the command again"
-                        }
-                    ));
+                    let why = match (reason.is_empty(), checksum_only) {
+                        (false, _) => reason,
+                        (true, true) => "differs from the source (or is missing)".into(),
+                        (true, false) => "the receiver could not put it in place".into(),
+                    };
+                    outcome
+                        .failed
+                        .push(format!("{}: {why}", show(&entries[file as usize].path)));
                 }
             }
             other => return Err(unexpected(&other, "transferring")),
