@@ -93,6 +93,36 @@ struct RecvFile {
 }
 
 impl RecvFile {
+    /// A file being received: `paths` = (final, part); `data` = the open part file (or
+    /// the existing file in `--checksum-only`), `None` to create it on first use;
+    /// `manifest` = its path and open file for files of several chunks.
+    fn new(
+        id: u32,
+        entry: FileEntry,
+        paths: (PathBuf, PathBuf),
+        data: Option<File>,
+        manifest: Option<(PathBuf, File)>,
+        receiver: FileReceiver,
+        digest: OrderedDigest,
+    ) -> Self {
+        let (manifest_rel, manifest) = manifest.unzip();
+        Self {
+            id,
+            entry,
+            final_rel: paths.0,
+            part_rel: paths.1,
+            manifest_rel,
+            data: data.map(OnceLock::from).unwrap_or_default(),
+            create: Mutex::new(()),
+            manifest_sync: manifest.as_ref().and_then(|m| m.try_clone().ok()),
+            manifest: manifest.map(Mutex::new),
+            dirty: AtomicBool::new(false),
+            rx: Mutex::new(receiver),
+            digest,
+            commit: Mutex::new(Commit::default()),
+        }
+    }
+
     /// The data file, if it exists yet.
     fn file(&self) -> io::Result<&File> {
         self.data
@@ -494,21 +524,15 @@ impl ListState {
                 ));
             }
             return Ok((
-                Some(Arc::new(RecvFile {
+                Some(Arc::new(RecvFile::new(
                     id,
                     entry,
-                    part_rel: final_rel.clone(),
-                    final_rel,
-                    manifest_rel: None,
-                    data: OnceLock::from(data),
-                    create: Mutex::new(()),
-                    manifest: None,
-                    manifest_sync: None,
-                    dirty: AtomicBool::new(false),
-                    rx: Mutex::new(opened.receiver),
+                    (final_rel.clone(), final_rel),
+                    Some(data),
+                    None,
+                    opened.receiver,
                     digest,
-                    commit: Mutex::new(Commit::default()),
-                })),
+                ))),
                 Vec::new(),
             ));
         }
@@ -530,21 +554,15 @@ impl ListState {
             let digest = OrderedDigest::new(entry.size, chunk_size);
             let opened = FileReceiver::open(source, chunk_size, None).map_err(|e| e.to_string())?;
             return Ok((
-                Some(Arc::new(RecvFile {
+                Some(Arc::new(RecvFile::new(
                     id,
                     entry,
-                    final_rel,
-                    part_rel,
-                    manifest_rel: None,
-                    data: OnceLock::new(),
-                    create: Mutex::new(()),
-                    manifest: None,
-                    manifest_sync: None,
-                    dirty: AtomicBool::new(false),
-                    rx: Mutex::new(opened.receiver),
+                    (final_rel, part_rel),
+                    None,
+                    None,
+                    opened.receiver,
                     digest,
-                    commit: Mutex::new(Commit::default()),
-                })),
+                ))),
                 Vec::new(),
             ));
         }
@@ -563,21 +581,15 @@ impl ListState {
             &prepared.have,
         ));
         Ok((
-            Some(Arc::new(RecvFile {
+            Some(Arc::new(RecvFile::new(
                 id,
                 entry,
-                final_rel,
-                part_rel,
-                manifest_rel,
-                data: OnceLock::from(prepared.part),
-                create: Mutex::new(()),
-                manifest_sync: prepared.manifest.as_ref().and_then(|m| m.try_clone().ok()),
-                manifest: prepared.manifest.map(Mutex::new),
-                dirty: AtomicBool::new(false),
-                rx: Mutex::new(prepared.receiver),
+                (final_rel, part_rel),
+                Some(prepared.part),
+                manifest_rel.zip(prepared.manifest),
+                prepared.receiver,
                 digest,
-                commit: Mutex::new(Commit::default()),
-            })),
+            ))),
             answer,
         ))
     }
