@@ -453,6 +453,37 @@ fn checksum_only_says_whether_copies_match() {
     cp!(&home; "--checksum-only", server.remote("tree/x"), src.join("x")).assert_code(1);
 }
 
+/// A copy damaged after the fact (one byte changed, size and mtime kept) is flagged by
+/// `--checksum-only`; a plain `cp` of the same file must then repair it (cp replaces).
+/// Today the destination is skipped as "already in place" on size and mtime alone, the
+/// run reports ok and the copy stays damaged.
+#[test]
+#[ignore = "engine: a destination with the same size and mtime is skipped without checking its bytes, so cp reports ok over a damaged copy"]
+fn a_plain_cp_repairs_a_copy_that_checksum_only_flags() {
+    let mut rng = Rng::from_env("repair");
+    let s = Scratch::new("repair");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    write_random(&s.join("a"), &mut rng, 3 * CHUNK as usize);
+    let server = Server::start(&home, &root);
+    cp!(&home; "--chunk", "1MiB", s.join("a"), server.remote("a")).assert_ok();
+    let copy = root.join("a");
+    let mtime = mtime_of(&fs::metadata(&copy).unwrap());
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&copy)
+        .unwrap();
+    let mut byte = [0u8; 1];
+    f.read_exact_at(&mut byte, 1000).unwrap();
+    f.write_all_at(&[!byte[0]], 1000).unwrap();
+    drop(f);
+    set_mtime(&copy, mtime.0 as u64, mtime.1 as u32);
+    cp!(&home; "--checksum-only", s.join("a"), server.remote("a")).assert_code(1);
+    cp!(&home; "--chunk", "1MiB", s.join("a"), server.remote("a")).assert_ok();
+    assert_same_bytes(&s.join("a"), &copy);
+}
+
 #[test]
 fn checksum_only_pull_of_a_missing_local_copy_exits_1() {
     let s = Scratch::new("cksum-missing");
