@@ -310,7 +310,11 @@ fn hello(
     token: &longhaul_proto::Token,
 ) -> Result<(FramedConn, ClientSession, SocketAddr, Duration), CpError> {
     let addrs = resolve(server, DEFAULT_PORT)?;
+    // The TCP handshake is answered by the kernel: the cleanest RTT sample, next to the
+    // hello's round trip (which waits for the server's threads on a busy host).
+    let t_connect = Instant::now();
     let (stream, addr) = connect_any(&addrs)?;
+    let connect_rtt = t_connect.elapsed();
     stream
         .set_nodelay(true)
         .and_then(|()| stream.set_read_timeout(Some(Duration::from_secs(15))))
@@ -322,7 +326,7 @@ fn hello(
     let t0 = Instant::now();
     flush(&mut session, &mut conn)?;
     let msg = recv(&mut conn, "authenticating")?;
-    let rtt = t0.elapsed();
+    let rtt = t0.elapsed().min(connect_rtt);
     if let Err(e) = session.handle(msg) {
         let _ = flush(&mut session, &mut conn);
         return Err(CpError::Setup(e.into()));
