@@ -191,7 +191,13 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
             }
             _ => "",
         };
-        anyhow::anyhow!("{e}{hint}")
+        let text = e.to_string();
+        let hint = if text.contains("run the same command again") {
+            ""
+        } else {
+            hint
+        };
+        anyhow::anyhow!("{text}{hint}")
     })?;
     let (user, sys) = longhaul_sys::cpu::process_cpu_times();
     let cpu = (user + sys).as_secs_f64();
