@@ -15,8 +15,9 @@ Measured for every run: wall seconds of the client process (start to exit, so co
 set-up is included for every tool alike), throughput = bytes / wall, CPU seconds of both
 ends (client: rusage of the process and its children from wait4; server: utime + stime +
 cutime + cstime of the server's main process before and after, once its per-connection
-children are reaped), the time an fsync of the copy takes afterwards (GridFTP and scp
-leave dirty pages; longhaul syncs as it goes), and a digest check of the copy.
+children are reaped), the time an fsync of the copy (syncfs for a tree) takes afterwards
+(GridFTP and scp leave dirty pages; longhaul syncs as it goes), and a digest check of the
+copy; over the emulated path also the bottleneck's drops and use.
 """
 
 import argparse
@@ -39,18 +40,6 @@ GB = 1e9
 
 
 # ---------------------------------------------------------------- units and small helpers
-
-def parse_size(text):
-    """'2GiB', '2G', '500M', '1048576' -> bytes (binary suffixes with i, decimal without)."""
-    t = text.strip()
-    mult = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-    low = t.lower().rstrip("b")
-    if low.endswith("i") and low[-2:-1] in mult:
-        return int(float(low[:-2]) * 1024 ** ("kmgt".index(low[-2]) + 1))
-    if low and low[-1] in mult:
-        return int(float(low[:-1]) * mult[low[-1]])
-    return int(float(low))
-
 
 def parse_rate(text):
     """'1G' -> 1e9 bit/s."""
@@ -323,13 +312,15 @@ class Bench:
         scpu = proc_cpu(spid) - s0
         link1 = self.link_counters()
         text = open(out_path, errors="replace").read()
+        parsed = parse(out_path) if parse else {}
+        if nbytes is None:  # a timed run: the bytes it moved
+            nbytes = parsed.get("tool_bytes") or 1
         row = {"case": case, "tool": tool, "command": shlex.join(argv), "exit_code": rc,
                "wall_s": wall, "bytes": nbytes, "files": nfiles,
                "gbit_s": nbytes * 8 / wall / 1e9, "files_per_s": nfiles / wall,
                "client_cpu_s": ccpu, "server_cpu_s": scpu,
                "cpu_s_per_gb": (ccpu + scpu) / (nbytes / GB), "loadavg_1min_before": load}
-        if parse:
-            row.update(parse(out_path))
+        row.update(parsed)
         if link0 and link1:
             row["bottleneck"] = {k: link1[k] - link0[k] for k in link0}
             row["bottleneck"]["cruise_share"] = cruise_share(samples, parse_rate(self.a.rate))
@@ -450,10 +441,15 @@ class Bench:
                 # Memory to memory on the same path, the same bytes and the same number of
                 # streams as cp used (cp's default from the spec when cp is not there).
                 n = state["streams"] or (2 if ns_client is None else 4)
+                # The server aborts a --bytes run after 80 s (and --bytes excludes -t): a
+                # file that needs longer at the path's rate gets a timed run of that length.
+                need_s = nbytes * 8 / parse_rate(self.a.rate) if ns_client else 0
+                amount = ["--bytes", str(nbytes)] if need_s < 60 else ["-t", f"{int(need_s)}s"]
                 self.measure(case, "longhaul bench",
-                             wrap(ns_client, [self.lh, "bench", f"{host}:{lport}", "--bytes", str(nbytes),
-                                              "-P", str(n), "--json"]),
-                             lsrv, nbytes, 1, None, None, env=self.env, parse=self.parse_bench)
+                             wrap(ns_client, [self.lh, "bench", f"{host}:{lport}"] + amount +
+                                  ["-P", str(n), "--json"]),
+                             lsrv, nbytes if need_s < 60 else None, 1, None, None, env=self.env,
+                             parse=self.parse_bench)
 
             tools = ([cp] if self.have_cp else []) + [gridftp, bench]
             for rep in range(reps):
