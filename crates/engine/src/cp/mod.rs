@@ -55,6 +55,47 @@ impl CpError {
     }
 }
 
+/// Why a transfer stops: the first reason given wins (later ones are its consequences),
+/// and setting it raises the stop flag both ends' threads watch.
+#[derive(Debug, Default)]
+pub struct Stop {
+    flag: std::sync::atomic::AtomicBool,
+    first: std::sync::Mutex<Option<String>>,
+}
+
+impl Stop {
+    /// Records `why` (if no reason was recorded yet) and raises the flag; true if `why`
+    /// is the first reason.
+    pub fn fail(&self, why: String) -> bool {
+        let first = self.record(why);
+        self.raise();
+        first
+    }
+    /// Records `why` if no reason was recorded yet, without raising the flag (to tell
+    /// the peer before this end's threads start closing); true if it is the first.
+    pub fn record(&self, why: String) -> bool {
+        match self.first.lock() {
+            Ok(mut e) if e.is_none() => {
+                *e = Some(why);
+                true
+            }
+            _ => false,
+        }
+    }
+    /// Raises the flag without a reason (the transfer is over).
+    pub fn raise(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+    }
+    /// Whether the transfer is stopping.
+    pub fn raised(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+    /// The first reason, if any.
+    pub fn reason(&self) -> Option<String> {
+        self.first.lock().ok().and_then(|e| e.clone())
+    }
+}
+
 /// Counters both ends update and a progress display reads.
 #[derive(Debug, Default)]
 pub struct Progress {

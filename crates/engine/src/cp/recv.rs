@@ -34,7 +34,7 @@ use longhaul_transfer::{
 use super::control::{ControlLink, ControlTx, Incoming};
 use super::digest::{ChunkBytes, OrderedDigest};
 use super::send::show;
-use super::{CpError, Progress};
+use super::{CpError, Progress, Stop};
 
 /// Where received files go.
 pub struct RecvTarget {
@@ -165,8 +165,7 @@ struct Shared {
     no_clobber: bool,
     checksum_only: bool,
     control: ControlTx,
-    abort: AtomicBool,
-    error: Mutex<Option<String>>,
+    stop: Stop,
     received: AtomicU64,
     ok: AtomicU64,
     failed: Mutex<Vec<String>>,
@@ -177,17 +176,10 @@ impl Shared {
     /// Stops the transfer; the first reason goes to the sender at once (before any data
     /// stream closes, so the sender reports this rather than a broken pipe).
     fn fail(&self, why: String) {
-        let first = match self.error.lock() {
-            Ok(mut e) if e.is_none() => {
-                *e = Some(why.clone());
-                true
-            }
-            _ => false,
-        };
-        if first {
+        if self.stop.record(why.clone()) {
             self.control.send_error(&why);
         }
-        self.abort.store(true, Ordering::SeqCst);
+        self.stop.raise();
     }
 }
 
@@ -215,13 +207,7 @@ pub fn run_receiver(
     let mut answers = Vec::new();
     let mut files: Vec<Option<Arc<RecvFile>>> = Vec::new();
     loop {
-        let msg = match control.rx.recv() {
-            Ok(Incoming::Msg(m)) => m,
-            Ok(Incoming::PeerError(e)) => return Err(CpError::Peer(e)),
-            Ok(Incoming::Lost(e)) => return Err(CpError::Lost(e)),
-            Err(_) => return Err(CpError::Lost("control connection gone".into())),
-        };
-        match msg {
+        match control.next("receiving the file list")? {
             TransferMessage::FileEntries { first_id, entries } => {
                 if first_id as usize != files.len()
                     || files.len() + entries.len() > MAX_FILE_ID as usize + 1
@@ -274,8 +260,7 @@ pub fn run_receiver(
         no_clobber: target.no_clobber,
         checksum_only: target.checksum_only,
         control: control.tx.clone(),
-        abort: AtomicBool::new(false),
-        error: Mutex::new(None),
+        stop: Stop::default(),
         received: AtomicU64::new(0),
         ok: AtomicU64::new(0),
         failed: Mutex::new(Vec::new()),
@@ -285,7 +270,7 @@ pub fn run_receiver(
         let sh = shared.clone();
         std::thread::spawn(move || {
             for f in sh.files.iter().flatten() {
-                if sh.abort.load(Ordering::SeqCst) {
+                if sh.stop.raised() {
                     return;
                 }
                 let read_at = |off: u64, b: &mut [u8]| file_io::read_exact_at(f.file()?, b, off);
@@ -315,7 +300,7 @@ pub fn run_receiver(
     let result = control_loop(&shared, &control);
     // A failure of this end (disk full...) is the cause; the sender closing the
     // connection in answer to it is only the consequence.
-    let own = shared.error.lock().ok().and_then(|e| e.clone());
+    let own = shared.stop.reason();
     let result = match (result, own) {
         (Err(_), Some(own)) => Err(CpError::Local(own)),
         (r, _) => r,
@@ -328,7 +313,7 @@ pub fn run_receiver(
             let _ = h.shutdown(Shutdown::Both);
         }
     }
-    shared.abort.store(true, Ordering::SeqCst);
+    shared.stop.raise();
     control.tx.shutdown();
     for w in workers {
         let _ = w.join();
@@ -422,11 +407,7 @@ impl ListState {
         let placed = place_entry(t.target.as_ref(), self.target_is_dir, self.multiple, &path)
             .map_err(|e| e.to_string())?;
         let final_rel = placed.to_path_buf();
-        let mtime = UNIX_EPOCH
-            + Duration::new(
-                entry.mtime_secs.max(0) as u64,
-                entry.mtime_nanos.min(999_999_999),
-            );
+        let mtime = entry_mtime(&entry);
         if entry.kind == EntryKind::Dir {
             if !t.checksum_only {
                 t.root
@@ -689,6 +670,15 @@ fn prepare_part(
     }
 }
 
+/// The source's mtime from its entry (times before 1970 are clamped to it).
+fn entry_mtime(entry: &FileEntry) -> SystemTime {
+    UNIX_EPOCH
+        + Duration::new(
+            entry.mtime_secs.max(0) as u64,
+            entry.mtime_nanos.min(999_999_999),
+        )
+}
+
 /// Whether every chunk the manifest records still has its recorded xxh3 in `part`.
 fn recorded_chunks_intact(
     part: &File,
@@ -740,13 +730,8 @@ fn read_manifest(
 
 fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> {
     loop {
-        if sh.abort.load(Ordering::SeqCst) {
-            let why = sh
-                .error
-                .lock()
-                .ok()
-                .and_then(|e| e.clone())
-                .unwrap_or_else(|| "stopped".into());
+        if sh.stop.raised() {
+            let why = sh.stop.reason().unwrap_or_else(|| "stopped".into());
             control.tx.send_error(&why);
             return Err(CpError::Local(why));
         }
@@ -873,11 +858,7 @@ fn finish_file(
         }
         return Err(e.to_string());
     }
-    let mtime = UNIX_EPOCH
-        + Duration::new(
-            f.entry.mtime_secs.max(0) as u64,
-            f.entry.mtime_nanos.min(999_999_999),
-        );
+    let mtime = entry_mtime(&f.entry);
     let data = f.data.get().ok_or("the part file was never created")?;
     let _ = data.set_permissions(Permissions::from_mode(f.entry.mode & 0o7777));
     let _ = data.set_times(FileTimes::new().set_modified(mtime));
@@ -903,7 +884,7 @@ fn stream_loop(sh: &Arc<Shared>, mut sock: TcpStream) {
     let mut buf: Vec<u8> = Vec::new();
     let mut hdr = [0u8; ChunkHeader::LEN];
     loop {
-        if sh.abort.load(Ordering::SeqCst) {
+        if sh.stop.raised() {
             let _ = sock.shutdown(Shutdown::Both);
             return;
         }
@@ -911,7 +892,7 @@ fn stream_loop(sh: &Arc<Shared>, mut sock: TcpStream) {
             Ok(true) => {}
             Ok(false) => return,
             Err(e) => {
-                if !sh.abort.load(Ordering::SeqCst) {
+                if !sh.stop.raised() {
                     // The sender reassigns this stream's chunks; only a protocol error
                     // (below) ends the transfer here.
                     let _ = e;
@@ -1082,7 +1063,7 @@ const SYNC_EVERY: Duration = Duration::from_secs(2);
 /// transfer ends (data first, then the manifest).
 fn sync_loop(sh: &Shared, stop: &AtomicBool) {
     let mut last = std::time::Instant::now();
-    while !stop.load(Ordering::SeqCst) && !sh.abort.load(Ordering::SeqCst) {
+    while !stop.load(Ordering::SeqCst) && !sh.stop.raised() {
         std::thread::sleep(Duration::from_millis(100));
         if last.elapsed() < SYNC_EVERY {
             continue;

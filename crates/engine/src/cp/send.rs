@@ -29,7 +29,7 @@ use longhaul_transfer::{chunk_hash, sparse};
 
 use super::control::{ControlLink, ControlTx, Incoming};
 use super::digest::{ChunkBytes, OrderedDigest};
-use super::{CpError, Progress};
+use super::{CpError, Progress, Stop};
 use crate::bench::pacer::Pacer;
 use crate::bench::probe::RateProbe;
 
@@ -96,8 +96,7 @@ struct FileSend {
 struct Shared {
     sched: Mutex<ChunkScheduler>,
     wake: Condvar,
-    abort: AtomicBool,
-    error: Mutex<Option<String>>,
+    stop: Stop,
     files: Vec<FileSend>,
     items: Vec<SendItem>,
     root: SourceRoot,
@@ -111,10 +110,7 @@ struct Shared {
 
 impl Shared {
     fn fail(&self, why: String) {
-        if let Ok(mut e) = self.error.lock() {
-            e.get_or_insert(why);
-        }
-        self.abort.store(true, Ordering::SeqCst);
+        self.stop.fail(why);
         self.wake.notify_all();
     }
 }
@@ -159,7 +155,7 @@ pub fn run_sender(
     let mut skipped: HashMap<u32, SkipReason> = HashMap::new();
     let mut have: HashMap<u32, Vec<(u32, u32)>> = HashMap::new();
     loop {
-        match wait(&control, "waiting for the receiver to check the file list")? {
+        match control.next("waiting for the receiver to check the file list")? {
             TransferMessage::SkipFile { file, reason } => {
                 check_file(&entries, file)?;
                 skipped.insert(file, reason);
@@ -240,8 +236,7 @@ pub fn run_sender(
     let shared = Arc::new(Shared {
         sched: Mutex::new(sched),
         wake: Condvar::new(),
-        abort: AtomicBool::new(false),
-        error: Mutex::new(None),
+        stop: Stop::default(),
         files,
         items,
         root,
@@ -259,7 +254,7 @@ pub fn run_sender(
         let sh = shared.clone();
         std::thread::spawn(move || {
             for s in 0..sh.files.len() {
-                if sh.abort.load(Ordering::SeqCst) {
+                if sh.stop.raised() {
                     return;
                 }
                 if let Err(e) = advance_digest(&sh, s) {
@@ -296,7 +291,7 @@ pub fn run_sender(
         let sh = shared.clone();
         std::thread::spawn(move || {
             let mut pacer = Pacer::new(socks, probe, Instant::now());
-            while !sh.abort.load(Ordering::SeqCst) && !sh.done.load(Ordering::SeqCst) {
+            while !sh.stop.raised() && !sh.done.load(Ordering::SeqCst) {
                 std::thread::sleep(every);
                 pacer.step();
             }
@@ -313,7 +308,7 @@ pub fn run_sender(
             let _ = h.shutdown(Shutdown::Both);
         }
     }
-    shared.abort.store(true, Ordering::SeqCst);
+    shared.stop.raise();
     shared.wake.notify_all();
     for w in workers {
         let _ = w.join();
@@ -362,15 +357,6 @@ fn unexpected(m: &TransferMessage, while_: &str) -> CpError {
     CpError::Protocol(format!("unexpected {} while {while_}", m.kind()))
 }
 
-fn wait(control: &ControlLink, what: &str) -> Result<TransferMessage, CpError> {
-    match control.rx.recv() {
-        Ok(Incoming::Msg(m)) => Ok(m),
-        Ok(Incoming::PeerError(e)) => Err(CpError::Peer(e)),
-        Ok(Incoming::Lost(e)) => Err(CpError::Lost(format!("{e} ({what})"))),
-        Err(_) => Err(CpError::Lost(format!("control connection gone ({what})"))),
-    }
-}
-
 /// Applies acks until every file is committed, then ends the transfer.
 fn control_loop(
     sh: &Arc<Shared>,
@@ -387,7 +373,7 @@ fn control_loop(
     let mut outcome = SendOutcome::default();
     let mut committed = 0usize;
     loop {
-        if sh.abort.load(Ordering::SeqCst) {
+        if sh.stop.raised() {
             // Streams failing is often the receiver stopping (disk full...): its reason
             // is on the way over the control connection and says more than ours.
             let deadline = Instant::now() + Duration::from_secs(1);
@@ -398,12 +384,7 @@ fn control_loop(
                     Some(Incoming::Msg(_)) => {}
                 }
             }
-            let why = sh
-                .error
-                .lock()
-                .ok()
-                .and_then(|e| e.clone())
-                .unwrap_or_else(|| "stopped".into());
+            let why = sh.stop.reason().unwrap_or_else(|| "stopped".into());
             control.tx.send_error(&why);
             return Err(CpError::Local(why));
         }
@@ -562,7 +543,7 @@ fn stream_loop(sh: &Arc<Shared>, stream: u32, mut sock: TcpStream) {
         let work = {
             let Ok(mut s) = sh.sched.lock() else { return };
             loop {
-                if sh.abort.load(Ordering::SeqCst) {
+                if sh.stop.raised() {
                     let _ = sock.shutdown(Shutdown::Both);
                     return;
                 }
