@@ -70,22 +70,11 @@ pub enum Mode {
 
 /// Runs `longhaul bench`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json;
-    match run_inner(args) {
-        Ok(code) => Ok(code),
-        Err(e) if json => {
-            emit_json(&json!({"type": "error", "error": format!("{e:#}")}));
-            Ok(ExitCode::from(2))
-        }
-        Err(e) => Err(e),
-    }
+    super::common::with_json_errors(args.json, || run_inner(args))
 }
 
 fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
-    let window = match args.window.as_str() {
-        "auto" => None,
-        s => Some(size(s).map_err(|e| anyhow::anyhow!("--window {s:?}: {e}; or use auto"))?),
-    };
+    let window = super::common::window(&args.window)?;
     if args.interval < Duration::from_millis(10) {
         anyhow::bail!("--interval must be at least 10ms");
     }

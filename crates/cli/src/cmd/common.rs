@@ -58,3 +58,28 @@ pub fn say(line: &str) {
         std::process::exit(0);
     }
 }
+
+/// Runs a command body; with `--json`, an error becomes a `{"type":"error"}` line and
+/// exit code 2 instead of text on stderr.
+pub fn with_json_errors(
+    json: bool,
+    body: impl FnOnce() -> anyhow::Result<std::process::ExitCode>,
+) -> anyhow::Result<std::process::ExitCode> {
+    match body() {
+        Err(e) if json => {
+            emit_json(&serde_json::json!({"type": "error", "error": format!("{e:#}")}));
+            Ok(std::process::ExitCode::from(2))
+        }
+        other => other,
+    }
+}
+
+/// `--window auto|SIZE`: `None` for auto.
+pub fn window(s: &str) -> anyhow::Result<Option<u64>> {
+    match s {
+        "auto" => Ok(None),
+        s => Ok(Some(size(s).map_err(|e| {
+            anyhow::anyhow!("--window {s:?}: {e}; or use auto")
+        })?)),
+    }
+}

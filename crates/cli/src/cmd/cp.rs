@@ -70,15 +70,7 @@ pub struct Args {
 
 /// Runs `longhaul cp`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json;
-    match run_inner(args) {
-        Ok(code) => Ok(code),
-        Err(e) if json => {
-            emit_json(&json!({"type": "error", "error": format!("{e:#}")}));
-            Ok(ExitCode::from(2))
-        }
-        Err(e) => Err(e),
-    }
+    super::common::with_json_errors(args.json, || run_inner(args))
 }
 
 fn server_of(spec: &RemoteSpec) -> String {
@@ -97,10 +89,7 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|a| parse_location(a).map_err(|e| anyhow::anyhow!("{e}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let window = match args.window.as_str() {
-        "auto" => None,
-        w => Some(super::common::size(w).map_err(|e| anyhow::anyhow!("--window: {e}"))?),
-    };
+    let window = super::common::window(&args.window)?;
     let json = args.json;
     let mut warn = |w: String| {
         if json {
