@@ -2,6 +2,7 @@
 //! Every function here is a thin, safe wrapper over one system interface; policy lives in
 //! the callers.
 
+pub mod aligned;
 pub mod cpu;
 pub mod file_io;
 pub mod netdev;

@@ -20,14 +20,14 @@ const PAYLOAD_LEN: usize = 8 << 20;
 
 /// The bytes a sender sends: pseudo-random data, in memory and in a memfd for sendfile.
 pub struct Payload {
-    bytes: Vec<u8>,
+    bytes: longhaul_sys::aligned::AlignedBuf,
     file: Option<MemFile>,
 }
 
 impl Payload {
     /// Builds the payload; the memfd is made only for [`SendMode::Sendfile`].
     pub fn new(mode: SendMode) -> io::Result<Self> {
-        let mut bytes = vec![0u8; PAYLOAD_LEN];
+        let mut bytes = longhaul_sys::aligned::AlignedBuf::zeroed(PAYLOAD_LEN);
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         for chunk in bytes.chunks_exact_mut(8) {
             // xorshift64: cheap, incompressible enough for a link test.
@@ -226,7 +226,7 @@ pub fn receive(
     read_rate_bps: u64,
 ) -> StreamOutcome {
     let cpu0 = longhaul_sys::cpu::thread_cpu_time();
-    let mut buf = vec![0u8; CHUNK];
+    let mut buf = longhaul_sys::aligned::AlignedBuf::zeroed(CHUNK);
     let mut got = 0u64;
     let mut last_byte = start.elapsed();
     let result = loop {

@@ -9,6 +9,7 @@
 use std::io;
 use std::sync::Mutex;
 
+use longhaul_sys::aligned::AlignedBuf;
 use longhaul_transfer::integrity::FileDigest;
 use longhaul_transfer::manifest::chunk_count;
 
@@ -188,7 +189,7 @@ impl OrderedDigest {
             hasher.update_zeros(len);
             return Ok(());
         }
-        let mut buf = vec![0u8; PIECE.min(len) as usize];
+        let mut buf = AlignedBuf::zeroed(PIECE.min(len) as usize);
         let mut done = 0;
         while done < len {
             let n = PIECE.min(len - done) as usize;

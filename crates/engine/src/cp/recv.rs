@@ -22,6 +22,7 @@ use longhaul_proto::transfer::{
     ChunkHeader, EntryKind, FileEntry, RejectReason, SkipReason, TransferMessage, CHUNK_FLAG_HOLE,
     MAX_FILE_ID,
 };
+use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::file_io;
 use longhaul_sys::served_root::{Access, ServedRoot};
 use longhaul_transfer::manifest::{chunk_count, HEADER_LEN, RECORD_LEN};
@@ -684,10 +685,10 @@ fn recorded_chunks_intact(
     part: &File,
     manifest: &longhaul_transfer::ResumeManifest,
 ) -> io::Result<bool> {
-    let mut buf = Vec::new();
+    let mut buf = AlignedBuf::new();
     for (index, hash) in manifest.verified() {
         let len = manifest.chunk_len(index);
-        buf.resize(len as usize, 0);
+        buf.resize(len as usize);
         file_io::read_exact_at(part, &mut buf, u64::from(index) * manifest.chunk_size())?;
         if chunk_hash(&buf) != hash {
             return Ok(false);
@@ -881,7 +882,7 @@ fn finish_file(
 
 /// One data stream: read chunks until the sender closes it.
 fn stream_loop(sh: &Arc<Shared>, mut sock: TcpStream) {
-    let mut buf: Vec<u8> = Vec::new();
+    let mut buf = AlignedBuf::new();
     let mut hdr = [0u8; ChunkHeader::LEN];
     loop {
         if sh.stop.raised() {
@@ -927,7 +928,7 @@ fn receive_chunk(
     sh: &Shared,
     sock: &mut TcpStream,
     hdr: &[u8; ChunkHeader::LEN],
-    buf: &mut Vec<u8>,
+    buf: &mut AlignedBuf,
 ) -> Result<(), String> {
     let h = ChunkHeader::decode(hdr).map_err(|e| format!("a data stream lost its framing: {e}"))?;
     let Some(Some(f)) = sh.files.get(h.file as usize) else {
@@ -953,7 +954,7 @@ fn receive_chunk(
     let computed = if hole {
         sparse::hole_chunk_hash(len)
     } else {
-        buf.resize(len as usize, 0);
+        buf.resize(len as usize);
         sock.read_exact(buf)
             .map_err(|e| format!("data stream: {e}"))?;
         sh.received.fetch_add(len, Ordering::Relaxed);

@@ -21,6 +21,7 @@ use longhaul_proto::transfer::{
     pack_file_entries, ChunkHeader, EntryKind, FileEntry, SkipReason, TransferMessage,
     CHUNK_FLAG_HOLE,
 };
+use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::file_io;
 use longhaul_sys::served_root::{Access, ServedRoot};
 use longhaul_transfer::manifest::chunk_count;
@@ -537,7 +538,7 @@ fn send_digest(sh: &Shared, entry: u32, blake3: [u8; 32]) -> Result<(), String> 
 
 /// One data stream: pull work, send it, until nothing is left or the transfer stops.
 fn stream_loop(sh: &Arc<Shared>, stream: u32, mut sock: TcpStream) {
-    let mut buf: Vec<u8> = Vec::new();
+    let mut buf = AlignedBuf::new();
     let mut open: Option<(u32, File)> = None;
     loop {
         let work = {
@@ -611,7 +612,7 @@ fn send_chunk(
     file: &File,
     chunk: &longhaul_transfer::scheduler::Chunk,
     sock: &mut TcpStream,
-    buf: &mut Vec<u8>,
+    buf: &mut AlignedBuf,
 ) -> Result<(), SendFail> {
     let range = chunk.offset..chunk.offset + chunk.len;
     // Holes are looked up only in files of at least a megabyte.
@@ -633,7 +634,7 @@ fn send_chunk(
         sock.write_all(&header.encode()).map_err(SendFail::Net)?;
         offer(sh, fs, chunk.id.index, ChunkBytes::Zeros, &read_at)?;
     } else {
-        buf.resize(chunk.len as usize, 0);
+        buf.resize(chunk.len as usize);
         file_io::read_exact_at(file, buf, chunk.offset).map_err(SendFail::Read)?;
         header.xxh3 = chunk_hash(buf);
         sock.write_all(&header.encode()).map_err(SendFail::Net)?;
