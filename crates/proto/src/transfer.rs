@@ -70,8 +70,10 @@ pub mod transfer_flags {
     /// `chunk_size` is the client's suggestion from the path alone: the sender, which
     /// knows the total size, may lower it (a pull: the server lists the files).
     pub const AUTO_CHUNK: u32 = 1 << 4;
+    /// The receiver flushes every file to disk before renaming it into place (`--sync`).
+    pub const SYNC: u32 = 1 << 5;
     /// Every flag this build knows.
-    pub const ALL: u32 = RECURSIVE | NO_CLOBBER | CHECKSUM_ONLY | PRESERVE | AUTO_CHUNK;
+    pub const ALL: u32 = RECURSIVE | NO_CLOBBER | CHECKSUM_ONLY | PRESERVE | AUTO_CHUNK | SYNC;
 }
 
 /// Which way the files go, seen from the client.
@@ -148,7 +150,7 @@ pub enum SkipReason {
 /// Why the receiver refused a chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RejectReason {
-    /// Its xxh3 did not match.
+    /// Its hash did not match.
     Checksum,
     /// Writing it failed (disk full, I/O error); the sender may retry elsewhere or stop.
     WriteFailed,
@@ -573,12 +575,12 @@ fn validate(msg: &TransferMessage) -> Result<(), ProtoError> {
         }
     };
     let chunk = |c: u64| {
-        if (MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES).contains(&c) {
+        if valid_chunk_size(c) {
             Ok(())
         } else {
             Err(invalid(
                 "chunk size",
-                format!("{c} bytes is outside 4 KiB..=1 GiB"),
+                format!("{c} bytes is not a power of two in 4 KiB..=1 GiB"),
             ))
         }
     };
@@ -692,10 +694,16 @@ fn path_len(p: &[u8]) -> Result<(), ProtoError> {
     Ok(())
 }
 
+/// Whether `c` can be a chunk size: a power of two (so every chunk is a whole subtree of
+/// the file's BLAKE3 tree) within [`MIN_CHUNK_BYTES`]..=[`MAX_CHUNK_BYTES`].
+pub fn valid_chunk_size(c: u64) -> bool {
+    (MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES).contains(&c) && c.is_power_of_two()
+}
+
 /// Flag bit of [`ChunkHeader::flags`]: the chunk is all zeros and no bytes follow.
 pub const CHUNK_FLAG_HOLE: u32 = 1;
 
-/// Precedes each chunk's raw bytes on a data stream. Fixed 40 bytes, big-endian, with a
+/// Precedes each chunk's raw bytes on a data stream. Fixed 64 bytes, big-endian, with a
 /// check of its own so a desynchronised stream is caught at the next header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkHeader {
@@ -709,13 +717,14 @@ pub struct ChunkHeader {
     pub offset: u64,
     /// Length of the chunk in bytes (the payload length unless it is a hole).
     pub len: u32,
-    /// xxh3-64 of the chunk's bytes.
-    pub xxh3: u64,
+    /// The chunk's hash: the BLAKE3 chaining value of its bytes as a subtree of the
+    /// file (the file's BLAKE3 for a file of one chunk); see `longhaul_transfer::integrity`.
+    pub hash: [u8; 32],
 }
 
 impl ChunkHeader {
     /// Encoded length.
-    pub const LEN: usize = 40;
+    pub const LEN: usize = 64;
     const MAGIC: [u8; 4] = *b"LHCK";
 
     /// Bytes of payload that follow this header.
@@ -727,7 +736,7 @@ impl ChunkHeader {
         }
     }
 
-    /// The 40 header bytes.
+    /// The 64 header bytes.
     pub fn encode(&self) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
         b[..4].copy_from_slice(&Self::MAGIC);
@@ -736,13 +745,13 @@ impl ChunkHeader {
         b[12..16].copy_from_slice(&self.flags.to_be_bytes());
         b[16..24].copy_from_slice(&self.offset.to_be_bytes());
         b[24..28].copy_from_slice(&self.len.to_be_bytes());
-        b[28..36].copy_from_slice(&self.xxh3.to_be_bytes());
-        let c = check32(&b[..36]);
-        b[36..].copy_from_slice(&c.to_be_bytes());
+        b[28..60].copy_from_slice(&self.hash);
+        let c = check32(&b[..60]);
+        b[60..].copy_from_slice(&c.to_be_bytes());
         b
     }
 
-    /// Parses and checks 40 header bytes.
+    /// Parses and checks 64 header bytes.
     pub fn decode(b: &[u8; Self::LEN]) -> Result<Self, ProtoError> {
         if b[..4] != Self::MAGIC {
             return Err(invalid(
@@ -756,7 +765,7 @@ impl ChunkHeader {
             a.copy_from_slice(&b[i..i + 8]);
             u64::from_be_bytes(a)
         };
-        if be32(36) != check32(&b[..36]) {
+        if be32(60) != check32(&b[..60]) {
             return Err(invalid(
                 "chunk header",
                 "check mismatch: the data stream is corrupt".into(),
@@ -768,7 +777,7 @@ impl ChunkHeader {
             flags: be32(12),
             offset: be64(16),
             len: be32(24),
-            xxh3: be64(28),
+            hash: b[28..60].try_into().expect("32 bytes"),
         };
         if h.file > MAX_FILE_ID
             || h.flags & !CHUNK_FLAG_HOLE != 0

@@ -121,14 +121,14 @@ pub enum Error {
         why: &'static str,
     },
     /// A chunk's bytes do not hash to what the sender announced.
-    #[error("chunk {index}: xxh3 {computed:#018x} of the bytes received differs from the sender's {claimed:#018x}; it will be sent again")]
+    #[error("chunk {index}: the BLAKE3 of the bytes received ({}..) differs from the sender's ({}..); it will be sent again", crate::integrity::short_hex(computed), crate::integrity::short_hex(claimed))]
     ChunkHashMismatch {
         /// Chunk index.
         index: u32,
         /// Hash announced by the sender.
-        claimed: u64,
+        claimed: crate::integrity::ChunkHash,
         /// Hash of the bytes received.
-        computed: u64,
+        computed: crate::integrity::ChunkHash,
     },
     /// The file is not complete yet.
     #[error("file has {verified} of {chunks} chunks verified; it cannot be put in place yet")]

@@ -24,7 +24,10 @@ pub mod scheduler;
 pub mod sparse;
 
 pub use error::{Error, Result};
-pub use integrity::{chunk_hash, digest_hex, source_fingerprint, ChunkHasher, Digest, FileDigest};
+pub use integrity::{
+    chunk_hash, digest_hex, file_digest, source_fingerprint, ChunkHash, ChunkHasher, Digest,
+    FileDigest,
+};
 pub use location::{parse_location, remote_path, Location, RemoteSpec};
 pub use manifest::{
     decide_resume, Loaded, ResumeDecision, ResumeManifest, SourceIdentity, StartOverReason,

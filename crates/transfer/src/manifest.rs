@@ -1,13 +1,13 @@
 //! The receiver's resume manifest: which chunks of one file are written, synced and
 //! verified, and of which source they are.
 //!
-//! # Format (little-endian, version 1)
-//! A 56-byte header, then 16-byte records appended one per verified chunk:
+//! # Format (little-endian, version 2)
+//! A 56-byte header, then 40-byte records appended one per verified chunk:
 //!
 //! | bytes  | header field                                   |
 //! |--------|------------------------------------------------|
 //! | 0..4   | magic `LHRM`                                   |
-//! | 4..6   | version (1)                                    |
+//! | 4..6   | version (2)                                    |
 //! | 6..8   | reserved, 0                                    |
 //! | 8..16  | source size in bytes                           |
 //! | 16..24 | source mtime, seconds since the epoch (i64)    |
@@ -20,11 +20,12 @@
 //! | bytes  | record field                                   |
 //! |--------|------------------------------------------------|
 //! | 0..4   | chunk index (u32)                              |
-//! | 4..12  | xxh3-64 of the chunk's bytes                   |
-//! | 12..16 | low 32 bits of xxh3-64 of bytes 0..12 seeded with the header check |
+//! | 4..36  | the chunk's hash ([`crate::integrity::chunk_hash`]) |
+//! | 36..40 | low 32 bits of xxh3-64 of bytes 0..36 seeded with the header check |
 //!
-//! Records are appended (and the manifest synced) only after the chunk's data is synced,
-//! so a record never claims data that a crash could lose. Seeding each record's check with
+//! Records are appended only after the chunk's data is written and verified; a record may
+//! still outlive its data after a power cut (neither is synced unless the user asks), so
+//! the receiver re-hashes recorded chunks before it trusts them. Seeding each record's check with
 //! the header check binds it to this header: a record left over from a manifest of an
 //! older source does not validate.
 //!
@@ -40,11 +41,12 @@ use std::collections::BTreeMap;
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 use crate::error::{Error, Result};
+use crate::integrity::ChunkHash;
 
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 56;
 /// Record length in bytes.
-pub const RECORD_LEN: usize = 16;
+pub const RECORD_LEN: usize = 40;
 /// Smallest chunk size a manifest may name.
 pub const MIN_CHUNK_BYTES: u64 = 4 * 1024;
 /// Largest chunk size a manifest may name.
@@ -53,7 +55,7 @@ pub const MAX_CHUNK_BYTES: u64 = 1 << 30;
 pub const MAX_CHUNKS: u64 = 1 << 24;
 
 const MAGIC: &[u8; 4] = b"LHRM";
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
 
 /// What identifies the source version of a file: if any field differs from the first
 /// attempt, the chunks already received belong to another file and are sent again.
@@ -69,14 +71,14 @@ pub struct SourceIdentity {
     pub fingerprint: u64,
 }
 
-/// Verified chunks of one file, with their xxh3 hashes.
+/// Verified chunks of one file, with their hashes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResumeManifest {
     source: SourceIdentity,
     chunk_size: u64,
     chunk_count: u32,
     header_check: u64,
-    verified: BTreeMap<u32, u64>,
+    verified: BTreeMap<u32, ChunkHash>,
 }
 
 /// A manifest read back from bytes.
@@ -133,11 +135,13 @@ pub fn chunk_count(size: u64, chunk_size: u64) -> u64 {
 impl ResumeManifest {
     /// An empty manifest for `source` cut in chunks of `chunk_size` bytes.
     pub fn new(source: SourceIdentity, chunk_size: u64) -> Result<Self> {
-        if !(MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES).contains(&chunk_size) {
+        if !(MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES).contains(&chunk_size)
+            || !chunk_size.is_power_of_two()
+        {
             return Err(Error::ManifestField {
                 field: "chunk_size",
                 value: chunk_size,
-                bound: "4 KiB ..= 1 GiB",
+                bound: "a power of two in 4 KiB ..= 1 GiB",
             });
         }
         if source.mtime_nanos >= 1_000_000_000 {
@@ -189,7 +193,11 @@ impl ResumeManifest {
 
     /// Records chunk `index` as verified with `hash`. Returns the bytes to append to the
     /// manifest file, or `None` if it was already recorded with the same hash.
-    pub fn record_verified(&mut self, index: u32, hash: u64) -> Result<Option<[u8; RECORD_LEN]>> {
+    pub fn record_verified(
+        &mut self,
+        index: u32,
+        hash: ChunkHash,
+    ) -> Result<Option<[u8; RECORD_LEN]>> {
         if index >= self.chunk_count {
             return Err(Error::ManifestField {
                 field: "chunk_index",
@@ -213,12 +221,12 @@ impl ResumeManifest {
     }
 
     /// The recorded hash of chunk `index`, if verified.
-    pub fn verified_hash(&self, index: u32) -> Option<u64> {
+    pub fn verified_hash(&self, index: u32) -> Option<ChunkHash> {
         self.verified.get(&index).copied()
     }
 
     /// Verified chunks in index order, with their hashes.
-    pub fn verified(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+    pub fn verified(&self) -> impl Iterator<Item = (u32, ChunkHash)> + '_ {
         self.verified.iter().map(|(&i, &h)| (i, h))
     }
 
@@ -312,8 +320,8 @@ impl ResumeManifest {
         for n in 0..full {
             let rec = &records[n * RECORD_LEN..(n + 1) * RECORD_LEN];
             let offset = HEADER_LEN + n * RECORD_LEN;
-            let check = xxh3_64_with_seed(&rec[..12], manifest.header_check) as u32;
-            if check != u32_at(rec, 12) {
+            let check = xxh3_64_with_seed(&rec[..36], manifest.header_check) as u32;
+            if check != u32_at(rec, 36) {
                 if n + 1 == full {
                     break; // a torn last append: dropped
                 }
@@ -322,7 +330,7 @@ impl ResumeManifest {
                     offset,
                 });
             }
-            manifest.record_verified(u32_at(rec, 0), u64_at(rec, 4))?;
+            manifest.record_verified(u32_at(rec, 0), rec[4..36].try_into().expect("32 bytes"))?;
             valid_len = offset + RECORD_LEN;
         }
         Ok(Loaded {
@@ -343,12 +351,12 @@ impl ResumeManifest {
         b
     }
 
-    fn record_bytes(&self, index: u32, hash: u64) -> [u8; RECORD_LEN] {
+    fn record_bytes(&self, index: u32, hash: ChunkHash) -> [u8; RECORD_LEN] {
         let mut r = [0u8; RECORD_LEN];
         r[..4].copy_from_slice(&index.to_le_bytes());
-        r[4..12].copy_from_slice(&hash.to_le_bytes());
-        let check = xxh3_64_with_seed(&r[..12], self.header_check) as u32;
-        r[12..].copy_from_slice(&check.to_le_bytes());
+        r[4..36].copy_from_slice(&hash);
+        let check = xxh3_64_with_seed(&r[..36], self.header_check) as u32;
+        r[36..].copy_from_slice(&check.to_le_bytes());
         r
     }
 }
@@ -400,6 +408,12 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 mod tests {
     use super::*;
 
+    fn hh(n: u64) -> ChunkHash {
+        let mut h = [0u8; 32];
+        h[..8].copy_from_slice(&n.to_le_bytes());
+        h
+    }
+
     fn src() -> SourceIdentity {
         SourceIdentity {
             size: 10 * 1024 * 1024 + 5,
@@ -415,13 +429,13 @@ mod tests {
         assert_eq!(m.chunk_count(), 3);
         assert_eq!(m.chunk_len(2), 2 * 1024 * 1024 + 5);
         let mut file = m.header_bytes().to_vec();
-        file.extend(m.record_verified(2, 77).unwrap().unwrap());
-        assert_eq!(m.record_verified(2, 77).unwrap(), None);
+        file.extend(m.record_verified(2, hh(77)).unwrap().unwrap());
+        assert_eq!(m.record_verified(2, hh(77)).unwrap(), None);
         assert_eq!(
-            m.record_verified(2, 78),
+            m.record_verified(2, hh(78)),
             Err(Error::ManifestConflict { index: 2 })
         );
-        file.extend(m.record_verified(0, 11).unwrap().unwrap());
+        file.extend(m.record_verified(0, hh(11)).unwrap().unwrap());
         let loaded = ResumeManifest::parse(&file).unwrap();
         assert_eq!(loaded.valid_len, file.len());
         assert_eq!(loaded.manifest, m);
@@ -429,10 +443,10 @@ mod tests {
         assert_eq!(m.verified_runs(), vec![(0, 1), (2, 1)]);
         assert_eq!(m.verified_bytes(), (4 << 20) + 2 * 1024 * 1024 + 5);
         assert!(!m.is_complete());
-        m.record_verified(1, 5).unwrap();
+        m.record_verified(1, hh(5)).unwrap();
         assert!(m.is_complete());
         assert_eq!(m.verified_runs(), vec![(0, 3)]);
-        assert!(m.record_verified(3, 1).is_err());
+        assert!(m.record_verified(3, hh(1)).is_err());
     }
 
     #[test]
@@ -440,7 +454,7 @@ mod tests {
         let mut m = ResumeManifest::new(src(), 4 << 20).unwrap();
         let mut file = m.header_bytes().to_vec();
         for i in 0..3 {
-            file.extend(m.record_verified(i, u64::from(i) * 3).unwrap().unwrap());
+            file.extend(m.record_verified(i, hh(u64::from(i) * 3)).unwrap().unwrap());
         }
         // Partial last record.
         let loaded = ResumeManifest::parse(&file[..file.len() - 5]).unwrap();
@@ -480,7 +494,7 @@ mod tests {
     #[test]
     fn records_of_another_source_do_not_validate() {
         let mut old = ResumeManifest::new(src(), 4 << 20).unwrap();
-        let rec = old.record_verified(0, 1).unwrap().unwrap();
+        let rec = old.record_verified(0, hh(1)).unwrap().unwrap();
         let newer = ResumeManifest::new(
             SourceIdentity {
                 mtime_secs: 1,

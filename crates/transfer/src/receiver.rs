@@ -9,16 +9,18 @@
 //!    [`PartStart::Fresh`]: recreate the part file (`set_len(size)`, so holes stay holes)
 //!    and write `manifest_header` as a new manifest.
 //! 2. Per chunk: hash the payload, then [`FileReceiver::check_chunk`]. On
-//!    [`ChunkCheck::Write`] write it (only [`crate::sparse::data_ranges`]), `sync_data`,
-//!    then [`FileReceiver::chunk_durable`] and append the returned record to the manifest
-//!    and sync it, then ack. A record is thus never written for data a crash could lose.
-//! 3. When [`FileReceiver::is_complete`], compute BLAKE3 over the part file and
-//!    [`FileReceiver::verify_digest`] against the sender's; only then rename into place.
+//!    [`ChunkCheck::Write`] write it (only [`crate::sparse::data_ranges`]), then
+//!    [`FileReceiver::chunk_durable`] and append the returned record to the manifest, then
+//!    ack. A record is never written before its data; records are re-hashed on resume,
+//!    so a power cut that kept a record but not its data only costs that chunk again.
+//! 3. When [`FileReceiver::is_complete`], merge the chunk hashes into the file's BLAKE3
+//!    ([`crate::integrity::file_digest`]) and [`FileReceiver::verify_digest`] it against
+//!    the sender's; only then rename into place.
 
 use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
-use crate::integrity::Digest;
+use crate::integrity::{ChunkHash, Digest};
 use crate::manifest::{
     decide_resume, ResumeDecision, ResumeManifest, SourceIdentity, StartOverReason, HEADER_LEN,
     RECORD_LEN,
@@ -139,8 +141,8 @@ impl FileReceiver {
         index: u32,
         offset: u64,
         len: u64,
-        claimed: u64,
-        computed: u64,
+        claimed: ChunkHash,
+        computed: ChunkHash,
     ) -> Result<ChunkCheck> {
         let m = &self.manifest;
         if index >= m.chunk_count() {
@@ -177,10 +179,14 @@ impl FileReceiver {
         Ok(ChunkCheck::Write)
     }
 
-    /// The chunk accepted by `check_chunk` is written and synced: records it and returns
-    /// the manifest record to append (and sync) before acking. `None` if it was already
+    /// The chunk accepted by `check_chunk` is written: records it and returns the
+    /// manifest record to append before acking. `None` if it was already
     /// recorded.
-    pub fn chunk_durable(&mut self, index: u32, hash: u64) -> Result<Option<[u8; RECORD_LEN]>> {
+    pub fn chunk_durable(
+        &mut self,
+        index: u32,
+        hash: ChunkHash,
+    ) -> Result<Option<[u8; RECORD_LEN]>> {
         if !self.unmark_writing(index) {
             return Err(Error::ChunkPlacement {
                 index,
@@ -239,7 +245,18 @@ impl FileReceiver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::integrity::{chunk_hash, FileDigest};
+    use crate::integrity::FileDigest;
+
+    /// The receiver core compares hashes only; any hash function serves here.
+    fn chunk_hash(c: &[u8]) -> ChunkHash {
+        crate::integrity::chunk_hash(c, 0, true)
+    }
+
+    fn hh(n: u64) -> ChunkHash {
+        let mut h = [0u8; 32];
+        h[..8].copy_from_slice(&n.to_le_bytes());
+        h
+    }
 
     const CS: u64 = 4096;
 
@@ -281,12 +298,12 @@ mod tests {
         // A bad hash, a wrong offset, a chunk past the end: refused.
         let c1 = chunk(1);
         assert!(matches!(
-            r.check_chunk(1, CS, CS, 1, 2),
+            r.check_chunk(1, CS, CS, hh(1), hh(2)),
             Err(Error::ChunkHashMismatch { .. })
         ));
-        assert!(r.check_chunk(1, CS + 1, CS, 1, 1).is_err());
-        assert!(r.check_chunk(4, 4 * CS, 0, 1, 1).is_err());
-        assert!(r.chunk_durable(1, 1).is_err(), "durable without check");
+        assert!(r.check_chunk(1, CS + 1, CS, hh(1), hh(1)).is_err());
+        assert!(r.check_chunk(4, 4 * CS, 0, hh(1), hh(1)).is_err());
+        assert!(r.chunk_durable(1, hh(1)).is_err(), "durable without check");
         // Crash here; reopen from the manifest bytes.
         let o = FileReceiver::open(s, CS, Some(&disk)).unwrap();
         assert_eq!(
@@ -347,7 +364,7 @@ mod tests {
     fn changed_source_starts_over() {
         let mut m = ResumeManifest::new(src(3 * CS), CS).unwrap();
         let mut disk = m.header_bytes().to_vec();
-        disk.extend(m.record_verified(0, 9).unwrap().unwrap());
+        disk.extend(m.record_verified(0, hh(9)).unwrap().unwrap());
         let o = FileReceiver::open(
             SourceIdentity {
                 mtime_secs: 99,

@@ -203,11 +203,13 @@ pub struct ChunkScheduler {
 impl ChunkScheduler {
     /// Plans a transfer of files with these sizes (file id = index in `sizes`).
     pub fn new(sizes: &[u64], config: SchedulerConfig) -> Result<Self> {
-        if !(MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES).contains(&config.chunk_size) {
+        if !(MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES).contains(&config.chunk_size)
+            || !config.chunk_size.is_power_of_two()
+        {
             return Err(Error::ScheduleBounds {
                 what: "chunk_size",
                 value: config.chunk_size,
-                bound: "4 KiB ..= 1 GiB",
+                bound: "a power of two in 4 KiB ..= 1 GiB",
             });
         }
         if config.max_attempts == 0 || config.batch_max_files == 0 {

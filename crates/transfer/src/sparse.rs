@@ -41,17 +41,11 @@ pub fn chunk_in_hole(data: &[std::ops::Range<u64>], chunk: std::ops::Range<u64>)
     }
 }
 
-/// The xxh3-64 of `len` zero bytes (the checksum of a hole chunk), without allocating
-/// `len` bytes.
-pub fn hole_chunk_hash(len: u64) -> u64 {
-    static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
-    let mut h = crate::integrity::ChunkHasher::new();
-    let mut left = len;
-    while left > 0 {
-        let n = left.min(ZEROS.len() as u64) as usize;
-        h.update(&ZEROS[..n]);
-        left -= n as u64;
-    }
+/// The hash of a hole chunk: `len` zero bytes at `offset` (see
+/// [`crate::integrity::chunk_hash`]), without allocating `len` bytes.
+pub fn hole_chunk_hash(offset: u64, len: u64, whole_file: bool) -> crate::integrity::ChunkHash {
+    let mut h = crate::integrity::ChunkHasher::new(offset, whole_file);
+    h.update_zeros(len);
     h.finish()
 }
 
@@ -88,9 +82,13 @@ mod tests {
         assert!(!chunk_in_hole(&[], 0..0));
         for len in [0u64, 1, 4096, 65536, 65537, 200_000] {
             assert_eq!(
-                hole_chunk_hash(len),
-                crate::integrity::chunk_hash(&vec![0; len as usize])
+                hole_chunk_hash(0, len, true),
+                crate::integrity::chunk_hash(&vec![0; len as usize], 0, true)
             );
         }
+        assert_eq!(
+            hole_chunk_hash(1 << 18, 1 << 18, false),
+            crate::integrity::chunk_hash(&vec![0; 1 << 18], 1 << 18, false)
+        );
     }
 }

@@ -30,7 +30,9 @@ fn build(src: SourceIdentity, picks: &[(u32, u64)]) -> (ResumeManifest, Vec<u8>)
     let n = m.chunk_count();
     for &(i, h) in picks {
         let i = i % n;
-        let h = m.verified_hash(i).unwrap_or(h);
+        let mut hash = [0u8; 32];
+        hash[..8].copy_from_slice(&h.to_le_bytes());
+        let h = m.verified_hash(i).unwrap_or(hash);
         if let Some(rec) = m.record_verified(i, h).unwrap() {
             file.extend(rec);
         }

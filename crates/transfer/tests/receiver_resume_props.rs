@@ -72,12 +72,12 @@ proptest! {
             let mut crashed = false;
             for (n, &i) in missing.iter().enumerate() {
                 let c = chunk(i);
-                let h = chunk_hash(c);
+                let h = chunk_hash(c, u64::from(i) * CS, count == 1);
                 let off = u64::from(i) * CS;
                 if n % s.corrupt_every == 1 {
                     let mut bad = c.to_vec();
                     bad.push(1);
-                    prop_assert!(r.check_chunk(i, off, c.len() as u64, h, chunk_hash(&bad)).is_err());
+                    prop_assert!(r.check_chunk(i, off, c.len() as u64, h, chunk_hash(&bad, off, count == 1)).is_err());
                 }
                 prop_assert_eq!(r.check_chunk(i, off, c.len() as u64, h, h).unwrap(), ChunkCheck::Write);
                 writes += 1;

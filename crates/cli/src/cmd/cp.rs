@@ -49,12 +49,17 @@ pub struct Args {
     /// Congestion control of the sender on a push (default: bbr where available).
     #[arg(short = 'C', long)]
     pub congestion: Option<String>,
-    /// Chunk size (default: from the path, 4..64 MiB).
-    #[arg(long, value_parser = size)]
+    /// Chunk size, a power of two from 4KiB to 1GiB (default: from the path, 4..64 MiB).
+    #[arg(long, value_parser = chunk_size)]
     pub chunk: Option<u64>,
     /// Never replace an existing destination file.
     #[arg(long)]
     pub no_clobber: bool,
+    /// Flush every file to the receiver's disk before it is renamed into place, so a
+    /// finished file survives a power cut (without it, as with cp, rsync and GridFTP, a
+    /// finished file is verified in the page cache and the kernel writes it back).
+    #[arg(long)]
+    pub sync: bool,
     /// Send nothing: compare BLAKE3 digests of the sources and an existing copy.
     #[arg(long)]
     pub checksum_only: bool,
@@ -140,6 +145,7 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
         token: args.token.load()?,
         recursive: args.recursive,
         no_clobber: args.no_clobber,
+        sync: args.sync,
         checksum_only: args.checksum_only,
         streams: args.streams,
         rate_bps: args.rate,
@@ -340,5 +346,18 @@ fn ticker(
     }
     if bar {
         let _ = writeln!(std::io::stderr());
+    }
+}
+
+/// `--chunk`: a size that is a power of two in 4 KiB..=1 GiB (each chunk is a whole
+/// subtree of the file's BLAKE3 tree).
+fn chunk_size(s: &str) -> Result<u64, String> {
+    let c = size(s)?;
+    if longhaul_proto::transfer::valid_chunk_size(c) {
+        Ok(c)
+    } else {
+        Err(format!(
+            "{c} bytes is not a power of two from 4KiB to 1GiB (e.g. 4MiB, 16MiB)"
+        ))
     }
 }

@@ -23,7 +23,7 @@ use crate::bench::window::{bdp_bytes, needed_buffer, BufferChoice, Side, PROBE_C
 use crate::bench::DEFAULT_PORT;
 use crate::conn::{Frame, FramedConn};
 use crate::host;
-use longhaul_proto::transfer::{MAX_CHUNK_BYTES, MIN_CHUNK_BYTES};
+use longhaul_proto::transfer::valid_chunk_size;
 use longhaul_proto::{ClientSession, Message};
 use std::net::SocketAddr;
 
@@ -55,6 +55,8 @@ pub struct CpConfig {
     pub recursive: bool,
     /// Never replace existing files.
     pub no_clobber: bool,
+    /// The receiver flushes each file to disk before its rename (`--sync`).
+    pub sync: bool,
     /// Only compare digests.
     pub checksum_only: bool,
     /// Data streams (`None`: from the path).
@@ -178,6 +180,9 @@ pub fn run_cp(
     if cfg.recursive {
         flags |= transfer_flags::RECURSIVE;
     }
+    if cfg.sync {
+        flags |= transfer_flags::SYNC;
+    }
     if cfg.no_clobber {
         flags |= transfer_flags::NO_CLOBBER;
     }
@@ -286,7 +291,7 @@ pub fn run_cp(
             })
         }
         CpJob::Pull { dest } => {
-            let target = local_target(&dest, cfg.no_clobber, cfg.checksum_only)?;
+            let target = local_target(&dest, cfg.no_clobber, cfg.checksum_only, cfg.sync)?;
             let out = run_receiver(target, chunk_size, link, socks, progress)?;
             Ok(CpReport {
                 start,
@@ -360,7 +365,7 @@ fn await_ready(
                 }
             }
             Ok(Frame::Transfer(TransferMessage::TransferReady { chunk_size })) => {
-                if !(MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES).contains(&chunk_size) {
+                if !valid_chunk_size(chunk_size) {
                     return Err(CpError::Protocol(format!(
                         "the server chose a chunk size of {chunk_size} bytes"
                     )));
@@ -439,6 +444,7 @@ fn local_target(
     dest: &std::path::Path,
     no_clobber: bool,
     checksum_only: bool,
+    sync: bool,
 ) -> Result<RecvTarget, CpError> {
     use std::os::unix::ffi::OsStrExt;
     let (root, target) = if dest.is_dir() {
@@ -468,5 +474,6 @@ fn local_target(
         target,
         no_clobber,
         checksum_only,
+        sync,
     })
 }

@@ -1,62 +1,69 @@
-//! The whole-file BLAKE3 digest, computed in file order while chunks arrive out of order.
+//! The whole-file BLAKE3 digest, merged from chunk hashes that arrive in any order.
 //!
-//! BLAKE3 must see the bytes in order, but streams finish chunks in any order. Each file
-//! keeps a frontier: the chunk that comes next. A thread that holds chunk `next` in memory
-//! hashes it right there (the bytes are still in cache); chunks that are ready out of order
-//! are only marked, and whoever moves the frontier past them reads them back (page cache)
-//! and hashes them. One thread hashes a file at a time; the others never wait for it.
+//! Each chunk's hash is the BLAKE3 chaining value of its subtree
+//! (`longhaul_transfer::integrity`), computed by whichever stream handles the chunk, on
+//! bytes still in cache. A file collects its chunk hashes here; the last one in merges
+//! them into the file's BLAKE3, which equals `b3sum` of the file. No thread waits for
+//! another and no byte is read twice. Chunks that are already in place (resumed, or the
+//! whole file in `--checksum-only`) are marked and hashed from the file by
+//! [`FileHashes::advance`], on a helper thread.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::sync::Mutex;
 
 use longhaul_sys::aligned::AlignedBuf;
-use longhaul_transfer::integrity::FileDigest;
+use longhaul_transfer::integrity::{file_digest, ChunkHash, ChunkHasher, Digest};
 use longhaul_transfer::manifest::chunk_count;
 
-/// What a chunk holds when offered.
-pub enum ChunkBytes<'a> {
-    /// The chunk's bytes.
-    Data(&'a [u8]),
-    /// The chunk is all zeros (a hole); nothing to read.
-    Zeros,
-}
+/// Bytes read and hashed at a time: small enough to stay in the L2 cache between the
+/// copy and the hash.
+pub const PIECE: usize = 256 * 1024;
 
 struct State {
-    next: u32,
-    /// `None` while a thread is hashing.
-    hasher: Option<FileDigest>,
-    /// Chunks ready out of order; `true` for a chunk that is all zeros (a hole).
-    ready: std::collections::BTreeMap<u32, bool>,
-    result: Option<[u8; 32]>,
+    hashes: BTreeMap<u32, ChunkHash>,
+    /// Chunks to hash from the file (see [`FileHashes::mark_ready`]).
+    ready: BTreeSet<u32>,
+    result: Option<Digest>,
 }
 
-/// In-order digest of one file.
-pub struct OrderedDigest {
+/// The chunk hashes of one file, and its digest once all are in.
+pub struct FileHashes {
     size: u64,
     chunk_size: u64,
     chunks: u32,
     state: Mutex<State>,
 }
 
-impl OrderedDigest {
-    /// A digest for a file of `size` bytes cut into `chunk_size` chunks.
+impl FileHashes {
+    /// For a file of `size` bytes cut into `chunk_size` chunks (a power of two).
     pub fn new(size: u64, chunk_size: u64) -> Self {
         Self {
             size,
             chunk_size,
             chunks: chunk_count(size, chunk_size) as u32,
             state: Mutex::new(State {
-                next: 0,
-                hasher: Some(FileDigest::new()),
-                ready: Default::default(),
+                hashes: BTreeMap::new(),
+                ready: BTreeSet::new(),
                 result: None,
             }),
         }
     }
 
-    fn chunk_range(&self, index: u32) -> (u64, u64) {
+    /// Offset and length of chunk `index`.
+    pub fn chunk_range(&self, index: u32) -> (u64, u64) {
         let off = u64::from(index) * self.chunk_size;
         (off, self.chunk_size.min(self.size.saturating_sub(off)))
+    }
+
+    /// The file is one chunk: that chunk's hash is the file's digest.
+    pub fn whole_file(&self) -> bool {
+        self.chunks == 1
+    }
+
+    /// A hasher for chunk `index`.
+    pub fn hasher(&self, index: u32) -> ChunkHasher {
+        ChunkHasher::new(self.chunk_range(index).0, self.whole_file())
     }
 
     /// The file's size.
@@ -64,140 +71,62 @@ impl OrderedDigest {
         self.size
     }
 
-    /// The digest, once every chunk went through.
-    pub fn result(&self) -> Option<[u8; 32]> {
+    /// The digest, once every chunk is in.
+    pub fn result(&self) -> Option<Digest> {
         self.state.lock().ok()?.result
     }
 
-    /// Marks chunks as readable from the file without offering their bytes (verified in an
-    /// earlier run); call [`OrderedDigest::advance`] afterwards.
+    /// Adds chunk `index`'s hash. Returns the digest if this completed the file (once).
+    pub fn offer(&self, index: u32, hash: ChunkHash) -> io::Result<Option<Digest>> {
+        let mut st = self.state.lock().map_err(|_| poisoned())?;
+        if index >= self.chunks || st.result.is_some() {
+            return Ok(None);
+        }
+        st.ready.remove(&index);
+        st.hashes.insert(index, hash);
+        if st.hashes.len() as u32 != self.chunks {
+            return Ok(None);
+        }
+        let all: Vec<ChunkHash> = st.hashes.values().copied().collect();
+        let digest = file_digest(&all);
+        st.result = Some(digest);
+        Ok(Some(digest))
+    }
+
+    /// Marks chunks whose bytes are in the file already (verified in an earlier run, or
+    /// the copy `--checksum-only` compares): [`FileHashes::advance`] hashes them.
     pub fn mark_ready(&self, indices: impl IntoIterator<Item = u32>) {
         if let Ok(mut st) = self.state.lock() {
-            st.ready.extend(indices.into_iter().map(|i| (i, false)));
+            let chunks = self.chunks;
+            st.ready.extend(indices.into_iter().filter(|&i| i < chunks));
         }
     }
 
-    /// Offers chunk `index` with its bytes. Returns the digest if this finished the file.
-    /// `read_at` reads bytes of the file for chunks that were only marked ready.
-    pub fn offer(
-        &self,
-        index: u32,
-        bytes: ChunkBytes<'_>,
-        read_at: &dyn Fn(u64, &mut [u8]) -> io::Result<()>,
-    ) -> io::Result<Option<[u8; 32]>> {
-        let hasher = {
-            let mut st = self.state.lock().map_err(|_| poisoned())?;
-            if index != st.next || st.hasher.is_none() {
-                if index >= st.next {
-                    st.ready.insert(index, matches!(bytes, ChunkBytes::Zeros));
-                }
-                drop(st);
-                // The holder may have put the hasher back just before our insert.
-                return self.advance(read_at);
-            }
-            st.hasher.take()
-        };
-        let Some(mut hasher) = hasher else {
-            return Ok(None);
-        };
-        match bytes {
-            ChunkBytes::Data(d) => hasher.update(d),
-            ChunkBytes::Zeros => hasher.update_zeros(self.chunk_range(index).1),
-        }
-        self.run(hasher, read_at)
-    }
-
-    /// Moves the frontier over chunks marked ready, reading them from the file. Returns
-    /// the digest if this finished the file. Does nothing if another thread is hashing.
+    /// Hashes the chunks marked ready, reading them with `read_at`. Returns the digest if
+    /// this completed the file.
     pub fn advance(
         &self,
         read_at: &dyn Fn(u64, &mut [u8]) -> io::Result<()>,
-    ) -> io::Result<Option<[u8; 32]>> {
-        let hasher = {
-            let mut st = self.state.lock().map_err(|_| poisoned())?;
-            if st.result.is_some() || st.hasher.is_none() {
-                return Ok(None);
+    ) -> io::Result<Option<Digest>> {
+        let ready = std::mem::take(&mut self.state.lock().map_err(|_| poisoned())?.ready);
+        let mut buf = AlignedBuf::new();
+        let mut done = None;
+        for index in ready {
+            let (off, len) = self.chunk_range(index);
+            let mut h = self.hasher(index);
+            let mut at = 0;
+            while at < len {
+                let n = (PIECE as u64).min(len - at) as usize;
+                buf.resize(n);
+                read_at(off + at, &mut buf)?;
+                h.update(&buf);
+                at += n as u64;
             }
-            let next = st.next;
-            let Some(zeros) = st.ready.remove(&next) else {
-                return Ok(None);
-            };
-            (st.hasher.take(), next, zeros)
-        };
-        let (Some(mut hasher), next, zeros) = hasher else {
-            return Ok(None);
-        };
-        // Hash the chunk taken from `ready` above, then continue.
-        if let Err(e) = self.hash_ready(&mut hasher, next, zeros, read_at) {
-            self.put_back(hasher, Some((next, zeros)));
-            return Err(e);
-        }
-        self.run(hasher, read_at)
-    }
-
-    /// The frontier chunk was hashed into `hasher`: step past it and every ready chunk.
-    fn run(
-        &self,
-        mut hasher: FileDigest,
-        read_at: &dyn Fn(u64, &mut [u8]) -> io::Result<()>,
-    ) -> io::Result<Option<[u8; 32]>> {
-        loop {
-            let next = {
-                let mut st = self.state.lock().map_err(|_| poisoned())?;
-                st.next += 1;
-                if st.next >= self.chunks {
-                    let digest: [u8; 32] = hasher.finish();
-                    st.result = Some(digest);
-                    st.hasher = Some(hasher);
-                    return Ok(Some(digest));
-                }
-                let next = st.next;
-                let Some(zeros) = st.ready.remove(&next) else {
-                    st.hasher = Some(hasher);
-                    return Ok(None);
-                };
-                (next, zeros)
-            };
-            let (next, zeros) = next;
-            if let Err(e) = self.hash_ready(&mut hasher, next, zeros, read_at) {
-                // Leave the chunk ready so a later call retries it.
-                self.put_back(hasher, Some((next, zeros)));
-                return Err(e);
+            if let Some(d) = self.offer(index, h.finish())? {
+                done = Some(d);
             }
         }
-    }
-
-    fn put_back(&self, hasher: FileDigest, ready_again: Option<(u32, bool)>) {
-        if let Ok(mut st) = self.state.lock() {
-            st.hasher = Some(hasher);
-            if let Some((i, zeros)) = ready_again {
-                st.ready.insert(i, zeros);
-            }
-        }
-    }
-
-    fn hash_ready(
-        &self,
-        hasher: &mut FileDigest,
-        index: u32,
-        zeros: bool,
-        read_at: &dyn Fn(u64, &mut [u8]) -> io::Result<()>,
-    ) -> io::Result<()> {
-        const PIECE: u64 = 1 << 20;
-        let (off, len) = self.chunk_range(index);
-        if zeros {
-            hasher.update_zeros(len);
-            return Ok(());
-        }
-        let mut buf = AlignedBuf::zeroed(PIECE.min(len) as usize);
-        let mut done = 0;
-        while done < len {
-            let n = PIECE.min(len - done) as usize;
-            read_at(off + done, &mut buf[..n])?;
-            hasher.update(&buf[..n]);
-            done += n as u64;
-        }
-        Ok(())
+        Ok(done)
     }
 }
 
@@ -210,65 +139,66 @@ mod tests {
     use super::*;
 
     fn whole(data: &[u8]) -> [u8; 32] {
-        let mut d = FileDigest::new();
+        let mut d = longhaul_transfer::FileDigest::new();
         d.update(data);
         d.finish()
     }
 
     #[test]
-    fn any_offer_order_gives_the_in_order_digest() {
+    fn any_offer_order_gives_the_files_blake3() {
         let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
         let cs = 1024u64;
-        let read = |off: u64, buf: &mut [u8]| -> io::Result<()> {
-            buf.copy_from_slice(&data[off as usize..off as usize + buf.len()]);
-            Ok(())
-        };
         for order in [
             vec![0u32, 1, 2, 3, 4, 5, 6, 7, 8, 9],
             vec![9, 8, 7, 6, 5, 4, 3, 2, 1, 0],
             vec![3, 0, 9, 1, 2, 8, 4, 7, 5, 6],
         ] {
-            let d = OrderedDigest::new(data.len() as u64, cs);
+            let d = FileHashes::new(data.len() as u64, cs);
             let mut result = None;
             for i in order {
                 let (off, len) = d.chunk_range(i);
-                let r = d
-                    .offer(
-                        i,
-                        ChunkBytes::Data(&data[off as usize..(off + len) as usize]),
-                        &read,
-                    )
-                    .unwrap();
+                let mut h = d.hasher(i);
+                h.update(&data[off as usize..(off + len) as usize]);
+                let r = d.offer(i, h.finish()).unwrap();
                 if r.is_some() {
                     assert!(result.is_none(), "finished twice");
                     result = r;
                 }
             }
             assert_eq!(result, Some(whole(&data)));
+            assert_eq!(
+                d.offer(0, [0; 32]).unwrap(),
+                None,
+                "a late offer changes nothing"
+            );
+            assert_eq!(d.result(), Some(whole(&data)));
         }
     }
 
     #[test]
-    fn resumed_chunks_are_read_back_and_empty_files_finish() {
+    fn marked_chunks_are_read_back_and_empty_files_finish() {
         let data = vec![5u8; 4096 * 3 + 10];
         let read = |off: u64, buf: &mut [u8]| -> io::Result<()> {
             buf.copy_from_slice(&data[off as usize..off as usize + buf.len()]);
             Ok(())
         };
-        let d = OrderedDigest::new(data.len() as u64, 4096);
-        d.mark_ready([0, 1, 2, 3]);
-        assert_eq!(d.advance(&read).unwrap(), Some(whole(&data)));
+        let d = FileHashes::new(data.len() as u64, 4096);
+        d.mark_ready([0, 2, 3, 99]);
+        assert_eq!(d.advance(&read).unwrap(), None);
+        let mut h = d.hasher(1);
+        h.update(&data[4096..8192]);
+        assert_eq!(d.offer(1, h.finish()).unwrap(), Some(whole(&data)));
 
-        let e = OrderedDigest::new(0, 4096);
-        assert_eq!(
-            e.offer(0, ChunkBytes::Data(&[]), &read).unwrap(),
-            Some(whole(&[]))
-        );
-        let z = OrderedDigest::new(8192, 4096);
-        assert_eq!(z.offer(1, ChunkBytes::Zeros, &read).unwrap(), None);
-        assert_eq!(
-            z.offer(0, ChunkBytes::Zeros, &read).unwrap(),
-            Some(whole(&[0u8; 8192]))
-        );
+        let e = FileHashes::new(0, 4096);
+        assert!(e.whole_file());
+        assert_eq!(e.offer(0, e.hasher(0).finish()).unwrap(), Some(whole(&[])));
+        let z = FileHashes::new(8192, 4096);
+        let hole = |i: u32| {
+            let mut h = z.hasher(i);
+            h.update_zeros(4096);
+            h.finish()
+        };
+        assert_eq!(z.offer(1, hole(1)).unwrap(), None);
+        assert_eq!(z.offer(0, hole(0)).unwrap(), Some(whole(&[0u8; 8192])));
     }
 }

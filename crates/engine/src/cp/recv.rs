@@ -3,10 +3,13 @@
 //! Every path from the peer is checked (`parse_peer_path`), placed by cp's rules and
 //! opened only through the [`ServedRoot`]. A file is written into `.NAME.longhaul-part`
 //! with positional writes of the non-zero blocks of each chunk (holes stay holes); for a
-//! file of several chunks each chunk is synced and then recorded in
-//! `.NAME.longhaul-manifest` (synced) before it is acked, so a rerun after any crash
-//! re-sends only chunks in flight. The file is renamed into place only when every chunk is
-//! verified and the BLAKE3 over the part file equals the sender's.
+//! file of several chunks each verified chunk is recorded in `.NAME.longhaul-manifest`
+//! before it is acked, so a rerun after a crash re-sends only chunks in flight (a rerun
+//! re-hashes recorded chunks before it trusts them, so records need no sync of their own).
+//! The file is renamed into place only when every chunk is verified and the BLAKE3 over
+//! the part file equals the sender's. With `--sync` ([`RecvTarget::sync`]) data and
+//! records are flushed every few seconds and each file before its rename; without it, as
+//! with cp, rsync and GridFTP, the kernel writes the page cache back in its own time.
 
 use std::collections::HashSet;
 use std::fs::{File, FileTimes, Permissions};
@@ -28,12 +31,12 @@ use longhaul_sys::served_root::{Access, ServedRoot};
 use longhaul_transfer::manifest::{chunk_count, HEADER_LEN, RECORD_LEN};
 use longhaul_transfer::place::{manifest_name, part_name, place_entry};
 use longhaul_transfer::{
-    chunk_hash, parse_peer_path, sparse, ChunkCheck, Error as TransferError, FileReceiver,
+    parse_peer_path, sparse, ChunkCheck, ChunkHash, Error as TransferError, FileReceiver,
     PartStart, SafeRelPath, SourceIdentity,
 };
 
 use super::control::{ControlLink, ControlTx, Incoming};
-use super::digest::{ChunkBytes, OrderedDigest};
+use super::digest::{FileHashes, PIECE};
 use super::send::show;
 use super::{CpError, Progress, Stop};
 
@@ -47,6 +50,8 @@ pub struct RecvTarget {
     pub no_clobber: bool,
     /// Only compare digests.
     pub checksum_only: bool,
+    /// Flush each file to disk before its rename, and the resume records as they go.
+    pub sync: bool,
 }
 
 /// What the receiver did.
@@ -89,7 +94,7 @@ struct RecvFile {
     /// Records appended since the last sync.
     dirty: AtomicBool,
     rx: Mutex<FileReceiver>,
-    digest: OrderedDigest,
+    digest: FileHashes,
     commit: Mutex<Commit>,
 }
 
@@ -104,7 +109,7 @@ impl RecvFile {
         data: Option<File>,
         manifest: Option<(PathBuf, File)>,
         receiver: FileReceiver,
-        digest: OrderedDigest,
+        digest: FileHashes,
     ) -> Self {
         let (manifest_rel, manifest) = manifest.unzip();
         Self {
@@ -165,6 +170,7 @@ struct Shared {
     chunk_size: u64,
     no_clobber: bool,
     checksum_only: bool,
+    sync: bool,
     control: ControlTx,
     stop: Stop,
     received: AtomicU64,
@@ -260,6 +266,7 @@ pub fn run_receiver(
         chunk_size,
         no_clobber: target.no_clobber,
         checksum_only: target.checksum_only,
+        sync: target.sync,
         control: control.tx.clone(),
         stop: Stop::default(),
         received: AtomicU64::new(0),
@@ -276,8 +283,12 @@ pub fn run_receiver(
                 }
                 let read_at = |off: u64, b: &mut [u8]| file_io::read_exact_at(f.file()?, b, off);
                 match f.digest.advance(&read_at) {
-                    Ok(Some(d)) => set_ours(&sh, f, d),
-                    Ok(None) => {}
+                    // Also a file whose every chunk was resumed (hashes from the manifest).
+                    Ok(_) => {
+                        if let Some(d) = f.digest.result() {
+                            set_ours(&sh, f, d)
+                        }
+                    }
                     Err(e) => sh.fail(format!("reading {}: {e}", f.part_rel.display())),
                 }
             }
@@ -296,7 +307,11 @@ pub fn run_receiver(
     let sync_stop = Arc::new(AtomicBool::new(false));
     let syncer = {
         let (sh, stop) = (shared.clone(), sync_stop.clone());
-        std::thread::spawn(move || sync_loop(&sh, &stop))
+        std::thread::spawn(move || {
+            if sh.sync {
+                sync_loop(&sh, &stop)
+            }
+        })
     };
     let result = control_loop(&shared, &control);
     // A failure of this end (disk full...) is the cause; the sender closing the
@@ -488,7 +503,7 @@ impl ListState {
                 return skip(SkipReason::Missing);
             };
             let opened = FileReceiver::open(source, chunk_size, None).map_err(|e| e.to_string())?;
-            let digest = OrderedDigest::new(entry.size, chunk_size);
+            let digest = FileHashes::new(entry.size, chunk_size);
             if data.metadata().map(|m| m.len()).unwrap_or(0) == entry.size {
                 digest.mark_ready(0..chunks as u32);
             } else {
@@ -533,7 +548,7 @@ impl ListState {
             None
         };
         if lazy {
-            let digest = OrderedDigest::new(entry.size, chunk_size);
+            let digest = FileHashes::new(entry.size, chunk_size);
             let opened = FileReceiver::open(source, chunk_size, None).map_err(|e| e.to_string())?;
             return Ok((
                 Some(Arc::new(RecvFile::new(
@@ -550,12 +565,16 @@ impl ListState {
         }
         let prepared = prepare_part(t, &part_rel, manifest_rel.as_deref(), source, chunk_size)
             .map_err(|e| format!("preparing {}: {e}", part_rel.display()))?;
-        let digest = OrderedDigest::new(entry.size, chunk_size);
+        let digest = FileHashes::new(entry.size, chunk_size);
         let mut answer = Vec::new();
         for &(first, count) in &prepared.have {
-            digest.mark_ready(first..first + count);
             for i in first..first + count {
-                self.resumed_bytes += prepared.receiver.manifest().chunk_len(i);
+                let m = prepared.receiver.manifest();
+                self.resumed_bytes += m.chunk_len(i);
+                // Re-hashed against the part file when the manifest was read.
+                if let Some(hash) = m.verified_hash(i) {
+                    let _ = digest.offer(i, hash);
+                }
             }
         }
         answer.extend(longhaul_proto::transfer::pack_have_chunks(
@@ -685,12 +704,20 @@ fn recorded_chunks_intact(
     part: &File,
     manifest: &longhaul_transfer::ResumeManifest,
 ) -> io::Result<bool> {
+    let hashes = FileHashes::new(manifest.source().size, manifest.chunk_size());
     let mut buf = AlignedBuf::new();
     for (index, hash) in manifest.verified() {
-        let len = manifest.chunk_len(index);
-        buf.resize(len as usize);
-        file_io::read_exact_at(part, &mut buf, u64::from(index) * manifest.chunk_size())?;
-        if chunk_hash(&buf) != hash {
+        let (off, len) = hashes.chunk_range(index);
+        let mut h = hashes.hasher(index);
+        let mut at = 0;
+        while at < len {
+            let n = (PIECE as u64).min(len - at) as usize;
+            buf.resize(n);
+            file_io::read_exact_at(part, &mut buf, off + at)?;
+            h.update(&buf);
+            at += n as u64;
+        }
+        if h.finish() != hash {
             return Ok(false);
         }
     }
@@ -863,7 +890,7 @@ fn finish_file(
     let data = f.data.get().ok_or("the part file was never created")?;
     let _ = data.set_permissions(Permissions::from_mode(f.entry.mode & 0o7777));
     let _ = data.set_times(FileTimes::new().set_modified(mtime));
-    if f.manifest.is_some() {
+    if sh.sync {
         file_io::sync_data(data).map_err(|e| format!("syncing: {e}"))?;
     }
     sh.root
@@ -951,19 +978,24 @@ fn receive_chunk(
         ));
     }
     let hole = h.flags & CHUNK_FLAG_HOLE != 0;
-    let computed = if hole {
-        sparse::hole_chunk_hash(len)
+    let mut hasher = f.digest.hasher(h.index);
+    if hole {
+        hasher.update_zeros(len);
     } else {
+        // Hash each piece as it arrives, while it is in cache; write after the check.
         buf.resize(len as usize);
-        sock.read_exact(buf)
-            .map_err(|e| format!("data stream: {e}"))?;
+        for piece in buf.chunks_mut(PIECE) {
+            sock.read_exact(piece)
+                .map_err(|e| format!("data stream: {e}"))?;
+            hasher.update(piece);
+        }
         sh.received.fetch_add(len, Ordering::Relaxed);
-        chunk_hash(buf)
-    };
+    }
+    let computed = hasher.finish();
     let check =
         f.rx.lock()
             .map_err(|_| "poisoned".to_string())?
-            .check_chunk(h.index, h.offset, len, h.xxh3, computed);
+            .check_chunk(h.index, h.offset, len, h.hash, computed);
     match check {
         Err(TransferError::ChunkHashMismatch { .. }) => {
             return sh
@@ -998,16 +1030,10 @@ fn receive_chunk(
                     }
                 ));
             }
-            let bytes = if hole {
-                ChunkBytes::Zeros
-            } else {
-                ChunkBytes::Data(buf)
-            };
-            let read_at = |off: u64, b: &mut [u8]| file_io::read_exact_at(f.file()?, b, off);
-            match f.digest.offer(h.index, bytes, &read_at) {
+            match f.digest.offer(h.index, computed) {
                 Ok(Some(d)) => set_ours(sh, f, d),
                 Ok(None) => {}
-                Err(e) => return Err(format!("reading back {}: {e}", f.part_rel.display())),
+                Err(e) => return Err(format!("{}: {e}", f.part_rel.display())),
             }
             sh.progress.add_done(len);
         }
@@ -1026,15 +1052,15 @@ fn libc_enospc() -> i32 {
 
 /// Writes the chunk's non-zero blocks and appends its manifest record (files of several
 /// chunks). Written records survive the process being killed (they are in the page
-/// cache like the data), so a rerun re-sends only chunks in flight; [`sync_loop`] makes
-/// them durable every few seconds, and a resume re-hashes recorded chunks before it
-/// trusts them (a power cut may have kept a record but not its data).
+/// cache like the data), so a rerun re-sends only chunks in flight; with `--sync`,
+/// [`sync_loop`] makes them durable every few seconds. A resume re-hashes recorded chunks
+/// before it trusts them (a power cut may have kept a record but not its data).
 fn write_chunk(
     f: &RecvFile,
     h: &ChunkHeader,
     hole: bool,
     buf: &[u8],
-    hash: u64,
+    hash: ChunkHash,
     root: &ServedRoot,
 ) -> io::Result<()> {
     let data = f.file_or_create(root)?;

@@ -3,9 +3,10 @@
 //! The file list goes out first, pipelined; the receiver answers with what it already
 //! has (resume) or does not want (`--no-clobber`), once for the whole list. Then every
 //! data stream pulls its next work unit from the shared [`ChunkScheduler`] when it is
-//! free, so a slow stream never holds the transfer. Each chunk goes as a header with its
-//! xxh3 and the bytes; the in-order BLAKE3 of each file is built from the same buffers
-//! ([`OrderedDigest`]) and sent once the file has been read. The control thread applies
+//! free, so a slow stream never holds the transfer. Each chunk is read and hashed in
+//! cache-sized pieces, then goes as a header with its BLAKE3 chunk hash followed by the
+//! bytes from the page cache (sendfile); the chunk hashes of each file merge into its
+//! BLAKE3 ([`FileHashes`]), sent once the file has been read. The control thread applies
 //! the receiver's acks to the scheduler until every file is committed.
 
 use std::collections::HashMap;
@@ -26,10 +27,10 @@ use longhaul_sys::file_io;
 use longhaul_sys::served_root::{Access, ServedRoot};
 use longhaul_transfer::manifest::chunk_count;
 use longhaul_transfer::scheduler::{ChunkId, ChunkScheduler, Retry, SchedulerConfig};
-use longhaul_transfer::{chunk_hash, sparse};
+use longhaul_transfer::sparse;
 
 use super::control::{ControlLink, ControlTx, Incoming};
-use super::digest::{ChunkBytes, OrderedDigest};
+use super::digest::{FileHashes, PIECE};
 use super::{CpError, Progress, Stop};
 use crate::bench::pacer::Pacer;
 use crate::bench::probe::RateProbe;
@@ -90,7 +91,7 @@ pub struct SendOutcome {
 
 struct FileSend {
     entry: u32,
-    digest: OrderedDigest,
+    digest: FileHashes,
     sparse: Mutex<Option<Vec<std::ops::Range<u64>>>>,
 }
 
@@ -185,7 +186,7 @@ pub fn run_sender(
     let mut resumed_bytes = 0;
     for (s, &e) in to_send.iter().enumerate() {
         let size = entries[e as usize].size;
-        let digest = OrderedDigest::new(size, chunk_size);
+        let digest = FileHashes::new(size, chunk_size);
         let chunks = chunk_count(size, chunk_size) as u32;
         if checksum_only {
             digest.mark_ready(0..chunks);
@@ -625,21 +626,28 @@ fn send_chunk(
         flags: 0,
         offset: chunk.offset,
         len: chunk.len as u32,
-        xxh3: 0,
+        hash: [0; 32],
     };
-    let read_at = |off: u64, b: &mut [u8]| file_io::read_exact_at(file, b, off);
+    let mut hasher = fs.digest.hasher(chunk.id.index);
     if hole {
         header.flags = CHUNK_FLAG_HOLE;
-        header.xxh3 = sparse::hole_chunk_hash(chunk.len);
+        hasher.update_zeros(chunk.len);
+        header.hash = hasher.finish();
         sock.write_all(&header.encode()).map_err(SendFail::Net)?;
-        offer(sh, fs, chunk.id.index, ChunkBytes::Zeros, &read_at)?;
     } else {
-        buf.resize(chunk.len as usize);
-        file_io::read_exact_at(file, buf, chunk.offset).map_err(SendFail::Read)?;
-        header.xxh3 = chunk_hash(buf);
+        // Read and hash in pieces that stay in cache; the bytes then go to the socket
+        // from the page cache (no copy through this buffer). Had the file changed since
+        // the read, the receiver's hash check refuses the chunk.
+        let mut at = 0;
+        while at < chunk.len {
+            let n = (PIECE as u64).min(chunk.len - at) as usize;
+            buf.resize(n);
+            file_io::read_exact_at(file, buf, chunk.offset + at).map_err(SendFail::Read)?;
+            hasher.update(buf);
+            at += n as u64;
+        }
+        header.hash = hasher.finish();
         sock.write_all(&header.encode()).map_err(SendFail::Net)?;
-        // The bytes go from the page cache (no copy through this buffer); had the file
-        // changed since the read, the receiver's hash check refuses the chunk.
         file_io::send_file_range(sock, file, chunk.offset, chunk.len).map_err(|e| {
             if e.kind() == io::ErrorKind::UnexpectedEof {
                 SendFail::Read(io::Error::other("the file shrank while being sent"))
@@ -648,21 +656,10 @@ fn send_chunk(
             }
         })?;
         sh.sent.fetch_add(chunk.len, Ordering::Relaxed);
-        offer(sh, fs, chunk.id.index, ChunkBytes::Data(buf), &read_at)?;
     }
-    Ok(())
-}
-
-fn offer(
-    sh: &Shared,
-    fs: &FileSend,
-    index: u32,
-    bytes: ChunkBytes<'_>,
-    read_at: &dyn Fn(u64, &mut [u8]) -> io::Result<()>,
-) -> Result<(), SendFail> {
     if let Some(d) = fs
         .digest
-        .offer(index, bytes, read_at)
+        .offer(chunk.id.index, header.hash)
         .map_err(SendFail::Read)?
     {
         send_digest(sh, fs.entry, d).map_err(|e| SendFail::Net(io::Error::other(e)))?;

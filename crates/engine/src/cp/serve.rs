@@ -106,12 +106,13 @@ pub fn serve_transfer(
             Err(e) => return refuse(&mut conn, e.to_string()),
         }
     };
-    if !(longhaul_proto::transfer::MIN_CHUNK_BYTES..=longhaul_proto::transfer::MAX_CHUNK_BYTES)
-        .contains(&params.chunk_size)
-    {
+    if !longhaul_proto::transfer::valid_chunk_size(params.chunk_size) {
         return refuse(
             &mut conn,
-            format!("chunk size {} is outside 4 KiB..=1 GiB", params.chunk_size),
+            format!(
+                "chunk size {} is not a power of two in 4 KiB..=1 GiB",
+                params.chunk_size
+            ),
         );
     }
     let chunk_size = if !push && params.flags & transfer_flags::AUTO_CHUNK != 0 {
@@ -159,6 +160,7 @@ pub fn serve_transfer(
             target: path,
             no_clobber: params.flags & transfer_flags::NO_CLOBBER != 0,
             checksum_only,
+            sync: params.flags & transfer_flags::SYNC != 0,
         };
         let out =
             run_receiver(target, chunk_size, link, socks, progress).map_err(|e| e.to_string())?;
