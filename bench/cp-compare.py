@@ -297,8 +297,10 @@ class Bench:
         return False
 
     # -- one measured copy
-    def measure(self, case, tool, argv, server, nbytes, nfiles, dest, verify, env=None, parse=None):
-        """Runs one client against a started server, then syncs and verifies the copy."""
+    def measure(self, case, tool, argv, server, nbytes, nfiles, dest, verify, env=None, parse=None,
+                keep=False):
+        """Runs one client against a started server, then syncs and verifies the copy (and
+        deletes it unless `keep`)."""
         spid = server.pid
         quiesce(spid)
         link0 = self.link_counters()
@@ -342,7 +344,7 @@ class Bench:
         self.results.append(row)
         log(f"  {wall:.2f} s, {row['gbit_s']:.3f} Gbit/s, {nfiles / wall:.0f} files/s, CPU client "
             f"{ccpu:.2f} s server {scpu:.2f} s ({row['cpu_s_per_gb']:.2f} s/GB), verified {row['verified']}")
-        if dest is not None:
+        if dest is not None and not keep:
             # Everything in the destination directory goes, also part files and manifests
             # of a failed run, so that no later run resumes from it.
             parent = os.path.dirname(dest)
@@ -546,19 +548,26 @@ Subsystem sftp /usr/lib/openssh/sftp-server
         os.makedirs(lh_root, exist_ok=True)
         srv, port, ssh = self.sshd()
         lsrv, lport = self.longhaul_server("small-serve", None, "127.0.0.1", lh_root)
+        # Every run writes a fresh directory and copies are deleted only at the end: ext4
+        # skips inodes deleted in the last minutes when it allocates (recently_deleted), so
+        # a run right after 10,000 deletions creates its files several times slower, and
+        # whichever tool ran second would pay for the first one's clean-up.
+        runs = iter(range(1_000_000))
         try:
             def cp():
+                name = f"small-{next(runs)}"
                 self.measure("small", "longhaul cp -r",
-                             [self.lh, "cp", "-r", "--json", "--no-progress", src, f"127.0.0.1:{lport}:small"],
-                             lsrv, nbytes, nfiles, os.path.join(lh_root, "small"), same, env=self.env,
-                             parse=self.parse_cp)
+                             [self.lh, "cp", "-r", "--json", "--no-progress", src, f"127.0.0.1:{lport}:{name}"],
+                             lsrv, nbytes, nfiles, os.path.join(lh_root, name), same, env=self.env,
+                             parse=self.parse_cp, keep=True)
 
             def scp():
-                os.makedirs(scp_dst, exist_ok=True)
+                dst = os.path.join(scp_dst, f"run-{next(runs)}")
+                os.makedirs(dst, exist_ok=True)
                 # scp takes ssh's options but spells the port -P.
                 opts = ["-P", ssh[2]] + ssh[3:]
-                self.measure("small", "scp -r", ["scp", "-r", "-q"] + opts + [src, f"root@127.0.0.1:{scp_dst}/"],
-                             srv, nbytes, nfiles, os.path.join(scp_dst, "small"), same)
+                self.measure("small", "scp -r", ["scp", "-r", "-q"] + opts + [src, f"root@127.0.0.1:{dst}/"],
+                             srv, nbytes, nfiles, os.path.join(dst, "small"), same, keep=True)
 
             tools = ([cp] if self.have_cp else []) + [scp]
             for rep in range(self.a.reps):
@@ -568,6 +577,8 @@ Subsystem sftp /usr/lib/openssh/sftp-server
             self.run.stop(lsrv)
             self.run.stop(srv)
             remove(src)
+            remove(lh_root)
+            remove(scp_dst)
 
     # -- report
     def host_info(self):

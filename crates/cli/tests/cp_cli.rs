@@ -377,6 +377,36 @@ fn a_directory_without_r_is_refused() {
 }
 
 #[test]
+fn sync_and_small_chunks_copy_exactly_and_odd_chunk_sizes_are_refused() {
+    let mut rng = Rng::from_env("sync_chunks");
+    let s = Scratch::new("syncchunks");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    // 17 chunks of 64 KiB and a tail: many subtrees merged into the file's BLAKE3.
+    write_random(&s.join("src/big"), &mut rng, 17 * 65536 + 1234);
+    write_random(&root.join("remote"), &mut rng, 5 * 65536);
+    let server = Server::start(&home, &root);
+
+    let push = cp!(&home; "--sync", "--chunk", "64KiB", s.join("src/big"), server.remote("big"));
+    push.assert_ok();
+    assert_eq!(
+        fs::read(root.join("big")).unwrap(),
+        fs::read(s.join("src/big")).unwrap()
+    );
+    let pull = cp!(&home; "--sync", "--chunk", "64KiB", server.remote("remote"), s.join("got"));
+    pull.assert_ok();
+    assert_eq!(
+        fs::read(s.join("got")).unwrap(),
+        fs::read(root.join("remote")).unwrap()
+    );
+
+    let odd = cp!(&home; "--chunk", "100KiB", s.join("src/big"), server.remote("odd"));
+    odd.assert_code(2);
+    assert!(odd.stderr.contains("power of two"), "{}", odd.describe());
+    assert!(!root.join("odd").exists(), "{}", odd.describe());
+}
+
+#[test]
 fn no_clobber_keeps_an_existing_file() {
     let s = Scratch::new("noclobber");
     let home = s.dir("home");

@@ -1,5 +1,5 @@
 //! `longhaul cp`: copy files and trees to or from a `longhaul serve --root DIR`, verified
-//! (xxh3 per chunk, BLAKE3 per file) and resumable (run the same command again).
+//! (a BLAKE3 subtree hash per chunk, merged into each file's BLAKE3) and resumable (run the same command again).
 //!
 //! `--json` prints JSON Lines: `{"type":"start",...}`, `{"type":"progress",...}` about
 //! once a second, `{"type":"warning","message"}`, and `{"type":"end","ok","files","bytes",
