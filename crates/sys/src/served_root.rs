@@ -182,6 +182,58 @@ impl ServedRoot {
         Ok(())
     }
 
+    /// Creates a file without a name in the directory `dir_rel` (empty: the root) with
+    /// `O_TMPFILE`: it appears only when [`ServedRoot::link_unnamed`] names it, and
+    /// vanishes if dropped before. One directory entry per file instead of a temporary
+    /// name plus a rename. Errors of kind `Unsupported`, `IsADirectory` or `InvalidInput`
+    /// mean the file system has no `O_TMPFILE`: use a named temporary file instead.
+    pub fn create_unnamed(&self, dir_rel: &Path, mode: u32) -> io::Result<File> {
+        // Naming the file later goes through /proc/self/fd (linkat AT_EMPTY_PATH needs a
+        // capability); without /proc there is no way to name it.
+        static PROC_FD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if !*PROC_FD.get_or_init(|| Path::new("/proc/self/fd").is_dir()) {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "no /proc/self/fd to name an O_TMPFILE file",
+            ));
+        }
+        let flags = libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC;
+        let fd = if dir_rel.as_os_str().is_empty() {
+            self.at(
+                self.dir.as_raw_fd(),
+                &CString::from(c"."),
+                flags,
+                mode,
+                dir_rel,
+            )?
+        } else {
+            self.open_beneath(dir_rel, flags, mode)?
+        };
+        Ok(File::from(fd))
+    }
+
+    /// Names `file` (from [`ServedRoot::create_unnamed`]) `rel`. Never replaces: an
+    /// existing `rel` is an error of kind `AlreadyExists`.
+    pub fn link_unnamed(&self, file: &File, rel: &Path) -> io::Result<()> {
+        let (dir, name) = self.parent_and_name(rel)?;
+        let proc_path = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            .expect("no NUL in a number");
+        // SAFETY: dir is an open directory fd and both paths are valid C strings.
+        let rc = unsafe {
+            libc::linkat(
+                libc::AT_FDCWD,
+                proc_path.as_ptr(),
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                libc::AT_SYMLINK_FOLLOW,
+            )
+        };
+        if rc != 0 {
+            return Err(self.describe(io::Error::last_os_error(), "link", rel));
+        }
+        Ok(())
+    }
+
     /// Removes the file `rel` (not a directory).
     pub fn remove_file(&self, rel: &Path) -> io::Result<()> {
         let (dir, name) = self.parent_and_name(rel)?;

@@ -145,6 +145,40 @@ fn write_then_rename_into_place() {
 }
 
 #[test]
+fn unnamed_files_appear_only_when_linked_and_never_replace() {
+    use std::io::Write;
+    let tmp = setup();
+    let root = tmp.path().join("root");
+    for r in both(&tmp) {
+        let mut f = r.create_unnamed(Path::new("sub"), 0o600).unwrap();
+        f.write_all(b"new bytes").unwrap();
+        let before: Vec<_> = fs::read_dir(root.join("sub")).unwrap().collect();
+        r.link_unnamed(&f, Path::new("sub/linked")).unwrap();
+        assert_eq!(fs::read(root.join("sub/linked")).unwrap(), b"new bytes");
+        assert_eq!(
+            fs::read_dir(root.join("sub")).unwrap().count(),
+            before.len() + 1,
+            "exactly one new name"
+        );
+        // Never replaces.
+        let g = r.create_unnamed(Path::new(""), 0o600).unwrap();
+        let e = r.link_unnamed(&g, Path::new("sub/inner.txt")).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+        assert_eq!(fs::read(root.join("sub/inner.txt")).unwrap(), b"inside");
+        // Dropped before a link: nothing remains in the root.
+        let n = fs::read_dir(&root).unwrap().count();
+        drop(g);
+        assert_eq!(fs::read_dir(&root).unwrap().count(), n);
+        // Not outside the root, neither the file nor its name.
+        assert!(r.create_unnamed(Path::new("up"), 0o600).is_err());
+        let h = r.create_unnamed(Path::new(""), 0o600).unwrap();
+        assert!(r.link_unnamed(&h, Path::new("up/escaped")).is_err());
+        assert!(!tmp.path().join("escaped").exists());
+        fs::remove_file(root.join("sub/linked")).unwrap();
+    }
+}
+
+#[test]
 fn sparse_files_keep_their_holes() {
     const MIB: u64 = 1 << 20;
     let tmp = tempfile::tempdir().unwrap();

@@ -11,7 +11,6 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -155,14 +154,15 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     };
 
     let progress = Arc::new(Progress::default());
-    let done = Arc::new(AtomicBool::new(false));
+    // Dropping `done` ends the ticker at once (a sleeping ticker would hold the exit).
+    let (done, done_rx) = std::sync::mpsc::channel::<()>();
     let draw_bar = !json && !args.no_progress && std::io::stderr().is_terminal();
     let t0 = Instant::now();
     // The start line waits for the file list to settle (its totals); the ticker prints it.
     let start_line: Arc<Mutex<StartLine>> = Arc::default();
     let ticker = {
-        let (progress, done, start_line) = (progress.clone(), done.clone(), start_line.clone());
-        std::thread::spawn(move || ticker(&progress, &done, json, draw_bar, &start_line))
+        let (progress, start_line) = (progress.clone(), start_line.clone());
+        std::thread::spawn(move || ticker(&progress, &done_rx, json, draw_bar, &start_line))
     };
     let mut on_start = |s: &CpStart| {
         for w in &s.warnings {
@@ -173,7 +173,7 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let result = run_cp(cfg, progress.clone(), &mut on_start);
-    done.store(true, Ordering::SeqCst);
+    drop(done);
     let _ = ticker.join();
     if json {
         emit_start(&start_line, &progress);
@@ -282,10 +282,11 @@ fn emit_start(line: &Mutex<StartLine>, progress: &Progress) -> bool {
     true
 }
 
-/// Progress: a bar on stderr (terminal only) or JSON `progress` lines, until `done`.
+/// Progress: a bar on stderr (terminal only) or JSON `progress` lines, until `done`'s
+/// sender is dropped.
 fn ticker(
     progress: &Progress,
-    done: &AtomicBool,
+    done: &std::sync::mpsc::Receiver<()>,
     json: bool,
     bar: bool,
     start_line: &Mutex<StartLine>,
@@ -294,8 +295,9 @@ fn ticker(
     let mut last_json = Instant::now();
     let mut prev = (Instant::now(), 0u64);
     let mut rate = 0.0f64;
-    while !done.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(200));
+    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+        done.recv_timeout(Duration::from_millis(200))
+    {
         let (bytes, total, files, files_total) = progress.snapshot();
         let now = Instant::now();
         let dt = now.duration_since(prev.0).as_secs_f64();

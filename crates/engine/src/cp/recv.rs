@@ -87,6 +87,9 @@ struct RecvFile {
     /// The part file (or, in `--checksum-only`, the existing file); for a file of one
     /// chunk it is created when that chunk arrives, on the data stream's thread.
     data: OnceLock<File>,
+    /// `data` was created without a name (`O_TMPFILE`): it is linked into place, and
+    /// nothing is left behind if the transfer stops first.
+    unnamed: AtomicBool,
     create: Mutex<()>,
     manifest: Option<Mutex<File>>,
     /// The manifest again, to sync without taking the append lock.
@@ -119,6 +122,7 @@ impl RecvFile {
             part_rel: paths.1,
             manifest_rel,
             data: data.map(OnceLock::from).unwrap_or_default(),
+            unnamed: AtomicBool::new(false),
             create: Mutex::new(()),
             manifest_sync: manifest.as_ref().and_then(|m| m.try_clone().ok()),
             manifest: manifest.map(Mutex::new),
@@ -149,13 +153,30 @@ impl RecvFile {
         if let Some(f) = self.data.get() {
             return Ok(f);
         }
-        let access = Access::CreateNew { mode: 0o600 };
-        let file = match root.open_file(&self.part_rel, access) {
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                remove_if_there(root, &self.part_rel)?;
-                root.open_file(&self.part_rel, access)?
+        let dir = self.part_rel.parent().unwrap_or(Path::new(""));
+        let file = match root.create_unnamed(dir, 0o600) {
+            Ok(file) => {
+                self.unnamed.store(true, Ordering::Release);
+                file
             }
-            other => other?,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Unsupported
+                        | io::ErrorKind::IsADirectory
+                        | io::ErrorKind::InvalidInput
+                ) =>
+            {
+                let access = Access::CreateNew { mode: 0o600 };
+                match root.open_file(&self.part_rel, access) {
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                        remove_if_there(root, &self.part_rel)?;
+                        root.open_file(&self.part_rel, access)?
+                    }
+                    other => other?,
+                }
+            }
+            Err(e) => return Err(e),
         };
         if self.entry.size > 0 {
             file.set_len(self.entry.size)?;
@@ -165,6 +186,10 @@ impl RecvFile {
 }
 
 struct Shared {
+    /// Files still to commit; the last commit sets the directories' times first.
+    uncommitted: AtomicU64,
+    /// Directories to give their modes and mtimes once every file is in place.
+    dirs: Mutex<Vec<DirFix>>,
     root: Arc<ServedRoot>,
     files: Vec<Option<Arc<RecvFile>>>,
     chunk_size: u64,
@@ -251,6 +276,12 @@ pub fn run_receiver(
         files: files.len() as u32,
         bytes: list.total_bytes,
     });
+    let to_commit = files.iter().flatten().count() as u64;
+    if to_commit == 0 && !target.checksum_only {
+        // Nothing will be committed (only directories, or all skipped): the tree is final
+        // now, before the sender hears it is done.
+        fix_dirs(&target.root, &mut list.dirs);
+    }
     control
         .tx
         .send_all(&answers)
@@ -273,6 +304,8 @@ pub fn run_receiver(
         ok: AtomicU64::new(0),
         failed: Mutex::new(Vec::new()),
         progress,
+        uncommitted: AtomicU64::new(to_commit),
+        dirs: Mutex::new(std::mem::take(&mut list.dirs)),
     });
     let catch_up = {
         let sh = shared.clone();
@@ -337,7 +370,10 @@ pub fn run_receiver(
     let _ = catch_up.join();
     result?;
     if !target.checksum_only {
-        list.fix_dirs(&target.root);
+        // Normally done with the last commit; again here in case a file never committed.
+        if let Ok(mut dirs) = shared.dirs.lock() {
+            fix_dirs(&target.root, &mut dirs);
+        }
     }
     let mut failed = shared.failed.lock().map(|f| f.clone()).unwrap_or_default();
     failed.append(&mut list.missing);
@@ -594,16 +630,16 @@ impl ListState {
             answer,
         ))
     }
+}
 
-    /// Sets directories' modes and mtimes, deepest first (writing into a directory
-    /// changes its mtime).
-    fn fix_dirs(&mut self, root: &ServedRoot) {
-        self.dirs.sort_by_key(|d| std::cmp::Reverse(d.depth));
-        for d in &self.dirs {
-            if let Ok(f) = root.open_file(&d.rel, Access::Read) {
-                let _ = f.set_times(FileTimes::new().set_modified(d.mtime));
-                let _ = f.set_permissions(Permissions::from_mode(d.mode));
-            }
+/// Sets directories' modes and mtimes, deepest first (writing into a directory changes
+/// its mtime).
+fn fix_dirs(root: &ServedRoot, dirs: &mut [DirFix]) {
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.depth));
+    for d in dirs.iter() {
+        if let Ok(f) = root.open_file(&d.rel, Access::Read) {
+            let _ = f.set_times(FileTimes::new().set_modified(d.mtime));
+            let _ = f.set_permissions(Permissions::from_mode(d.mode));
         }
     }
 }
@@ -853,6 +889,13 @@ fn commit(sh: &Shared, f: &RecvFile) {
         sh.ok.fetch_add(1, Ordering::Relaxed);
     }
     sh.progress.file_done();
+    if sh.uncommitted.fetch_sub(1, Ordering::AcqRel) == 1 && !sh.checksum_only {
+        // The last file: the tree is final (directory times set) before the sender hears
+        // of this commit and reports success.
+        if let Ok(mut dirs) = sh.dirs.lock() {
+            fix_dirs(&sh.root, &mut dirs);
+        }
+    }
     if let Err(e) = sh.control.send(&TransferMessage::FileCommitted {
         file: f.id,
         ok,
@@ -893,14 +936,18 @@ fn finish_file(
     if sh.sync {
         file_io::sync_data(data).map_err(|e| format!("syncing: {e}"))?;
     }
-    sh.root
-        .rename(&f.part_rel, &f.final_rel, !sh.no_clobber)
-        .map_err(|e| {
-            format!(
-                "putting the file in place: {e} (the verified copy is kept as {})",
-                f.part_rel.display()
-            )
-        })?;
+    if f.unnamed.load(Ordering::Acquire) {
+        link_into_place(sh, f, data).map_err(|e| format!("putting the file in place: {e}"))?;
+    } else {
+        sh.root
+            .rename(&f.part_rel, &f.final_rel, !sh.no_clobber)
+            .map_err(|e| {
+                format!(
+                    "putting the file in place: {e} (the verified copy is kept as {})",
+                    f.part_rel.display()
+                )
+            })?;
+    }
     if let Some(m) = &f.manifest_rel {
         let _ = sh.root.remove_file(m);
     }
@@ -1044,6 +1091,20 @@ fn receive_chunk(
             index: h.index,
         })
         .map_err(|e| format!("control: {e}"))
+}
+
+/// Names a verified unnamed file: one `linkat` where the name is free; replacing an
+/// existing file (not `--no-clobber`) goes through the part name and a rename, so the old
+/// file is replaced atomically.
+fn link_into_place(sh: &Shared, f: &RecvFile, data: &File) -> io::Result<()> {
+    match sh.root.link_unnamed(data, &f.final_rel) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && !sh.no_clobber => {
+            remove_if_there(&sh.root, &f.part_rel)?;
+            sh.root.link_unnamed(data, &f.part_rel)?;
+            sh.root.rename(&f.part_rel, &f.final_rel, true)
+        }
+        other => other,
+    }
 }
 
 fn libc_enospc() -> i32 {
