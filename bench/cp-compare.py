@@ -5,7 +5,8 @@ Run it through bench/cp-compare.sh (packages, build, clean-up trap); see docs/cp
 Cases (each tool pushes from a page-cache-warm source to a destination directory on the
 same file system, served by a server process started here):
   loopback  one SIZE file over 127.0.0.1: longhaul cp, globus-url-copy -fast -p 4, and
-            `longhaul bench --bytes SIZE` as the memory-to-memory reference
+            `longhaul bench --bytes SIZE` as the memory-to-memory reference; also
+            globus-url-copy -verify-checksum (GridFTP checking every byte, as cp does)
   lfn       the same over `longhaul emulate` (RATE, RTT; client in namespace a, servers in
             namespace b); globus-url-copy -fast -p 4 -tcp-bs BDP
   small     FILES small files (1-16 KiB, 10 directories): longhaul cp -r against scp -r
@@ -16,7 +17,7 @@ set-up is included for every tool alike), throughput = bytes / wall, CPU seconds
 ends (client: rusage of the process and its children from wait4; server: utime + stime +
 cutime + cstime of the server's main process before and after, once its per-connection
 children are reaped), the time an fsync of the copy (syncfs for a tree) takes afterwards
-(GridFTP and scp leave dirty pages; longhaul syncs as it goes), and a digest check of the
+(GridFTP, scp and longhaul cp without --sync leave dirty pages), and a digest check of the
 copy; over the emulated path also the bottleneck's drops and use.
 """
 
@@ -453,7 +454,16 @@ class Bench:
                              lsrv, nbytes if need_s < 60 else None, 1, None, None, env=self.env,
                              parse=self.parse_bench)
 
-            tools = ([cp] if self.have_cp else []) + [gridftp, bench]
+            def gridftp_verified():
+                # The same integrity guarantee as cp (a checksum of both copies compared
+                # after the transfer; GridFTP's default MD5).
+                self.measure(case, "globus-url-copy -verify-checksum",
+                             wrap(ns_client, ["globus-url-copy"] + gridftp_args + ["-verify-checksum"] +
+                                  [f"file://{src}", f"ftp://{host}:{gport}{gf_dst}/big"]),
+                             gsrv, nbytes, 1, os.path.join(gf_dst, "big"), same)
+
+            verified = [gridftp_verified] if self.a.gridftp_verify and case == "loopback" else []
+            tools = ([cp] if self.have_cp else []) + [gridftp, bench] + verified
             for rep in range(reps):
                 # Each repetition starts with the next tool, so drift on a shared machine
                 # and the order itself hit every tool alike.
@@ -609,7 +619,7 @@ Subsystem sftp /usr/lib/openssh/sftp-server
     def report(self, host):
         print(f"\n{host['date_utc']}  {host['hostname']}  {host['cpus']} CPUs  kernel {host['kernel']}  "
               f"files on {host['filesystem']['type']} ({host['filesystem']['device']})")
-        print(f"{'case':9} {'tool':16} {'wall s':>7} {'Gbit/s':>7} {'tool Gb/s':>9} {'files/s':>8} "
+        print(f"{'case':9} {'tool':32} {'wall s':>7} {'Gbit/s':>7} {'tool Gb/s':>9} {'files/s':>8} "
               f"{'cli CPU':>7} {'srv CPU':>7} {'CPU s/GB':>8} {'sync s':>7} {'ok':>3} {'streams':>7} {'drops':>7} use%")
         for r in self.results:
             tg = f"{r['tool_gbit_s']:.3f}" if r.get("tool_gbit_s") else "-"
@@ -617,7 +627,7 @@ Subsystem sftp /usr/lib/openssh/sftp-server
             ok = "yes" if r["verified"] else ("-" if r["tool"] == "longhaul bench" and r["exit_code"] == 0 else "NO")
             if r["exit_code"] != 0:
                 ok = f"exit {r['exit_code']}"
-            print(f"{r['case']:9} {r['tool']:16} {r['wall_s']:7.2f} {r['gbit_s']:7.3f} {tg:>9} "
+            print(f"{r['case']:9} {r['tool']:32} {r['wall_s']:7.2f} {r['gbit_s']:7.3f} {tg:>9} "
                   f"{r['files_per_s']:8.0f} {r['client_cpu_s']:7.2f} {r['server_cpu_s']:7.2f} "
                   f"{r['cpu_s_per_gb']:8.2f} {fs:>7} {ok:>3} {r.get('streams') or '-':>7} "
                   f"{r['bottleneck']['dropped_queue_segments'] if 'bottleneck' in r else '-':>7} "
@@ -671,6 +681,10 @@ def summary(results, rate):
     for case, lh, peer, target in (("loopback", "longhaul cp", "globus-url-copy", 1.5),
                                    ("lfn", "longhaul cp", "globus-url-copy", 1.25),
                                    ("small", "longhaul cp -r", "scp -r", 5.0)):
+        v = median(case, peer + " -verify-checksum")
+        if median(case, lh) and v:
+            ratios[f"{case}: {lh} / {peer} -verify-checksum throughput (both verify every byte)"] = \
+                v["wall_s"] / median(case, lh)["wall_s"]
         a, b = median(case, lh), median(case, peer)
         if a and b:
             r = b["wall_s"] / a["wall_s"]
@@ -762,6 +776,8 @@ def main():
     ap.add_argument("--cases", default="loopback,lfn,small")
     ap.add_argument("--reps", type=int, default=3, help="runs of each tool on loopback and for small files")
     ap.add_argument("--lfn-reps", type=int, default=1, help="runs of each tool over the emulated path")
+    ap.add_argument("--no-gridftp-verify", dest="gridftp_verify", action="store_false",
+                    help="skip the loopback run of globus-url-copy -verify-checksum (the same integrity guarantee as cp)")
     ap.add_argument("--files", type=int, default=10000)
     ap.add_argument("--rate", default="1G")
     ap.add_argument("--rtt", default="180ms")

@@ -3,6 +3,7 @@
 # settings (a benchmark, not a test; see docs/cp-bench.md for the method and figures):
 #   loopback  a page-cache-warm SIZE file (random data) pushed over 127.0.0.1:
 #             longhaul cp  vs  globus-url-copy -fast -p 4  (+ longhaul bench --bytes SIZE)
+#             (+ globus-url-copy -verify-checksum: GridFTP checking every byte, as cp does)
 #   lfn       the same over `longhaul emulate` (1 Gbit/s, 180 ms by default; client in
 #             namespace a, servers in namespace b): globus-url-copy -fast -p 4 -tcp-bs BDP
 #   small     10,000 files of 1-16 KiB in 10 directories: longhaul cp -r  vs  scp -r through
