@@ -292,7 +292,7 @@ pub fn run_cp(
         }
         CpJob::Pull { dest } => {
             let target = local_target(&dest, cfg.no_clobber, cfg.checksum_only, cfg.sync)?;
-            let out = run_receiver(target, chunk_size, link, socks, progress)?;
+            let out = run_receiver(target, chunk_size, link, || Ok(socks), progress)?;
             Ok(CpReport {
                 start,
                 files_ok: out.files_ok,

@@ -197,6 +197,8 @@ pub struct ControlLink {
     pub rx: mpsc::Receiver<Incoming>,
     reader: Option<JoinHandle<()>>,
     writer: Option<JoinHandle<()>>,
+    /// Everything is acknowledged: on drop, do not wait for the peer to close.
+    finished: std::sync::atomic::AtomicBool,
 }
 
 impl ControlLink {
@@ -247,7 +249,16 @@ impl ControlLink {
             rx,
             reader: Some(reader),
             writer: Some(writer),
+            finished: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// The peer acknowledged everything this end needs (every file committed): dropping
+    /// the link then sends what is queued and closes without waiting a round trip for the
+    /// peer's close (whatever the peer still sends is of no use).
+    pub fn mark_finished(&self) {
+        self.finished
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The next transfer message, waiting as long as it takes; the peer's error or a
@@ -277,11 +288,17 @@ impl ControlLink {
 impl Drop for ControlLink {
     fn drop(&mut self) {
         self.tx.shutdown();
-        // Let the reader drain what the peer still sends until it closes (at most 2 s).
-        let _ = self
-            .tx
-            .stream
-            .set_read_timeout(Some(Duration::from_secs(2)));
+        if self.finished.load(std::sync::atomic::Ordering::SeqCst) {
+            // Wakes the reader at once (it reads an end of stream).
+            let _ = self.tx.stream.shutdown(Shutdown::Read);
+        } else {
+            // Let the reader drain what the peer still sends until it closes (at most 2 s),
+            // so that a last message (a refusal) is not lost to a reset.
+            let _ = self
+                .tx
+                .stream
+                .set_read_timeout(Some(Duration::from_secs(2)));
+        }
         for h in [self.reader.take(), self.writer.take()]
             .into_iter()
             .flatten()

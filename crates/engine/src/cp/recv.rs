@@ -228,7 +228,7 @@ pub fn run_receiver(
     target: RecvTarget,
     chunk_size: u64,
     control: ControlLink,
-    streams: Vec<TcpStream>,
+    streams: impl FnOnce() -> Result<Vec<TcpStream>, CpError>,
     progress: Arc<Progress>,
 ) -> Result<RecvOutcome, CpError> {
     let mut list = match ListState::new(&target) {
@@ -286,6 +286,11 @@ pub fn run_receiver(
         .tx
         .send_all(&answers)
         .map_err(|e| CpError::io("answering the file list", e))?;
+    // The data streams, which may still have been attaching while the list was read.
+    let streams = match streams() {
+        Ok(s) => s,
+        Err(e) => return Err(refuse(&control, e.to_string())),
+    };
     progress.add_total(list.total_bytes);
     progress.add_done(list.resumed_bytes);
     progress.set_files(files.iter().flatten().count() as u64);

@@ -15,6 +15,7 @@ use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -284,6 +285,8 @@ pub fn run_sender(
     };
 
     // Without a given rate, find the bottleneck and hold pacing to it (as bench does).
+    // Dropping `pacer_stop` wakes the pacer at once (its round is an RTT long).
+    let (pacer_stop, pacer_wait) = std::sync::mpsc::channel::<()>();
     let pacer = probe.filter(|_| !checksum_only).map(|probe| {
         let socks: Vec<Arc<TcpStream>> = handles
             .iter()
@@ -294,13 +297,16 @@ pub fn run_sender(
         std::thread::spawn(move || {
             let mut pacer = Pacer::new(socks, probe, Instant::now());
             while !sh.stop.raised() && !sh.done.load(Ordering::SeqCst) {
-                std::thread::sleep(every);
+                if pacer_wait.recv_timeout(every) != Err(RecvTimeoutError::Timeout) {
+                    return;
+                }
                 pacer.step();
             }
         })
     });
     let result = control_loop(&shared, &control, &to_send, &entries, checksum_only);
     shared.done.store(true, Ordering::SeqCst);
+    drop(pacer_stop);
     if let Some(p) = pacer {
         let _ = p.join();
     }
@@ -398,8 +404,9 @@ fn control_loop(
                     bytes: sh.sent.load(Ordering::Relaxed),
                 })
                 .map_err(|e| CpError::io("ending the transfer", e))?;
-            // Every file is committed: the receiver's own TransferDone would only cost
-            // another round trip.
+            // Every file is committed: the receiver's own TransferDone (and its close)
+            // would only cost another round trip.
+            control.mark_finished();
             return Ok(outcome);
         }
         let Some(item) = control.recv_timeout(Duration::from_millis(200)) else {

@@ -141,12 +141,18 @@ pub fn serve_transfer(
     if let Err(e) = conn.send_transfer(&TransferMessage::TransferReady { chunk_size }) {
         return Err(format!("sending TransferReady: {e}"));
     }
-    let socks = attach.collect()?;
-    for s in &socks {
-        options::apply_buffer(s, side, &choice).map_err(|e| e.to_string())?;
-        let rate = (params.rate_bps > 0).then_some(params.rate_bps);
-        tune_stream(s, !push, &congestion, rate, params.streams).map_err(|e| e.to_string())?;
-    }
+    // The data connections attach while the file list is read (a receiver answers the
+    // list first: one round trip less before data on a long path).
+    let mut collect = || -> Result<Vec<TcpStream>, String> {
+        let socks = attach.collect()?;
+        for s in &socks {
+            options::apply_buffer(s, side, &choice).map_err(|e| e.to_string())?;
+            let rate = (params.rate_bps > 0).then_some(params.rate_bps);
+            tune_stream(s, !push, &congestion, rate, params.streams).map_err(|e| e.to_string())?;
+        }
+        Ok(socks)
+    };
+    let socks = if push { Vec::new() } else { collect()? };
     let link = ControlLink::start(conn).map_err(|e| e.to_string())?;
     let progress = Arc::new(Progress::default());
     let started = std::time::Instant::now();
@@ -162,8 +168,9 @@ pub fn serve_transfer(
             checksum_only,
             sync: params.flags & transfer_flags::SYNC != 0,
         };
+        let streams = || collect().map_err(super::CpError::Local);
         let out =
-            run_receiver(target, chunk_size, link, socks, progress).map_err(|e| e.to_string())?;
+            run_receiver(target, chunk_size, link, streams, progress).map_err(|e| e.to_string())?;
         Ok(format!(
             "received into {shown}: {} files ok, {} skipped, {} failed, {:.3} GB in {:.2} s ({} resumed bytes)",
             out.files_ok,
