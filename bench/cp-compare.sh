@@ -93,6 +93,9 @@ print(int(float(t[:-2]) * 1024 ** (m.index(t[-2]) + 1)) if t.endswith('i') else
       int(float(t[:-1]) * 1000 ** (m.index(t[-1]) + 1)) if t[-1] in m else int(t))" "$size")
 echo "scratch: $work ($(df --output=fstype "$work" | tail -n 1 | tr -d ' ')); writing $bytes random bytes" >&2
 head -c "$bytes" /dev/urandom > "$work/big"
+# Written back before any run (page-cache warm and clean): otherwise the first run of
+# each case competes with the write-back of the source itself.
+sync "$work/big"
 cat "$work/big" > /dev/null   # page-cache warm
 # In the background so that a signal to this script is handled at once: the trap hands it
 # on and waits for the helper to stop its servers before the clean-up runs.
