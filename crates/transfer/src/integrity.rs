@@ -116,48 +116,8 @@ pub fn file_digest(chunks: &[ChunkHash]) -> Digest {
     }
 }
 
-/// A BLAKE3 digest of a whole file, fed in file order.
-#[derive(Clone, Default)]
-pub struct FileDigest {
-    state: blake3::Hasher,
-    bytes: u64,
-}
-
 /// A finished 32-byte BLAKE3 digest.
 pub type Digest = [u8; 32];
-
-impl FileDigest {
-    /// A fresh digest.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Feeds the next bytes of the file (in order).
-    pub fn update(&mut self, data: &[u8]) {
-        self.state.update(data);
-        self.bytes += data.len() as u64;
-    }
-
-    /// Feeds `len` zero bytes: a hole of a sparse file, without allocating it.
-    pub fn update_zeros(&mut self, mut len: u64) {
-        static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
-        while len > 0 {
-            let n = len.min(ZEROS.len() as u64) as usize;
-            self.update(&ZEROS[..n]);
-            len -= n as u64;
-        }
-    }
-
-    /// Bytes fed so far.
-    pub fn bytes(&self) -> u64 {
-        self.bytes
-    }
-
-    /// The digest of everything fed so far.
-    pub fn finish(&self) -> Digest {
-        *self.state.finalize().as_bytes()
-    }
-}
 
 /// Lower-case hex of a digest, for logs and JSON output.
 pub fn digest_hex(d: &Digest) -> String {
@@ -261,19 +221,18 @@ mod tests {
     fn blake3_known_answer_and_zeros() {
         // BLAKE3 of the empty input (from the BLAKE3 specification's test vectors).
         assert_eq!(
-            digest_hex(&FileDigest::new().finish()),
+            digest_hex(&file_digest(&[])),
             "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
         );
-        let mut a = FileDigest::new();
+        assert_eq!(file_digest(&[]), chunk_hash(b"", 0, true));
+        let mut a = ChunkHasher::new(0, true);
         a.update(b"head");
         a.update_zeros(200_000);
         a.update(b"tail");
         let mut whole = b"head".to_vec();
         whole.extend(std::iter::repeat(0).take(200_000));
         whole.extend(b"tail");
-        let mut b = FileDigest::new();
-        b.update(&whole);
-        assert_eq!(a.finish(), b.finish());
+        assert_eq!(a.finish(), chunk_hash(&whole, 0, true));
         assert_eq!(a.bytes(), whole.len() as u64);
     }
 

@@ -26,7 +26,6 @@ pub mod sparse;
 pub use error::{Error, Result};
 pub use integrity::{
     chunk_hash, digest_hex, file_digest, source_fingerprint, ChunkHash, ChunkHasher, Digest,
-    FileDigest,
 };
 pub use location::{parse_location, remote_path, Location, RemoteSpec};
 pub use manifest::{

@@ -112,21 +112,35 @@ impl FileHashes {
         let mut buf = AlignedBuf::new();
         let mut done = None;
         for index in ready {
-            let (off, len) = self.chunk_range(index);
-            let mut h = self.hasher(index);
-            let mut at = 0;
-            while at < len {
-                let n = (PIECE as u64).min(len - at) as usize;
-                buf.resize(n);
-                read_at(off + at, &mut buf)?;
-                h.update(&buf);
-                at += n as u64;
-            }
-            if let Some(d) = self.offer(index, h.finish())? {
+            let hash = self.hash_from_file(index, read_at, &mut buf)?;
+            if let Some(d) = self.offer(index, hash)? {
                 done = Some(d);
             }
         }
         Ok(done)
+    }
+}
+
+impl FileHashes {
+    /// Hashes chunk `index` as it is in the file, read with `read_at` in [`PIECE`]s
+    /// through `buf`.
+    pub fn hash_from_file(
+        &self,
+        index: u32,
+        read_at: &dyn Fn(u64, &mut [u8]) -> io::Result<()>,
+        buf: &mut AlignedBuf,
+    ) -> io::Result<ChunkHash> {
+        let (off, len) = self.chunk_range(index);
+        let mut h = self.hasher(index);
+        let mut at = 0;
+        while at < len {
+            let n = (PIECE as u64).min(len - at) as usize;
+            buf.resize(n);
+            read_at(off + at, buf)?;
+            h.update(buf);
+            at += n as u64;
+        }
+        Ok(h.finish())
     }
 }
 
@@ -139,9 +153,7 @@ mod tests {
     use super::*;
 
     fn whole(data: &[u8]) -> [u8; 32] {
-        let mut d = longhaul_transfer::FileDigest::new();
-        d.update(data);
-        d.finish()
+        longhaul_transfer::chunk_hash(data, 0, true)
     }
 
     #[test]

@@ -740,25 +740,16 @@ fn entry_mtime(entry: &FileEntry) -> SystemTime {
         )
 }
 
-/// Whether every chunk the manifest records still has its recorded xxh3 in `part`.
+/// Whether every chunk the manifest records still has its recorded hash in `part`.
 fn recorded_chunks_intact(
     part: &File,
     manifest: &longhaul_transfer::ResumeManifest,
 ) -> io::Result<bool> {
     let hashes = FileHashes::new(manifest.source().size, manifest.chunk_size());
+    let read_at = |off: u64, b: &mut [u8]| file_io::read_exact_at(part, b, off);
     let mut buf = AlignedBuf::new();
     for (index, hash) in manifest.verified() {
-        let (off, len) = hashes.chunk_range(index);
-        let mut h = hashes.hasher(index);
-        let mut at = 0;
-        while at < len {
-            let n = (PIECE as u64).min(len - at) as usize;
-            buf.resize(n);
-            file_io::read_exact_at(part, &mut buf, off + at)?;
-            h.update(&buf);
-            at += n as u64;
-        }
-        if h.finish() != hash {
+        if hashes.hash_from_file(index, &read_at, &mut buf)? != hash {
             return Ok(false);
         }
     }
