@@ -393,6 +393,13 @@ fn sync_and_small_chunks_copy_exactly_and_odd_chunk_sizes_are_refused() {
         fs::read(root.join("big")).unwrap(),
         fs::read(s.join("src/big")).unwrap()
     );
+    // A one-chunk file (created unnamed, linked into place) with --sync.
+    write_random(&s.join("src/small"), &mut rng, 1000);
+    cp!(&home; "--sync", s.join("src/small"), server.remote("small")).assert_ok();
+    assert_eq!(
+        fs::read(root.join("small")).unwrap(),
+        fs::read(s.join("src/small")).unwrap()
+    );
     let pull = cp!(&home; "--sync", "--chunk", "64KiB", server.remote("remote"), s.join("got"));
     pull.assert_ok();
     assert_eq!(

@@ -944,6 +944,13 @@ fn finish_file(
                 )
             })?;
     }
+    if sh.sync {
+        // The new name itself must survive a power cut too.
+        let dir = f.final_rel.parent().unwrap_or(Path::new(""));
+        sh.root
+            .sync_dir(dir)
+            .map_err(|e| format!("syncing the directory: {e}"))?;
+    }
     if let Some(m) = &f.manifest_rel {
         let _ = sh.root.remove_file(m);
     }
