@@ -415,6 +415,15 @@ impl ChunkScheduler {
         v
     }
 
+    /// A stream that holds a copy of `id` in flight (the first one sent, if the endgame
+    /// sent two), for acks that do not say which stream carried them.
+    pub fn holder(&self, id: ChunkId) -> Option<StreamId> {
+        self.in_flight
+            .get(&id)
+            .and_then(|fs| fs.first())
+            .map(|f| f.stream)
+    }
+
     /// Chunks in flight on `stream`, in order.
     pub fn in_flight_on(&self, stream: StreamId) -> Vec<ChunkId> {
         self.by_stream
@@ -622,6 +631,23 @@ mod tests {
         // A 200 MiB file over 4 streams wants >= 16 chunks: 8 MiB, not 64.
         assert_eq!(chunk_size_for(1 << 40, 4, 200 << 20), 8 << 20);
         assert_eq!(chunk_size_for(0, 0, 0), 4 << 20);
+    }
+
+    #[test]
+    fn holder_names_the_stream_a_chunk_is_in_flight_on() {
+        let cfg = SchedulerConfig {
+            endgame: false,
+            ..SchedulerConfig::for_chunk_size(4 * K4)
+        };
+        let mut s = ChunkScheduler::new(&[40 * K4], cfg).unwrap();
+        let now = Instant::now();
+        let a = s.next_work(0, now).unwrap().chunks[0].id;
+        let b = s.next_work(7, now).unwrap().chunks[0].id;
+        assert_eq!(s.holder(a), Some(0));
+        assert_eq!(s.holder(b), Some(7));
+        s.chunk_verified(7, b).unwrap();
+        assert_eq!(s.holder(b), None, "verified: no longer in flight");
+        assert_eq!(s.holder(ChunkId { file: 0, index: 9 }), None, "never sent");
     }
 
     #[test]

@@ -107,7 +107,6 @@ struct Shared {
     progress: Arc<Progress>,
     control: ControlTx,
     live_streams: AtomicU64,
-    streams: u32,
     done: AtomicBool,
 }
 
@@ -247,7 +246,6 @@ pub fn run_sender(
         progress,
         control: control.tx.clone(),
         live_streams: AtomicU64::new(streams.len() as u64),
-        streams: streams.len() as u32,
         done: AtomicBool::new(false),
     });
 
@@ -437,7 +435,7 @@ fn control_loop(
                     index,
                 };
                 let mut s = sh.sched.lock().map_err(|_| poisoned())?;
-                if let Some(stream) = holder(&s, sh.streams, id) {
+                if let Some(stream) = s.holder(id) {
                     s.chunk_verified(stream, id)
                         .map_err(|e| CpError::Protocol(e.to_string()))?;
                     // Progress counts what the receiver verified, not what sits in
@@ -461,7 +459,7 @@ fn control_loop(
                     index,
                 };
                 let mut s = sh.sched.lock().map_err(|_| poisoned())?;
-                if let Some(stream) = holder(&s, sh.streams, id) {
+                if let Some(stream) = s.holder(id) {
                     let retry = s
                         .chunk_failed(stream, id)
                         .map_err(|e| CpError::Protocol(e.to_string()))?;
@@ -498,11 +496,6 @@ fn control_loop(
             other => return Err(unexpected(&other, "transferring")),
         }
     }
-}
-
-/// The stream holding a copy of `id` (any of two in the endgame), if still in flight.
-fn holder(s: &ChunkScheduler, max_streams: u32, id: ChunkId) -> Option<u32> {
-    (0..max_streams).find(|&st| s.in_flight_on(st).contains(&id))
 }
 
 fn poisoned() -> CpError {
