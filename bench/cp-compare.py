@@ -444,15 +444,10 @@ class Bench:
                 # Memory to memory on the same path, the same bytes and the same number of
                 # streams as cp used (cp's default from the spec when cp is not there).
                 n = state["streams"] or (2 if ns_client is None else 4)
-                # The server aborts a --bytes run after 80 s (and --bytes excludes -t): a
-                # file that needs longer at the path's rate gets a timed run of that length.
-                need_s = nbytes * 8 / parse_rate(self.a.rate) if ns_client else 0
-                amount = ["--bytes", str(nbytes)] if need_s < 60 else ["-t", f"{int(need_s)}s"]
                 self.measure(case, "longhaul bench",
-                             wrap(ns_client, [self.lh, "bench", f"{host}:{lport}"] + amount +
-                                  ["-P", str(n), "--json"]),
-                             lsrv, nbytes if need_s < 60 else None, 1, None, None, env=self.env,
-                             parse=self.parse_bench)
+                             wrap(ns_client, [self.lh, "bench", f"{host}:{lport}", "--bytes", str(nbytes),
+                                              "-P", str(n), "--json"]),
+                             lsrv, nbytes, 1, None, None, env=self.env, parse=self.parse_bench)
 
             def gridftp_verified():
                 # The same integrity guarantee as cp (a checksum of both copies compared

@@ -416,8 +416,8 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     let mut writer = FramedConn::new(ctrl_stream);
 
     let deadline = cfg.bytes.is_none().then(|| run.started_at() + cfg.duration);
-    let safety =
-        run.started_at() + cfg.duration.max(Duration::from_secs(1)) * 2 + Duration::from_secs(60);
+    let mut watchdog =
+        super::watchdog::Watchdog::new(run.started_at(), cfg.duration, cfg.bytes.is_some());
     let probe_every = rtt.max(Duration::from_millis(20));
     let mut next_interval = run.started_at() + cfg.interval;
     let mut next_probe = run.started_at() + probe_every;
@@ -446,11 +446,11 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         if run.finished() {
             break;
         }
-        if now > safety {
+        if watchdog.check(now, run.bytes_moved()).is_some() {
             failure = Some(BenchError::Timeout("running"));
             break;
         }
-        let mut wake = next_interval.min(safety);
+        let mut wake = next_interval;
         if role == Role::Sender {
             wake = wake.min(next_probe);
         }

@@ -10,6 +10,7 @@ pub mod run;
 pub mod server;
 pub mod stream;
 pub mod verdict;
+pub mod watchdog;
 pub mod window;
 
 pub use client::{run_bench, BenchConfig, BenchError, BenchObserver, DEFAULT_PORT};

@@ -129,6 +129,14 @@ impl DataRun {
         })
     }
 
+    /// Bytes the streams moved so far (sent or received), all streams.
+    pub fn bytes_moved(&self) -> u64 {
+        self.streams
+            .iter()
+            .map(|s| s.counter.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// When the run started.
     pub fn started_at(&self) -> Instant {
         self.start

@@ -643,7 +643,7 @@ fn drive(
     let start = run.started_at();
     let duration = Duration::from_millis(params.duration_ms);
     let deadline = (params.bytes == 0).then(|| start + duration);
-    let safety = start + duration.max(Duration::from_secs(1)) * 2 + Duration::from_secs(60);
+    let mut watchdog = super::watchdog::Watchdog::new(start, duration, params.bytes > 0);
     let probe_every = rtt.max(Duration::from_millis(20));
     let mut next_interval = start + interval;
     let mut next_probe = start + probe_every;
@@ -670,11 +670,11 @@ fn drive(
         if run.finished() {
             break;
         }
-        if now > safety {
+        if let Some(why) = watchdog.check(now, run.bytes_moved()) {
             run.stop();
-            return Err("the run outlived its time limit; aborted".into());
+            return Err(format!("{why}; aborted"));
         }
-        let mut wake = next_interval.min(safety);
+        let mut wake = next_interval;
         if role == Role::Sender {
             wake = wake.min(next_probe);
         }
