@@ -2,7 +2,8 @@
 //! `stats`, `--log` with `log-report`, `down`, and `down` after a crashed run. The root-only
 //! parts skip with a message otherwise; every emulator made is taken down by a guard.
 
-use std::process::{Command, Output};
+use std::process::{Child, Command, ExitStatus, Output};
+use std::time::{Duration, Instant};
 
 fn lh(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_longhaul"))
@@ -142,6 +143,64 @@ fn daemon_exec_addr_stats_log_and_down() {
         "{r}"
     );
     let _ = std::fs::remove_file(&log);
+}
+
+/// The exit status of `child` if it ends within `limit`; otherwise kills it and says None.
+fn ended_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[test]
+fn down_stops_processes_left_in_the_namespaces() {
+    if !root() {
+        return;
+    }
+    let name = format!("c{}pr", std::process::id());
+    let _guard = Down(name.clone());
+    let out = lh(&["emulate", "up", &name, "--rtt", "1ms", "--daemon"]);
+    assert!(out.status.success(), "{}", text(&out));
+    // A server left running in b (as `ip netns exec` leaves it), and one that ignores
+    // SIGTERM in a.
+    let mut polite = Command::new("ip")
+        .args(["netns", "exec", &format!("lh-{name}-b"), "sleep", "300"])
+        .spawn()
+        .unwrap();
+    let mut stubborn = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &format!("lh-{name}-a"),
+            "bash",
+            "-c",
+            "trap '' TERM; sleep 300",
+        ])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let down = lh(&["emulate", "down", &name]);
+    assert!(down.status.success(), "{}", text(&down));
+    assert!(
+        text(&down).contains("processes in its namespaces"),
+        "{}",
+        text(&down)
+    );
+    // Both are gone now; if not, fail (and kill them) rather than wait 300 s.
+    let a = ended_within(&mut polite, Duration::from_secs(5));
+    let b = ended_within(&mut stubborn, Duration::from_secs(5));
+    assert!(
+        a.is_some_and(|s| !s.success()) && b.is_some_and(|s| !s.success()),
+        "processes left in the namespaces should have been stopped: {a:?} {b:?}"
+    );
+    assert!(!ns_exists(&format!("lh-{name}-a")) && !ns_exists(&format!("lh-{name}-b")));
 }
 
 #[test]

@@ -63,6 +63,34 @@ pub fn delete(name: &str) -> io::Result<()> {
     run_ip(None, &["netns", "del", name])
 }
 
+/// Processes (other than this one) whose main thread is in namespace `name`: programs
+/// started in it with `ip netns exec` or [`command_in`], which keep it alive after `ip
+/// netns del`. Processes that vanish while being looked at are skipped.
+pub fn processes_in(name: &str) -> io::Result<Vec<u32>> {
+    use std::os::unix::fs::MetadataExt;
+    let ns = std::fs::metadata(path(name))?;
+    let me = std::process::id();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc")?.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        if let Ok(m) = std::fs::metadata(format!("/proc/{pid}/ns/net")) {
+            if m.dev() == ns.dev() && m.ino() == ns.ino() {
+                pids.push(pid);
+            }
+        }
+    }
+    Ok(pids)
+}
+
 /// Names of all named namespaces.
 pub fn list() -> Vec<String> {
     let Ok(dir) = std::fs::read_dir(NETNS_DIR) else {

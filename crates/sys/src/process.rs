@@ -94,6 +94,16 @@ pub fn terminate(pid: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Sends SIGKILL to `pid`.
+pub fn kill_now(pid: u32) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
+    // SAFETY: kill has no memory preconditions.
+    if unsafe { libc::kill(pid, libc::SIGKILL) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Points stdout and stderr at `file` (for a process that keeps running after whoever
 /// started it stopped reading its output).
 pub fn redirect_stdio(file: &std::fs::File) -> io::Result<()> {

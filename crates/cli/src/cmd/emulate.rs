@@ -438,7 +438,19 @@ fn describe(cfg: &EmulatorConfig) -> String {
 fn run_down(name: &str) -> Result<ExitCode> {
     emulate::topology::check_name(name)?;
     let mut did = Vec::new();
-    if let Some(pid) = state::read_pid(name).filter(|&p| longhaul_sys::process::process_alive(p)) {
+    let daemon = state::read_pid(name).filter(|&p| longhaul_sys::process::process_alive(p));
+    if longhaul_sys::process::is_root() {
+        // Before the emulator goes: it deletes the namespaces on its way out, and a
+        // process left in a deleted namespace runs on, unreachable, holding it.
+        let n = emulate::topology::stop_processes(name, daemon);
+        if n > 0 {
+            did.push(format!(
+                "stopped {} in its namespaces",
+                emulate::topology::processes(n)
+            ));
+        }
+    }
+    if let Some(pid) = daemon {
         longhaul_sys::process::terminate(pid)
             .with_context(|| format!("stop emulator process {pid}"))?;
         let start = Instant::now();

@@ -151,16 +151,59 @@ fn open_end(
     Ok(tun)
 }
 
-/// Removes the namespaces of emulator `name` if they exist (after a crash, say).
-/// Returns the namespaces removed.
+/// Removes the namespaces of emulator `name` if they exist (after a crash, say), first
+/// stopping the processes still running in them (see [`stop_processes`]): `ip netns del`
+/// alone leaves them running, holding the namespace and its addresses. Returns what was
+/// done, one line per namespace.
 pub fn remove_leftovers(name: &str) -> Result<Vec<String>, EmulateError> {
     let mut removed = Vec::new();
     for end in [End::A, End::B] {
         let ns = ns_name(name, end);
         if netns::exists(&ns) {
+            let stopped = stop_processes_in(&ns, None);
             netns::delete(&ns).map_err(EmulateError::setup("delete namespace"))?;
-            removed.push(ns);
+            removed.push(match stopped {
+                0 => ns,
+                n => format!("{ns} (stopped {})", processes(n)),
+            });
         }
     }
     Ok(removed)
+}
+
+/// Stops every process running in the namespaces of emulator `name` except `spare` (the
+/// emulator itself): SIGTERM, then SIGKILL for those still alive after 2 s. Run it before
+/// stopping the emulator, which deletes the namespaces on its way out. Returns how many
+/// processes there were.
+pub fn stop_processes(name: &str, spare: Option<u32>) -> usize {
+    [End::A, End::B]
+        .into_iter()
+        .map(|end| stop_processes_in(&ns_name(name, end), spare))
+        .sum()
+}
+
+/// "1 process", "3 processes".
+pub fn processes(n: usize) -> String {
+    format!("{n} process{}", if n == 1 { "" } else { "es" })
+}
+
+fn stop_processes_in(ns: &str, spare: Option<u32>) -> usize {
+    use longhaul_sys::process::{kill_now, process_alive, terminate};
+    let mut pids = netns::processes_in(ns).unwrap_or_default();
+    pids.retain(|&p| Some(p) != spare);
+    for &p in &pids {
+        let _ = terminate(p);
+    }
+    let start = std::time::Instant::now();
+    while pids.iter().any(|&p| process_alive(p))
+        && start.elapsed() < std::time::Duration::from_secs(2)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for &p in &pids {
+        if process_alive(p) {
+            let _ = kill_now(p);
+        }
+    }
+    pids.len()
 }
