@@ -91,6 +91,10 @@ struct RecvFile {
     /// nothing is left behind if the transfer stops first.
     unnamed: AtomicBool,
     create: Mutex<()>,
+    /// Held while writing to `data`: ext4 takes the inode lock for every buffered write
+    /// and a stream waiting for it spins in the kernel, burning a core; waiting here
+    /// sleeps instead.
+    write: Mutex<()>,
     manifest: Option<Mutex<File>>,
     /// The manifest again, to sync without taking the append lock.
     manifest_sync: Option<File>,
@@ -124,6 +128,7 @@ impl RecvFile {
             data: data.map(OnceLock::from).unwrap_or_default(),
             unnamed: AtomicBool::new(false),
             create: Mutex::new(()),
+            write: Mutex::new(()),
             manifest_sync: manifest.as_ref().and_then(|m| m.try_clone().ok()),
             manifest: manifest.map(Mutex::new),
             dirty: AtomicBool::new(false),
@@ -1129,6 +1134,7 @@ fn write_chunk(
 ) -> io::Result<()> {
     let data = f.file_or_create(root)?;
     if !hole {
+        let _w = f.write.lock().map_err(|_| io::Error::other("poisoned"))?;
         for r in sparse::data_ranges(buf, 4096) {
             file_io::write_all_at(data, &buf[r.clone()], h.offset + r.start as u64)?;
         }
