@@ -9,6 +9,7 @@ same file system, served by a server process started here):
             globus-url-copy -verify-checksum (GridFTP checking every byte, as cp does)
   lfn       the same over `longhaul emulate` (RATE, RTT; client in namespace a, servers in
             namespace b); globus-url-copy -fast -p 4 -tcp-bs BDP
+  lfn-jumbo the lfn case with 9000-byte frames, as the record teams ran their paths
   small     FILES small files (1-16 KiB, 10 directories): longhaul cp -r against scp -r
             through a private sshd on 127.0.0.1
 
@@ -471,12 +472,15 @@ class Bench:
     def loopback(self):
         self.big_file("loopback", None, None, "127.0.0.1", self.a.gridftp_loopback_args, self.a.reps)
 
-    def lfn(self):
+    def lfn_jumbo(self):
+        self.lfn(case="lfn-jumbo", mtu=9000)
+
+    def lfn(self, case="lfn", mtu=None):
         name = self.a.emu_name
         rate_bps = parse_rate(self.a.rate)
         bdp = int(rate_bps * parse_duration(self.a.rtt) / 8)
         subprocess.run([self.lh, "emulate", "up", name, "--rate", self.a.rate, "--rtt", self.a.rtt,
-                        "--mtu", str(self.a.mtu), "--daemon"], check=True, stdout=subprocess.DEVNULL)
+                        "--mtu", str(mtu or self.a.mtu), "--daemon"], check=True, stdout=subprocess.DEVNULL)
         try:
             # globus-gridftp-server resolves its own address at start-up; inside a fresh
             # namespace nothing answers DNS, so give `ip netns exec` a hosts file.
@@ -489,7 +493,7 @@ class Bench:
                     f.write(hosts + f"\n10.99.0.1 lh-{name}-a\n10.99.0.2 lh-{name}-b\n")
             gargs = [a.replace("BDP", str(bdp)) for a in self.a.gridftp_lfn_args]
             self.emulating = True
-            self.big_file("lfn", f"lh-{name}-a", f"lh-{name}-b", "10.99.0.2", gargs, self.a.lfn_reps)
+            self.big_file(case, f"lh-{name}-a", f"lh-{name}-b", "10.99.0.2", gargs, self.a.lfn_reps)
             self.emulating = False
             stats = subprocess.run([self.lh, "emulate", "stats", name, "--json"], capture_output=True, text=True)
             self.emulator_stats = stats.stdout.strip()
@@ -640,11 +644,11 @@ Subsystem sftp /usr/lib/openssh/sftp-server
         host = self.host_info()
         cases = self.a.cases.split(",")
         failures = 0
-        if "loopback" in cases or "lfn" in cases:
+        if {"loopback", "lfn", "lfn-jumbo"} & set(cases):
             self.big_digest = file_digest(self.a.big)
         for case in cases:
             try:
-                getattr(self, case)()
+                getattr(self, case.replace("-", "_"))()
             except (RuntimeError, subprocess.CalledProcessError, OSError) as e:
                 log(f"case {case} failed: {e}")
                 failures += 1
@@ -675,6 +679,7 @@ def summary(results, rate):
     ratios, checks = {}, {}
     for case, lh, peer, target in (("loopback", "longhaul cp", "globus-url-copy", 1.5),
                                    ("lfn", "longhaul cp", "globus-url-copy", 1.25),
+                                   ("lfn-jumbo", "longhaul cp", "globus-url-copy", 1.25),
                                    ("small", "longhaul cp -r", "scp -r", 5.0)):
         v = median(case, peer + " -verify-checksum")
         if median(case, lh) and v:
@@ -695,23 +700,24 @@ def summary(results, rate):
                 ratios[f"{case}: {lh} / {peer} throughput to durable (wall + sync)"] = \
                     db["durable_s"] / da["durable_s"]
             ratios[f"{case}: {lh} / {peer} CPU s per GB"] = a["cpu_s_per_gb"] / b["cpu_s_per_gb"]
-    for case in ("loopback", "lfn"):
+    for case in ("loopback", "lfn", "lfn-jumbo"):
         a, ref = median(case, "longhaul cp"), median(case, "longhaul bench")
         if a and ref:
             ratios[f"{case}: longhaul cp / longhaul bench throughput"] = a["gbit_s"] / ref["gbit_s"]
-    for tool in ("longhaul cp", "globus-url-copy", "longhaul bench"):
-        a = median("lfn", tool)
-        if not a:
-            continue
-        share = a["gbit_s"] * 1e9 / rate
-        ratios[f"lfn: {tool} share of the bottleneck (file bytes / wall)"] = share
-        cruise = a.get("bottleneck", {}).get("cruise_share")
-        if cruise:
-            ratios[f"lfn: {tool} use of the bottleneck while the middle 80 % of the bytes crossed it"] = cruise
-        if tool == "longhaul cp":
-            checks["lfn: longhaul cp >= 90 % of the bottleneck (file bytes / wall)"] = share >= 0.9
+    for case in ("lfn", "lfn-jumbo"):
+        for tool in ("longhaul cp", "globus-url-copy", "longhaul bench"):
+            a = median(case, tool)
+            if not a:
+                continue
+            share = a["gbit_s"] * 1e9 / rate
+            ratios[f"{case}: {tool} share of the bottleneck (file bytes / wall)"] = share
+            cruise = a.get("bottleneck", {}).get("cruise_share")
             if cruise:
-                checks["lfn: longhaul cp >= 90 % of the bottleneck (middle 80 % of the bytes)"] = cruise >= 0.9
+                ratios[f"{case}: {tool} use of the bottleneck while the middle 80 % of the bytes crossed it"] = cruise
+            if tool == "longhaul cp":
+                checks[f"{case}: longhaul cp >= 90 % of the bottleneck (file bytes / wall)"] = share >= 0.9
+                if cruise:
+                    checks[f"{case}: longhaul cp >= 90 % of the bottleneck (middle 80 % of the bytes)"] = cruise >= 0.9
     return ratios, checks
 
 
@@ -768,7 +774,7 @@ def main():
     ap.add_argument("--work", required=True, help="scratch directory (source and destinations live here)")
     ap.add_argument("--big", required=True, help="the page-cache-warm source file")
     ap.add_argument("--longhaul", required=True)
-    ap.add_argument("--cases", default="loopback,lfn,small")
+    ap.add_argument("--cases", default="loopback,lfn,lfn-jumbo,small")
     ap.add_argument("--reps", type=int, default=3, help="runs of each tool on loopback and for small files")
     ap.add_argument("--lfn-reps", type=int, default=1, help="runs of each tool over the emulated path")
     ap.add_argument("--no-gridftp-verify", dest="gridftp_verify", action="store_false",

@@ -6,6 +6,7 @@
 #             (+ globus-url-copy -verify-checksum: GridFTP checking every byte, as cp does)
 #   lfn       the same over `longhaul emulate` (1 Gbit/s, 180 ms by default; client in
 #             namespace a, servers in namespace b): globus-url-copy -fast -p 4 -tcp-bs BDP
+#   lfn-jumbo the lfn case with 9000-byte frames (as the record teams ran their paths)
 #   small     10,000 files of 1-16 KiB in 10 directories: longhaul cp -r  vs  scp -r through
 #             a private sshd on 127.0.0.1 (throwaway host and client keys, BatchMode)
 # Every copy lands on the same file system as its source (the scratch directory), is
@@ -21,7 +22,7 @@
 # stops every server, the sshd and the emulator, and deletes the scratch directory.
 #
 # Usage: bench/cp-compare.sh [--size 2GiB] [--dir /var/tmp] [--out FILE] [--no-install]
-#                            [--cases loopback,lfn,small] [--reps 1] [--files 10000]
+#                            [--cases loopback,lfn,lfn-jumbo,small] [--reps 1] [--files 10000]
 #                            [--rate 1G] [--rtt 180ms] [--mtu 1500]
 #                            [--gridftp-loopback-args "-fast -p 4"]
 #                            [--gridftp-lfn-args "-fast -p 4 -tcp-bs BDP"]
@@ -32,6 +33,10 @@ size=2GiB; dir=/var/tmp; out=$PWD/target/cp-compare.json; install=1
 rate=1G; rtt=180ms; pass=()
 while [ $# -gt 0 ]; do
   case $1 in
+    --no-install|--no-gridftp-verify|-h|--help) ;;
+    *) [ $# -ge 2 ] || { echo "$1 needs a value (see --help)" >&2; exit 2; } ;;
+  esac
+  case $1 in
     --size) size=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --out) out=$(realpath -m "$2"); shift 2 ;;
@@ -39,6 +44,7 @@ while [ $# -gt 0 ]; do
     --rate) rate=$2; pass+=("$1" "$2"); shift 2 ;;
     --rtt) rtt=$2; pass+=("$1" "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    --no-gridftp-verify) pass+=("$1"); shift ;;
     *) pass+=("$1" "$2"); shift 2 ;;
   esac
 done
