@@ -353,6 +353,34 @@ fn placement_follows_cp() {
     assert_same_tree(&src.join("tree"), &local.join("tree"), EXACT);
     cp!(&home; "-r", server.remote("dir/tree"), s.join("fresh")).assert_ok();
     assert_same_tree(&src.join("tree"), &s.join("fresh"), EXACT);
+    // Several remote sources (a file and a tree) into an existing directory...
+    let many = s.dir("many");
+    cp!(&home; "-r", server.remote("dir/a.txt"), server.remote("dir/tree"), &many).assert_ok();
+    assert_eq!(read(&many.join("a.txt")), a);
+    assert_same_tree(&src.join("tree"), &many.join("tree"), EXACT);
+    // ...one missing: the others still arrive, exit 2 names the missing one.
+    let more = s.dir("more");
+    let r = cp!(&home; server.remote("dir/nothing"), server.remote("b.txt"), &more);
+    r.assert_code(2);
+    assert!(r.stderr.contains("dir/nothing"), "{}", r.describe());
+    assert_eq!(read(&more.join("b.txt")), b, "{}", r.describe());
+    // ...into a name that is not a directory: refused before anything is sent.
+    let r = cp!(&home; server.remote("dir/a.txt"), server.remote("b.txt"), s.join("nodir"));
+    r.assert_code(2);
+    assert!(
+        r.stderr.contains("not an existing directory"),
+        "{}",
+        r.describe()
+    );
+    assert!(!s.join("nodir").exists(), "{}", r.describe());
+    // Local and remote sources mixed: refused.
+    let r = cp!(&home; src.join("a.txt"), server.remote("b.txt"), &more);
+    r.assert_code(2);
+    assert!(
+        r.stderr.contains("mix local and remote"),
+        "{}",
+        r.describe()
+    );
 }
 
 #[test]

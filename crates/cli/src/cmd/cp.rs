@@ -7,6 +7,11 @@
 //! "failed_files","rejected_chunks","cpu_seconds","cpu_seconds_per_gb","streams",
 //! "chunk_bytes"}` (`cpu_seconds_per_gb` is per GB of the files' bytes). Exit 0: every file in place (or equal); 1: some file failed or
 //! differs; 2: an error stopped the transfer.
+//!
+//! A pull of several remote sources (`cp -r HOST:a HOST:b DIR`, DIR an existing
+//! directory) runs one transfer per source, one after another, each with its own start and
+//! end lines; an error in one is reported (`{"type":"error","source","error"}`) and the
+//! others still go; the exit status is the worst of them.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -93,16 +98,8 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|a| parse_location(a).map_err(|e| anyhow::anyhow!("{e}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let window = super::common::window(&args.window)?;
     let json = args.json;
-    let mut warn = |w: String| {
-        if json {
-            emit_json(&json!({"type": "warning", "message": w}));
-        } else {
-            eprintln!("longhaul cp: warning: {w}");
-        }
-    };
-    let (spec, job) = match (&dst, srcs.as_slice()) {
+    let jobs: Vec<(RemoteSpec, CpJob)> = match (&dst, srcs.as_slice()) {
         (Location::Remote(spec), srcs) => {
             let mut locals = Vec::new();
             for s in srcs {
@@ -113,7 +110,7 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
                     }
                 }
             }
-            let listed = walk_local(&locals, args.recursive, &mut warn)?;
+            let listed = walk_local(&locals, args.recursive, &mut |w| warn(json, w))?;
             let items = listed
                 .into_iter()
                 .map(|s| SendItem {
@@ -121,27 +118,108 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
                     origin: s.origin,
                 })
                 .collect();
-            (spec.clone(), CpJob::Push { items })
+            vec![(spec.clone(), CpJob::Push { items })]
         }
-        (Location::Local(dest), [Location::Remote(spec)]) => (
+        (Location::Local(dest), [Location::Remote(spec)]) => vec![(
             spec.clone(),
             CpJob::Pull {
                 dest: PathBuf::from(dest),
             },
-        ),
-        (Location::Local(_), [_, _, ..]) => {
-            bail!("a pull takes one remote source (HOST:PATH); run one longhaul cp per source")
+        )],
+        (Location::Local(dest), srcs) if srcs.iter().all(|s| matches!(s, Location::Remote(_))) => {
+            // Several remote sources, as cp: into an existing directory, one transfer
+            // after another.
+            let dest = PathBuf::from(dest);
+            if !dest.is_dir() {
+                bail!(
+                    "{} is not an existing directory; several sources are copied into one (create it first)",
+                    dest.display()
+                );
+            }
+            srcs.iter()
+                .filter_map(|s| match s {
+                    Location::Remote(spec) => {
+                        Some((spec.clone(), CpJob::Pull { dest: dest.clone() }))
+                    }
+                    Location::Local(_) => None,
+                })
+                .collect()
+        }
+        (Location::Local(_), srcs) if srcs.iter().any(|s| matches!(s, Location::Remote(_))) => {
+            bail!("the sources mix local and remote paths; copy from a server (all sources HOST:PATH) or to one (DST HOST:PATH), one command each")
         }
         (Location::Local(_), _) => {
             bail!("no side is remote; name the server as HOST:PATH (for local copies use cp)")
         }
     };
-    remote_path(&spec).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for (spec, _) in &jobs {
+        remote_path(spec).map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    let window = super::common::window(&args.window)?;
+    let token = args.token.load()?;
+    if jobs.len() == 1 {
+        let (spec, job) = jobs.into_iter().next().context("no transfer")?;
+        let report = run_one(&args, &spec, job, token, window)?;
+        return Ok(exit_code(&report));
+    }
+    // Several sources: an error in one is reported and the others still go, as cp does.
+    let mut code = ExitCode::SUCCESS;
+    let mut errors = 0;
+    for (spec, job) in jobs {
+        match run_one(&args, &spec, job, token.clone(), window) {
+            Ok(report) => {
+                if !report.failed.is_empty() {
+                    code = ExitCode::from(1);
+                }
+            }
+            Err(e) => {
+                errors += 1;
+                let what = format!("{}:{}", spec.host, String::from_utf8_lossy(&spec.path));
+                if json {
+                    emit_json(&json!({"type": "error", "source": what, "error": format!("{e:#}")}));
+                } else {
+                    eprintln!("longhaul cp: {what}: {e:#}");
+                }
+            }
+        }
+    }
+    Ok(if errors > 0 { ExitCode::from(2) } else { code })
+}
+
+fn warn(json: bool, w: String) {
+    if json {
+        emit_json(&json!({"type": "warning", "message": w}));
+    } else {
+        eprintln!("longhaul cp: warning: {w}");
+    }
+}
+
+fn exit_code(report: &CpReport) -> ExitCode {
+    if report.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// One transfer with one server: progress while it runs, then its end line.
+fn run_one(
+    args: &Args,
+    spec: &RemoteSpec,
+    job: CpJob,
+    token: longhaul_proto::Token,
+    window: Option<u64>,
+) -> anyhow::Result<CpReport> {
+    let json = args.json;
+    let cpu_before = {
+        let (user, sys) = longhaul_sys::cpu::process_cpu_times();
+        user + sys
+    };
     let cfg = CpConfig {
-        server: server_of(&spec),
+        server: server_of(spec),
         remote_path: spec.path.clone(),
         job,
-        token: args.token.load()?,
+        token,
         recursive: args.recursive,
         no_clobber: args.no_clobber,
         sync: args.sync,
@@ -157,7 +235,6 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     // Dropping `done` ends the ticker at once (a sleeping ticker would hold the exit).
     let (done, done_rx) = std::sync::mpsc::channel::<()>();
     let draw_bar = !json && !args.no_progress && std::io::stderr().is_terminal();
-    let t0 = Instant::now();
     // The start line waits for the file list to settle (its totals); the ticker prints it.
     let start_line: Arc<Mutex<StartLine>> = Arc::default();
     let ticker = {
@@ -166,7 +243,7 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     };
     let mut on_start = |s: &CpStart| {
         for w in &s.warnings {
-            warn(w.clone());
+            warn(json, w.clone());
         }
         if let Ok(mut l) = start_line.lock() {
             l.start = Some(s.clone());
@@ -195,15 +272,9 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
         anyhow::anyhow!("{text}{hint}")
     })?;
     let (user, sys) = longhaul_sys::cpu::process_cpu_times();
-    let cpu = (user + sys).as_secs_f64();
-    let wall = t0.elapsed().as_secs_f64();
+    let cpu = (user + sys).saturating_sub(cpu_before).as_secs_f64();
     print_end(&report, cpu, json);
-    let _ = wall;
-    Ok(if report.failed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(report)
 }
 
 fn print_end(r: &CpReport, cpu: f64, json: bool) {
