@@ -401,6 +401,12 @@ fn a_directory_without_r_is_refused() {
     let pull = cp!(&home; server.remote("rtree"), s.join("got"));
     pull.assert_code(2);
     assert!(pull.stderr.contains("-r"), "{}", pull.describe());
+    // A refusal is not a failure to resume from.
+    assert!(
+        !pull.stderr.contains("run the same command again"),
+        "{}",
+        pull.describe()
+    );
     assert!(!s.join("got").exists(), "{}", pull.describe());
 }
 

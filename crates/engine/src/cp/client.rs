@@ -355,7 +355,9 @@ fn await_ready(
     let mut welcome_at = None;
     loop {
         match conn.recv_any() {
-            Ok(Frame::Bench(Message::Error { message, .. })) => return Err(CpError::Peer(message)),
+            Ok(Frame::Bench(Message::Error { message, .. })) => {
+                return Err(CpError::Refused(message))
+            }
             Ok(Frame::Bench(m)) => {
                 session.handle(m).map_err(|e| CpError::Setup(e.into()))?;
                 while let Some(ev) = session.poll_event() {
@@ -416,7 +418,7 @@ fn server_refusal(conn: &mut crate::conn::FramedConn) -> Option<CpError> {
     let _ = conn.stream().set_read_timeout(Some(Duration::from_secs(2)));
     match conn.recv_any() {
         Ok(crate::conn::Frame::Bench(longhaul_proto::Message::Error { message, .. })) => {
-            Some(CpError::Peer(message))
+            Some(CpError::Refused(message))
         }
         _ => None,
     }

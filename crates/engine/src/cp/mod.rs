@@ -34,6 +34,10 @@ pub enum CpError {
     /// The peer reported an error.
     #[error("the peer reported: {0}")]
     Peer(String),
+    /// The server refused the request before anything was sent (a missing source, a
+    /// path outside its root, a directory without -r...): running it again will not help.
+    #[error("the server refused the request: {0}")]
+    Refused(String),
     /// The connection was lost.
     #[error("{0}")]
     Lost(String),
