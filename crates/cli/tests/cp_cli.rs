@@ -384,6 +384,48 @@ fn placement_follows_cp() {
 }
 
 #[test]
+fn a_pull_runs_the_congestion_control_asked_for_on_the_server() {
+    let mut rng = Rng::from_env("pull_cc");
+    let s = Scratch::new("pullcc");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    let a = write_random(&root.join("a"), &mut rng, 300_000);
+    let server = Server::start(&home, &root);
+    for cc in ["reno", "cubic"] {
+        let dst = s.join(cc);
+        let r = cp!(&home; "--json", "-C", cc, server.remote("a"), &dst);
+        r.assert_ok();
+        assert_eq!(fs::read(&dst).unwrap(), a);
+        assert!(
+            r.stdout.contains(&format!("\"congestion\":\"{cc}\"")),
+            "{}",
+            r.describe()
+        );
+        let want = format!("congestion {cc}");
+        let log = server.log_with(&want);
+        assert!(log.contains(&want), "{log}");
+    }
+    // One the server's kernel lacks: refused, naming what it has; nothing written.
+    let r = cp!(&home; "-C", "nosuchcc", server.remote("a"), s.join("none"));
+    r.assert_code(2);
+    assert!(r.stderr.contains("not available"), "{}", r.describe());
+    assert!(
+        !r.stderr.contains("run the same command again"),
+        "{}",
+        r.describe()
+    );
+    assert!(!s.join("none").exists());
+    // Not a name at all: refused before connecting.
+    let r = cp!(&home; "-C", "no such", server.remote("a"), s.join("none"));
+    r.assert_code(2);
+    assert!(
+        r.stderr.contains("congestion-control name"),
+        "{}",
+        r.describe()
+    );
+}
+
+#[test]
 fn a_directory_without_r_is_refused() {
     let mut rng = Rng::from_env("no_r");
     let s = Scratch::new("nor");

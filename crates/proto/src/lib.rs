@@ -44,10 +44,11 @@ pub use message::{
 pub use session::{ClientEvent, ClientSession, DataAttachments, ServerEvent, ServerSession};
 
 /// The protocol version this build speaks (2: chunk headers carry a 32-byte BLAKE3
-/// chunk hash instead of xxh3).
-pub const PROTOCOL_VERSION: u16 = 2;
+/// chunk hash instead of xxh3; 3: a transfer request names the sender's congestion
+/// control).
+pub const PROTOCOL_VERSION: u16 = 3;
 /// The oldest protocol version this build still accepts.
-pub const MIN_PROTOCOL_VERSION: u16 = 2;
+pub const MIN_PROTOCOL_VERSION: u16 = 3;
 
 /// Feature bits announced in the hello messages.
 pub mod features {

@@ -6,7 +6,8 @@
 //!
 //! ```text
 //! control (after Welcome):
-//!   C->S TransferParams{direction, streams, chunk_size, flags, path}
+//!   C->S TransferParams{direction, streams, chunk_size, rate, window, rtt, flags,
+//!                       congestion, path}
 //!   S->C TransferReady{chunk_size}
 //!   sender->receiver  FileEntries{first_id, [path, kind, size, mtime, mode, fingerprint]}*  FileListEnd
 //!   receiver->sender  HaveChunks{file, ranges}* | SkipFile{file, reason}   (from resume manifests)
@@ -102,6 +103,9 @@ pub struct TransferParams {
     pub rtt_us: u32,
     /// [`transfer_flags`] bits.
     pub flags: u32,
+    /// Congestion control the server uses when it is the sender (a pull); empty: its
+    /// own choice.
+    pub congestion: String,
     /// The server-side path (below its root): destination of a push, source of a pull.
     pub path: Vec<u8>,
 }
@@ -284,6 +288,7 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
             w.u64(p.window_bytes);
             w.u32(p.rtt_us);
             w.u32(p.flags);
+            w.str(&p.congestion, crate::limits::MAX_CONGESTION_NAME);
             w.path(&p.path);
         }
         TransferMessage::TransferReady { chunk_size } => {
@@ -414,6 +419,7 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
             window_bytes: r.u64("window")?,
             rtt_us: r.u32("rtt")?,
             flags: r.u32("flags")?,
+            congestion: r.str("congestion", crate::limits::MAX_CONGESTION_NAME)?,
             path: r.path()?,
         }),
         ty::TRANSFER_READY => TransferMessage::TransferReady {
@@ -600,6 +606,17 @@ fn validate(msg: &TransferMessage) -> Result<(), ProtoError> {
                 return Err(invalid(
                     "flags",
                     format!("unknown bits {:#x}", p.flags & !transfer_flags::ALL),
+                ));
+            }
+            if p.congestion.len() > crate::limits::MAX_CONGESTION_NAME
+                || !p
+                    .congestion
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            {
+                return Err(invalid(
+                    "congestion",
+                    format!("{:?} is not a congestion-control name", p.congestion),
                 ));
             }
             chunk(p.chunk_size)?;

@@ -51,10 +51,19 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
             any::<u64>(),
             any::<u32>(),
             0..=transfer_flags::ALL,
-            arb_path()
+            (arb_path(), "[a-z0-9_]{0,16}")
         )
             .prop_map(
-                |(pull, streams, chunk_size, rate_bps, window_bytes, rtt_us, flags, path)| {
+                |(
+                    pull,
+                    streams,
+                    chunk_size,
+                    rate_bps,
+                    window_bytes,
+                    rtt_us,
+                    flags,
+                    (path, congestion),
+                )| {
                     TransferMessage::TransferParams(TransferParams {
                         direction: if pull {
                             CopyDirection::Pull
@@ -67,6 +76,7 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
                         window_bytes,
                         rtt_us,
                         flags,
+                        congestion,
                         path,
                     })
                 }

@@ -50,8 +50,9 @@ pub struct Args {
     /// Socket buffer per stream: `auto` (from the RTT and rate) or a size.
     #[arg(long, default_value = "auto")]
     pub window: String,
-    /// Congestion control of the sender on a push (default: bbr where available).
-    #[arg(short = 'C', long)]
+    /// Congestion control of the sender: this host on a push, the server on a pull
+    /// (default: bbr where available).
+    #[arg(short = 'C', long, value_parser = congestion_name)]
     pub congestion: Option<String>,
     /// Chunk size, a power of two from 4KiB to 1GiB (default: from the path, 4..64 MiB).
     #[arg(long, value_parser = chunk_size)]
@@ -419,6 +420,22 @@ fn ticker(
     }
     if bar {
         let _ = writeln!(std::io::stderr());
+    }
+}
+
+/// `-C`: a name the kernel could know (letters, digits, `_`, `-`; at most 16 bytes).
+/// Whether it is available is checked by the sender's host.
+fn congestion_name(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= longhaul_proto::limits::MAX_CONGESTION_NAME
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a congestion-control name (e.g. bbr, cubic, reno; see /proc/sys/net/ipv4/tcp_available_congestion_control)"
+        ))
     }
 }
 

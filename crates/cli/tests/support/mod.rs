@@ -226,6 +226,21 @@ impl Server {
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
     }
+
+    /// Waits up to 10 s for the server's log to contain `text` (a session's line comes
+    /// when the server is done with it, which may be after the client exits); returns
+    /// the log either way.
+    #[allow(dead_code)]
+    pub fn log_with(&self, text: &str) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = self.log();
+            if log.contains(text) || std::time::Instant::now() >= deadline {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------

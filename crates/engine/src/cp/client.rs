@@ -154,7 +154,9 @@ pub fn run_cp(
             None => options::default_congestion(&available, &facts.default_congestion),
         }
     } else {
-        "server's choice".to_string()
+        cfg.congestion
+            .clone()
+            .unwrap_or_else(|| "server's choice".to_string())
     };
     let chunk_request = match (&cfg.job, cfg.chunk_size) {
         (_, Some(c)) => c,
@@ -201,6 +203,12 @@ pub fn run_cp(
         window_bytes: needed,
         rtt_us: rtt.as_micros().min(u128::from(u32::MAX)) as u32,
         flags,
+        // A pull's sender is the server: it checks and applies the choice.
+        congestion: if push {
+            String::new()
+        } else {
+            cfg.congestion.clone().unwrap_or_default()
+        },
         // The wire needs a non-empty path: "." names the root.
         path: if cfg.remote_path.is_empty() {
             b".".to_vec()

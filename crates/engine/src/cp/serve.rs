@@ -134,8 +134,14 @@ pub fn serve_transfer(
     let choice = plan_buffer(side, params.window_bytes, false, &host::caps_of(&facts));
     let congestion = if push {
         String::new()
-    } else {
+    } else if params.congestion.is_empty() {
         options::default_congestion(&host::available_congestion(), &facts.default_congestion)
+    } else {
+        if let Err(e) = options::check_congestion(&params.congestion, &host::available_congestion())
+        {
+            return refuse(&mut conn, format!("on the server, {e}"));
+        }
+        params.congestion.clone()
     };
     attach.expect(params.streams, push.then(|| options::choice_bytes(&choice)))?;
     if let Err(e) = conn.send_transfer(&TransferMessage::TransferReady { chunk_size }) {
@@ -195,7 +201,7 @@ pub fn serve_transfer(
         )
         .map_err(|e| e.to_string())?;
         Ok(format!(
-            "sent {shown}: {} files ok, {} failed, {:.3} GB in {:.2} s{}",
+            "sent {shown}: {} files ok, {} failed, {:.3} GB in {:.2} s, congestion {congestion}{}",
             out.files_ok,
             out.failed.len(),
             out.sent_bytes as f64 / 1e9,
