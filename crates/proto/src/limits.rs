@@ -7,6 +7,16 @@ pub const MAX_FRAME_BODY: usize = 64 * 1024;
 pub const MAX_STREAMS: u16 = 256;
 /// Longest congestion-control name (Linux's TCP_CA_NAME_MAX is 16).
 pub const MAX_CONGESTION_NAME: usize = 16;
+
+/// Whether `name` could name a congestion control: at most [`MAX_CONGESTION_NAME`]
+/// bytes of ASCII letters, digits, `_` and `-` (empty passes: "the default" where a
+/// message allows it).
+pub fn is_congestion_name(name: &str) -> bool {
+    name.len() <= MAX_CONGESTION_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
 /// Longest human-readable error or note string.
 pub const MAX_TEXT: usize = 1024;
 /// Longest bench duration a client may ask for (one day).

@@ -209,12 +209,7 @@ impl BenchParams {
             (0, _) | (_, 0) => {}
             _ => return bad("duration", "give a time or a byte count, not both".into()),
         }
-        if self.congestion.len() > limits::MAX_CONGESTION_NAME
-            || !self
-                .congestion
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
+        if !limits::is_congestion_name(&self.congestion) {
             return bad(
                 "congestion",
                 format!("{:?} is not a congestion-control name", self.congestion),

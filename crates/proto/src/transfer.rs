@@ -608,12 +608,7 @@ fn validate(msg: &TransferMessage) -> Result<(), ProtoError> {
                     format!("unknown bits {:#x}", p.flags & !transfer_flags::ALL),
                 ));
             }
-            if p.congestion.len() > crate::limits::MAX_CONGESTION_NAME
-                || !p
-                    .congestion
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            {
+            if !crate::limits::is_congestion_name(&p.congestion) {
                 return Err(invalid(
                     "congestion",
                     format!("{:?} is not a congestion-control name", p.congestion),
