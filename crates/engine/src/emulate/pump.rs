@@ -127,8 +127,7 @@ impl Pump {
         while !self.stop.load(Ordering::Relaxed) {
             let more = self.read_burst(&mut st)?;
             let now = self.now();
-            let until = now + st.early_ns;
-            self.release_due(&mut st, until);
+            self.release_due(&mut st, now);
             if now >= next_publish {
                 self.publish(&mut st, now);
                 next_publish = now + PUBLISH_NS;
@@ -267,8 +266,9 @@ impl Pump {
         }
     }
 
+    /// Writes every packet due at `now`, counting the early-release allowance.
     fn release_due(&mut self, st: &mut State, now: u64) {
-        while let Some((release_ns, pkt)) = st.line.pop_due(now) {
+        while let Some((release_ns, pkt)) = st.line.pop_due(now + st.early_ns) {
             st.held_bytes -= pkt.len() as u64;
             self.write(st, release_ns, pkt);
         }
@@ -301,8 +301,7 @@ impl Pump {
         loop {
             let now = self.now();
             if now >= t {
-                let until = now + st.early_ns;
-                self.release_due(st, until);
+                self.release_due(st, now);
                 return Ok(());
             }
             if self.read_burst(st)? {
