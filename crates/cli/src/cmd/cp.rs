@@ -161,20 +161,16 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     if jobs.len() == 1 {
         let (spec, job) = jobs.into_iter().next().context("no transfer")?;
         let report = run_one(&args, &spec, job, token, window)?;
-        return Ok(exit_code(&report));
+        return Ok(ExitCode::from(status_of(&report)));
     }
-    // Several sources: an error in one is reported and the others still go, as cp does.
-    let mut code = ExitCode::SUCCESS;
-    let mut errors = 0;
+    // Several sources: an error in one is reported and the others still go, as cp does;
+    // the exit status is the worst.
+    let mut worst = 0;
     for (spec, job) in jobs {
         match run_one(&args, &spec, job, token.clone(), window) {
-            Ok(report) => {
-                if !report.failed.is_empty() {
-                    code = ExitCode::from(1);
-                }
-            }
+            Ok(report) => worst = worst.max(status_of(&report)),
             Err(e) => {
-                errors += 1;
+                worst = 2;
                 let what = format!("{}:{}", spec.host, String::from_utf8_lossy(&spec.path));
                 if json {
                     emit_json(&json!({"type": "error", "source": what, "error": format!("{e:#}")}));
@@ -184,7 +180,7 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    Ok(if errors > 0 { ExitCode::from(2) } else { code })
+    Ok(ExitCode::from(worst))
 }
 
 fn warn(json: bool, w: String) {
@@ -195,12 +191,9 @@ fn warn(json: bool, w: String) {
     }
 }
 
-fn exit_code(report: &CpReport) -> ExitCode {
-    if report.failed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+/// Exit status of a finished transfer: 0, or 1 when some file failed or differs.
+fn status_of(report: &CpReport) -> u8 {
+    u8::from(!report.failed.is_empty())
 }
 
 /// One transfer with one server: progress while it runs, then its end line.
@@ -426,11 +419,7 @@ fn ticker(
 /// `-C`: a name the kernel could know (letters, digits, `_`, `-`; at most 16 bytes).
 /// Whether it is available is checked by the sender's host.
 fn congestion_name(s: &str) -> Result<String, String> {
-    let ok = !s.is_empty()
-        && s.len() <= longhaul_proto::limits::MAX_CONGESTION_NAME
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if ok {
+    if !s.is_empty() && longhaul_proto::limits::is_congestion_name(s) {
         Ok(s.to_string())
     } else {
         Err(format!(
