@@ -833,6 +833,54 @@ fn a_server_without_root_says_how_to_serve_files() {
     assert!(run.stderr.contains("--root"), "{}", run.describe());
 }
 
+/// A pull with `--window SIZE` keeps that window on the server (the sender): the server
+/// sets exactly that send buffer (the kernel reports it doubled), does not autotune and
+/// runs no rate probe. Before protocol 4 the request carried no fixed-window flag and the
+/// server autotuned and probed.
+#[test]
+fn a_pull_with_a_fixed_window_keeps_it_on_the_server() {
+    let mut rng = Rng::from_env("pull_window");
+    let s = Scratch::new("pullwin");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    let a = write_random(&root.join("a"), &mut rng, 300_000);
+    let server = Server::start(&home, &root);
+    let r = cp!(&home; "--window", "1MiB", server.remote("a"), s.join("fixed"));
+    r.assert_ok();
+    assert_eq!(fs::read(s.join("fixed")).unwrap(), a);
+    let log = server.log_with("sent a:");
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("sent a:"))
+        .unwrap_or("");
+    assert!(
+        line.contains("send buffer 1048576 bytes")
+            && line.contains("SO_SNDBUF 2097152")
+            && line.contains(", fixed")
+            && line.contains("rate probe off"),
+        "{log}"
+    );
+    // Without --window on a loopback path the server chooses (and says it is not fixed).
+    let r = cp!(&home; server.remote("a"), s.join("auto"));
+    r.assert_ok();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut log = server.log();
+    while log.matches("sent a:").count() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        log = server.log();
+    }
+    let last = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("sent a:"))
+        .unwrap_or("");
+    assert!(
+        log.matches("sent a:").count() == 2 && !last.contains(", fixed"),
+        "{log}"
+    );
+}
+
 /// A tree push where one destination name is taken by a directory: that file fails (exit
 /// 1, listed in `failures`), the others are committed, and nothing is presented under
 /// the failed name.

@@ -45,10 +45,10 @@ pub use session::{ClientEvent, ClientSession, DataAttachments, ServerEvent, Serv
 
 /// The protocol version this build speaks (2: chunk headers carry a 32-byte BLAKE3
 /// chunk hash instead of xxh3; 3: a transfer request names the sender's congestion
-/// control).
-pub const PROTOCOL_VERSION: u16 = 3;
+/// control; 4: a transfer request says whether its window is fixed).
+pub const PROTOCOL_VERSION: u16 = 4;
 /// The oldest protocol version this build still accepts.
-pub const MIN_PROTOCOL_VERSION: u16 = 3;
+pub const MIN_PROTOCOL_VERSION: u16 = 4;
 
 /// Feature bits announced in the hello messages.
 pub mod features {

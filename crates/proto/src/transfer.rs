@@ -73,8 +73,71 @@ pub mod transfer_flags {
     pub const AUTO_CHUNK: u32 = 1 << 4;
     /// The receiver flushes every file to disk before renaming it into place (`--sync`).
     pub const SYNC: u32 = 1 << 5;
+    /// `window_bytes` is the user's fixed window (`--window SIZE`): set it as is, no
+    /// autotuning and no rate probe (protocol version 4).
+    pub const WINDOW_FIXED: u32 = 1 << 6;
     /// Every flag this build knows.
-    pub const ALL: u32 = RECURSIVE | NO_CLOBBER | CHECKSUM_ONLY | PRESERVE | AUTO_CHUNK | SYNC;
+    pub const ALL: u32 =
+        RECURSIVE | NO_CLOBBER | CHECKSUM_ONLY | PRESERVE | AUTO_CHUNK | SYNC | WINDOW_FIXED;
+}
+
+/// The flags of a transfer request, parsed: what the wire's [`transfer_flags`] bits mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TransferOptions {
+    /// Copy directory trees (`-r`).
+    pub recursive: bool,
+    /// Never replace an existing destination file (`--no-clobber`).
+    pub no_clobber: bool,
+    /// Only compare digests, send nothing (`--checksum-only`).
+    pub checksum_only: bool,
+    /// Keep modes and mtimes.
+    pub preserve: bool,
+    /// The chunk size is a suggestion the sender may lower.
+    pub auto_chunk: bool,
+    /// Flush every file before its rename (`--sync`).
+    pub sync: bool,
+    /// The window is the user's fixed choice (`--window SIZE`).
+    pub window_fixed: bool,
+}
+
+impl TransferOptions {
+    /// Parses flag bits; unknown bits are refused (a newer peer asking for something this
+    /// build cannot do).
+    pub fn from_bits(bits: u32) -> Result<Self, ProtoError> {
+        use transfer_flags::*;
+        if bits & !ALL != 0 {
+            return Err(ProtoError::InvalidField {
+                field: "flags",
+                why: format!("unknown bits {:#x}", bits & !ALL),
+            });
+        }
+        Ok(Self {
+            recursive: bits & RECURSIVE != 0,
+            no_clobber: bits & NO_CLOBBER != 0,
+            checksum_only: bits & CHECKSUM_ONLY != 0,
+            preserve: bits & PRESERVE != 0,
+            auto_chunk: bits & AUTO_CHUNK != 0,
+            sync: bits & SYNC != 0,
+            window_fixed: bits & WINDOW_FIXED != 0,
+        })
+    }
+
+    /// The wire bits.
+    pub fn bits(self) -> u32 {
+        use transfer_flags::*;
+        [
+            (self.recursive, RECURSIVE),
+            (self.no_clobber, NO_CLOBBER),
+            (self.checksum_only, CHECKSUM_ONLY),
+            (self.preserve, PRESERVE),
+            (self.auto_chunk, AUTO_CHUNK),
+            (self.sync, SYNC),
+            (self.window_fixed, WINDOW_FIXED),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .fold(0, |acc, (_, bit)| acc | bit)
+    }
 }
 
 /// Which way the files go, seen from the client.
@@ -101,8 +164,8 @@ pub struct TransferParams {
     pub window_bytes: u64,
     /// RTT the client measured, microseconds.
     pub rtt_us: u32,
-    /// [`transfer_flags`] bits.
-    pub flags: u32,
+    /// What the flag bits ask for (parsed on decode: unknown bits are refused).
+    pub options: TransferOptions,
     /// Congestion control the server uses when it is the sender (a pull); empty: its
     /// own choice.
     pub congestion: String,
@@ -287,7 +350,7 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
             w.u64(p.rate_bps);
             w.u64(p.window_bytes);
             w.u32(p.rtt_us);
-            w.u32(p.flags);
+            w.u32(p.options.bits());
             w.str(&p.congestion, crate::limits::MAX_CONGESTION_NAME);
             w.path(&p.path);
         }
@@ -418,7 +481,7 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
             rate_bps: r.u64("rate")?,
             window_bytes: r.u64("window")?,
             rtt_us: r.u32("rtt")?,
-            flags: r.u32("flags")?,
+            options: TransferOptions::from_bits(r.u32("flags")?)?,
             congestion: r.str("congestion", crate::limits::MAX_CONGESTION_NAME)?,
             path: r.path()?,
         }),
@@ -600,12 +663,6 @@ fn validate(msg: &TransferMessage) -> Result<(), ProtoError> {
                         p.streams,
                         crate::limits::MAX_STREAMS
                     ),
-                ));
-            }
-            if p.flags & !transfer_flags::ALL != 0 {
-                return Err(invalid(
-                    "flags",
-                    format!("unknown bits {:#x}", p.flags & !transfer_flags::ALL),
                 ));
             }
             if !crate::limits::is_congestion_name(&p.congestion) {

@@ -75,7 +75,7 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
                         rate_bps,
                         window_bytes,
                         rtt_us,
-                        flags,
+                        options: TransferOptions::from_bits(flags).expect("known bits"),
                         congestion,
                         path,
                     })

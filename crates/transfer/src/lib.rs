@@ -9,11 +9,15 @@
 //! - [`location`]: reading a `cp` argument as a local path or `HOST[:PORT]:PATH`.
 //! - [`place`]: cp's placement of received entries and the receiver's work-file names.
 //! - [`integrity`]: per-chunk xxh3 and whole-file BLAKE3 helpers.
+//! - [`file_hashes`]: a file's chunk hashes merged into its BLAKE3, in any order.
+//! - [`session`]: both ends of a transfer as state machines (messages and chunk events
+//!   in, messages and driver work out).
 //! - [`sparse`]: which blocks of a received chunk hold data (the rest stay holes).
 //!
 //! Drivers (in `engine`) do the I/O; see `docs/cp-design.md` for how the pieces fit.
 
 pub mod error;
+pub mod file_hashes;
 pub mod integrity;
 pub mod location;
 pub mod manifest;
@@ -21,9 +25,11 @@ pub mod path;
 pub mod place;
 pub mod receiver;
 pub mod scheduler;
+pub mod session;
 pub mod sparse;
 
 pub use error::{Error, Result};
+pub use file_hashes::FileHashes;
 pub use integrity::{
     chunk_hash, digest_hex, file_digest, source_fingerprint, ChunkHash, ChunkHasher, Digest,
 };

@@ -7,14 +7,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use longhaul_proto::transfer::{transfer_flags, CopyDirection, TransferMessage, TransferParams};
+use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferOptions, TransferParams};
 use longhaul_proto::Token;
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::{chunk_size_for, parse_peer_path};
 
 use super::control::ControlLink;
 use super::recv::{run_receiver, RecvTarget};
-use super::send::{file_list_frames, run_sender, SendItem, SourceRoot};
+use super::send::{run_sender, SendItem, Sender, SourceRoot};
 use super::{CpError, Progress};
 use crate::bench::client::{connect_any, recv, resolve};
 use crate::bench::options::{self, plan_buffer};
@@ -175,22 +175,15 @@ pub fn run_cp(
             u64::MAX,
         ),
     };
-    let mut flags = transfer_flags::PRESERVE;
-    if cfg.chunk_size.is_none() {
-        flags |= transfer_flags::AUTO_CHUNK;
-    }
-    if cfg.recursive {
-        flags |= transfer_flags::RECURSIVE;
-    }
-    if cfg.sync {
-        flags |= transfer_flags::SYNC;
-    }
-    if cfg.no_clobber {
-        flags |= transfer_flags::NO_CLOBBER;
-    }
-    if cfg.checksum_only {
-        flags |= transfer_flags::CHECKSUM_ONLY;
-    }
+    let options = TransferOptions {
+        recursive: cfg.recursive,
+        no_clobber: cfg.no_clobber,
+        checksum_only: cfg.checksum_only,
+        preserve: true,
+        auto_chunk: cfg.chunk_size.is_none(),
+        sync: cfg.sync,
+        window_fixed: cfg.window.is_some(),
+    };
     let params = TransferParams {
         direction: if push {
             CopyDirection::Push
@@ -202,7 +195,7 @@ pub fn run_cp(
         rate_bps: cfg.rate_bps.unwrap_or(0),
         window_bytes: needed,
         rtt_us: rtt.as_micros().min(u128::from(u32::MAX)) as u32,
-        flags,
+        options,
         // A pull's sender is the server: it checks and applies the choice.
         congestion: if push {
             String::new()
@@ -226,20 +219,37 @@ pub fn run_cp(
         .map_err(|e| CpError::io("sending the transfer request", e))?;
     // A push sends its file list right behind the request: the server answers it while
     // the data streams connect.
-    if let CpJob::Push { items } = &cfg.job {
-        for frame in file_list_frames(items)? {
-            if let Err(e) = conn.send_transfer(&frame) {
-                // The server may have refused the request and closed: its reason
-                // beats our write error.
-                return Err(server_refusal(&mut conn)
-                    .unwrap_or_else(|| CpError::io("sending the file list", e)));
+    let (mut sender, dest) = match cfg.job {
+        CpJob::Push { items } => {
+            let mut sender = Sender::new(
+                items,
+                SourceRoot::Local,
+                chunk_request,
+                cfg.checksum_only,
+                streams,
+                None,
+            )?;
+            while let Some(frame) = sender.session.poll_transmit() {
+                if let Err(e) = conn.send_transfer(&frame) {
+                    // The server may have refused the request and closed: its reason
+                    // beats our write error.
+                    return Err(server_refusal(&mut conn)
+                        .unwrap_or_else(|| CpError::io("sending the file list", e)));
+                }
             }
+            (Some(sender), None)
         }
-    }
+        CpJob::Pull { dest } => (None, Some(dest)),
+    };
     let (chunk_size, welcome_at) = await_ready(&mut conn, &mut session)?;
     // The first round trip includes the server accepting the connection; the second
     // (proof -> welcome) is the better sample where they differ (a busy host, loopback).
     let rtt = rtt.min(welcome_at.saturating_duration_since(proof_sent));
+    if push && chunk_size != chunk_request {
+        return Err(CpError::Protocol(format!(
+            "the server chose chunks of {chunk_size} bytes for a push of {chunk_request}"
+        )));
+    }
     let mut socks = Vec::with_capacity(connecting.len());
     for (i, h) in connecting.into_iter().enumerate() {
         let sock = h
@@ -271,21 +281,13 @@ pub fn run_cp(
     on_start(&start);
     let link = ControlLink::start(conn).map_err(|e| CpError::io("control connection", e))?;
     let t0 = Instant::now();
-    match cfg.job {
-        CpJob::Push { items } => {
-            let bytes = items.iter().map(|i| i.entry.size).sum();
-            let out = run_sender(
-                items,
-                true,
-                SourceRoot::Local,
-                chunk_size,
-                cfg.checksum_only,
-                link,
-                socks,
-                progress,
+    match (sender.take(), dest) {
+        (Some(mut sender), _) => {
+            let bytes = sender.session.progress().total_bytes;
+            sender.probe =
                 (cfg.window.is_none() && cfg.rate_bps.is_none() && rtt >= Duration::from_millis(1))
-                    .then(|| RateProbe::new(rtt, start.congestion != "bbr")),
-            )?;
+                    .then(|| RateProbe::new(rtt, start.congestion != "bbr"));
+            let out = run_sender(sender, link, socks, progress)?;
             Ok(CpReport {
                 start,
                 files_ok: out.files_ok,
@@ -298,7 +300,7 @@ pub fn run_cp(
                 seconds: t0.elapsed().as_secs_f64(),
             })
         }
-        CpJob::Pull { dest } => {
+        (None, Some(dest)) => {
             let target = local_target(&dest, cfg.no_clobber, cfg.checksum_only, cfg.sync)?;
             let out = run_receiver(target, chunk_size, link, || Ok(socks), progress)?;
             Ok(CpReport {
@@ -313,6 +315,9 @@ pub fn run_cp(
                 seconds: t0.elapsed().as_secs_f64(),
             })
         }
+        (None, None) => Err(CpError::Local(
+            "a copy with neither source nor destination".into(),
+        )),
     }
 }
 

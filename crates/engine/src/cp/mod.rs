@@ -6,12 +6,13 @@
 //! independent of who is client or server; [`client`] and [`serve`] set up a session and
 //! hand it to the right end.
 
+pub mod chunk_io;
 pub mod client;
 pub mod control;
-pub mod digest;
 pub mod recv;
 pub mod send;
 pub mod serve;
+pub mod store;
 pub mod walk;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,9 +48,19 @@ pub enum CpError {
     /// Connecting, authenticating or opening streams failed.
     #[error(transparent)]
     Setup(#[from] crate::bench::BenchError),
+    /// The session stopped (the peer broke the protocol, a path was refused, this end
+    /// gave up).
+    #[error(transparent)]
+    Session(longhaul_transfer::session::SessionError),
 }
 
 impl CpError {
+    /// Whether running the same command again can help (resume picks up what is
+    /// verified): true for failures mid-transfer, false for a request the server refused.
+    pub fn rerun_helps(&self) -> bool {
+        !matches!(self, CpError::Refused(_))
+    }
+
     /// An I/O error while doing `what`.
     pub fn io(what: impl Into<String>, cause: std::io::Error) -> Self {
         CpError::Io {
@@ -134,6 +145,16 @@ impl Progress {
     /// One more file finished.
     pub fn file_done(&self) {
         self.files_done.fetch_add(1, Ordering::Relaxed);
+    }
+    /// Copies a session's counters.
+    pub fn update(&self, p: longhaul_transfer::session::ProgressSnapshot) {
+        self.done_bytes.store(p.done_bytes, Ordering::Relaxed);
+        self.total_bytes.store(p.total_bytes, Ordering::Relaxed);
+        self.files_done.store(p.files_done, Ordering::Relaxed);
+        self.files_total.store(p.files_total, Ordering::Relaxed);
+        if p.listed {
+            self.listed.store(true, Ordering::SeqCst);
+        }
     }
     /// `(done bytes, total bytes, done files, total files)`.
     pub fn snapshot(&self) -> (u64, u64, u64, u64) {

@@ -5,14 +5,14 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
 
-use longhaul_proto::transfer::{transfer_flags, CopyDirection, TransferMessage, TransferParams};
+use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferParams};
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::{chunk_size_for, parse_peer_path};
 
 use super::client::tune_stream;
 use super::control::ControlLink;
 use super::recv::{run_receiver, RecvTarget};
-use super::send::{run_sender, SendItem, SourceRoot};
+use super::send::{run_sender, SendItem, Sender, SourceRoot};
 use super::walk::{walk_served, walk_served_root};
 use super::Progress;
 use crate::bench::options::{self, plan_buffer};
@@ -59,12 +59,6 @@ pub fn serve_transfer(
             format!("{} streams is outside 1..=256", params.streams),
         );
     }
-    if params.flags & !transfer_flags::ALL != 0 {
-        return refuse(
-            &mut conn,
-            format!("unknown transfer flags {:#x}", params.flags),
-        );
-    }
     let path = if params.path.is_empty() || params.path == b"." {
         None
     } else {
@@ -73,8 +67,9 @@ pub fn serve_transfer(
             Err(e) => return refuse(&mut conn, format!("refused path: {e}")),
         }
     };
-    let checksum_only = params.flags & transfer_flags::CHECKSUM_ONLY != 0;
-    let recursive = params.flags & transfer_flags::RECURSIVE != 0;
+    let opts = params.options;
+    let checksum_only = opts.checksum_only;
+    let recursive = opts.recursive;
     let rtt = Duration::from_micros(u64::from(params.rtt_us));
     let push = params.direction == CopyDirection::Push;
 
@@ -115,7 +110,7 @@ pub fn serve_transfer(
             ),
         );
     }
-    let chunk_size = if !push && params.flags & transfer_flags::AUTO_CHUNK != 0 {
+    let chunk_size = if !push && opts.auto_chunk {
         // The client chose from the path alone; with the total known, keep at least 4
         // chunks per stream (never above the client's choice).
         let total: u64 = items.iter().map(|i| i.entry.size).sum();
@@ -131,7 +126,13 @@ pub fn serve_transfer(
     };
     let facts = host::host_facts();
     let side = if push { Side::Receive } else { Side::Send };
-    let choice = plan_buffer(side, params.window_bytes, false, &host::caps_of(&facts));
+    // A fixed window (`--window SIZE`) is set as is: no autotuning, no rate probe.
+    let choice = plan_buffer(
+        side,
+        params.window_bytes,
+        opts.window_fixed,
+        &host::caps_of(&facts),
+    );
     let congestion = if push {
         String::new()
     } else if params.congestion.is_empty() {
@@ -170,9 +171,9 @@ pub fn serve_transfer(
         let target = RecvTarget {
             root: root.clone(),
             target: path,
-            no_clobber: params.flags & transfer_flags::NO_CLOBBER != 0,
+            no_clobber: opts.no_clobber,
             checksum_only,
-            sync: params.flags & transfer_flags::SYNC != 0,
+            sync: opts.sync,
         };
         let streams = || collect().map_err(super::CpError::Local);
         let out =
@@ -187,21 +188,31 @@ pub fn serve_transfer(
             out.resumed_bytes
         ))
     } else {
-        let out = run_sender(
+        let probe = (params.rate_bps == 0 && !opts.window_fixed && rtt >= Duration::from_millis(1))
+            .then(|| RateProbe::new(rtt, congestion != "bbr"));
+        let sender = Sender::new(
             items,
-            false,
             SourceRoot::Served(root.clone()),
             chunk_size,
             checksum_only,
-            link,
-            socks,
-            progress,
-            (params.rate_bps == 0 && rtt >= Duration::from_millis(1))
-                .then(|| RateProbe::new(rtt, congestion != "bbr")),
+            params.streams,
+            probe,
         )
         .map_err(|e| e.to_string())?;
+        // What the kernel actually gave the first stream, as the log's proof of the plan.
+        let sndbuf = socks
+            .first()
+            .and_then(|s| longhaul_sys::socket::send_buffer(s).ok())
+            .unwrap_or(0);
+        let window = format!(
+            "send buffer {} (SO_SNDBUF {sndbuf}){}, rate probe {}",
+            options::describe(&choice),
+            if opts.window_fixed { ", fixed" } else { "" },
+            if sender.probe.is_some() { "on" } else { "off" }
+        );
+        let out = run_sender(sender, link, socks, progress).map_err(|e| e.to_string())?;
         Ok(format!(
-            "sent {shown}: {} files ok, {} failed, {:.3} GB in {:.2} s, congestion {congestion}{}",
+            "sent {shown}: {} files ok, {} failed, {:.3} GB in {:.2} s, congestion {congestion}, {window}{}",
             out.files_ok,
             out.failed.len(),
             out.sent_bytes as f64 / 1e9,

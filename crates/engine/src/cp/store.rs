@@ -1,0 +1,527 @@
+//! The receiver's file side: what the receiving session ([`RecvSession`]) asks of the
+//! destination, done through the [`ServedRoot`] (every path opened beneath it).
+//!
+//! A file is written into `.NAME.longhaul-part` with positional writes of the non-zero
+//! blocks of each chunk (holes stay holes); a one-chunk file is created unnamed
+//! (`O_TMPFILE`) when its chunk arrives and linked into place after its check, so nothing
+//! is left behind when a transfer stops. Records of verified chunks go to
+//! `.NAME.longhaul-manifest` before their ack. This module holds no protocol decision: it
+//! answers the session's events ([`Store::perform`]) and does the data path's writes.
+
+use std::collections::HashMap;
+use std::fs::{File, FileTimes, Permissions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use longhaul_sys::aligned::AlignedBuf;
+use longhaul_sys::file_io;
+use longhaul_sys::served_root::{Access, ServedRoot};
+use longhaul_transfer::session::recv::{CommitJob, DirFix, LookResult, Meta, OpenPlan};
+use longhaul_transfer::session::RecvEvent;
+use longhaul_transfer::{sparse, ChunkHash, FileHashes};
+
+use super::chunk_io::hash_range;
+
+/// One received file's data on disk.
+#[derive(Default)]
+pub struct DataFile {
+    /// The part file (or, in `--checksum-only`, the existing file); a one-chunk file's
+    /// is created when its chunk arrives.
+    data: OnceLock<File>,
+    /// `data` was created without a name (`O_TMPFILE`): it is linked into place.
+    unnamed: AtomicBool,
+    create: Mutex<()>,
+    /// Held while writing to `data`: ext4 takes the inode lock for every buffered write
+    /// and a stream waiting for it spins in the kernel, burning a core; waiting here
+    /// sleeps instead.
+    write: Mutex<()>,
+    manifest: Option<Mutex<File>>,
+    /// The manifest again, to sync without taking the append lock.
+    manifest_sync: Option<File>,
+    /// Records appended since the last sync.
+    dirty: AtomicBool,
+}
+
+impl DataFile {
+    fn with(data: Option<File>, manifest: Option<File>) -> Self {
+        Self {
+            data: data.map(OnceLock::from).unwrap_or_default(),
+            manifest_sync: manifest.as_ref().and_then(|m| m.try_clone().ok()),
+            manifest: manifest.map(Mutex::new),
+            ..Self::default()
+        }
+    }
+
+    /// The data file, if it exists yet.
+    pub fn file(&self) -> io::Result<&File> {
+        self.data
+            .get()
+            .ok_or_else(|| io::Error::other("the part file does not exist yet"))
+    }
+
+    /// The data file, creating a one-chunk file's on first use (unnamed where the file
+    /// system allows; else as the part file, replacing a stale one).
+    fn file_or_create(&self, root: &ServedRoot, part_rel: &Path, size: u64) -> io::Result<&File> {
+        if let Some(f) = self.data.get() {
+            return Ok(f);
+        }
+        let _guard = self.create.lock().map_err(|_| poisoned())?;
+        if let Some(f) = self.data.get() {
+            return Ok(f);
+        }
+        let dir = part_rel.parent().unwrap_or(Path::new(""));
+        let file = match root.create_unnamed(dir, 0o600) {
+            Ok(file) => {
+                self.unnamed.store(true, Ordering::Release);
+                file
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Unsupported
+                        | io::ErrorKind::IsADirectory
+                        | io::ErrorKind::InvalidInput
+                ) =>
+            {
+                let access = Access::CreateNew { mode: 0o600 };
+                match root.open_file(part_rel, access) {
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                        remove_if_there(root, part_rel)?;
+                        root.open_file(part_rel, access)?
+                    }
+                    other => other?,
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        if size > 0 {
+            file.set_len(size)?;
+        }
+        Ok(self.data.get_or_init(|| file))
+    }
+}
+
+/// The destination of one transfer: the root and every file's data.
+pub struct Store {
+    root: Arc<ServedRoot>,
+    files: Mutex<HashMap<u32, Arc<DataFile>>>,
+    chunk_size: u64,
+    sync: bool,
+}
+
+/// What answering an event needs from the session: the answer to give it.
+#[derive(Debug)]
+pub enum Answer {
+    /// Nothing to answer.
+    None,
+    /// [`longhaul_transfer::session::RecvSession::looked`].
+    Looked(u32, LookResult),
+    /// [`longhaul_transfer::session::RecvSession::opened`].
+    Opened(u32, bool),
+    /// [`longhaul_transfer::session::RecvSession::placed`].
+    Placed(u32, Result<(), String>),
+    /// [`longhaul_transfer::session::RecvSession::dirs_fixed`].
+    DirsFixed,
+    /// Hash these chunks (on the hashing thread) and answer `hashed`.
+    Hash(u32, Vec<u32>),
+}
+
+impl Store {
+    /// A store writing beneath `root` in chunks of `chunk_size`; `sync`: flush data
+    /// before renames (`--sync`).
+    pub fn new(root: Arc<ServedRoot>, chunk_size: u64, sync: bool) -> Self {
+        Self {
+            root,
+            files: Mutex::new(HashMap::new()),
+            chunk_size,
+            sync,
+        }
+    }
+
+    /// The root.
+    pub fn root(&self) -> &ServedRoot {
+        &self.root
+    }
+
+    /// File `id`'s data.
+    pub fn data(&self, id: u32) -> Option<Arc<DataFile>> {
+        self.files.lock().ok()?.get(&id).cloned()
+    }
+
+    /// Does what an event asks; an error is this end's failure (the transfer stops).
+    pub fn perform(&self, ev: RecvEvent) -> Result<Answer, String> {
+        match ev {
+            RecvEvent::CreateDir { rel, mode } => {
+                self.root
+                    .create_dirs(&rel, mode)
+                    .map_err(|e| format!("creating directory {}: {e}", rel.display()))?;
+                Ok(Answer::None)
+            }
+            RecvEvent::Look {
+                id,
+                final_rel,
+                part_rel,
+                manifest_rel,
+                manifest_limit,
+            } => {
+                let look = self
+                    .look(
+                        &final_rel,
+                        &part_rel,
+                        manifest_rel.as_deref(),
+                        manifest_limit,
+                    )
+                    .map_err(|e| format!("looking at {}: {e}", final_rel.display()))?;
+                Ok(Answer::Looked(id, look))
+            }
+            RecvEvent::Open {
+                id,
+                final_rel,
+                part_rel,
+                manifest_rel,
+                size,
+                plan,
+            } => {
+                let intact = self
+                    .open(
+                        id,
+                        &final_rel,
+                        &part_rel,
+                        manifest_rel.as_deref(),
+                        size,
+                        plan,
+                    )
+                    .map_err(|e| format!("preparing {}: {e}", part_rel.display()))?;
+                Ok(Answer::Opened(id, intact))
+            }
+            RecvEvent::HashFromFile { id, chunks } => Ok(Answer::Hash(id, chunks)),
+            RecvEvent::Commit(job) => {
+                let id = job.id;
+                Ok(Answer::Placed(id, self.commit(&job)))
+            }
+            RecvEvent::Discard {
+                part_rel,
+                manifest_rel,
+            } => {
+                let _ = self.root.remove_file(&part_rel);
+                if let Some(m) = manifest_rel {
+                    let _ = self.root.remove_file(&m);
+                }
+                Ok(Answer::None)
+            }
+            RecvEvent::FixDirs(mut dirs) => {
+                fix_dirs(&self.root, &mut dirs);
+                Ok(Answer::DirsFixed)
+            }
+        }
+    }
+
+    fn look(
+        &self,
+        final_rel: &Path,
+        part_rel: &Path,
+        manifest_rel: Option<&Path>,
+        manifest_limit: u64,
+    ) -> io::Result<LookResult> {
+        let existing = meta_of(&self.root, final_rel)?;
+        let (part, manifest) = match manifest_rel {
+            Some(m) => (
+                meta_of(&self.root, part_rel)?,
+                read_bounded(&self.root, m, manifest_limit)?,
+            ),
+            None => (None, None),
+        };
+        Ok(LookResult {
+            existing,
+            part,
+            manifest,
+        })
+    }
+
+    fn open(
+        &self,
+        id: u32,
+        final_rel: &Path,
+        part_rel: &Path,
+        manifest_rel: Option<&Path>,
+        size: u64,
+        plan: OpenPlan,
+    ) -> io::Result<bool> {
+        let root = &self.root;
+        let (data, intact) = match plan {
+            OpenPlan::Lazy => (DataFile::default(), true),
+            OpenPlan::Existing => (
+                DataFile::with(Some(root.open_file(final_rel, Access::Read)?), None),
+                true,
+            ),
+            OpenPlan::Resume {
+                manifest_len,
+                verify,
+            } => {
+                let part = root.open_file(part_rel, Access::ReadWriteCreate { mode: 0o600 })?;
+                // Trust a record only if its chunk still hashes the same (a power cut can
+                // keep a record whose data never reached the disk).
+                if !recorded_chunks_intact(&part, size, verify, self.chunk_size)? {
+                    return Ok(false);
+                }
+                let mrel =
+                    manifest_rel.ok_or_else(|| io::Error::other("resume without manifest"))?;
+                let mut m = root.open_file(mrel, Access::ReadWriteCreate { mode: 0o600 })?;
+                m.set_len(manifest_len as u64)?;
+                m.seek(SeekFrom::End(0))?;
+                (DataFile::with(Some(part), Some(m)), true)
+            }
+            OpenPlan::Fresh { manifest_header } => {
+                remove_if_there(root, part_rel)?;
+                let part = root.open_file(part_rel, Access::CreateNew { mode: 0o600 })?;
+                part.set_len(size)?;
+                let manifest = match (manifest_rel, manifest_header) {
+                    (Some(mrel), Some(header)) => {
+                        remove_if_there(root, mrel)?;
+                        let mut m = root.open_file(mrel, Access::CreateNew { mode: 0o600 })?;
+                        m.write_all(&header)?;
+                        file_io::sync_data(&m)?;
+                        Some(m)
+                    }
+                    _ => None,
+                };
+                (DataFile::with(Some(part), manifest), true)
+            }
+        };
+        if intact {
+            self.files
+                .lock()
+                .map_err(|_| poisoned())?
+                .insert(id, Arc::new(data));
+        }
+        Ok(intact)
+    }
+
+    /// Writes a verified chunk's non-zero blocks (creating a one-chunk file's data first
+    /// when `lazy` names its part file and size).
+    pub fn write_chunk(
+        &self,
+        f: &DataFile,
+        lazy: Option<&(PathBuf, u64)>,
+        offset: u64,
+        hole: bool,
+        buf: &[u8],
+    ) -> io::Result<()> {
+        let data = match lazy {
+            Some((part, size)) => f.file_or_create(&self.root, part, *size)?,
+            None => f.file()?,
+        };
+        if !hole {
+            let _w = f.write.lock().map_err(|_| poisoned())?;
+            for r in sparse::data_ranges(buf, 4096) {
+                file_io::write_all_at(data, &buf[r.clone()], offset + r.start as u64)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends a chunk's manifest record. Written records survive the process being
+    /// killed (they are in the page cache like the data); with `--sync`, [`Store::sync_dirty`]
+    /// makes them durable every few seconds.
+    pub fn append_record(&self, f: &DataFile, record: &[u8]) -> io::Result<()> {
+        if let Some(m) = &f.manifest {
+            m.lock().map_err(|_| poisoned())?.write_all(record)?;
+            f.dirty.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Syncs the part files and manifests written since the last call (data first).
+    pub fn sync_dirty(&self) -> Result<(), String> {
+        let files: Vec<Arc<DataFile>> = match self.files.lock() {
+            Ok(f) => f.values().cloned().collect(),
+            Err(_) => return Err("store poisoned".into()),
+        };
+        for f in files {
+            if !f.dirty.swap(false, Ordering::AcqRel) {
+                continue;
+            }
+            f.file()
+                .and_then(file_io::sync_data)
+                .and_then(|()| match &f.manifest_sync {
+                    Some(m) => file_io::sync_data(m),
+                    None => Ok(()),
+                })
+                .map_err(|e| format!("syncing a part file: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Hashes chunks of file `id`'s data as it is on disk.
+    pub fn hash_chunks(
+        &self,
+        id: u32,
+        hashes: &FileHashes,
+        chunks: &[u32],
+        buf: &mut AlignedBuf,
+    ) -> io::Result<Vec<(u32, ChunkHash)>> {
+        let f = self
+            .data(id)
+            .ok_or_else(|| io::Error::other(format!("file {id} has no data")))?;
+        let file = f.file()?;
+        let mut out = Vec::with_capacity(chunks.len());
+        for &i in chunks {
+            let (off, len) = hashes.chunk_range(i);
+            out.push((i, hash_range(file, hashes.hasher(i), off, len, buf)?));
+        }
+        Ok(out)
+    }
+
+    /// Puts a verified file in place: mode and mtime, a sync with `--sync`, then a link
+    /// (unnamed) or a rename (part file); the manifest goes last.
+    fn commit(&self, job: &CommitJob) -> Result<(), String> {
+        let f = self.data(job.id).ok_or("the file was never opened")?;
+        let data = f.data.get().ok_or("the part file was never created")?;
+        // A mode or mtime that cannot be set does not stop the file going in place, but
+        // it is reported (the file then fails rsync's quick check on a rerun).
+        let mut unset = Vec::new();
+        if let Err(e) = data.set_permissions(Permissions::from_mode(job.mode)) {
+            unset.push(format!("its mode {:o} could not be set: {e}", job.mode));
+        }
+        if let Err(e) = data.set_times(FileTimes::new().set_modified(mtime_of(job.mtime))) {
+            unset.push(format!("its mtime could not be set: {e}"));
+        }
+        if job.sync || self.sync {
+            file_io::sync_data(data).map_err(|e| format!("syncing: {e}"))?;
+        }
+        if f.unnamed.load(Ordering::Acquire) {
+            self.link_into_place(job, data)
+                .map_err(|e| format!("putting the file in place: {e}"))?;
+        } else {
+            self.root
+                .rename(&job.part_rel, &job.final_rel, job.replace)
+                .map_err(|e| {
+                    format!(
+                        "putting the file in place: {e} (the verified copy is kept as {})",
+                        job.part_rel.display()
+                    )
+                })?;
+        }
+        if job.sync || self.sync {
+            // The new name itself must survive a power cut too.
+            let dir = job.final_rel.parent().unwrap_or(Path::new(""));
+            self.root
+                .sync_dir(dir)
+                .map_err(|e| format!("syncing the directory: {e}"))?;
+        }
+        if let Some(m) = &job.manifest_rel {
+            let _ = self.root.remove_file(m);
+        }
+        // The data stays open for nothing now.
+        if let Ok(mut files) = self.files.lock() {
+            files.remove(&job.id);
+        }
+        if unset.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("in place, but {}", unset.join("; ")))
+        }
+    }
+
+    /// Names a verified unnamed file: one `linkat` where the name is free; replacing an
+    /// existing file goes through the part name and a rename, so the old file is replaced
+    /// atomically.
+    fn link_into_place(&self, job: &CommitJob, data: &File) -> io::Result<()> {
+        let root = &self.root;
+        match root.link_unnamed(data, &job.final_rel) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && job.replace => {
+                remove_if_there(root, &job.part_rel)?;
+                root.link_unnamed(data, &job.part_rel)?;
+                root.rename(&job.part_rel, &job.final_rel, true)
+            }
+            other => other,
+        }
+    }
+
+    /// Sets directories' modes and times after a failure (normally the last commit does).
+    pub fn fix_dirs(&self, mut dirs: Vec<DirFix>) {
+        fix_dirs(&self.root, &mut dirs);
+    }
+}
+
+/// Sets directories' modes and mtimes, deepest first (writing into a directory changes
+/// its mtime).
+fn fix_dirs(root: &ServedRoot, dirs: &mut [DirFix]) {
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.depth));
+    for d in dirs.iter() {
+        if let Ok(f) = root.open_file(&d.rel, Access::Read) {
+            let _ = f.set_times(FileTimes::new().set_modified(mtime_of(d.mtime)));
+            let _ = f.set_permissions(Permissions::from_mode(d.mode));
+        }
+    }
+}
+
+/// A time from the wire (times before 1970 are clamped to it).
+fn mtime_of((secs, nanos): (i64, u32)) -> SystemTime {
+    UNIX_EPOCH + Duration::new(secs.max(0) as u64, nanos.min(999_999_999))
+}
+
+fn meta_of(root: &ServedRoot, rel: &Path) -> io::Result<Option<Meta>> {
+    match root.metadata(rel) {
+        Ok(m) => Ok(Some(Meta {
+            is_file: m.is_file(),
+            is_dir: m.is_dir(),
+            len: m.len(),
+            mtime_secs: m.mtime(),
+            mtime_nanos: m.mtime_nsec(),
+        })),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A regular file's bytes, at most `limit` + 1 (the caller treats more as foreign).
+fn read_bounded(root: &ServedRoot, rel: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
+    let f = match root.open_file(rel, Access::Read) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if !f.metadata()?.is_file() {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    f.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        // Too long to be ours: start over.
+        return Ok(None);
+    }
+    Ok(Some(bytes))
+}
+
+fn recorded_chunks_intact(
+    part: &File,
+    size: u64,
+    verify: Vec<(u32, ChunkHash)>,
+    chunk_size: u64,
+) -> io::Result<bool> {
+    let hashes = FileHashes::new(size, chunk_size);
+    let mut buf = AlignedBuf::new();
+    for (index, hash) in verify {
+        let (off, len) = hashes.chunk_range(index);
+        if hash_range(part, hashes.hasher(index), off, len, &mut buf)? != hash {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+fn remove_if_there(root: &ServedRoot, rel: &Path) -> io::Result<()> {
+    match root.remove_file(rel) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+fn poisoned() -> io::Error {
+    io::Error::other("receiver state poisoned by a panicked thread")
+}
