@@ -12,6 +12,7 @@ pub mod digest;
 pub mod recv;
 pub mod send;
 pub mod serve;
+pub mod telemetry;
 pub mod walk;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -108,6 +109,8 @@ pub struct Progress {
     files_total: AtomicU64,
     files_done: AtomicU64,
     listed: std::sync::atomic::AtomicBool,
+    /// Payload bytes per data stream, where someone samples them (the client).
+    streams: std::sync::OnceLock<std::sync::Arc<crate::telemetry::StreamCounters>>,
 }
 
 impl Progress {
@@ -134,6 +137,25 @@ impl Progress {
     /// One more file finished.
     pub fn file_done(&self) {
         self.files_done.fetch_add(1, Ordering::Relaxed);
+    }
+    /// Counts payload bytes per data stream into `counters` from now on (set once; the
+    /// client does, for its telemetry). False if counters were already set.
+    pub fn count_streams(
+        &self,
+        counters: std::sync::Arc<crate::telemetry::StreamCounters>,
+    ) -> bool {
+        self.streams.set(counters).is_ok()
+    }
+    /// The per-stream counters, if set.
+    pub fn stream_counters(&self) -> Option<&std::sync::Arc<crate::telemetry::StreamCounters>> {
+        self.streams.get()
+    }
+    /// `n` payload bytes written to (or read from) data stream `stream`; nothing unless
+    /// [`Progress::count_streams`] was called.
+    pub fn stream_bytes(&self, stream: usize, n: u64) {
+        if let Some(c) = self.streams.get() {
+            c.add(stream, n);
+        }
     }
     /// `(done bytes, total bytes, done files, total files)`.
     pub fn snapshot(&self) -> (u64, u64, u64, u64) {

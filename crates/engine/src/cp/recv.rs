@@ -341,9 +341,10 @@ pub fn run_receiver(
     let handles: Vec<TcpStream> = streams.iter().filter_map(|s| s.try_clone().ok()).collect();
     let workers: Vec<_> = streams
         .into_iter()
-        .map(|s| {
+        .enumerate()
+        .map(|(i, s)| {
             let sh = shared.clone();
-            std::thread::spawn(move || stream_loop(&sh, s))
+            std::thread::spawn(move || stream_loop(&sh, i, s))
         })
         .collect();
 
@@ -963,7 +964,7 @@ fn finish_file(
 }
 
 /// One data stream: read chunks until the sender closes it.
-fn stream_loop(sh: &Arc<Shared>, mut sock: TcpStream) {
+fn stream_loop(sh: &Arc<Shared>, stream: usize, mut sock: TcpStream) {
     let mut buf = AlignedBuf::new();
     let mut hdr = [0u8; ChunkHeader::LEN];
     loop {
@@ -983,7 +984,7 @@ fn stream_loop(sh: &Arc<Shared>, mut sock: TcpStream) {
                 return;
             }
         }
-        if let Err(why) = receive_chunk(sh, &mut sock, &hdr, &mut buf) {
+        if let Err(why) = receive_chunk(sh, stream, &mut sock, &hdr, &mut buf) {
             sh.fail(why);
             let _ = sock.shutdown(Shutdown::Both);
             return;
@@ -1008,6 +1009,7 @@ fn read_header(sock: &mut TcpStream, hdr: &mut [u8]) -> io::Result<bool> {
 
 fn receive_chunk(
     sh: &Shared,
+    stream: usize,
     sock: &mut TcpStream,
     hdr: &[u8; ChunkHeader::LEN],
     buf: &mut AlignedBuf,
@@ -1042,6 +1044,7 @@ fn receive_chunk(
         for piece in buf.chunks_mut(PIECE) {
             sock.read_exact(piece)
                 .map_err(|e| format!("data stream: {e}"))?;
+            sh.progress.stream_bytes(stream, piece.len() as u64);
             hasher.update(piece);
         }
         sh.received.fetch_add(len, Ordering::Relaxed);

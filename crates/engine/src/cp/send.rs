@@ -579,7 +579,7 @@ fn stream_loop(sh: &Arc<Shared>, stream: u32, mut sock: TcpStream) {
             let Some((_, file)) = open.as_ref() else {
                 return;
             };
-            match send_chunk(sh, fs, file, chunk, &mut sock, &mut buf) {
+            match send_chunk(sh, stream, fs, file, chunk, &mut sock, &mut buf) {
                 Ok(()) => {}
                 Err(SendFail::Read(e)) => {
                     sh.fail(format!("reading {}: {e}", item.origin.display()));
@@ -609,6 +609,7 @@ enum SendFail {
 
 fn send_chunk(
     sh: &Shared,
+    stream: u32,
     fs: &FileSend,
     file: &File,
     chunk: &longhaul_transfer::scheduler::Chunk,
@@ -656,6 +657,7 @@ fn send_chunk(
             }
         })?;
         sh.sent.fetch_add(chunk.len, Ordering::Relaxed);
+        sh.progress.stream_bytes(stream as usize, chunk.len);
     }
     if let Some(d) = fs
         .digest
