@@ -165,10 +165,50 @@ fn check_json(
         let v = end[key].as_f64().unwrap_or(-1.0);
         assert!(v.is_finite() && v >= 0.0, "{key} in {end}");
     }
-    for p in lines.iter().filter(|l| l["type"] == "progress") {
-        assert!(p["bytes"].as_u64().is_some_and(|b| b <= bytes), "{p}");
-        assert!(p["seconds"].as_f64().is_some(), "{p}");
+    // At least the last, partial interval; each with per-stream figures and progress.
+    let intervals: Vec<_> = lines.iter().filter(|l| l["type"] == "interval").collect();
+    assert!(
+        !intervals.is_empty(),
+        "no interval line\n{}",
+        run.describe()
+    );
+    for i in &intervals {
+        assert!(i["done_bytes"].as_u64().is_some_and(|b| b <= bytes), "{i}");
+        assert_eq!(i["total_bytes"], bytes, "{i}");
+        assert!(i["seconds"].as_f64().is_some(), "{i}");
+        let per_stream = i["streams"].as_array().unwrap();
+        assert_eq!(per_stream.len() as u64, streams, "{i}");
+        let want = if direction == "push" {
+            None
+        } else {
+            Some("unknown")
+        };
+        for st in per_stream {
+            let limited = st["limited_by"].as_str().unwrap_or_else(|| panic!("{i}"));
+            if let Some(w) = want {
+                assert_eq!(limited, w, "{i}");
+            }
+        }
     }
+    // A receiver's interval bytes add up to the payload it read; a sender's are what the
+    // kernel saw acknowledged (payload and chunk headers; the last acks may still be on
+    // their way when the transfer ends).
+    let moved: u64 = intervals.iter().map(|i| i["bytes"].as_u64().unwrap()).sum();
+    if direction == "pull" {
+        assert_eq!(moved, sent, "interval bytes against sent_bytes: {end}");
+    } else {
+        let chunks = bytes / CHUNK + files + 2 * streams;
+        assert!(
+            moved > 0 && moved <= sent + chunks * 1024,
+            "acknowledged {moved} for {sent} sent: {end}"
+        );
+    }
+    assert!(end["limited_by"].is_string(), "{end}");
+    assert_eq!(
+        end["stream_summaries"].as_array().map(Vec::len),
+        Some(streams as usize),
+        "{end}"
+    );
 }
 
 /// True if the run warned (stderr or a JSON warning) about `name`.

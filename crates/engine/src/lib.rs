@@ -6,5 +6,6 @@ pub mod conn;
 pub mod cp;
 pub mod emulate;
 pub mod host;
+pub mod telemetry;
 pub mod token;
 pub mod tune_host;

@@ -1,8 +1,12 @@
-//! The reader of run logs: the JSON Lines that `longhaul bench --json` prints.
+//! The reader of run logs: the JSON Lines that `longhaul bench --json` and
+//! `longhaul cp --json` print.
 //!
 //! Each line is an object with a `"type"`: `start` (the parameters and host settings),
-//! `interval` (per-stream figures and totals for one interval), `end` (with a `summary`:
-//! `bytes`, `seconds`, `bits_per_second`, `retransmits`, `limited_by`) and `error`. The
+//! `interval` (per-stream figures and totals for one interval), `end` (bench: with a
+//! `summary` of `bytes`, `seconds`, `bits_per_second`, `retransmits`, `limited_by`; cp: the
+//! same figures at the top level, per-stream rows under `stream_summaries`) and `error`.
+//! A congestion window of 0 is read as unknown (a cp pull logs the receiver's view, which
+//! has none). The
 //! reader is tolerant: unknown fields and types are ignored, figures may be missing or come
 //! under a few common names, and lines that are not JSON objects are counted and skipped. It
 //! is bounded: at most [`MAX_LINES`] lines of at most [`MAX_LINE_BYTES`] bytes and
@@ -308,12 +312,18 @@ impl RunLog {
         out
     }
 
-    /// Per-stream rows of the `end` object (`streams: [...]`): the column names in order of
+    /// Per-stream rows of the `end` object (`streams: [...]`, or cp's `stream_summaries`):
+    /// the column names in order of
     /// first appearance and one row of values per stream (`-` where missing). At most
     /// [`MAX_STREAMS`] rows and 12 columns.
     pub fn end_streams(&self) -> (Vec<String>, Vec<Vec<String>>) {
-        let Some(Value::Array(streams)) = self.end.as_ref().and_then(|e| e.raw.get("streams"))
-        else {
+        // bench: `streams`; cp: `stream_summaries` (its `streams` is the count).
+        let rows = self.end.as_ref().and_then(|e| {
+            ["streams", "stream_summaries"]
+                .iter()
+                .find_map(|k| e.raw.get(*k).filter(|v| v.is_array()))
+        });
+        let Some(Value::Array(streams)) = rows else {
             return (Vec::new(), Vec::new());
         };
         let objs: Vec<&Map<String, Value>> = streams
@@ -454,7 +464,7 @@ fn parse_stream(s: &Map<String, Value>, index: usize) -> StreamSample {
         id,
         bytes: num(s, &["bytes"]),
         bits_per_second: num(s, &["bits_per_second"]),
-        cwnd_bytes: num(s, &["cwnd_bytes", "snd_cwnd_bytes", "cwnd"]),
+        cwnd_bytes: num(s, &["cwnd_bytes", "snd_cwnd_bytes", "cwnd"]).filter(|c| *c > 0.0),
         rtt_us,
         retransmits: num(s, &["retransmits", "retrans"]),
     }
@@ -554,6 +564,54 @@ mod tests {
             .position(|c| c == "retransmits")
             .expect("column");
         assert_eq!(rows[0][retr], "37");
+    }
+
+    /// `longhaul cp --json --interval 500ms -P 2` of a 400 MiB file on loopback, both ways.
+    const CP_PUSH: &str = include_str!("../tests/data/cp-push-2streams.jsonl");
+    const CP_PULL: &str = include_str!("../tests/data/cp-pull-2streams.jsonl");
+
+    #[test]
+    fn reads_a_cp_push_log() {
+        let log = RunLog::parse(CP_PUSH).expect("parses");
+        assert_eq!(log.skipped_lines, 0);
+        assert_eq!(log.streams(), Some(2));
+        assert_eq!(log.intervals.len(), 4);
+        for i in &log.intervals {
+            assert_eq!(i.streams.len(), 2);
+            assert!(i.end_s > i.start_s);
+            for s in &i.streams {
+                assert!(s.cwnd_bytes.is_some_and(|c| c > 0.0), "{s:?}");
+                assert!(s.rtt_us.is_some_and(|r| r > 0.0), "{s:?}");
+                assert!(s.bits_per_second.is_some(), "{s:?}");
+            }
+        }
+        // The intervals follow each other from the start.
+        assert_eq!(log.intervals[0].start_s, 0.0);
+        for w in log.intervals.windows(2) {
+            assert_eq!(w[0].end_s, w[1].start_s);
+        }
+        assert_eq!(log.bytes(), Some(419_430_400));
+        assert!(log.seconds().is_some_and(|s| s > 1.0));
+        assert_eq!(log.limited_by(), Some("application (sender idle)"));
+        assert!(log.retransmits().is_some());
+        let (cols, rows) = log.end_streams();
+        assert_eq!(cols[0], "id");
+        assert_eq!(rows.len(), 2);
+        assert!(cols.contains(&"limited_by".to_string()));
+    }
+
+    #[test]
+    fn reads_a_cp_pull_log_without_a_window() {
+        let log = RunLog::parse(CP_PULL).expect("parses");
+        assert!(!log.intervals.is_empty());
+        // The receiver's view: bytes and RTT, no congestion window.
+        let bytes: f64 = log.intervals.iter().map(|i| i.bytes).sum();
+        assert_eq!(bytes, 419_430_400.0);
+        for s in log.intervals.iter().flat_map(|i| &i.streams) {
+            assert_eq!(s.cwnd_bytes, None, "{s:?}");
+            assert!(s.rtt_us.is_some(), "{s:?}");
+        }
+        assert!(log.limited_by().is_some_and(|l| l.starts_with("unknown")));
     }
 
     #[test]

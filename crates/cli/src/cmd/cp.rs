@@ -1,11 +1,13 @@
 //! `longhaul cp`: copy files and trees to or from a `longhaul serve --root DIR`, verified
 //! (a BLAKE3 subtree hash per chunk, merged into each file's BLAKE3) and resumable (run the same command again).
 //!
-//! `--json` prints JSON Lines: `{"type":"start",...}`, `{"type":"progress",...}` about
-//! once a second, `{"type":"warning","message"}`, and `{"type":"end","ok","files","bytes",
-//! "seconds","bits_per_second","sent_bytes","resumed_bytes","skipped_files",
-//! "failed_files","rejected_chunks","cpu_seconds","cpu_seconds_per_gb","streams",
-//! "chunk_bytes"}` (`cpu_seconds_per_gb` is per GB of the files' bytes). Exit 0: every file in place (or equal); 1: some file failed or
+//! `--json` prints JSON Lines (schema in the README): `{"type":"start",...}`, an
+//! `{"type":"interval",...}` every `--interval` (bench's per-stream TCP_INFO figures and
+//! `limited_by`, plus the transfer's progress), `{"type":"warning","message"}`, and
+//! `{"type":"end",...}` with the transfer's figures and bench's verdict (`limited_by`,
+//! `limited_by_text`, `advice`, `balance`, `stream_summaries`). Without `--json` a progress
+//! bar (indicatif) goes to stderr when it is a terminal, and the end prints bench's
+//! `Limited by:` line. Exit 0: every file in place (or equal); 1: some file failed or
 //! differs; 2: an error stopped the transfer.
 //!
 //! A pull of several remote sources (`cp -r HOST:a HOST:b DIR`, DIR an existing
@@ -13,23 +15,26 @@
 //! end lines; an error in one is reported (`{"type":"error","source","error"}`) and the
 //! others still go; the exit status is the worst of them.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use longhaul_engine::bench::report::IntervalView;
 use longhaul_engine::bench::DEFAULT_PORT;
 use longhaul_engine::cp::client::{run_cp, CpConfig, CpJob, CpReport, CpStart};
 use longhaul_engine::cp::send::SendItem;
+use longhaul_engine::cp::telemetry::{CpTelemetry, CpVerdict};
 use longhaul_engine::cp::walk::walk_local;
 use longhaul_engine::cp::Progress;
 use longhaul_model::units::{format_bytes, format_rate_bps};
 use longhaul_transfer::location::{parse_location, remote_path, Location, RemoteSpec};
 use serde_json::json;
 
-use super::common::{emit_json, rate, say, size, TokenArgs};
+use super::common::{duration, emit_json, rate, say, size, TokenArgs};
 
 /// Arguments of `longhaul cp`.
 #[derive(clap::Args, Debug)]
@@ -68,6 +73,9 @@ pub struct Args {
     /// Send nothing: compare BLAKE3 digests of the sources and an existing copy.
     #[arg(long)]
     pub checksum_only: bool,
+    /// Time between interval reports (`interval` lines with --json), at least 10ms.
+    #[arg(short = 'i', long, default_value = "1s", value_parser = duration)]
+    pub interval: Duration,
     /// Print JSON Lines instead of text.
     #[arg(long)]
     pub json: bool,
@@ -100,6 +108,9 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
         .map(|a| parse_location(a).map_err(|e| anyhow::anyhow!("{e}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let json = args.json;
+    if args.interval < Duration::from_millis(10) {
+        bail!("--interval must be at least 10ms");
+    }
     let jobs: Vec<(RemoteSpec, CpJob)> = match (&dst, srcs.as_slice()) {
         (Location::Remote(spec), srcs) => {
             let mut locals = Vec::new();
@@ -229,17 +240,19 @@ fn run_one(
     // Dropping `done` ends the ticker at once (a sleeping ticker would hold the exit).
     let (done, done_rx) = std::sync::mpsc::channel::<()>();
     let draw_bar = !json && !args.no_progress && std::io::stderr().is_terminal();
-    // The start line waits for the file list to settle (its totals); the ticker prints it.
-    let start_line: Arc<Mutex<StartLine>> = Arc::default();
+    // The start line waits for the file list to settle (its totals); the ticker prints it,
+    // then an interval line every --interval.
+    let shared: Arc<Mutex<Reporting>> = Arc::default();
     let ticker = {
-        let (progress, start_line) = (progress.clone(), start_line.clone());
-        std::thread::spawn(move || ticker(&progress, &done_rx, json, draw_bar, &start_line))
+        let (progress, shared, every) = (progress.clone(), shared.clone(), args.interval);
+        std::thread::spawn(move || ticker(&progress, &done_rx, json, draw_bar, every, &shared))
     };
     let mut on_start = |s: &CpStart| {
         for w in &s.warnings {
             warn(json, w.clone());
         }
-        if let Ok(mut l) = start_line.lock() {
+        if let Ok(mut l) = shared.lock() {
+            l.telemetry = CpTelemetry::start(s, &progress, args.rate);
             l.start = Some(s.clone());
         }
     };
@@ -247,38 +260,37 @@ fn run_one(
     drop(done);
     let _ = ticker.join();
     if json {
-        emit_start(&start_line, &progress);
+        emit_start(&shared, &progress, args.interval);
     }
-    let report = result.map_err(|e| {
-        use longhaul_engine::cp::CpError as E;
-        let hint = match e {
-            E::Lost(_) | E::Peer(_) | E::Io { .. } | E::Local(_) => {
-                "; run the same command again to resume (verified chunks are not sent again)"
-            }
-            _ => "",
-        };
-        let text = e.to_string();
-        let hint = if text.contains("run the same command again") {
-            ""
-        } else {
-            hint
-        };
-        anyhow::anyhow!("{text}{hint}")
-    })?;
+    let report = result.map_err(|e| anyhow::anyhow!("{e}{}", e.rerun_hint()))?;
     let (user, sys) = longhaul_sys::cpu::process_cpu_times();
     let cpu = (user + sys).saturating_sub(cpu_before).as_secs_f64();
-    print_end(&report, cpu, json);
+    // The last, partial interval, then the verdict over the whole transfer.
+    let verdict = match shared.lock() {
+        Ok(mut l) => {
+            let last = l.telemetry.as_mut().map(CpTelemetry::interval);
+            if let (true, Some(v)) = (json, last) {
+                if v.end > v.start || v.bytes > 0 {
+                    emit_json(&interval_line(&v, &progress));
+                }
+            }
+            // Dropping the telemetry closes this end's clones of the data sockets.
+            l.telemetry.take().map(|t| t.verdict())
+        }
+        Err(_) => None,
+    };
+    print_end(&report, cpu, verdict.as_ref(), json);
     Ok(report)
 }
 
-fn print_end(r: &CpReport, cpu: f64, json: bool) {
+fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool) {
     let secs = r.seconds.max(1e-6);
     let moved = r.moved_bytes;
     let bps = moved as f64 * 8.0 / secs;
     // CPU per GB of the files' bytes (stable across resumes and --checksum-only).
     let gb = (r.bytes.max(1) as f64) / 1e9;
     if json {
-        emit_json(&json!({
+        let mut end = json!({
             "type": "end", "ok": r.failed.is_empty(),
             "files": r.files_ok, "bytes": r.bytes, "seconds": r.seconds,
             "bits_per_second": bps, "sent_bytes": moved, "resumed_bytes": r.resumed_bytes,
@@ -287,7 +299,17 @@ fn print_end(r: &CpReport, cpu: f64, json: bool) {
             "cpu_seconds": cpu, "cpu_seconds_per_gb": cpu / gb,
             "streams": r.start.streams, "chunk_bytes": r.start.chunk_bytes,
             "direction": r.start.direction,
-        }));
+        });
+        if let (Some(v), Some(obj)) = (verdict, end.as_object_mut()) {
+            obj.insert("limited_by".into(), json!(v.limited_by));
+            obj.insert("limited_by_text".into(), json!(v.limited_by_text));
+            obj.insert("advice".into(), json!(v.advice));
+            obj.insert("balance".into(), json!(v.balance));
+            obj.insert("retransmits".into(), json!(v.retransmits));
+            // `streams` is the stream count (as before); bench's per-stream array is here.
+            obj.insert("stream_summaries".into(), json!(v.streams));
+        }
+        emit_json(&end);
         return;
     }
     for f in &r.failed {
@@ -316,18 +338,30 @@ fn print_end(r: &CpReport, cpu: f64, json: bool) {
         cpu,
         cpu / gb,
     ));
+    if let Some(v) = verdict {
+        if v.streams.len() > 1 || v.retransmits > 0 {
+            say(&format!(
+                "Streams: {} retransmits, slowest stream {:.0} % of the fastest",
+                v.retransmits,
+                v.balance * 100.0
+            ));
+        }
+        say(&format!("Limited by: {}: {}", v.limited_by_text, v.advice));
+    }
 }
 
-/// The `start` line, printed once.
+/// What the ticker and the end share: the set-up once known, whether its `start` line is
+/// out, and the sampler of the data streams.
 #[derive(Default)]
-struct StartLine {
+struct Reporting {
     start: Option<CpStart>,
     printed: bool,
+    telemetry: Option<CpTelemetry>,
 }
 
 /// Prints the JSON `start` line once the set-up and the file list are known.
-fn emit_start(line: &Mutex<StartLine>, progress: &Progress) -> bool {
-    let Ok(mut l) = line.lock() else {
+fn emit_start(shared: &Mutex<Reporting>, progress: &Progress, interval: Duration) -> bool {
+    let Ok(mut l) = shared.lock() else {
         return false;
     };
     if l.printed {
@@ -341,79 +375,85 @@ fn emit_start(line: &Mutex<StartLine>, progress: &Progress) -> bool {
         "type": "start", "direction": s.direction, "streams": s.streams,
         "chunk_bytes": s.chunk_bytes, "rtt_ms": s.rtt.as_secs_f64() * 1e3,
         "window_bytes": s.window_bytes, "congestion": s.congestion,
-        "files": files, "bytes": bytes,
+        "files": files, "bytes": bytes, "interval_s": interval.as_secs_f64(),
     }));
     l.printed = true;
     true
 }
 
-/// Progress: a bar on stderr (terminal only) or JSON `progress` lines, until `done`'s
-/// sender is dropped.
+/// An `interval` line: bench's interval object, then the transfer's progress.
+fn interval_line(v: &IntervalView, progress: &Progress) -> serde_json::Value {
+    let mut map = serde_json::Map::new();
+    map.insert("type".into(), json!("interval"));
+    if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(v) {
+        map.extend(fields);
+    }
+    let (done, total, files, files_total) = progress.snapshot();
+    map.insert("seconds".into(), json!(v.end));
+    map.insert("done_bytes".into(), json!(done));
+    map.insert("total_bytes".into(), json!(total));
+    map.insert("files".into(), json!(files));
+    map.insert("total_files".into(), json!(files_total));
+    serde_json::Value::Object(map)
+}
+
+/// The progress bar on stderr (when asked for) and, with `--json`, the `start` line and
+/// an `interval` line every `every`, until `done`'s sender is dropped.
 fn ticker(
     progress: &Progress,
     done: &std::sync::mpsc::Receiver<()>,
     json: bool,
     bar: bool,
-    start_line: &Mutex<StartLine>,
+    every: Duration,
+    shared: &Mutex<Reporting>,
 ) {
-    let t0 = Instant::now();
-    let mut last_json = Instant::now();
-    let mut prev = (Instant::now(), 0u64);
+    let pb = if bar {
+        ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())
+    } else {
+        ProgressBar::hidden()
+    };
+    pb.set_style(
+        ProgressStyle::with_template(
+            "[{bar:30}] {percent:>3}% {bytes} / {total_bytes}  {msg}  ETA {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("#> "),
+    );
+    let mut next = Instant::now() + every;
     let mut rate = 0.0f64;
-    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-        done.recv_timeout(Duration::from_millis(200))
-    {
+    // Wake for the next interval, and at least every 200 ms for the bar.
+    let tick = |next: Instant| {
+        next.saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(200))
+    };
+    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = done.recv_timeout(tick(next)) {
         let (bytes, total, files, files_total) = progress.snapshot();
-        let now = Instant::now();
-        let dt = now.duration_since(prev.0).as_secs_f64();
-        if dt >= 0.5 {
-            let inst = bytes.saturating_sub(prev.1) as f64 * 8.0 / dt;
-            rate = if rate == 0.0 {
-                inst
-            } else {
-                0.6 * rate + 0.4 * inst
-            };
-            prev = (now, bytes);
-        }
-        let started = json && progress.is_listed() && emit_start(start_line, progress);
-        if started && last_json.elapsed() >= Duration::from_secs(1) {
-            last_json = Instant::now();
-            emit_json(&json!({
-                "type": "progress", "seconds": t0.elapsed().as_secs_f64(),
-                "bytes": bytes, "total_bytes": total, "files": files,
-                "total_files": files_total, "bits_per_second": rate,
-            }));
+        // Intervals start once the file list is settled (and, with --json, the start line
+        // is out); the first one runs from the set-up.
+        let ready = progress.is_listed() && (!json || emit_start(shared, progress, every));
+        if ready && Instant::now() >= next {
+            next += every;
+            let view = shared
+                .lock()
+                .ok()
+                .and_then(|mut l| l.telemetry.as_mut().map(CpTelemetry::interval));
+            if let Some(v) = view {
+                rate = v.bits_per_second;
+                if json {
+                    emit_json(&interval_line(&v, progress));
+                }
+            }
         }
         if bar && total > 0 {
-            let frac = (bytes as f64 / total as f64).min(1.0);
-            let width = 30;
-            let filled = (frac * width as f64) as usize;
-            let eta = if rate > 0.0 {
-                let s = (total - bytes.min(total)) as f64 * 8.0 / rate;
-                format!("{}:{:02}", (s / 60.0) as u64, (s % 60.0) as u64)
-            } else {
-                "--:--".into()
-            };
-            let mut err = std::io::stderr().lock();
-            let _ = write!(
-                err,
-                "\r[{}{}] {:>3.0}% {} / {}  {}  ETA {}  files {}/{}   ",
-                "#".repeat(filled),
-                " ".repeat(width - filled),
-                frac * 100.0,
-                format_bytes(bytes as f64),
-                format_bytes(total as f64),
-                format_rate_bps(rate),
-                eta,
-                files,
-                files_total
-            );
-            let _ = err.flush();
+            pb.set_length(total);
+            pb.set_position(bytes.min(total));
+            pb.set_message(format!(
+                "{}  files {files}/{files_total}",
+                format_rate_bps(rate)
+            ));
         }
     }
-    if bar {
-        let _ = writeln!(std::io::stderr());
-    }
+    pb.finish_and_clear();
 }
 
 /// `-C`: a name the kernel could know (letters, digits, `_`, `-`; at most 16 bytes).

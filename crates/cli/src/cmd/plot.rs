@@ -12,7 +12,7 @@ use std::process::ExitCode;
 /// Arguments of `longhaul plot`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Run log: the JSON Lines printed by `longhaul bench --json`.
+    /// Run log: the JSON Lines printed by `longhaul bench --json` or `longhaul cp --json`.
     #[arg(value_name = "RUN.jsonl")]
     pub log: PathBuf,
     /// Output file: .svg, or .png.
@@ -25,7 +25,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let log = super::record::read_run_log(&args.log)?;
     if log.intervals.is_empty() {
         bail!(
-            "run log {} has no \"interval\" records to plot (run bench with --json)",
+            "run log {} has no \"interval\" records to plot (run bench or cp with --json)",
             args.log.display()
         );
     }

@@ -1,6 +1,6 @@
-//! The data half of a bench run at one end: the stream threads, the TCP_INFO sampler that
-//! turns counters into per-interval samples, and (at the sender) the rate probe that holds
-//! pacing to the bottleneck once it is found.
+//! The data half of a bench run at one end: the stream threads, the shared TCP_INFO
+//! [`Sampler`] that turns their counters into per-interval samples, and (at the sender) the
+//! rate probe that holds pacing to the bottleneck once it is found.
 
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -8,22 +8,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use longhaul_proto::{IntervalReport, Results, SendMode, StreamResult, StreamSample};
-use longhaul_sys::tcp_info::{tcp_info, TcpInfo};
+use longhaul_proto::{IntervalReport, Results, SendMode, StreamResult};
 
 use super::pacer::Pacer;
 use super::probe::{ProbeAction, RateProbe};
 use super::stream::{self, Budget, Payload, StreamOutcome};
 use super::verdict::Chrono;
-
-/// Which way this end moves data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// This end writes.
-    Sender,
-    /// This end reads.
-    Receiver,
-}
+pub use crate::telemetry::Role;
+use crate::telemetry::{Sampler, StreamCounters};
 
 /// How the sender paces and when it stops.
 pub struct SenderPlan {
@@ -38,22 +30,16 @@ pub struct SenderPlan {
 }
 
 struct StreamState {
-    sock: Arc<TcpStream>,
-    counter: Arc<AtomicU64>,
     handle: Option<JoinHandle<StreamOutcome>>,
     outcome: Option<StreamOutcome>,
-    base: TcpInfo,
-    prev: TcpInfo,
-    prev_bytes: u64,
 }
 
 /// The streams of one end of a run, from start to results.
 pub struct DataRun {
-    role: Role,
     streams: Vec<StreamState>,
+    sampler: Sampler,
     stop: Arc<AtomicBool>,
     start: Instant,
-    last_sample: Duration,
     pacer: Option<Pacer>,
     cpu0: (Duration, Duration),
 }
@@ -89,41 +75,45 @@ impl DataRun {
             }
             _ => (None, None, SendMode::Write, None),
         };
-        let mut streams = Vec::with_capacity(sockets.len());
-        for (i, sock) in sockets.into_iter().enumerate() {
-            let sock = Arc::new(sock);
-            let counter = Arc::new(AtomicU64::new(0));
-            let base = tcp_info(&*sock).unwrap_or_default();
-            let (s2, c2) = (sock.clone(), counter.clone());
+        let socks: Vec<Arc<TcpStream>> = sockets.into_iter().map(Arc::new).collect();
+        let counters = Arc::new(StreamCounters::new(socks.len()));
+        // The sampler's base snapshot is taken before any byte moves.
+        let sampler = Sampler::new(role, socks.clone(), counters.clone(), start);
+        let mut streams = Vec::with_capacity(socks.len());
+        for (i, sock) in socks.iter().enumerate() {
+            let (s2, c2) = (sock.clone(), counters.clone());
             let handle = match (&payload, &budget) {
                 (Some(p), Some(b)) => {
                     let (p, b) = (p.clone(), b.clone());
                     std::thread::Builder::new()
                         .name(format!("lh-send-{i}"))
-                        .spawn(move || stream::send(&s2, mode, &p, &b, &c2, start))?
+                        .spawn(move || {
+                            // `i` has a counter (both come from `socks`); the fallback
+                            // only keeps this free of a panic path.
+                            let spare = AtomicU64::new(0);
+                            let counter = c2.slot(i).unwrap_or(&spare);
+                            stream::send(&s2, mode, &p, &b, counter, start)
+                        })?
                 }
                 _ => std::thread::Builder::new()
                     .name(format!("lh-recv-{i}"))
-                    .spawn(move || stream::receive(&s2, &c2, start, read_rate_bps))?,
+                    .spawn(move || {
+                        let spare = AtomicU64::new(0);
+                        let counter = c2.slot(i).unwrap_or(&spare);
+                        stream::receive(&s2, counter, start, read_rate_bps)
+                    })?,
             };
             streams.push(StreamState {
-                sock,
-                counter,
                 handle: Some(handle),
                 outcome: None,
-                base,
-                prev: base,
-                prev_bytes: 0,
             });
         }
-        let pacer =
-            probe.map(|p| Pacer::new(streams.iter().map(|s| s.sock.clone()).collect(), p, start));
+        let pacer = probe.map(|p| Pacer::new(socks, p, start));
         Ok(Self {
-            role,
             streams,
+            sampler,
             stop,
             start,
-            last_sample: Duration::ZERO,
             pacer,
             cpu0,
         })
@@ -131,10 +121,7 @@ impl DataRun {
 
     /// Bytes the streams moved so far (sent or received), all streams.
     pub fn bytes_moved(&self) -> u64 {
-        self.streams
-            .iter()
-            .map(|s| s.counter.load(Ordering::Relaxed))
-            .sum()
+        self.sampler.counters().total()
     }
 
     /// When the run started.
@@ -186,40 +173,7 @@ impl DataRun {
 
     /// Per-stream samples since the previous call.
     pub fn sample(&mut self) -> IntervalReport {
-        let now = self.start.elapsed();
-        let mut streams = Vec::with_capacity(self.streams.len());
-        for (i, s) in self.streams.iter_mut().enumerate() {
-            let info = tcp_info(&*s.sock).unwrap_or(s.prev);
-            let counted = s.counter.load(Ordering::Relaxed);
-            // A sender counts what the peer acknowledged, not what sits in its buffer.
-            let bytes = match self.role {
-                Role::Sender => info.bytes_acked.saturating_sub(s.prev.bytes_acked),
-                Role::Receiver => counted - s.prev_bytes,
-            };
-            streams.push(StreamSample {
-                stream: i as u16,
-                bytes,
-                cwnd_bytes: info.cwnd_bytes(),
-                srtt_us: info.rtt_us,
-                retransmits: info.total_retrans.saturating_sub(s.prev.total_retrans),
-                delivery_rate_bps: info.delivery_rate * 8,
-                pacing_rate_bps: info.pacing_rate.saturating_mul(8),
-                busy_us: info.busy_time_us.saturating_sub(s.prev.busy_time_us),
-                rwnd_limited_us: info.rwnd_limited_us.saturating_sub(s.prev.rwnd_limited_us),
-                sndbuf_limited_us: info
-                    .sndbuf_limited_us
-                    .saturating_sub(s.prev.sndbuf_limited_us),
-            });
-            s.prev = info;
-            s.prev_bytes = counted;
-        }
-        let report = IntervalReport {
-            start_ms: self.last_sample.as_millis() as u64,
-            end_ms: now.as_millis() as u64,
-            streams,
-        };
-        self.last_sample = now;
-        report
+        self.sampler.sample()
     }
 
     /// Waits for every stream thread (they must be ending) and totals the run.
@@ -231,27 +185,20 @@ impl DataRun {
         }
         let wall = self.start.elapsed();
         let (u1, s1) = longhaul_sys::cpu::process_cpu_times();
+        // The kernel's figures from the sampler; bytes, time to the last byte and CPU
+        // from each stream's own outcome.
         let streams = self
-            .streams
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let info = tcp_info(&*s.sock).unwrap_or(s.prev);
+            .sampler
+            .totals()
+            .into_iter()
+            .zip(&self.streams)
+            .map(|(total, s)| {
                 let o = s.outcome.as_ref();
                 StreamResult {
-                    stream: i as u16,
                     bytes: o.map_or(0, |o| o.bytes),
                     elapsed_us: o.map_or(0, |o| o.elapsed.as_micros() as u64),
-                    retransmits: info.total_retrans.saturating_sub(s.base.total_retrans) as u64,
-                    busy_us: info.busy_time_us.saturating_sub(s.base.busy_time_us),
-                    rwnd_limited_us: info.rwnd_limited_us.saturating_sub(s.base.rwnd_limited_us),
-                    sndbuf_limited_us: info
-                        .sndbuf_limited_us
-                        .saturating_sub(s.base.sndbuf_limited_us),
-                    min_rtt_us: info.min_rtt_us,
-                    srtt_us: info.rtt_us,
-                    cwnd_bytes: info.cwnd_bytes(),
                     cpu_us: o.map_or(0, |o| o.cpu.as_micros() as u64),
+                    ..total
                 }
             })
             .collect();

@@ -17,6 +17,9 @@ pub enum LimitedBy {
     Application,
     /// The pacing rate that was asked for.
     Pacing,
+    /// Not known at this end: it receives, and the sender's counters are at the other end
+    /// (`longhaul cp` pulling from a server). [`judge`] never returns it.
+    Unknown,
 }
 
 impl LimitedBy {
@@ -28,6 +31,9 @@ impl LimitedBy {
             LimitedBy::Network => "network (congestion window)",
             LimitedBy::Application => "application (sender idle)",
             LimitedBy::Pacing => "pacing rate (as asked)",
+            LimitedBy::Unknown => {
+                "unknown (this end received; the sender's counters are on the server)"
+            }
         }
     }
 
@@ -47,6 +53,9 @@ impl LimitedBy {
                 "the sender could not keep the connection busy: check its CPU (the figures above) and try more streams"
             }
             LimitedBy::Pacing => "the run went at the rate asked for with --rate",
+            LimitedBy::Unknown => {
+                "to see what limits the sending side, push the same data to the server instead of pulling it, or run longhaul bench --reverse against it"
+            }
         }
     }
 }

@@ -23,6 +23,7 @@ use crate::bench::window::{bdp_bytes, needed_buffer, BufferChoice, Side, PROBE_C
 use crate::bench::DEFAULT_PORT;
 use crate::conn::{Frame, FramedConn};
 use crate::host;
+use crate::telemetry::StreamCounters;
 use longhaul_proto::transfer::valid_chunk_size;
 use longhaul_proto::{ClientSession, Message};
 use std::net::SocketAddr;
@@ -88,6 +89,9 @@ pub struct CpStart {
     pub congestion: String,
     /// Warnings about host limits.
     pub warnings: Vec<String>,
+    /// Clones of the data sockets (`[i]` is stream `i`), for a TCP_INFO sampler; the
+    /// payload bytes per stream are counted in the progress's stream counters.
+    pub sockets: Vec<Arc<TcpStream>>,
 }
 
 /// What happened.
@@ -269,6 +273,13 @@ pub fn run_cp(
         tune_stream(s, push, &congestion, cfg.rate_bps, streams)
             .map_err(|e| CpError::io("setting up a data stream", e))?;
     }
+    // Telemetry: payload bytes per stream, and the sockets to sample.
+    progress.count_streams(Arc::new(StreamCounters::new(socks.len())));
+    let sockets = socks
+        .iter()
+        .map(|s| s.try_clone().map(Arc::new))
+        .collect::<std::io::Result<_>>()
+        .map_err(|e| CpError::io("cloning a data stream for telemetry", e))?;
     let start = CpStart {
         direction: if push { "push" } else { "pull" },
         streams,
@@ -277,6 +288,7 @@ pub fn run_cp(
         window_bytes: options::choice_bytes(&choice),
         congestion,
         warnings,
+        sockets,
     };
     on_start(&start);
     let link = ControlLink::start(conn).map_err(|e| CpError::io("control connection", e))?;

@@ -13,6 +13,7 @@ pub mod recv;
 pub mod send;
 pub mod serve;
 pub mod store;
+pub mod telemetry;
 pub mod walk;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,9 +57,29 @@ pub enum CpError {
 
 impl CpError {
     /// Whether running the same command again can help (resume picks up what is
-    /// verified): true for failures mid-transfer, false for a request the server refused.
+    /// verified): failures mid-transfer, not a request the server refused, a protocol
+    /// violation or a failed set-up.
     pub fn rerun_helps(&self) -> bool {
-        !matches!(self, CpError::Refused(_))
+        use longhaul_transfer::session::SessionError as S;
+        matches!(
+            self,
+            CpError::Lost(_)
+                | CpError::Peer(_)
+                | CpError::Io { .. }
+                | CpError::Local(_)
+                | CpError::Session(S::GaveUp(_))
+        )
+    }
+
+    /// The advice to append to this error's message for the user: how to resume, unless
+    /// rerunning cannot help or the message (this end's, or the peer's words) already says
+    /// to run the command again.
+    pub fn rerun_hint(&self) -> &'static str {
+        if !self.rerun_helps() || self.to_string().contains(RERUN_ADVICE_MARK) {
+            ""
+        } else {
+            "; run the same command again to resume (verified chunks are not sent again)"
+        }
     }
 
     /// An I/O error while doing `what`.
@@ -69,6 +90,10 @@ impl CpError {
         }
     }
 }
+
+/// Words every message that already advises a rerun contains (the receiver's disk-full
+/// message says it; the peer's text arrives as words, not as a type).
+pub const RERUN_ADVICE_MARK: &str = "run the same command again";
 
 /// Why a transfer stops: the first reason given wins (later ones are its consequences),
 /// and setting it raises the stop flag both ends' threads watch.
@@ -119,6 +144,8 @@ pub struct Progress {
     files_total: AtomicU64,
     files_done: AtomicU64,
     listed: std::sync::atomic::AtomicBool,
+    /// Payload bytes per data stream, where someone samples them (the client).
+    streams: std::sync::OnceLock<std::sync::Arc<crate::telemetry::StreamCounters>>,
 }
 
 impl Progress {
@@ -154,6 +181,25 @@ impl Progress {
         self.files_total.store(p.files_total, Ordering::Relaxed);
         if p.listed {
             self.listed.store(true, Ordering::SeqCst);
+        }
+    }
+    /// Counts payload bytes per data stream into `counters` from now on (set once; the
+    /// client does, for its telemetry). False if counters were already set.
+    pub fn count_streams(
+        &self,
+        counters: std::sync::Arc<crate::telemetry::StreamCounters>,
+    ) -> bool {
+        self.streams.set(counters).is_ok()
+    }
+    /// The per-stream counters, if set.
+    pub fn stream_counters(&self) -> Option<&std::sync::Arc<crate::telemetry::StreamCounters>> {
+        self.streams.get()
+    }
+    /// `n` payload bytes written to (or read from) data stream `stream`; nothing unless
+    /// [`Progress::count_streams`] was called.
+    pub fn stream_bytes(&self, stream: usize, n: u64) {
+        if let Some(c) = self.streams.get() {
+            c.add(stream, n);
         }
     }
     /// `(done bytes, total bytes, done files, total files)`.

@@ -200,9 +200,10 @@ pub fn run_receiver(
     let handles: Vec<TcpStream> = streams.iter().filter_map(|s| s.try_clone().ok()).collect();
     let workers: Vec<_> = streams
         .into_iter()
-        .map(|s| {
+        .enumerate()
+        .map(|(i, s)| {
             let sh = shared.clone();
-            std::thread::spawn(move || stream_loop(&sh, s))
+            std::thread::spawn(move || stream_loop(&sh, i, s))
         })
         .collect();
     let sync_stop = Arc::new(AtomicBool::new(false));
@@ -335,7 +336,7 @@ fn hash_loop(sh: &Shared, jobs: &mpsc::Receiver<HashJob>) {
 }
 
 /// One data stream: read chunks until the sender closes it.
-fn stream_loop(sh: &Arc<Shared>, mut sock: TcpStream) {
+fn stream_loop(sh: &Arc<Shared>, stream: usize, mut sock: TcpStream) {
     let mut buf = AlignedBuf::new();
     let mut hdr = [0u8; ChunkHeader::LEN];
     loop {
@@ -349,7 +350,7 @@ fn stream_loop(sh: &Arc<Shared>, mut sock: TcpStream) {
             // a protocol error (below) ends the transfer here.
             Ok(false) | Err(_) => return,
         }
-        match receive_chunk(sh, &mut sock, &hdr, &mut buf) {
+        match receive_chunk(sh, stream, &mut sock, &hdr, &mut buf) {
             Ok(()) => {}
             Err(ChunkFail::Stream) => return,
             Err(ChunkFail::Stop(why)) => {
@@ -385,6 +386,7 @@ fn read_header(sock: &mut TcpStream, hdr: &mut [u8]) -> io::Result<bool> {
 
 fn receive_chunk(
     sh: &Shared,
+    stream: usize,
     sock: &mut TcpStream,
     hdr: &[u8; ChunkHeader::LEN],
     buf: &mut AlignedBuf,
@@ -404,6 +406,7 @@ fn receive_chunk(
         buf.resize(plan.payload as usize);
         for piece in buf.chunks_mut(PIECE) {
             sock.read_exact(piece).map_err(|_| ChunkFail::Stream)?;
+            sh.progress.stream_bytes(stream, piece.len() as u64);
             hasher.update(piece);
         }
     }

@@ -400,6 +400,7 @@ fn stream_loop(sh: &Arc<Shared>, stream: u32, mut sock: TcpStream) {
             let sent = send_chunk(sh, entry, size, file, &chunk, hasher, &mut sock, &mut buf);
             match sent {
                 Ok((hash, payload)) => {
+                    sh.progress.stream_bytes(stream as usize, payload);
                     let Ok(mut s) = sh.session.lock() else { return };
                     s.chunk_sent(&chunk, hash, payload);
                     if let Err(e) = sh.pump(&mut s) {
