@@ -63,8 +63,14 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null
 fi
-cargo build --release -q -p longhaul
-lh=$PWD/target/release/longhaul
+# LONGHAUL_BIN=PATH measures another build (e.g. the previous commit's, for a before/after
+# comparison in one sitting); by default the tree's own release build.
+if [ -n "${LONGHAUL_BIN:-}" ]; then
+  lh=$(readlink -f "$LONGHAUL_BIN")
+else
+  cargo build --release -q -p longhaul
+  lh=$PWD/target/release/longhaul
+fi
 mkdir -p "$(dirname "$out")"
 
 work=$(mktemp -d "$dir/cp-compare.XXXXXX")

@@ -11,8 +11,14 @@ cd "$(dirname "$0")/.."
 secs="${1:-30}"; rate="${2:-1G}"; rtt="${3:-180ms}"; mtu="${4:-1500}"
 command -v iperf3 >/dev/null || { echo "install iperf3 first (apt-get install -y iperf3)" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "run as root (namespaces, TUN)" >&2; exit 2; }
-cargo build --release -q -p longhaul
-lh=$PWD/target/release/longhaul
+# LONGHAUL_BIN=PATH measures another build (e.g. the previous commit's, for a before/after
+# comparison in one sitting); by default the tree's own release build.
+if [ -n "${LONGHAUL_BIN:-}" ]; then
+  lh=$(readlink -f "$LONGHAUL_BIN")
+else
+  cargo build --release -q -p longhaul
+  lh=$PWD/target/release/longhaul
+fi
 name="lfn$$"
 out=$(mktemp)
 old_rmem=$(sysctl -n net.core.rmem_max); old_wmem=$(sysctl -n net.core.wmem_max)
