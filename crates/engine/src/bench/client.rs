@@ -11,14 +11,14 @@ use longhaul_proto::{
 };
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::options::{self, plan_buffer};
-use super::probe::RateProbe;
+use super::options;
 use super::report::*;
 use super::run::{chrono_of, DataRun, Role, SenderPlan};
-use super::verdict::judge;
-use super::window::{needed_buffer, BufferChoice, Side, PROBE_CEILING_BPS};
 use crate::conn::{FramedConn, RecvError};
 use crate::host;
+use longhaul_policy::{
+    judge, needed_buffer, plan_buffer, BufferCaps, BufferChoice, RateProbe, Side, PROBE_CEILING_BPS,
+};
 
 /// The port `longhaul serve` listens on by default.
 pub const DEFAULT_PORT: u16 = 5290;
@@ -229,11 +229,14 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     let available = host::available_congestion();
     let congestion = match (&cfg.congestion, role) {
         (Some(cc), Role::Sender) => {
-            options::check_congestion(cc, &available).map_err(BenchError::Refused)?;
+            longhaul_policy::check_congestion(cc, &available)
+                .map_err(|e| BenchError::Refused(e.to_string()))?;
             cc.clone()
         }
         (Some(cc), Role::Receiver) => cc.clone(),
-        (None, Role::Sender) => options::default_congestion(&available, &local.default_congestion),
+        (None, Role::Sender) => {
+            longhaul_policy::default_congestion(&available, &local.default_congestion)
+        }
         (None, Role::Receiver) => String::new(),
     };
     let needed = match cfg.window {
@@ -244,7 +247,12 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         Role::Sender => Side::Send,
         Role::Receiver => Side::Receive,
     };
-    let local_choice = plan_buffer(side, needed, cfg.window.is_some(), &host::caps_of(&local));
+    let local_choice = plan_buffer(
+        side,
+        needed,
+        cfg.window.is_some(),
+        &BufferCaps::from(&local),
+    );
     let mut warnings = Vec::new();
     if let BufferChoice::Capped { fix, bytes, needed } = &local_choice {
         warnings.push(format!(
@@ -307,7 +315,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         peer_side,
         needed,
         cfg.window.is_some(),
-        &host::caps_of(&ready.facts),
+        &BufferCaps::from(&ready.facts),
     ) {
         warnings.push(format!(
             "the server caps its {} buffer at {bytes} bytes but the path needs {needed} per stream; \
@@ -365,7 +373,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
             "auto"
         },
         window_needed_bytes: needed,
-        local_buffer: options::describe(&local_choice),
+        local_buffer: longhaul_policy::describe(&local_choice),
         server_sndbuf_bytes: ready.sndbuf_bytes,
         server_rcvbuf_bytes: ready.rcvbuf_bytes,
         send_mode: match cfg.send_mode {
@@ -417,7 +425,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
 
     let deadline = cfg.bytes.is_none().then(|| run.started_at() + cfg.duration);
     let mut watchdog =
-        super::watchdog::Watchdog::new(run.started_at(), cfg.duration, cfg.bytes.is_some());
+        longhaul_policy::Watchdog::new(run.started_at(), cfg.duration, cfg.bytes.is_some());
     let probe_every = rtt.max(Duration::from_millis(20));
     let mut next_interval = run.started_at() + cfg.interval;
     let mut next_probe = run.started_at() + probe_every;
@@ -660,7 +668,7 @@ pub fn view(r: &IntervalReport, rate_bps: Option<u64>, held: Option<u64>) -> Int
                 delivery_rate_bps: s.delivery_rate_bps,
                 pacing_rate_bps: s.pacing_rate_bps,
                 limited_by: judge(
-                    super::verdict::Chrono {
+                    longhaul_policy::Chrono {
                         elapsed_us: r.end_ms.saturating_sub(r.start_ms) * 1000,
                         busy_us: s.busy_us,
                         rwnd_limited_us: s.rwnd_limited_us,
@@ -701,7 +709,7 @@ pub fn summarize(
     let seconds = seconds.max(1e-6);
     let bps = bytes as f64 * 8.0 / seconds;
     let n = sender.streams.len().max(1) as f64;
-    let mut total = super::verdict::Chrono::default();
+    let mut total = longhaul_policy::Chrono::default();
     let streams: Vec<StreamSummary> = sender
         .streams
         .iter()

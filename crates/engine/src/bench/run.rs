@@ -12,9 +12,9 @@ use longhaul_proto::{IntervalReport, Results, SendMode, StreamResult, StreamSamp
 use longhaul_sys::tcp_info::{tcp_info, TcpInfo};
 
 use super::pacer::Pacer;
-use super::probe::{ProbeAction, RateProbe};
 use super::stream::{self, Budget, Payload, StreamOutcome};
-use super::verdict::Chrono;
+use longhaul_policy::Chrono;
+use longhaul_policy::{ProbeAction, RateProbe};
 
 /// Which way this end moves data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

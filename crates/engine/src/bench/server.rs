@@ -14,13 +14,12 @@ use longhaul_proto::{
 };
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::options::{self, plan_buffer};
-use super::probe::RateProbe;
+use super::options;
 use super::run::{DataRun, Role, SenderPlan};
-use super::window::{Side, MAX_WINDOW};
 use crate::conn::{Frame, FramedConn, RecvError};
 use crate::cp::serve::{serve_transfer, StreamAttach};
 use crate::host;
+use longhaul_policy::{plan_buffer, BufferCaps, RateProbe, Side, MAX_WINDOW};
 use longhaul_proto::transfer::TransferMessage;
 use longhaul_proto::SessionSecret;
 use longhaul_sys::served_root::ServedRoot;
@@ -497,11 +496,12 @@ fn run_session(
     let available = host::available_congestion();
     let congestion = if role == Role::Sender {
         let cc = if params.congestion.is_empty() {
-            options::default_congestion(&available, &facts.default_congestion)
+            longhaul_policy::default_congestion(&available, &facts.default_congestion)
         } else {
             params.congestion.clone()
         };
-        if let Err(why) = options::check_congestion(&cc, &available) {
+        if let Err(why) = longhaul_policy::check_congestion(&cc, &available) {
+            let why = why.to_string();
             session.reject(format!("on the server: {why}"));
             let _ = send_all(&mut session, &mut conn);
             return Err(why);
@@ -518,7 +518,7 @@ fn run_session(
         side,
         params.window_bytes,
         params.window_fixed,
-        &host::caps_of(&facts),
+        &BufferCaps::from(&facts),
     );
     let rx_rate = match role {
         Role::Receiver if params.rx_rate_bps > 0 => Some(params.rx_rate_bps),
@@ -537,7 +537,7 @@ fn run_session(
                 sink,
             },
         );
-    let chosen = options::choice_bytes(&choice);
+    let chosen = longhaul_policy::choice_bytes(&choice);
     if side == Side::Receive {
         widen_window_scale(shared, chosen, &facts);
     }
@@ -643,7 +643,7 @@ fn drive(
     let start = run.started_at();
     let duration = Duration::from_millis(params.duration_ms);
     let deadline = (params.bytes == 0).then(|| start + duration);
-    let mut watchdog = super::watchdog::Watchdog::new(start, duration, params.bytes > 0);
+    let mut watchdog = longhaul_policy::Watchdog::new(start, duration, params.bytes > 0);
     let probe_every = rtt.max(Duration::from_millis(20));
     let mut next_interval = start + interval;
     let mut next_probe = start + probe_every;

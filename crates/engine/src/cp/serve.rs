@@ -15,11 +15,11 @@ use super::recv::{run_receiver, RecvTarget};
 use super::send::{run_sender, SendItem, SourceRoot};
 use super::walk::{walk_served, walk_served_root};
 use super::Progress;
-use crate::bench::options::{self, plan_buffer};
-use crate::bench::probe::RateProbe;
-use crate::bench::window::{bdp_bytes, Side};
+use crate::bench::options;
 use crate::conn::FramedConn;
 use crate::host;
+use longhaul_policy::window::bdp_bytes;
+use longhaul_policy::{plan_buffer, BufferCaps, RateProbe, Side};
 
 /// How the server connects a session's data streams (implemented by the bench server).
 pub trait StreamAttach {
@@ -131,19 +131,26 @@ pub fn serve_transfer(
     };
     let facts = host::host_facts();
     let side = if push { Side::Receive } else { Side::Send };
-    let choice = plan_buffer(side, params.window_bytes, false, &host::caps_of(&facts));
+    let choice = plan_buffer(side, params.window_bytes, false, &BufferCaps::from(&facts));
     let congestion = if push {
         String::new()
     } else if params.congestion.is_empty() {
-        options::default_congestion(&host::available_congestion(), &facts.default_congestion)
+        longhaul_policy::default_congestion(
+            &host::available_congestion(),
+            &facts.default_congestion,
+        )
     } else {
-        if let Err(e) = options::check_congestion(&params.congestion, &host::available_congestion())
+        if let Err(e) =
+            longhaul_policy::check_congestion(&params.congestion, &host::available_congestion())
         {
             return refuse(&mut conn, format!("on the server, {e}"));
         }
         params.congestion.clone()
     };
-    attach.expect(params.streams, push.then(|| options::choice_bytes(&choice)))?;
+    attach.expect(
+        params.streams,
+        push.then(|| longhaul_policy::choice_bytes(&choice)),
+    )?;
     if let Err(e) = conn.send_transfer(&TransferMessage::TransferReady { chunk_size }) {
         return Err(format!("sending TransferReady: {e}"));
     }
