@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use longhaul_model::buffers::bdp_bytes;
+
 /// The rate `--window auto` assumes when the user gave none: buffers are sized so a path
 /// up to this rate can be filled, then the rate probe holds the window to what it found.
 pub const PROBE_CEILING_BPS: u64 = 10_000_000_000;
@@ -75,13 +77,8 @@ pub enum BufferChoice {
     },
 }
 
-/// Bandwidth-delay product in bytes.
-pub fn bdp_bytes(rate_bps: u64, rtt: Duration) -> u64 {
-    (rate_bps as u128 * rtt.as_nanos() / 8 / 1_000_000_000) as u64
-}
-
 /// The setsockopt value one stream needs on `side` to carry `rate_bps` over `rtt`:
-/// twice the per-stream BDP (Linux keeps about half of a buffer for bookkeeping), at
+/// twice the per-stream BDP ([`longhaul_model::buffers::bdp_bytes`]) (Linux keeps about half of a buffer for bookkeeping), at
 /// least [`MIN_EXPLICIT_BUFFER`], at most [`MAX_WINDOW`].
 pub fn needed_buffer(rate_bps: u64, rtt: Duration, streams: u16) -> u64 {
     let per_stream = bdp_bytes(rate_bps, rtt) / streams.max(1) as u64;

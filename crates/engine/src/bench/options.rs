@@ -48,8 +48,7 @@ pub fn clamp_for_rx_rate(
     rtt: Duration,
 ) -> io::Result<u64> {
     let per_stream = rx_rate_bps / streams.max(1) as u64;
-    let clamp = (per_stream as u128 * rtt.as_micros() / 8 / 1_000_000) as u64;
-    let clamp = clamp.max(16 * 1024);
+    let clamp = longhaul_model::buffers::bdp_bytes(per_stream, rtt).max(16 * 1024);
     // Linux recomputes the window clamp from the receive buffer whenever its estimate of
     // payload per buffer byte changes, so TCP_WINDOW_CLAMP alone does not hold. The receive
     // buffer is set to twice the clamp (setsockopt value = clamp): the kernel then offers a

@@ -21,7 +21,7 @@ use crate::bench::options;
 use crate::bench::DEFAULT_PORT;
 use crate::conn::{Frame, FramedConn};
 use crate::host;
-use longhaul_policy::window::bdp_bytes;
+use longhaul_model::buffers::bdp_bytes;
 use longhaul_policy::{
     needed_buffer, plan_buffer, BufferCaps, BufferChoice, RateProbe, Side, PROBE_CEILING_BPS,
 };

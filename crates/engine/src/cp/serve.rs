@@ -18,7 +18,7 @@ use super::Progress;
 use crate::bench::options;
 use crate::conn::FramedConn;
 use crate::host;
-use longhaul_policy::window::bdp_bytes;
+use longhaul_model::buffers::bdp_bytes;
 use longhaul_policy::{plan_buffer, BufferCaps, RateProbe, Side};
 
 /// How the server connects a session's data streams (implemented by the bench server).
