@@ -1,6 +1,7 @@
-//! How a run uses the path, with no I/O: the socket buffer each stream needs and what to do
-//! when the kernel caps it ([`window`]), which congestion control to run
-//! ([`congestion`]), the rate probe that finds the bottleneck when the user gave no rate
+//! How a run uses the path, with no I/O: [`plan_transport`], the one place `bench` and `cp`
+//! decide buffers, congestion control, probing and pacing for their data streams
+//! ([`transport`]); the socket buffer each stream needs and what to do when the kernel
+//! caps it ([`window`]), which congestion control to run ([`congestion`]), the rate probe that finds the bottleneck when the user gave no rate
 //! ([`probe`]), the verdict on what limited a run ([`verdict`]) and the watchdog that gives
 //! up on a stuck one ([`watchdog`]).
 //!
@@ -14,6 +15,7 @@
 pub mod congestion;
 mod error;
 pub mod probe;
+pub mod transport;
 pub mod verdict;
 pub mod watchdog;
 pub mod window;
@@ -21,6 +23,9 @@ pub mod window;
 pub use congestion::{check_congestion, default_congestion};
 pub use error::PolicyError;
 pub use probe::{drain_time, ProbeAction, ProbeSample, RateProbe, DRAIN_GAIN};
+pub use transport::{
+    plan_transport, Congestion, Role, TransportPlan, TransportRequest, Window, MIN_PROBE_RTT,
+};
 pub use verdict::{judge, Chrono, LimitedBy};
 pub use watchdog::{Watchdog, STALL};
 pub use window::{
