@@ -17,7 +17,7 @@ use super::run::{chrono_of, DataRun, Role, SenderPlan};
 use crate::conn::{FramedConn, RecvError};
 use crate::host;
 use longhaul_policy::{
-    judge, needed_buffer, plan_buffer, BufferCaps, BufferChoice, RateProbe, Side, PROBE_CEILING_BPS,
+    judge, plan_transport, BufferCaps, BufferChoice, Congestion, Side, TransportRequest, Window,
 };
 
 /// The port `longhaul serve` listens on by default.
@@ -226,41 +226,28 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     } else {
         Role::Sender
     };
-    let available = host::available_congestion();
-    let congestion = match (&cfg.congestion, role) {
-        (Some(cc), Role::Sender) => {
-            longhaul_policy::check_congestion(cc, &available)
-                .map_err(|e| BenchError::Refused(e.to_string()))?;
-            cc.clone()
-        }
-        (Some(cc), Role::Receiver) => cc.clone(),
-        (None, Role::Sender) => {
-            longhaul_policy::default_congestion(&available, &local.default_congestion)
-        }
-        (None, Role::Receiver) => String::new(),
-    };
-    let needed = match cfg.window {
-        Some(w) => w,
-        None => needed_buffer(cfg.rate_bps.unwrap_or(PROBE_CEILING_BPS), rtt, cfg.streams),
-    };
-    let side = match role {
-        Role::Sender => Side::Send,
-        Role::Receiver => Side::Receive,
-    };
-    let local_choice = plan_buffer(
-        side,
-        needed,
-        cfg.window.is_some(),
+    let plan = plan_transport(
+        &TransportRequest {
+            role,
+            streams: cfg.streams,
+            rate_bps: cfg.rate_bps,
+            window: cfg.window.map_or(Window::Auto, Window::Fixed),
+            congestion: cfg.congestion.clone(),
+        },
+        rtt,
         &BufferCaps::from(&local),
-    );
-    let mut warnings = Vec::new();
-    if let BufferChoice::Capped { fix, bytes, needed } = &local_choice {
-        warnings.push(format!(
-            "this host caps the {} buffer at {bytes} bytes but the path needs {needed} per stream; \
-             run as root (longhaul then overrides the cap) or: {fix}",
-            if side == Side::Send { "send" } else { "receive" }
-        ));
-    }
+        &Congestion {
+            available: host::available_congestion(),
+            default: local.default_congestion.clone(),
+        },
+        None,
+    )
+    .map_err(|e| BenchError::Refused(e.to_string()))?;
+    let congestion = plan.congestion.clone().unwrap_or_default();
+    let needed = plan.window_bytes;
+    let side = plan.side;
+    let local_choice = plan.buffer.clone();
+    let mut warnings = plan.warnings.clone();
 
     let params = BenchParams {
         streams: cfg.streams,
@@ -307,22 +294,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
             Some(_) | None => continue,
         }
     };
-    let peer_side = match side {
-        Side::Send => Side::Receive,
-        Side::Receive => Side::Send,
-    };
-    if let BufferChoice::Capped { fix, bytes, needed } = plan_buffer(
-        peer_side,
-        needed,
-        cfg.window.is_some(),
-        &BufferCaps::from(&ready.facts),
-    ) {
-        warnings.push(format!(
-            "the server caps its {} buffer at {bytes} bytes but the path needs {needed} per stream; \
-             run `longhaul serve` as root or on the server: {fix}",
-            if peer_side == Side::Send { "send" } else { "receive" }
-        ));
-    }
+    warnings.extend(plan.peer_warning(&BufferCaps::from(&ready.facts)));
     let sender_congestion = if cfg.reverse {
         cfg.congestion
             .clone()
@@ -394,9 +366,8 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
 
     let sender_plan = (role == Role::Sender).then(|| SenderPlan {
         mode: cfg.send_mode,
-        pacing_bps: cfg.rate_bps.map(|r| r / cfg.streams.max(1) as u64),
-        probe: (cfg.window.is_none() && cfg.rate_bps.is_none() && rtt >= Duration::from_millis(1))
-            .then(|| RateProbe::new(rtt, congestion != "bbr")),
+        pacing_bps: plan.pacing_bps,
+        probe: plan.probe.clone(),
         bytes: cfg.bytes,
     });
     let mut run = DataRun::start(role, sockets, sender_plan, cfg.read_rate_bps.unwrap_or(0))

@@ -13,17 +13,9 @@ use longhaul_sys::tcp_info::{tcp_info, TcpInfo};
 
 use super::pacer::Pacer;
 use super::stream::{self, Budget, Payload, StreamOutcome};
-use longhaul_policy::Chrono;
-use longhaul_policy::{ProbeAction, RateProbe};
+use longhaul_policy::{Chrono, ProbeAction, RateProbe};
 
-/// Which way this end moves data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// This end writes.
-    Sender,
-    /// This end reads.
-    Receiver,
-}
+pub use longhaul_policy::Role;
 
 /// How the sender paces and when it stops.
 pub struct SenderPlan {

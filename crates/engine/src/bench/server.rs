@@ -19,7 +19,9 @@ use super::run::{DataRun, Role, SenderPlan};
 use crate::conn::{Frame, FramedConn, RecvError};
 use crate::cp::serve::{serve_transfer, StreamAttach};
 use crate::host;
-use longhaul_policy::{plan_buffer, BufferCaps, RateProbe, Side, MAX_WINDOW};
+use longhaul_policy::{
+    plan_transport, BufferCaps, Congestion, Side, TransportRequest, Window, MAX_WINDOW,
+};
 use longhaul_proto::transfer::TransferMessage;
 use longhaul_proto::SessionSecret;
 use longhaul_sys::served_root::ServedRoot;
@@ -493,33 +495,30 @@ fn run_session(
         Direction::ServerToClient => Role::Sender,
     };
     let facts = host::host_facts();
-    let available = host::available_congestion();
-    let congestion = if role == Role::Sender {
-        let cc = if params.congestion.is_empty() {
-            longhaul_policy::default_congestion(&available, &facts.default_congestion)
-        } else {
-            params.congestion.clone()
-        };
-        if let Err(why) = longhaul_policy::check_congestion(&cc, &available) {
-            let why = why.to_string();
+    let rtt = Duration::from_micros(params.rtt_us as u64);
+    let request = TransportRequest {
+        role,
+        streams: params.streams,
+        rate_bps: (params.rate_bps > 0).then_some(params.rate_bps),
+        window: Window::requested(params.window_bytes, params.window_fixed),
+        congestion: (!params.congestion.is_empty()).then(|| params.congestion.clone()),
+    };
+    let kernel = Congestion {
+        available: host::available_congestion(),
+        default: facts.default_congestion.clone(),
+    };
+    let transport = match plan_transport(&request, rtt, &BufferCaps::from(&facts), &kernel, None) {
+        Ok(transport) => transport,
+        Err(e) => {
+            let why = e.to_string();
             session.reject(format!("on the server: {why}"));
             let _ = send_all(&mut session, &mut conn);
             return Err(why);
         }
-        Some(cc)
-    } else {
-        None
     };
-    let side = match role {
-        Role::Sender => Side::Send,
-        Role::Receiver => Side::Receive,
-    };
-    let choice = plan_buffer(
-        side,
-        params.window_bytes,
-        params.window_fixed,
-        &BufferCaps::from(&facts),
-    );
+    let congestion = transport.congestion.clone();
+    let side = transport.side;
+    let choice = transport.buffer.clone();
     let rx_rate = match role {
         Role::Receiver if params.rx_rate_bps > 0 => Some(params.rx_rate_bps),
         Role::Receiver => cfg.rx_rate_bps,
@@ -576,7 +575,6 @@ fn run_session(
     }
     shared.sessions.lock().map(|mut s| s.remove(&id)).ok();
     let sockets: Vec<TcpStream> = sockets.into_iter().flatten().collect();
-    let rtt = Duration::from_micros(params.rtt_us as u64);
     for s in &sockets {
         options::apply_buffer(s, side, &choice).map_err(|e| e.to_string())?;
         options::tune_connected(s, congestion.as_deref()).map_err(|e| e.to_string())?;
@@ -589,9 +587,8 @@ fn run_session(
 
     let plan = (role == Role::Sender).then(|| SenderPlan {
         mode: params.send_mode,
-        pacing_bps: (params.rate_bps > 0).then(|| params.rate_bps / params.streams as u64),
-        probe: (!params.window_fixed && params.rate_bps == 0 && rtt >= Duration::from_millis(1))
-            .then(|| RateProbe::new(rtt, congestion.as_deref() != Some("bbr"))),
+        pacing_bps: transport.pacing_bps,
+        probe: transport.probe.clone(),
         bytes: (params.bytes > 0).then_some(params.bytes),
     });
     let mut run =
