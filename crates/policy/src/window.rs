@@ -77,9 +77,9 @@ pub enum BufferChoice {
     },
 }
 
-/// The setsockopt value one stream needs on `side` to carry `rate_bps` over `rtt`:
-/// twice the per-stream BDP ([`longhaul_model::buffers::bdp_bytes`]) (Linux keeps about half of a buffer for bookkeeping), at
-/// least [`MIN_EXPLICIT_BUFFER`], at most [`MAX_WINDOW`].
+/// The setsockopt value one stream needs to carry `rate_bps` over `rtt`: twice the
+/// per-stream BDP ([`longhaul_model::buffers::bdp_bytes`]; Linux keeps about half of a
+/// buffer for bookkeeping), at least 256 KiB, at most [`MAX_WINDOW`].
 pub fn needed_buffer(rate_bps: u64, rtt: Duration, streams: u16) -> u64 {
     let per_stream = bdp_bytes(rate_bps, rtt) / streams.max(1) as u64;
     (2 * per_stream).clamp(MIN_EXPLICIT_BUFFER, MAX_WINDOW)
