@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use longhaul_engine::emulate::gso::{cut_run, Layout};
+use longhaul_linkem::gso::{cut_run, Layout};
 
 fuzz_target!(|data: &[u8]| {
     let (sel, pkt) = data.split_at(data.len().min(2));

@@ -2,8 +2,6 @@
 
 use longhaul_proto::HostFacts;
 
-use crate::bench::window::BufferCaps;
-
 fn read_sysctl(path: &str) -> Option<String> {
     std::fs::read_to_string(format!("/proc/sys/{path}"))
         .ok()
@@ -37,15 +35,4 @@ pub fn available_congestion() -> Vec<String> {
     read_sysctl("net/ipv4/tcp_available_congestion_control")
         .map(|s| s.split_whitespace().map(str::to_string).collect())
         .unwrap_or_default()
-}
-
-/// The buffer caps of a host, as the window planner wants them.
-pub fn caps_of(f: &HostFacts) -> BufferCaps {
-    BufferCaps {
-        wmem_max: f.wmem_max,
-        rmem_max: f.rmem_max,
-        tcp_wmem_max: f.tcp_wmem_max,
-        tcp_rmem_max: f.tcp_rmem_max,
-        can_force: f.can_force_buffers,
-    }
 }

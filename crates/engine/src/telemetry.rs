@@ -14,14 +14,8 @@ use std::time::{Duration, Instant};
 use longhaul_proto::{IntervalReport, StreamResult, StreamSample};
 use longhaul_sys::tcp_info::{tcp_info, TcpInfo};
 
-/// Which way an end moves data on its streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// This end writes.
-    Sender,
-    /// This end reads.
-    Receiver,
-}
+/// Which way an end moves data on its streams (the transport policy's role).
+pub use longhaul_policy::Role;
 
 /// Payload bytes per data stream, counted by the threads that write (or read) them.
 #[derive(Debug)]

@@ -57,6 +57,14 @@
 //! - Jitter, reordering and duplication are drawn once per offered packet.
 //! - [`LinkStats`] (serde) counts all of it; [`Duplex`] pairs two directions.
 //!
+//! # Real packets ([`gso`], [`wire`])
+//! What the emulator's driver reads from a TUN device, still without I/O: [`gso::Layout`]
+//! says how many wire segments an offload super-packet (virtio-net header + IP packet)
+//! stands for, so it can be offered as [`Packet::gso`]; [`gso::cut_run`] cuts a surviving
+//! run of segments out as a packet of its own (lengths, IP ID, TCP sequence, checksums);
+//! [`wire::WirePacing`] splits a run into chunks released as the bottleneck would space
+//! them.
+//!
 //! # Parsing the command line's specs
 //! [`parse_loss`] (`1e-4`, `0.01%`, `ge:P,R,H,K`), [`parse_buffer`] (`25MB`, `1bdp`,
 //! `500pkt`) with [`BufferSpec::resolve`], and [`parse_probability`] (e.g. `--reorder`).
@@ -65,12 +73,14 @@ mod config;
 mod delay_line;
 mod duplex;
 mod error;
+pub mod gso;
 mod link;
 mod loss;
 pub mod rng;
 mod spec;
 mod stats;
 mod wander;
+pub mod wire;
 
 pub use config::{Jitter, LinkConfig, LossModel, QueueLimit, Reorder, MAX_DELAY, MAX_RATE_BPS};
 pub use delay_line::DelayLine;

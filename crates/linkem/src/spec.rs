@@ -94,7 +94,7 @@ impl BufferSpec {
                 let rate = rate_bps.ok_or_else(|| LinkemError::BdpWithoutRate {
                     spec: format!("{k}bdp"),
                 })?;
-                let bdp = rate as f64 * rtt.as_secs_f64() / 8.0;
+                let bdp = longhaul_model::buffers::bdp_bytes(rate, rtt) as f64;
                 Ok(QueueLimit::Bytes((k * bdp).ceil() as u64))
             }
         }

@@ -60,7 +60,7 @@ impl Scenario {
 
     /// Bandwidth-delay product of `rate_bps` at this scenario's RTT, bytes.
     pub fn bdp_bytes(&self, rate_bps: u64) -> u64 {
-        (rate_bps as u128 * self.rtt.as_micros() / 8 / 1_000_000) as u64
+        crate::buffers::bdp_bytes(rate_bps, self.rtt)
     }
 }
 

@@ -11,14 +11,14 @@ use longhaul_proto::{
 };
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::options::{self, plan_buffer};
-use super::probe::RateProbe;
+use super::options;
 use super::report::*;
 use super::run::{chrono_of, DataRun, Role, SenderPlan};
-use super::verdict::judge;
-use super::window::{needed_buffer, BufferChoice, Side, PROBE_CEILING_BPS};
 use crate::conn::{FramedConn, RecvError};
 use crate::host;
+use longhaul_policy::{
+    judge, plan_transport, BufferCaps, BufferChoice, Congestion, Side, TransportRequest, Window,
+};
 
 /// The port `longhaul serve` listens on by default.
 pub const DEFAULT_PORT: u16 = 5290;
@@ -226,33 +226,28 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     } else {
         Role::Sender
     };
-    let available = host::available_congestion();
-    let congestion = match (&cfg.congestion, role) {
-        (Some(cc), Role::Sender) => {
-            options::check_congestion(cc, &available).map_err(BenchError::Refused)?;
-            cc.clone()
-        }
-        (Some(cc), Role::Receiver) => cc.clone(),
-        (None, Role::Sender) => options::default_congestion(&available, &local.default_congestion),
-        (None, Role::Receiver) => String::new(),
-    };
-    let needed = match cfg.window {
-        Some(w) => w,
-        None => needed_buffer(cfg.rate_bps.unwrap_or(PROBE_CEILING_BPS), rtt, cfg.streams),
-    };
-    let side = match role {
-        Role::Sender => Side::Send,
-        Role::Receiver => Side::Receive,
-    };
-    let local_choice = plan_buffer(side, needed, cfg.window.is_some(), &host::caps_of(&local));
-    let mut warnings = Vec::new();
-    if let BufferChoice::Capped { fix, bytes, needed } = &local_choice {
-        warnings.push(format!(
-            "this host caps the {} buffer at {bytes} bytes but the path needs {needed} per stream; \
-             run as root (longhaul then overrides the cap) or: {fix}",
-            if side == Side::Send { "send" } else { "receive" }
-        ));
-    }
+    let plan = plan_transport(
+        &TransportRequest {
+            role,
+            streams: cfg.streams,
+            rate_bps: cfg.rate_bps,
+            window: cfg.window.map_or(Window::Auto, Window::Fixed),
+            congestion: cfg.congestion.clone(),
+        },
+        rtt,
+        &BufferCaps::from(&local),
+        &Congestion {
+            available: host::available_congestion(),
+            default: local.default_congestion.clone(),
+        },
+        None,
+    )
+    .map_err(|e| BenchError::Refused(e.to_string()))?;
+    let congestion = plan.congestion.clone().unwrap_or_default();
+    let needed = plan.window_bytes;
+    let side = plan.side;
+    let local_choice = plan.buffer.clone();
+    let mut warnings = plan.warnings.clone();
 
     let params = BenchParams {
         streams: cfg.streams,
@@ -299,22 +294,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
             Some(_) | None => continue,
         }
     };
-    let peer_side = match side {
-        Side::Send => Side::Receive,
-        Side::Receive => Side::Send,
-    };
-    if let BufferChoice::Capped { fix, bytes, needed } = plan_buffer(
-        peer_side,
-        needed,
-        cfg.window.is_some(),
-        &host::caps_of(&ready.facts),
-    ) {
-        warnings.push(format!(
-            "the server caps its {} buffer at {bytes} bytes but the path needs {needed} per stream; \
-             run `longhaul serve` as root or on the server: {fix}",
-            if peer_side == Side::Send { "send" } else { "receive" }
-        ));
-    }
+    warnings.extend(plan.peer_warning(&BufferCaps::from(&ready.facts)));
     let sender_congestion = if cfg.reverse {
         cfg.congestion
             .clone()
@@ -365,7 +345,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
             "auto"
         },
         window_needed_bytes: needed,
-        local_buffer: options::describe(&local_choice),
+        local_buffer: longhaul_policy::describe(&local_choice),
         server_sndbuf_bytes: ready.sndbuf_bytes,
         server_rcvbuf_bytes: ready.rcvbuf_bytes,
         send_mode: match cfg.send_mode {
@@ -386,9 +366,8 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
 
     let sender_plan = (role == Role::Sender).then(|| SenderPlan {
         mode: cfg.send_mode,
-        pacing_bps: cfg.rate_bps.map(|r| r / cfg.streams.max(1) as u64),
-        probe: (cfg.window.is_none() && cfg.rate_bps.is_none() && rtt >= Duration::from_millis(1))
-            .then(|| RateProbe::new(rtt, congestion != "bbr")),
+        pacing_bps: plan.pacing_bps,
+        probe: plan.probe.clone(),
         bytes: cfg.bytes,
     });
     let mut run = DataRun::start(role, sockets, sender_plan, cfg.read_rate_bps.unwrap_or(0))
@@ -417,7 +396,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
 
     let deadline = cfg.bytes.is_none().then(|| run.started_at() + cfg.duration);
     let mut watchdog =
-        super::watchdog::Watchdog::new(run.started_at(), cfg.duration, cfg.bytes.is_some());
+        longhaul_policy::Watchdog::new(run.started_at(), cfg.duration, cfg.bytes.is_some());
     let probe_every = rtt.max(Duration::from_millis(20));
     let mut next_interval = run.started_at() + cfg.interval;
     let mut next_probe = run.started_at() + probe_every;
@@ -660,7 +639,7 @@ pub fn view(r: &IntervalReport, rate_bps: Option<u64>, held: Option<u64>) -> Int
                 delivery_rate_bps: s.delivery_rate_bps,
                 pacing_rate_bps: s.pacing_rate_bps,
                 limited_by: judge(
-                    super::verdict::Chrono {
+                    longhaul_policy::Chrono {
                         elapsed_us: r.end_ms.saturating_sub(r.start_ms) * 1000,
                         busy_us: s.busy_us,
                         rwnd_limited_us: s.rwnd_limited_us,
@@ -701,7 +680,7 @@ pub fn summarize(
     let seconds = seconds.max(1e-6);
     let bps = bytes as f64 * 8.0 / seconds;
     let n = sender.streams.len().max(1) as f64;
-    let mut total = super::verdict::Chrono::default();
+    let mut total = longhaul_policy::Chrono::default();
     let streams: Vec<StreamSummary> = sender
         .streams
         .iter()

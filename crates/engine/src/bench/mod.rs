@@ -4,14 +4,10 @@ pub mod client;
 pub mod options;
 pub mod pacer;
 pub mod peer;
-pub mod probe;
 pub mod report;
 pub mod run;
 pub mod server;
 pub mod stream;
-pub mod verdict;
-pub mod watchdog;
-pub mod window;
 
 pub use client::{run_bench, BenchConfig, BenchError, BenchObserver, DEFAULT_PORT};
 pub use peer::{peer_report, PeerReport};

@@ -4,13 +4,13 @@ use std::io;
 use std::net::TcpStream;
 use std::time::Duration;
 
-use super::window::{choose, BufferCaps, BufferChoice, Side};
+use longhaul_policy::{BufferChoice, Side};
 
 /// A vanished peer ends a run after this long without acknowledgements.
 pub const USER_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Sets the buffer of `side` on `sock` as `choice` says. With `fixed`, an Autotune choice
-/// becomes an explicit value (the user asked for exactly this window).
+/// Sets the buffer of `side` on `sock` as `choice` says (see `longhaul_policy::plan_buffer`,
+/// which turns a fixed window into an explicit value).
 pub fn apply_buffer(
     sock: &impl std::os::fd::AsRawFd,
     side: Side,
@@ -24,45 +24,6 @@ pub fn apply_buffer(
     match side {
         Side::Send => longhaul_sys::socket::set_send_buffer(sock, bytes, force),
         Side::Receive => longhaul_sys::socket::set_receive_buffer(sock, bytes, force),
-    }
-}
-
-/// The buffer choice for one end: with a fixed window, always set it (forcing if needed
-/// and possible); otherwise let [`choose`] decide.
-pub fn plan_buffer(side: Side, needed: u64, fixed: bool, caps: &BufferCaps) -> BufferChoice {
-    match choose(side, needed, caps) {
-        BufferChoice::Autotune if fixed => choose(
-            side,
-            needed,
-            &BufferCaps {
-                tcp_wmem_max: 0,
-                tcp_rmem_max: 0,
-                ..*caps
-            },
-        ),
-        c => c,
-    }
-}
-
-/// The value a choice will set (0 for autotuning).
-pub fn choice_bytes(c: &BufferChoice) -> u64 {
-    match c {
-        BufferChoice::Autotune => 0,
-        BufferChoice::Set { bytes, .. } | BufferChoice::Capped { bytes, .. } => *bytes,
-    }
-}
-
-/// Describes a choice for the start line.
-pub fn describe(c: &BufferChoice) -> String {
-    match c {
-        BufferChoice::Autotune => "kernel autotuning (its ceiling covers the path)".into(),
-        BufferChoice::Set { bytes, force: true } => {
-            format!("{bytes} bytes, forced past the sysctl cap")
-        }
-        BufferChoice::Set { bytes, .. } => format!("{bytes} bytes"),
-        BufferChoice::Capped { bytes, needed, .. } => {
-            format!("{bytes} bytes (capped; the path needs {needed})")
-        }
     }
 }
 
@@ -87,8 +48,7 @@ pub fn clamp_for_rx_rate(
     rtt: Duration,
 ) -> io::Result<u64> {
     let per_stream = rx_rate_bps / streams.max(1) as u64;
-    let clamp = (per_stream as u128 * rtt.as_micros() / 8 / 1_000_000) as u64;
-    let clamp = clamp.max(16 * 1024);
+    let clamp = longhaul_model::buffers::bdp_bytes(per_stream, rtt).max(16 * 1024);
     // Linux recomputes the window clamp from the receive buffer whenever its estimate of
     // payload per buffer byte changes, so TCP_WINDOW_CLAMP alone does not hold. The receive
     // buffer is set to twice the clamp (setsockopt value = clamp): the kernel then offers a
@@ -97,25 +57,4 @@ pub fn clamp_for_rx_rate(
     longhaul_sys::socket::set_receive_buffer(sock, clamp, force)?;
     longhaul_sys::socket::set_window_clamp(sock, clamp)?;
     Ok(clamp)
-}
-
-/// The congestion control a sender should use when the user named none: BBR when the
-/// kernel has it (it finds the bottleneck without filling the queue), else the default.
-pub fn default_congestion(available: &[String], default: &str) -> String {
-    if available.iter().any(|c| c == "bbr") {
-        "bbr".into()
-    } else {
-        default.into()
-    }
-}
-
-/// Checks that `cc` can run here; the error lists what can and how to add it.
-pub fn check_congestion(cc: &str, available: &[String]) -> Result<(), String> {
-    if available.iter().any(|c| c == cc) {
-        return Ok(());
-    }
-    Err(format!(
-        "congestion control {cc:?} is not available on this host (available: {}); load it with `modprobe tcp_{cc}` or pick one of those",
-        available.join(" ")
-    ))
 }

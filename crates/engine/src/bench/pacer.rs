@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use longhaul_sys::tcp_info::{bbr_info, tcp_info};
 
-use super::probe::{drain_time, ProbeAction, ProbeSample, RateProbe, DRAIN_GAIN};
+use longhaul_policy::{drain_time, ProbeAction, ProbeSample, RateProbe, DRAIN_GAIN};
 
 /// The probe and what it decided, over a set of sockets.
 pub struct Pacer {

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::verdict::LimitedBy;
+use longhaul_policy::LimitedBy;
 
 /// Figures of one host's network stack.
 #[derive(Debug, Clone, Serialize)]

@@ -11,11 +11,10 @@ use std::time::{Duration, Instant};
 use longhaul_proto::{IntervalReport, Results, SendMode, StreamResult};
 
 use super::pacer::Pacer;
-use super::probe::{ProbeAction, RateProbe};
 use super::stream::{self, Budget, Payload, StreamOutcome};
-use super::verdict::Chrono;
 pub use crate::telemetry::Role;
 use crate::telemetry::{Sampler, StreamCounters};
+use longhaul_policy::{Chrono, ProbeAction, RateProbe};
 
 /// How the sender paces and when it stops.
 pub struct SenderPlan {

@@ -14,13 +14,14 @@ use longhaul_proto::{
 };
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::options::{self, plan_buffer};
-use super::probe::RateProbe;
+use super::options;
 use super::run::{DataRun, Role, SenderPlan};
-use super::window::{Side, MAX_WINDOW};
 use crate::conn::{Frame, FramedConn, RecvError};
 use crate::cp::serve::{serve_transfer, StreamAttach};
 use crate::host;
+use longhaul_policy::{
+    plan_transport, BufferCaps, Congestion, Side, TransportRequest, Window, MAX_WINDOW,
+};
 use longhaul_proto::transfer::TransferMessage;
 use longhaul_proto::SessionSecret;
 use longhaul_sys::served_root::ServedRoot;
@@ -494,32 +495,30 @@ fn run_session(
         Direction::ServerToClient => Role::Sender,
     };
     let facts = host::host_facts();
-    let available = host::available_congestion();
-    let congestion = if role == Role::Sender {
-        let cc = if params.congestion.is_empty() {
-            options::default_congestion(&available, &facts.default_congestion)
-        } else {
-            params.congestion.clone()
-        };
-        if let Err(why) = options::check_congestion(&cc, &available) {
+    let rtt = Duration::from_micros(params.rtt_us as u64);
+    let request = TransportRequest {
+        role,
+        streams: params.streams,
+        rate_bps: (params.rate_bps > 0).then_some(params.rate_bps),
+        window: Window::requested(params.window_bytes, params.window_fixed),
+        congestion: (!params.congestion.is_empty()).then(|| params.congestion.clone()),
+    };
+    let kernel = Congestion {
+        available: host::available_congestion(),
+        default: facts.default_congestion.clone(),
+    };
+    let transport = match plan_transport(&request, rtt, &BufferCaps::from(&facts), &kernel, None) {
+        Ok(transport) => transport,
+        Err(e) => {
+            let why = e.to_string();
             session.reject(format!("on the server: {why}"));
             let _ = send_all(&mut session, &mut conn);
             return Err(why);
         }
-        Some(cc)
-    } else {
-        None
     };
-    let side = match role {
-        Role::Sender => Side::Send,
-        Role::Receiver => Side::Receive,
-    };
-    let choice = plan_buffer(
-        side,
-        params.window_bytes,
-        params.window_fixed,
-        &host::caps_of(&facts),
-    );
+    let congestion = transport.congestion.clone();
+    let side = transport.side;
+    let choice = transport.buffer.clone();
     let rx_rate = match role {
         Role::Receiver if params.rx_rate_bps > 0 => Some(params.rx_rate_bps),
         Role::Receiver => cfg.rx_rate_bps,
@@ -537,7 +536,7 @@ fn run_session(
                 sink,
             },
         );
-    let chosen = options::choice_bytes(&choice);
+    let chosen = longhaul_policy::choice_bytes(&choice);
     if side == Side::Receive {
         widen_window_scale(shared, chosen, &facts);
     }
@@ -576,7 +575,6 @@ fn run_session(
     }
     shared.sessions.lock().map(|mut s| s.remove(&id)).ok();
     let sockets: Vec<TcpStream> = sockets.into_iter().flatten().collect();
-    let rtt = Duration::from_micros(params.rtt_us as u64);
     for s in &sockets {
         options::apply_buffer(s, side, &choice).map_err(|e| e.to_string())?;
         options::tune_connected(s, congestion.as_deref()).map_err(|e| e.to_string())?;
@@ -589,9 +587,8 @@ fn run_session(
 
     let plan = (role == Role::Sender).then(|| SenderPlan {
         mode: params.send_mode,
-        pacing_bps: (params.rate_bps > 0).then(|| params.rate_bps / params.streams as u64),
-        probe: (!params.window_fixed && params.rate_bps == 0 && rtt >= Duration::from_millis(1))
-            .then(|| RateProbe::new(rtt, congestion.as_deref() != Some("bbr"))),
+        pacing_bps: transport.pacing_bps,
+        probe: transport.probe.clone(),
         bytes: (params.bytes > 0).then_some(params.bytes),
     });
     let mut run =
@@ -643,7 +640,7 @@ fn drive(
     let start = run.started_at();
     let duration = Duration::from_millis(params.duration_ms);
     let deadline = (params.bytes == 0).then(|| start + duration);
-    let mut watchdog = super::watchdog::Watchdog::new(start, duration, params.bytes > 0);
+    let mut watchdog = longhaul_policy::Watchdog::new(start, duration, params.bytes > 0);
     let probe_every = rtt.max(Duration::from_millis(20));
     let mut next_interval = start + interval;
     let mut next_probe = start + probe_every;

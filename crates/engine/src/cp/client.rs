@@ -17,13 +17,15 @@ use super::recv::{run_receiver, RecvTarget};
 use super::send::{run_sender, SendItem, Sender, SourceRoot};
 use super::{CpError, Progress};
 use crate::bench::client::{connect_any, recv, resolve};
-use crate::bench::options::{self, plan_buffer};
-use crate::bench::probe::RateProbe;
-use crate::bench::window::{bdp_bytes, needed_buffer, BufferChoice, Side, PROBE_CEILING_BPS};
+use crate::bench::options;
 use crate::bench::DEFAULT_PORT;
 use crate::conn::{Frame, FramedConn};
 use crate::host;
 use crate::telemetry::StreamCounters;
+use longhaul_model::buffers::bdp_bytes;
+use longhaul_policy::{
+    needed_buffer, plan_buffer, BufferCaps, BufferChoice, RateProbe, Side, PROBE_CEILING_BPS,
+};
 use longhaul_proto::transfer::valid_chunk_size;
 use longhaul_proto::{ClientSession, Message};
 use std::net::SocketAddr;
@@ -141,7 +143,12 @@ pub fn run_cp(
     let needed = cfg
         .window
         .unwrap_or_else(|| needed_buffer(cfg.rate_bps.unwrap_or(PROBE_CEILING_BPS), rtt, streams));
-    let choice = plan_buffer(side, needed, cfg.window.is_some(), &host::caps_of(&facts));
+    let choice = plan_buffer(
+        side,
+        needed,
+        cfg.window.is_some(),
+        &BufferCaps::from(&facts),
+    );
     let mut warnings = Vec::new();
     if let BufferChoice::Capped { fix, bytes, needed } = &choice {
         warnings.push(format!(
@@ -152,10 +159,11 @@ pub fn run_cp(
         let available = host::available_congestion();
         match &cfg.congestion {
             Some(cc) => {
-                options::check_congestion(cc, &available).map_err(CpError::Local)?;
+                longhaul_policy::check_congestion(cc, &available)
+                    .map_err(|e| CpError::Local(e.to_string()))?;
                 cc.clone()
             }
-            None => options::default_congestion(&available, &facts.default_congestion),
+            None => longhaul_policy::default_congestion(&available, &facts.default_congestion),
         }
     } else {
         cfg.congestion
@@ -285,7 +293,7 @@ pub fn run_cp(
         streams,
         chunk_bytes: chunk_size,
         rtt,
-        window_bytes: options::choice_bytes(&choice),
+        window_bytes: longhaul_policy::choice_bytes(&choice),
         congestion,
         warnings,
         sockets,

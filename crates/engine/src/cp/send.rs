@@ -30,7 +30,7 @@ use super::chunk_io::hash_range;
 use super::control::{ControlLink, ControlTx, Incoming};
 use super::{CpError, Progress, Stop};
 use crate::bench::pacer::Pacer;
-use crate::bench::probe::RateProbe;
+use longhaul_policy::RateProbe;
 
 /// Most data segments looked up per sparse file (the rest is sent as data).
 const MAX_SEGMENTS: usize = 1 << 16;

@@ -15,11 +15,11 @@ use super::recv::{run_receiver, RecvTarget};
 use super::send::{run_sender, SendItem, Sender, SourceRoot};
 use super::walk::{walk_served, walk_served_root};
 use super::Progress;
-use crate::bench::options::{self, plan_buffer};
-use crate::bench::probe::RateProbe;
-use crate::bench::window::{bdp_bytes, Side};
+use crate::bench::options;
 use crate::conn::FramedConn;
 use crate::host;
+use longhaul_model::buffers::bdp_bytes;
+use longhaul_policy::{plan_buffer, BufferCaps, RateProbe, Side};
 
 /// How the server connects a session's data streams (implemented by the bench server).
 pub trait StreamAttach {
@@ -131,20 +131,27 @@ pub fn serve_transfer(
         side,
         params.window_bytes,
         opts.window_fixed,
-        &host::caps_of(&facts),
+        &BufferCaps::from(&facts),
     );
     let congestion = if push {
         String::new()
     } else if params.congestion.is_empty() {
-        options::default_congestion(&host::available_congestion(), &facts.default_congestion)
+        longhaul_policy::default_congestion(
+            &host::available_congestion(),
+            &facts.default_congestion,
+        )
     } else {
-        if let Err(e) = options::check_congestion(&params.congestion, &host::available_congestion())
+        if let Err(e) =
+            longhaul_policy::check_congestion(&params.congestion, &host::available_congestion())
         {
             return refuse(&mut conn, format!("on the server, {e}"));
         }
         params.congestion.clone()
     };
-    attach.expect(params.streams, push.then(|| options::choice_bytes(&choice)))?;
+    attach.expect(
+        params.streams,
+        push.then(|| longhaul_policy::choice_bytes(&choice)),
+    )?;
     if let Err(e) = conn.send_transfer(&TransferMessage::TransferReady { chunk_size }) {
         return Err(format!("sending TransferReady: {e}"));
     }
@@ -206,7 +213,7 @@ pub fn serve_transfer(
             .unwrap_or(0);
         let window = format!(
             "send buffer {} (SO_SNDBUF {sndbuf}){}, rate probe {}",
-            options::describe(&choice),
+            longhaul_policy::describe(&choice),
             if opts.window_fixed { ", fixed" } else { "" },
             if sender.probe.is_some() { "on" } else { "off" }
         );

@@ -20,8 +20,8 @@ use super::Progress;
 use crate::bench::client::view;
 use crate::bench::report::{IntervalView, StreamSummary};
 use crate::bench::run::chrono_of;
-use crate::bench::verdict::{judge, Chrono, LimitedBy};
 use crate::telemetry::{Role, Sampler};
+use longhaul_policy::{judge, Chrono, LimitedBy};
 
 /// The sampler of one transfer's data streams at the client.
 pub struct CpTelemetry {

@@ -18,7 +18,7 @@ use super::log::PacketLog;
 use super::pump::Pump;
 use super::stats::{DirectionStats, EmulatorStats};
 use super::topology::{ns_name, End, Topology, IFNAME};
-use super::wire::WirePacing;
+use longhaul_linkem::wire::WirePacing;
 
 /// Everything that describes one emulated path.
 #[derive(Debug, Clone, PartialEq)]

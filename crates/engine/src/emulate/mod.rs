@@ -1,17 +1,17 @@
 //! `longhaul emulate`: two network namespaces joined by TUN devices, with a user-space
 //! packet loop per direction between them that applies the link model of
 //! `longhaul-linkem` (rate, drop-tail queue, delay, jitter, loss, reordering) per wire
-//! segment of each offload super-packet.
+//! segment of each offload super-packet. Reading super-packets and cutting them into runs
+//! is pure and lives in `longhaul_linkem::gso` and `longhaul_linkem::wire`; this module
+//! owns the devices, namespaces, threads and clocks.
 
 mod emulator;
 mod error;
-pub mod gso;
 pub mod log;
 mod pump;
 pub mod state;
 pub mod stats;
 pub mod topology;
-pub mod wire;
 
 pub use emulator::{
     preflight, validate, Emulator, EmulatorConfig, DEFAULT_MAX_BURST, DEFAULT_MAX_HELD_BYTES,

@@ -12,10 +12,10 @@ use longhaul_linkem::{DelayLine, Link, Packet, Verdict};
 use longhaul_sys::timer::{monotonic_ns, ReadOrDeadline};
 use longhaul_sys::tun::{TunDevice, MAX_PACKET_LEN};
 
-use super::gso::{cut_run, Layout, VNET_HDR_LEN};
 use super::log::{LogEvent, PacketLog};
 use super::stats::DirectionStats;
-use super::wire::{Chunk, WirePacing};
+use longhaul_linkem::gso::{cut_run, Layout, VNET_HDR_LEN};
+use longhaul_linkem::wire::{Chunk, WirePacing};
 
 /// SCHED_FIFO priority of the packet loops (middle of the range: above every ordinary
 /// task, below the kernel's own real-time threads).

@@ -93,7 +93,7 @@ impl Path {
     ) -> anyhow::Result<Path> {
         let queue = match rate_bps {
             Some(r) => {
-                let bdp = (r as u128 * rtt.as_micros() / 8 / 1_000_000) as u64;
+                let bdp = longhaul_model::buffers::bdp_bytes(r, rtt);
                 QueueLimit::Bytes(bdp.max(64 * u64::from(mtu)))
             }
             None => QueueLimit::Unlimited,

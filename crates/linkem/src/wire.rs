@@ -3,7 +3,7 @@
 //! is cut into chunks that span at most `max_burst` of bottleneck time, each released at
 //! its own last segment's departure. No I/O.
 
-use super::gso::Layout;
+use crate::gso::Layout;
 
 /// Segments `first .. first + segments` of a packet, written at `release_ns`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +98,7 @@ impl WirePacing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emulate::gso::Transport;
+    use crate::gso::Transport;
 
     fn jumbo_layout(segments: u32, last_payload: usize) -> Layout {
         let mss = 8948;

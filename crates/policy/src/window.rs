@@ -1,8 +1,10 @@
 //! Choosing socket buffers for a path, with no I/O: the record teams' rule that the window
 //! must cover the bandwidth-delay product, Linux's need for about twice that in socket
-//! buffer, and what to do when the kernel's caps are lower.
+//! buffer, what to do when the kernel's caps are lower, and how a choice is shown.
 
 use std::time::Duration;
+
+use longhaul_model::buffers::bdp_bytes;
 
 /// The rate `--window auto` assumes when the user gave none: buffers are sized so a path
 /// up to this rate can be filled, then the rate probe holds the window to what it found.
@@ -27,6 +29,19 @@ pub struct BufferCaps {
     pub tcp_rmem_max: u64,
     /// Whether SO_SNDBUFFORCE/SO_RCVBUFFORCE are allowed (CAP_NET_ADMIN).
     pub can_force: bool,
+}
+
+impl From<&longhaul_proto::HostFacts> for BufferCaps {
+    /// The caps a host reported (this host's, or the peer's in its `BenchReady`).
+    fn from(f: &longhaul_proto::HostFacts) -> Self {
+        BufferCaps {
+            wmem_max: f.wmem_max,
+            rmem_max: f.rmem_max,
+            tcp_wmem_max: f.tcp_wmem_max,
+            tcp_rmem_max: f.tcp_rmem_max,
+            can_force: f.can_force_buffers,
+        }
+    }
 }
 
 /// Which side of the data connection a buffer is for.
@@ -62,14 +77,9 @@ pub enum BufferChoice {
     },
 }
 
-/// Bandwidth-delay product in bytes.
-pub fn bdp_bytes(rate_bps: u64, rtt: Duration) -> u64 {
-    (rate_bps as u128 * rtt.as_nanos() / 8 / 1_000_000_000) as u64
-}
-
-/// The setsockopt value one stream needs on `side` to carry `rate_bps` over `rtt`:
-/// twice the per-stream BDP (Linux keeps about half of a buffer for bookkeeping), at
-/// least [`MIN_EXPLICIT_BUFFER`], at most [`MAX_WINDOW`].
+/// The setsockopt value one stream needs to carry `rate_bps` over `rtt`: twice the
+/// per-stream BDP ([`longhaul_model::buffers::bdp_bytes`]; Linux keeps about half of a
+/// buffer for bookkeeping), at least 256 KiB, at most [`MAX_WINDOW`].
 pub fn needed_buffer(rate_bps: u64, rtt: Duration, streams: u16) -> u64 {
     let per_stream = bdp_bytes(rate_bps, rtt) / streams.max(1) as u64;
     (2 * per_stream).clamp(MIN_EXPLICIT_BUFFER, MAX_WINDOW)
@@ -115,6 +125,45 @@ pub fn choose(side: Side, needed: u64, caps: &BufferCaps) -> BufferChoice {
             v = needed,
             v2 = 2 * needed
         ),
+    }
+}
+
+/// The buffer choice for one end: with a fixed window, always set it (forcing if needed
+/// and possible); otherwise let [`choose`] decide.
+pub fn plan_buffer(side: Side, needed: u64, fixed: bool, caps: &BufferCaps) -> BufferChoice {
+    match choose(side, needed, caps) {
+        BufferChoice::Autotune if fixed => choose(
+            side,
+            needed,
+            &BufferCaps {
+                tcp_wmem_max: 0,
+                tcp_rmem_max: 0,
+                ..*caps
+            },
+        ),
+        c => c,
+    }
+}
+
+/// The value a choice will set (0 for autotuning).
+pub fn choice_bytes(c: &BufferChoice) -> u64 {
+    match c {
+        BufferChoice::Autotune => 0,
+        BufferChoice::Set { bytes, .. } | BufferChoice::Capped { bytes, .. } => *bytes,
+    }
+}
+
+/// Describes a choice for the start line.
+pub fn describe(c: &BufferChoice) -> String {
+    match c {
+        BufferChoice::Autotune => "kernel autotuning (its ceiling covers the path)".into(),
+        BufferChoice::Set { bytes, force: true } => {
+            format!("{bytes} bytes, forced past the sysctl cap")
+        }
+        BufferChoice::Set { bytes, .. } => format!("{bytes} bytes"),
+        BufferChoice::Capped { bytes, needed, .. } => {
+            format!("{bytes} bytes (capped; the path needs {needed})")
+        }
     }
 }
 
@@ -194,5 +243,29 @@ mod tests {
     fn buffer_never_exceeds_the_window_scale_ceiling() {
         let need = needed_buffer(100_000_000_000, Duration::from_millis(500), 1);
         assert_eq!(need, MAX_WINDOW);
+    }
+
+    #[test]
+    fn a_fixed_window_is_set_even_where_autotuning_would_cover_it() {
+        let need = 1 << 20;
+        assert_eq!(
+            plan_buffer(Side::Send, need, false, &stock(false)),
+            BufferChoice::Autotune
+        );
+        assert_eq!(
+            plan_buffer(Side::Send, need, true, &stock(false)),
+            BufferChoice::Set {
+                bytes: need,
+                force: false
+            }
+        );
+        assert_eq!(choice_bytes(&BufferChoice::Autotune), 0);
+        assert_eq!(
+            describe(&BufferChoice::Set {
+                bytes: 5,
+                force: true
+            }),
+            "5 bytes, forced past the sysctl cap"
+        );
     }
 }

@@ -1,0 +1,41 @@
+//! How a run uses the path, with no I/O: [`plan_transport`], the one place `bench` and `cp`
+//! decide buffers, congestion control, probing and pacing for their data streams
+//! ([`transport`]); the socket buffer each stream needs and what to do when the kernel
+//! caps it ([`window`]), which congestion control to run ([`congestion`]), the rate probe that finds the bottleneck when the user gave no rate
+//! ([`probe`]), the verdict on what limited a run ([`verdict`]) and the watchdog that gives
+//! up on a stuck one ([`watchdog`]).
+//!
+//! Nothing here reads a clock or a sysctl: the drivers in `longhaul-engine` pass in the
+//! measured RTT, this host's [`BufferCaps`] and congestion controls, and `now` (a
+//! `clippy.toml` in this crate forbids `Instant::now`). That keeps `bench` and `cp` on
+//! one set of rules and every rule testable without a socket.
+
+#![forbid(unsafe_code)]
+
+pub mod congestion;
+mod error;
+pub mod probe;
+pub mod transport;
+pub mod verdict;
+pub mod watchdog;
+pub mod window;
+
+pub use congestion::{check_congestion, default_congestion};
+pub use error::PolicyError;
+pub use probe::{drain_time, ProbeAction, ProbeSample, RateProbe, DRAIN_GAIN};
+pub use transport::{
+    plan_transport, Congestion, Role, TransportPlan, TransportRequest, Window, MIN_PROBE_RTT,
+};
+pub use verdict::{judge, Chrono, LimitedBy};
+pub use watchdog::{Watchdog, STALL};
+pub use window::{
+    choice_bytes, choose, describe, needed_buffer, plan_buffer, BufferCaps, BufferChoice, Side,
+    MAX_WINDOW, PROBE_CEILING_BPS,
+};
+
+/// An `Instant` to build test times from: the one place tests may read the clock.
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)] // Tests need some Instant to offset from; the code under test never reads it.
+pub(crate) fn test_epoch() -> std::time::Instant {
+    std::time::Instant::now()
+}
