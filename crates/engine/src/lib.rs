@@ -1,11 +1,12 @@
-//! Drivers that move real bytes: bench streams, pacing, telemetry sampling and the
-//! emulator's packet loop.
+//! Drivers that move real bytes: the transport under bench and cp (connections,
+//! handshake, data streams, the control link), bench streams, cp's file ends, pacing,
+//! telemetry sampling and the emulator's packet loop.
 
 pub mod bench;
-pub mod conn;
 pub mod cp;
 pub mod emulate;
 pub mod host;
 pub mod telemetry;
 pub mod token;
+pub mod transport;
 pub mod tune_host;

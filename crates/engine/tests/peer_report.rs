@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use longhaul_engine::bench::{peer_report, BenchError, ServeConfig, Server};
-use longhaul_engine::conn::FramedConn;
+use longhaul_engine::transport::framed::FramedConn;
 use longhaul_proto::{ProtoError, ServerEvent, ServerSession, Token};
 
 fn token() -> Token {

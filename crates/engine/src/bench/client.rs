@@ -1,28 +1,24 @@
 //! The client end of `longhaul bench`: control session, RTT measurement, window plan,
 //! data connections, the run loop with its intervals, and the end summary.
 
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::sync::mpsc;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use longhaul_proto::{
-    BenchParams, ClientEvent, ClientSession, Direction, ErrorCode, IntervalReport, Message,
-    ProtoError, Results, SendMode, Token,
+    BenchParams, ClientEvent, ClientSession, Direction, ErrorCode, IntervalReport, ProtoError,
+    Results, SendMode, Token,
 };
-use socket2::{Domain, Protocol, Socket, Type};
 
-use super::options;
 use super::report::*;
 use super::run::{chrono_of, DataRun, Role, SenderPlan};
-use crate::conn::{FramedConn, RecvError};
 use crate::host;
-use longhaul_policy::{
-    judge, plan_transport, BufferCaps, BufferChoice, Congestion, Side, TransportRequest, Window,
-};
+use crate::transport::control::{ControlLink, Incoming};
+use crate::transport::dial::{dial, flush, recv, DataDialer, Dialed};
+use crate::transport::sockopts;
+use longhaul_policy::{judge, plan_transport, BufferCaps, Congestion, TransportRequest, Window};
 
-/// The port `longhaul serve` listens on by default.
-pub const DEFAULT_PORT: u16 = 5290;
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
+pub use crate::transport::dial::{resolve, DEFAULT_PORT};
+/// Pings on the idle control connection to measure the RTT.
 const RTT_PINGS: u32 = 5;
 
 /// What the user asked for.
@@ -109,115 +105,19 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError 
     move |cause| BenchError::Io { what, cause }
 }
 
-/// Parses `HOST`, `HOST:PORT`, `[V6]` or `[V6]:PORT` or a bare IPv6 address, and resolves it.
-pub fn resolve(target: &str, default_port: u16) -> Result<Vec<SocketAddr>, BenchError> {
-    let err = |why: &str| BenchError::Resolve {
-        target: target.into(),
-        why: why.into(),
-    };
-    let (host, port) = if let Some(rest) = target.strip_prefix('[') {
-        let (h, after) = rest.split_once(']').ok_or_else(|| err("missing ']'"))?;
-        let port = match after.strip_prefix(':') {
-            Some(p) => p.parse().map_err(|_| err("bad port"))?,
-            None if after.is_empty() => default_port,
-            None => return Err(err("unexpected text after ']'")),
-        };
-        (h.to_string(), port)
-    } else if target.matches(':').count() == 1 {
-        let (h, p) = target.split_once(':').ok_or_else(|| err("bad port"))?;
-        (h.to_string(), p.parse().map_err(|_| err("bad port"))?)
-    } else {
-        (target.to_string(), default_port)
-    };
-    if host.is_empty() {
-        return Err(err("empty host"));
-    }
-    let addrs: Vec<SocketAddr> = (host.as_str(), port)
-        .to_socket_addrs()
-        .map_err(|e| err(&e.to_string()))?
-        .collect();
-    if addrs.is_empty() {
-        return Err(err("no address"));
-    }
-    Ok(addrs)
-}
-
-/// An authenticated control connection to a `longhaul serve`.
-pub(crate) struct Control {
-    /// The framed control connection.
-    pub conn: FramedConn,
-    /// The client's session state machine, authenticated.
-    pub session: ClientSession,
-    /// The server's address that answered.
-    pub addr: SocketAddr,
-}
-
-/// Connects to `target` and runs the handshake with `token`.
-pub(crate) fn open_control(target: &str, token: &Token) -> Result<Control, BenchError> {
-    let addrs = resolve(target, DEFAULT_PORT)?;
-    let (stream, addr) = connect_any(&addrs)?;
-    stream
-        .set_nodelay(true)
-        .map_err(io_err("control connection"))?;
-    stream
-        .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
-        .map_err(io_err("control connection"))?;
-    let mut conn = FramedConn::new(stream);
-    let mut nonce = [0u8; 32];
-    getrandom::getrandom(&mut nonce).map_err(|e| BenchError::Refused(e.to_string()))?;
-    let mut session = ClientSession::new(token.clone(), nonce);
-
-    flush(&mut session, &mut conn)?;
-    loop {
-        let msg = recv(&mut conn, "authenticating")?;
-        session.handle(msg).inspect_err(|_| {
-            let _ = flush(&mut session, &mut conn);
-        })?;
-        flush(&mut session, &mut conn)?;
-        if let Some(ClientEvent::Authenticated { .. }) = session.poll_event() {
-            break;
-        }
-    }
-    Ok(Control {
-        conn,
-        session,
-        addr,
-    })
-}
-
-/// The RTT: the minimum over a few pings on the idle control connection.
-pub(crate) fn measure_rtt(control: &mut Control) -> Result<Duration, BenchError> {
-    let Control { conn, session, .. } = control;
-    let mut rtt = Duration::MAX;
-    for seq in 0..RTT_PINGS {
-        let t0 = Instant::now();
-        session.ping(seq);
-        flush(session, conn)?;
-        loop {
-            let msg = recv(conn, "measuring the RTT")?;
-            session.handle(msg)?;
-            if let Some(ClientEvent::Pong { seq: s }) = session.poll_event() {
-                if s == seq {
-                    break;
-                }
-            }
-        }
-        rtt = rtt.min(t0.elapsed());
-    }
-    Ok(rtt)
-}
-
 /// Runs a bench against a `longhaul serve`.
 pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndReport, BenchError> {
     // Handshake.
-    let mut control = open_control(&cfg.target, &cfg.token)?;
+    let mut dialed = dial(&cfg.target, &cfg.token)?;
+    dialed.authenticate()?;
     // RTT: the minimum over a few pings on the idle control connection.
-    let rtt = measure_rtt(&mut control)?;
-    let Control {
+    let rtt = dialed.measure_rtt(RTT_PINGS)?;
+    let Dialed {
         mut conn,
         mut session,
         addr,
-    } = control;
+        ..
+    } = dialed;
 
     // Window plan.
     let local = host::host_facts();
@@ -284,6 +184,14 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         interval_ms: cfg.interval.as_millis().clamp(10, u32::MAX as u128) as u32,
         send_mode: cfg.send_mode,
     };
+    let rx_rate = if cfg.reverse { cfg.rx_rate_bps } else { None };
+    let data = DataDialer::start(
+        addr,
+        cfg.streams,
+        side,
+        &local_choice,
+        rx_rate.map(|r| (r, cfg.streams, rtt)),
+    );
     session.request(params.clone())?;
     flush(&mut session, &mut conn)?;
     let ready = loop {
@@ -303,22 +211,12 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         congestion.clone()
     };
 
-    // Data connections, opened in parallel (one RTT, not N).
-    let hellos: Vec<Message> = (0..cfg.streams)
-        .map(|i| session.data_hello(i))
-        .collect::<Option<_>>()
-        .ok_or_else(|| BenchError::Refused("session has no secret".into()))?;
-    let rx_rate = if cfg.reverse { cfg.rx_rate_bps } else { None };
-    let sockets = open_data_streams(
-        addr,
-        hellos,
-        side,
-        &local_choice,
-        rx_rate.map(|r| (r, cfg.streams, rtt)),
-    )?;
+    // Data connections: connected while the parameters' round trip runs, proved once
+    // the server is ready for them.
+    let sockets = data.attach(&session)?;
     for s in &sockets {
         let cc = (role == Role::Sender).then_some(congestion.as_str());
-        options::tune_connected(s, cc).map_err(io_err("setting up a data connection"))?;
+        sockopts::tune_connected(s, cc).map_err(io_err("setting up a data connection"))?;
     }
 
     // Start.
@@ -373,26 +271,9 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     let mut run = DataRun::start(role, sockets, sender_plan, cfg.read_rate_bps.unwrap_or(0))
         .map_err(io_err("starting the data streams"))?;
 
-    // The control connection is read by a thread so the run loop can wait with a timeout.
-    let (tx, rx) = mpsc::channel();
-    let (ctrl_stream, leftover) = conn.into_parts();
-    let reader_stream = ctrl_stream
-        .try_clone()
-        .map_err(io_err("control connection"))?;
-    reader_stream
-        .set_read_timeout(None)
-        .map_err(io_err("control connection"))?;
-    std::thread::spawn(move || {
-        let mut reader = FramedConn::with_buffer(reader_stream, leftover);
-        loop {
-            let r = reader.recv();
-            let end = r.is_err();
-            if tx.send(r).is_err() || end {
-                break;
-            }
-        }
-    });
-    let mut writer = FramedConn::new(ctrl_stream);
+    // The shared control link: a reader thread (so the run loop can wait with a
+    // timeout), one coalescing writer, keepalives and a user timeout.
+    let link = ControlLink::start(conn).map_err(io_err("control connection"))?;
 
     let deadline = cfg.bytes.is_none().then(|| run.started_at() + cfg.duration);
     let mut watchdog =
@@ -440,8 +321,8 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         let wait = wake
             .saturating_duration_since(Instant::now())
             .min(Duration::from_millis(50));
-        match rx.recv_timeout(wait) {
-            Ok(Ok(msg)) => {
+        match link.recv_timeout(wait) {
+            Some(Incoming::Bench(msg)) => {
                 if let Err(e) = session.handle(msg) {
                     failure = Some(e.into());
                     break;
@@ -456,39 +337,49 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
                     }
                 }
             }
-            Ok(Err(e)) => {
-                if !run.finished() {
-                    failure = Some(match e {
-                        RecvError::Proto(p) => p.into(),
-                        RecvError::Closed => BenchError::Io {
-                            what: "the server closed the control connection mid-run".into(),
-                            cause: std::io::ErrorKind::ConnectionAborted.into(),
-                        },
-                        RecvError::Io(cause) => BenchError::Io {
-                            what: "control connection".into(),
-                            cause,
-                        },
-                    });
-                    break;
-                }
+            Some(Incoming::PeerError(message)) => {
+                failure = Some(
+                    ProtoError::Peer {
+                        code: ErrorCode::Aborted,
+                        message,
+                    }
+                    .into(),
+                );
+                break;
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => {}
+            Some(Incoming::Msg(m)) => {
+                failure = Some(
+                    ProtoError::Unexpected {
+                        got: m.kind(),
+                        state: "a bench run",
+                    }
+                    .into(),
+                );
+                break;
+            }
+            Some(Incoming::Lost(e)) if !run.finished() => {
+                failure = Some(BenchError::Io {
+                    what: format!("{e} mid-run"),
+                    cause: std::io::ErrorKind::ConnectionAborted.into(),
+                });
+                break;
+            }
+            Some(Incoming::Lost(_)) => {}
+            None => {}
         }
     }
     if let Some(e) = failure {
         run.stop();
         session.abort(ErrorCode::Aborted, e.to_string());
-        let _ = flush_to(&mut session, &mut writer);
+        let _ = send_queued(&mut session, &link);
         return Err(e);
     }
     if let Some((stream, e)) = run.first_error() {
         let msg = format!("data stream {stream} failed mid-run: {e}");
         session.abort(ErrorCode::Aborted, msg.clone());
-        let _ = flush_to(&mut session, &mut writer);
+        let _ = send_queued(&mut session, &link);
         // Prefer the server's own explanation if it sent one.
-        if let Ok(Ok(Message::Error { message, .. })) = rx.recv_timeout(Duration::from_millis(200))
-        {
+        if let Some(Incoming::PeerError(message)) = link.recv_timeout(Duration::from_millis(200)) {
             return Err(BenchError::Refused(format!(
                 "{msg}; the server reported: {message}"
             )));
@@ -499,15 +390,15 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     }
     let own = run.results();
     session.send_results(own.clone());
-    flush_to(&mut session, &mut writer)?;
+    send_queued(&mut session, &link)?;
     let wait_until = Instant::now() + Duration::from_secs(30) + rtt * 4;
     while peer_results.is_none() {
         let left = wait_until.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(BenchError::Timeout("exchanging results"));
         }
-        match rx.recv_timeout(left) {
-            Ok(Ok(msg)) => {
+        match link.recv_timeout(left) {
+            Some(Incoming::Bench(msg)) => {
                 session.handle(msg)?;
                 while let Some(ev) = session.poll_event() {
                     if let ClientEvent::PeerResults(r) = ev {
@@ -515,10 +406,18 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
                     }
                 }
             }
-            Ok(Err(RecvError::Proto(p))) => return Err(p.into()),
-            Ok(Err(_)) | Err(_) => return Err(BenchError::Timeout("exchanging results")),
+            Some(Incoming::PeerError(message)) => {
+                return Err(ProtoError::Peer {
+                    code: ErrorCode::Aborted,
+                    message,
+                }
+                .into())
+            }
+            _ => return Err(BenchError::Timeout("exchanging results")),
         }
     }
+    // Both ends have what they need: close without waiting for the server's close.
+    link.mark_finished();
     let peer = peer_results.unwrap_or_default();
     let (sender, receiver) = match role {
         Role::Sender => (&own, &peer),
@@ -529,92 +428,12 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     Ok(end)
 }
 
-pub(crate) fn connect_any(addrs: &[SocketAddr]) -> Result<(TcpStream, SocketAddr), BenchError> {
-    let mut last = None;
-    for a in addrs {
-        match TcpStream::connect_timeout(a, Duration::from_secs(10)) {
-            Ok(s) => return Ok((s, *a)),
-            Err(e) => last = Some((*a, e)),
-        }
-    }
-    let (addr, cause) = last.unwrap_or_else(|| {
-        (
-            addrs[0],
-            std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
-        )
-    });
-    Err(BenchError::Connect { addr, cause })
-}
-
-pub(crate) fn open_data_streams(
-    addr: SocketAddr,
-    hellos: Vec<Message>,
-    side: Side,
-    choice: &BufferChoice,
-    rx_clamp: Option<(u64, u16, Duration)>,
-) -> Result<Vec<TcpStream>, BenchError> {
-    let handles: Vec<_> = hellos
-        .into_iter()
-        .map(|hello| {
-            let choice = choice.clone();
-            std::thread::spawn(move || -> std::io::Result<TcpStream> {
-                let sock =
-                    Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-                // Buffers before connect: the receive buffer sets the window scale.
-                options::apply_buffer(&sock, side, &choice)?;
-                sock.connect_timeout(&addr.into(), Duration::from_secs(10))?;
-                let stream: TcpStream = sock.into();
-                if let Some((rate, streams, rtt)) = rx_clamp {
-                    options::clamp_for_rx_rate(&stream, rate, streams, rtt)?;
-                }
-                let mut conn = FramedConn::new(stream);
-                conn.send(&hello)?;
-                Ok(conn.into_parts().0)
-            })
-        })
-        .collect();
-    let mut out = Vec::with_capacity(handles.len());
-    for (i, h) in handles.into_iter().enumerate() {
-        let s = h
-            .join()
-            .map_err(|_| BenchError::Refused("data connection thread panicked".into()))?
-            .map_err(io_err(format!("opening data stream {i} to {addr}")))?;
-        out.push(s);
-    }
-    Ok(out)
-}
-
-pub(crate) fn recv(conn: &mut FramedConn, what: &'static str) -> Result<Message, BenchError> {
-    match conn.recv() {
-        Ok(Message::Error { code, message }) => Err(ProtoError::Peer { code, message }.into()),
-        Ok(m) => Ok(m),
-        Err(RecvError::Proto(p)) => Err(p.into()),
-        Err(RecvError::Closed) => Err(BenchError::Io {
-            what: format!("the server closed the connection while {what}"),
-            cause: std::io::ErrorKind::UnexpectedEof.into(),
-        }),
-        Err(RecvError::Io(e))
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) =>
-        {
-            Err(BenchError::Timeout(what))
-        }
-        Err(RecvError::Io(cause)) => Err(BenchError::Io {
-            what: format!("control connection, while {what}"),
-            cause,
-        }),
-    }
-}
-
-pub(super) fn flush(session: &mut ClientSession, conn: &mut FramedConn) -> Result<(), BenchError> {
-    flush_to(session, conn)
-}
-
-fn flush_to(session: &mut ClientSession, conn: &mut FramedConn) -> Result<(), BenchError> {
+/// Sends what the session queued through the control link's writer.
+fn send_queued(session: &mut ClientSession, link: &ControlLink) -> Result<(), BenchError> {
     while let Some(m) = session.poll_transmit() {
-        conn.send(&m).map_err(io_err("control connection"))?;
+        link.tx
+            .send_bench(&m)
+            .map_err(io_err("control connection"))?;
     }
     Ok(())
 }

@@ -1,7 +1,6 @@
 //! `longhaul bench`: memory-to-memory path tests, client and server.
 
 pub mod client;
-pub mod options;
 pub mod pacer;
 pub mod peer;
 pub mod report;

@@ -8,7 +8,8 @@ use std::time::Duration;
 use longhaul_proto::{limits, ClientEvent, ErrorCode, ProtoError, ServerSession, Token};
 use longhaul_tune::{inspect, report_from_json, report_to_json, HostReport, Target};
 
-use super::client::{flush, measure_rtt, open_control, recv, BenchError};
+use super::client::BenchError;
+use crate::transport::dial::{dial, flush, recv};
 use crate::tune_host;
 
 /// What the peer said about itself.
@@ -30,8 +31,9 @@ pub fn peer_report(
     rate_bps: u64,
     rtt: Option<Duration>,
 ) -> Result<PeerReport, BenchError> {
-    let mut control = open_control(target, token)?;
-    let measured = measure_rtt(&mut control)?;
+    let mut control = dial(target, token)?;
+    control.authenticate()?;
+    let measured = control.measure_rtt(5)?;
     let rtt_us = rtt
         .unwrap_or(measured)
         .as_micros()

@@ -1,24 +1,25 @@
 //! `longhaul serve` for bench runs: accepts control and data connections on one port,
 //! authenticates each, runs several sessions at once, and survives misbehaving clients.
 
-use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use longhaul_proto::{
-    BenchParams, BenchReady, DataAttachments, Direction, ErrorCode, Message, ProtoError,
-    ServerEvent, ServerSession, Token,
+    BenchParams, BenchReady, Direction, ErrorCode, Message, ProtoError, ServerEvent, ServerSession,
+    Token,
 };
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::options;
 use super::run::{DataRun, Role, SenderPlan};
-use crate::conn::{Frame, FramedConn, RecvError};
 use crate::cp::serve::{serve_transfer, StreamAttach};
 use crate::host;
+use crate::transport::attach::{AttachTable, Expected};
+use crate::transport::control::{ControlLink, Incoming};
+use crate::transport::framed::{Frame, FramedConn, RecvError};
+use crate::transport::sockopts;
 use longhaul_policy::{
     plan_transport, BufferCaps, Congestion, Side, TransportRequest, Window, MAX_WINDOW,
 };
@@ -31,7 +32,6 @@ pub const MAX_SESSIONS: usize = 16;
 /// Connections that have not yet proved anything; more are closed at once.
 pub const MAX_PENDING: usize = 64;
 const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
-const ATTACH_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// How the server runs.
 #[derive(Debug, Clone)]
@@ -52,17 +52,12 @@ pub struct ServeConfig {
 /// One line the server logs about a session.
 pub type LogFn = Arc<dyn Fn(&str) + Send + Sync>;
 
-struct Pending {
-    attach: DataAttachments,
-    sink: mpsc::Sender<(u16, TcpStream)>,
-}
-
 #[derive(Default)]
 struct Shared {
     /// The listening socket, so a session can raise its receive buffer (see
     /// [`widen_window_scale`]).
     listener: Option<Socket>,
-    sessions: Mutex<HashMap<u64, Pending>>,
+    attach: Arc<AttachTable>,
     active: AtomicUsize,
     pending: AtomicUsize,
     next_id: AtomicU64,
@@ -247,7 +242,6 @@ fn handle_connection(
             }
             let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
             let outcome = run_session(conn, hello, id, peer, shared, cfg, log);
-            shared.sessions.lock().map(|mut s| s.remove(&id)).ok();
             shared.active.fetch_sub(1, Ordering::AcqRel);
             match &outcome {
                 Ok(summary) => log(&format!("session {id} from {peer}: {summary}")),
@@ -291,43 +285,29 @@ fn attach_data(
     peer: SocketAddr,
     log: &LogFn,
 ) {
-    let Ok(mut sessions) = shared.sessions.lock() else {
-        return;
-    };
-    let Some(p) = sessions.get_mut(&session_id) else {
-        drop(sessions);
-        log(&format!(
-            "{peer}: data connection for unknown session {session_id}"
-        ));
-        let mut conn = conn;
-        let _ = conn.send(&Message::Error {
-            code: ErrorCode::Auth,
-            message: "unknown session".into(),
-        });
-        return;
-    };
-    if let Err(e) = p.attach.attach(session_id, stream, mac) {
-        let sink = p.sink.clone();
-        drop(sessions);
-        drop(sink);
+    let reply = conn.stream().try_clone();
+    if let Err(e) = shared.attach.attach(conn, session_id, stream, mac) {
         log(&format!("{peer}: data connection refused: {e}"));
-        let mut conn = conn;
-        let _ = conn.send(&Message::Error {
-            code: ErrorCode::Auth,
-            message: e.to_string(),
-        });
-        return;
+        if let Ok(sock) = reply {
+            let _ = FramedConn::new(sock).send(&Message::Error {
+                code: ErrorCode::Auth,
+                message: e.to_string(),
+            });
+        }
     }
-    let sink = p.sink.clone();
-    drop(sessions);
-    let (sock, _) = conn.into_parts();
-    let _ = sock.set_read_timeout(None);
-    let _ = sink.send((stream, sock));
 }
 
 fn send_all(session: &mut ServerSession, conn: &mut FramedConn) -> io::Result<()> {
     while let Some(m) = session.poll_transmit() {
         conn.send(&m)?;
+    }
+    Ok(())
+}
+
+/// Sends what the session queued through the control link's writer.
+fn send_queued(session: &mut ServerSession, link: &ControlLink) -> io::Result<()> {
+    while let Some(m) = session.poll_transmit() {
+        link.tx.send_bench(&m)?;
     }
     Ok(())
 }
@@ -351,70 +331,29 @@ struct Attach {
     shared: Arc<Shared>,
     id: u64,
     secret: SessionSecret,
-    rx: Option<mpsc::Receiver<(u16, TcpStream)>>,
-    streams: u16,
+    expected: Option<Expected>,
 }
 
 impl StreamAttach for Attach {
     fn expect(&mut self, streams: u16, rcvbuf: Option<u64>) -> Result<(), String> {
-        let (sink, rx) = mpsc::channel();
-        self.shared
-            .sessions
-            .lock()
-            .map_err(|_| "session table poisoned".to_string())?
-            .insert(
-                self.id,
-                Pending {
-                    attach: DataAttachments::new(self.id, self.secret.clone(), streams),
-                    sink,
-                },
-            );
+        let expected = self
+            .shared
+            .attach
+            .expect(self.id, self.secret.clone(), streams)
+            .map_err(|e| e.to_string())?;
         if let Some(bytes) = rcvbuf {
             widen_window_scale(&self.shared, bytes, &host::host_facts());
         }
-        self.rx = Some(rx);
-        self.streams = streams;
+        self.expected = Some(expected);
         Ok(())
     }
 
     fn collect(&mut self) -> Result<Vec<TcpStream>, String> {
-        let rx = self.rx.take().ok_or("collect before expect")?;
-        let out = collect_streams(&rx, self.streams);
-        self.shared
-            .sessions
-            .lock()
-            .map(|mut s| s.remove(&self.id))
-            .ok();
-        out
+        self.expected
+            .take()
+            .ok_or("collect before expect")?
+            .collect()
     }
-}
-
-/// Waits for `streams` data connections of a session, in stream order.
-fn collect_streams(
-    rx: &mpsc::Receiver<(u16, TcpStream)>,
-    streams: u16,
-) -> Result<Vec<TcpStream>, String> {
-    let mut sockets: Vec<Option<TcpStream>> = (0..streams).map(|_| None).collect();
-    let deadline = Instant::now() + ATTACH_TIMEOUT;
-    let mut attached = 0;
-    while attached < streams {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((i, s)) => {
-                if let Some(slot @ None) = sockets.get_mut(i as usize) {
-                    *slot = Some(s);
-                    attached += 1;
-                }
-            }
-            Err(_) => {
-                return Err(format!(
-                    "only {attached} of {streams} data streams arrived within {} s; is a firewall blocking new connections to this port?",
-                    ATTACH_TIMEOUT.as_secs()
-                ))
-            }
-        }
-    }
-    Ok(sockets.into_iter().flatten().collect())
 }
 
 fn run_session(
@@ -468,8 +407,7 @@ fn run_session(
                         shared: shared.clone(),
                         id,
                         secret: s,
-                        rx: None,
-                        streams: 0,
+                        expected: None,
                     };
                     let out = serve_transfer(conn, p, cfg.root.as_ref(), &mut attach);
                     return out.map_err(|e| format!("{e} (peer {peer})"));
@@ -524,18 +462,10 @@ fn run_session(
         Role::Receiver => cfg.rx_rate_bps,
         Role::Sender => None,
     };
-    let (sink, streams_rx) = mpsc::channel();
-    shared
-        .sessions
-        .lock()
-        .map_err(|_| "session table poisoned".to_string())?
-        .insert(
-            id,
-            Pending {
-                attach: DataAttachments::new(id, secret, params.streams),
-                sink,
-            },
-        );
+    let expected = shared
+        .attach
+        .expect(id, secret, params.streams)
+        .map_err(|e| e.to_string())?;
     let chosen = longhaul_policy::choice_bytes(&choice);
     if side == Side::Receive {
         widen_window_scale(shared, chosen, &facts);
@@ -549,37 +479,19 @@ fn run_session(
     send_all(&mut session, &mut conn).map_err(|e| e.to_string())?;
 
     // Wait for every data stream.
-    let mut sockets: Vec<Option<TcpStream>> = (0..params.streams).map(|_| None).collect();
-    let deadline = Instant::now() + ATTACH_TIMEOUT;
-    let mut attached = 0;
-    while attached < params.streams {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match streams_rx.recv_timeout(left) {
-            Ok((i, s)) => {
-                if let Some(slot) = sockets.get_mut(i as usize) {
-                    *slot = Some(s);
-                    attached += 1;
-                }
-            }
-            Err(_) => {
-                let why = format!(
-                    "only {attached} of {} data streams arrived within {} s; is a firewall blocking new connections to this port?",
-                    params.streams,
-                    ATTACH_TIMEOUT.as_secs()
-                );
-                session.abort(ErrorCode::Aborted, why.clone());
-                let _ = send_all(&mut session, &mut conn);
-                return Err(why);
-            }
+    let sockets = match expected.collect() {
+        Ok(s) => s,
+        Err(why) => {
+            session.abort(ErrorCode::Aborted, why.clone());
+            let _ = send_all(&mut session, &mut conn);
+            return Err(why);
         }
-    }
-    shared.sessions.lock().map(|mut s| s.remove(&id)).ok();
-    let sockets: Vec<TcpStream> = sockets.into_iter().flatten().collect();
+    };
     for s in &sockets {
-        options::apply_buffer(s, side, &choice).map_err(|e| e.to_string())?;
-        options::tune_connected(s, congestion.as_deref()).map_err(|e| e.to_string())?;
+        sockopts::apply_buffer(s, side, &choice).map_err(|e| e.to_string())?;
+        sockopts::tune_connected(s, congestion.as_deref()).map_err(|e| e.to_string())?;
         if let Some(r) = rx_rate {
-            options::clamp_for_rx_rate(s, r, params.streams, rtt).map_err(|e| e.to_string())?;
+            sockopts::clamp_for_rx_rate(s, r, params.streams, rtt).map_err(|e| e.to_string())?;
         }
     }
     session.start();
@@ -621,21 +533,9 @@ fn drive(
     role: Role,
     rtt: Duration,
 ) -> Result<(u64, f64), String> {
-    let (stream, leftover) = conn.into_parts();
-    let reader = stream.try_clone().map_err(|e| e.to_string())?;
-    let _ = reader.set_read_timeout(None);
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut r = FramedConn::with_buffer(reader, leftover);
-        loop {
-            let m = r.recv();
-            let end = m.is_err();
-            if tx.send(m).is_err() || end {
-                break;
-            }
-        }
-    });
-    let mut writer = FramedConn::new(stream);
+    // The shared control link: a reader thread, one coalescing writer, keepalives and a
+    // user timeout.
+    let link = ControlLink::start(conn).map_err(|e| e.to_string())?;
     let interval = Duration::from_millis(params.interval_ms as u64);
     let start = run.started_at();
     let duration = Duration::from_millis(params.duration_ms);
@@ -661,7 +561,7 @@ fn drive(
         if now >= next_interval {
             let r = run.sample();
             session.send_interval(r);
-            send_all(session, &mut writer).map_err(|e| e.to_string())?;
+            send_queued(session, &link).map_err(|e| e.to_string())?;
             next_interval += interval;
         }
         if run.finished() {
@@ -678,15 +578,23 @@ fn drive(
         let wait = wake
             .saturating_duration_since(Instant::now())
             .min(Duration::from_millis(50));
-        match rx.recv_timeout(wait) {
-            Ok(Ok(m)) => {
+        match link.recv_timeout(wait) {
+            Some(Incoming::Bench(m)) => {
                 if let Err(e) = session.handle(m) {
                     run.stop();
-                    let _ = send_all(session, &mut writer);
+                    let _ = send_queued(session, &link);
                     return Err(e.to_string());
                 }
             }
-            Ok(Err(_)) if !client_gone => {
+            Some(Incoming::Msg(m)) => {
+                run.stop();
+                return Err(format!("the client sent {} during a bench run", m.kind()));
+            }
+            Some(Incoming::PeerError(why)) => {
+                run.stop();
+                return Err(format!("the client stopped the run: {why}"));
+            }
+            Some(Incoming::Lost(_)) if !client_gone => {
                 // The client went away: stop sending; the streams end by themselves.
                 client_gone = true;
                 run.stop();
@@ -697,7 +605,7 @@ fn drive(
     if let Some((stream, e)) = run.first_error() {
         let msg = format!("data stream {stream} failed: {e}");
         session.abort(ErrorCode::Aborted, msg.clone());
-        let _ = send_all(session, &mut writer);
+        let _ = send_queued(session, &link);
         return Err(msg);
     }
     if client_gone {
@@ -713,13 +621,13 @@ fn drive(
         .unwrap_or(0) as f64
         / 1e6;
     session.send_results(results);
-    send_all(session, &mut writer).map_err(|e| e.to_string())?;
+    send_queued(session, &link).map_err(|e| e.to_string())?;
     // Wait briefly for the client's totals, so both ends close cleanly.
     let until = Instant::now() + Duration::from_secs(30);
     loop {
         let left = until.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(Ok(m)) => {
+        match link.recv_timeout(left) {
+            Some(Incoming::Bench(m)) => {
                 let done = matches!(m, Message::Results(_));
                 if let Err(e) = session.handle(m) {
                     return Err(e.to_string());
@@ -731,5 +639,6 @@ fn drive(
             _ => break,
         }
     }
+    link.mark_finished();
     Ok((bytes, secs))
 }

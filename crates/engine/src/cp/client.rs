@@ -12,23 +12,21 @@ use longhaul_proto::Token;
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::{chunk_size_for, parse_peer_path};
 
-use super::control::ControlLink;
 use super::recv::{run_receiver, RecvTarget};
 use super::send::{run_sender, SendItem, Sender, SourceRoot};
 use super::{CpError, Progress};
-use crate::bench::client::{connect_any, recv, resolve};
-use crate::bench::options;
-use crate::bench::DEFAULT_PORT;
-use crate::conn::{Frame, FramedConn};
 use crate::host;
 use crate::telemetry::StreamCounters;
+use crate::transport::control::ControlLink;
+use crate::transport::dial::{dial, flush, DataDialer, Dialed};
+use crate::transport::framed::{Frame, FramedConn};
+use crate::transport::sockopts;
 use longhaul_model::buffers::bdp_bytes;
 use longhaul_policy::{
-    needed_buffer, plan_buffer, BufferCaps, BufferChoice, RateProbe, Side, PROBE_CEILING_BPS,
+    plan_transport, BufferCaps, Congestion, RateProbe, Role, TransportRequest, Window,
 };
 use longhaul_proto::transfer::valid_chunk_size;
 use longhaul_proto::{ClientSession, Message};
-use std::net::SocketAddr;
 
 /// What to copy.
 pub enum CpJob {
@@ -128,7 +126,12 @@ pub fn run_cp(
     // Round trips are the cost of a long path (180 ms each), so the set-up overlaps
     // them: the RTT comes from hello -> server hello; the request and the file list go
     // right behind our proof; the data streams connect meanwhile.
-    let (mut conn, mut session, addr, rtt) = hello(&cfg.server, &cfg.token)?;
+    let Dialed {
+        mut conn,
+        mut session,
+        addr,
+        rtt,
+    } = dial(&cfg.server, &cfg.token)?;
     let push = matches!(cfg.job, CpJob::Push { .. });
     let streams = cfg
         .streams
@@ -139,36 +142,32 @@ pub fn run_cp(
         })
         .clamp(1, longhaul_proto::limits::MAX_STREAMS);
     let facts = host::host_facts();
-    let side = if push { Side::Send } else { Side::Receive };
-    let needed = cfg
-        .window
-        .unwrap_or_else(|| needed_buffer(cfg.rate_bps.unwrap_or(PROBE_CEILING_BPS), rtt, streams));
-    let choice = plan_buffer(
-        side,
-        needed,
-        cfg.window.is_some(),
+    // The same decisions as bench, from the same function: this end's buffer, and on a
+    // push the congestion control, the probe and the pacing (the server decides them
+    // on a pull, from the request's window and its fixed flag).
+    let plan = plan_transport(
+        &TransportRequest {
+            role: if push { Role::Sender } else { Role::Receiver },
+            streams,
+            rate_bps: cfg.rate_bps,
+            window: cfg.window.map_or(Window::Auto, Window::Fixed),
+            congestion: cfg.congestion.clone().filter(|_| push),
+        },
+        rtt,
         &BufferCaps::from(&facts),
-    );
-    let mut warnings = Vec::new();
-    if let BufferChoice::Capped { fix, bytes, needed } = &choice {
-        warnings.push(format!(
-            "this host caps the socket buffer at {bytes} bytes but the path needs {needed} per stream; run as root or: {fix}"
-        ));
-    }
-    let congestion = if push {
-        let available = host::available_congestion();
-        match &cfg.congestion {
-            Some(cc) => {
-                longhaul_policy::check_congestion(cc, &available)
-                    .map_err(|e| CpError::Local(e.to_string()))?;
-                cc.clone()
-            }
-            None => longhaul_policy::default_congestion(&available, &facts.default_congestion),
-        }
-    } else {
-        cfg.congestion
-            .clone()
-            .unwrap_or_else(|| "server's choice".to_string())
+        &Congestion {
+            available: host::available_congestion(),
+            default: facts.default_congestion.clone(),
+        },
+        None,
+    )
+    .map_err(|e| CpError::Local(e.to_string()))?;
+    let needed = plan.window_bytes;
+    let warnings = plan.warnings.clone();
+    let congestion = match (&plan.congestion, &cfg.congestion) {
+        (Some(cc), _) => cc.clone(),
+        (None, Some(cc)) => cc.clone(),
+        (None, None) => "server's choice".to_string(),
     };
     let chunk_request = match (&cfg.job, cfg.chunk_size) {
         (_, Some(c)) => c,
@@ -221,7 +220,7 @@ pub fn run_cp(
             cfg.remote_path.clone()
         },
     };
-    let connecting = connect_data_streams(addr, streams, side, &choice);
+    let connecting = DataDialer::start(addr, streams, plan.side, &plan.buffer, None);
     session
         .begin_transfer()
         .map_err(|e| CpError::Protocol(e.to_string()))?;
@@ -262,23 +261,9 @@ pub fn run_cp(
             "the server chose chunks of {chunk_size} bytes for a push of {chunk_request}"
         )));
     }
-    let mut socks = Vec::with_capacity(connecting.len());
-    for (i, h) in connecting.into_iter().enumerate() {
-        let sock = h
-            .join()
-            .map_err(|_| CpError::Local("a data connection thread panicked".into()))?
-            .map_err(|e| CpError::io(format!("opening data stream {i} to {addr}"), e))?;
-        let hello = session
-            .data_hello(i as u16)
-            .ok_or_else(|| CpError::Protocol("the session has no secret".into()))?;
-        let mut framed = crate::conn::FramedConn::new(sock);
-        framed
-            .send(&hello)
-            .map_err(|e| CpError::io(format!("data stream {i}"), e))?;
-        socks.push(framed.into_parts().0);
-    }
+    let socks = connecting.attach(&session)?;
     for s in &socks {
-        tune_stream(s, push, &congestion, cfg.rate_bps, streams)
+        sockopts::apply_connected(s, &plan)
             .map_err(|e| CpError::io("setting up a data stream", e))?;
     }
     // Telemetry: payload bytes per stream, and the sockets to sample.
@@ -293,7 +278,7 @@ pub fn run_cp(
         streams,
         chunk_bytes: chunk_size,
         rtt,
-        window_bytes: longhaul_policy::choice_bytes(&choice),
+        window_bytes: longhaul_policy::choice_bytes(&plan.buffer),
         congestion,
         warnings,
         sockets,
@@ -341,45 +326,6 @@ pub fn run_cp(
     }
 }
 
-/// Connects and runs the first round trip of the handshake: returns with the server
-/// proved (our proof queued, not yet sent) and that round trip as the RTT.
-fn hello(
-    server: &str,
-    token: &longhaul_proto::Token,
-) -> Result<(FramedConn, ClientSession, SocketAddr, Duration), CpError> {
-    let addrs = resolve(server, DEFAULT_PORT)?;
-    // The TCP handshake is answered by the kernel: the cleanest RTT sample, next to the
-    // hello's round trip (which waits for the server's threads on a busy host).
-    let t_connect = Instant::now();
-    let (stream, addr) = connect_any(&addrs)?;
-    let connect_rtt = t_connect.elapsed();
-    stream
-        .set_nodelay(true)
-        .and_then(|()| stream.set_read_timeout(Some(Duration::from_secs(15))))
-        .map_err(|e| CpError::io("control connection", e))?;
-    let mut conn = FramedConn::new(stream);
-    let mut nonce = [0u8; 32];
-    getrandom::getrandom(&mut nonce).map_err(|e| CpError::Local(e.to_string()))?;
-    let mut session = ClientSession::new(token.clone(), nonce);
-    let t0 = Instant::now();
-    flush(&mut session, &mut conn)?;
-    let msg = recv(&mut conn, "authenticating")?;
-    let rtt = t0.elapsed().min(connect_rtt);
-    if let Err(e) = session.handle(msg) {
-        let _ = flush(&mut session, &mut conn);
-        return Err(CpError::Setup(e.into()));
-    }
-    Ok((conn, session, addr, rtt))
-}
-
-fn flush(session: &mut ClientSession, conn: &mut FramedConn) -> Result<(), CpError> {
-    while let Some(m) = session.poll_transmit() {
-        conn.send(&m)
-            .map_err(|e| CpError::io("control connection", e))?;
-    }
-    Ok(())
-}
-
 /// Waits for the welcome (our proof accepted) and the server's `TransferReady`.
 fn await_ready(
     conn: &mut FramedConn,
@@ -421,56 +367,16 @@ fn await_ready(
     }
 }
 
-/// Connects `n` data sockets in parallel (buffers set before connect: the receive
-/// buffer fixes the window scale); their hellos are sent once the session is known.
-fn connect_data_streams(
-    addr: SocketAddr,
-    n: u16,
-    side: Side,
-    choice: &BufferChoice,
-) -> Vec<std::thread::JoinHandle<std::io::Result<TcpStream>>> {
-    (0..n)
-        .map(|_| {
-            let choice = choice.clone();
-            std::thread::spawn(move || {
-                let sock = socket2::Socket::new(
-                    socket2::Domain::for_address(addr),
-                    socket2::Type::STREAM,
-                    Some(socket2::Protocol::TCP),
-                )?;
-                options::apply_buffer(&sock, side, &choice)?;
-                sock.connect_timeout(&addr.into(), Duration::from_secs(10))?;
-                Ok(sock.into())
-            })
-        })
-        .collect()
-}
-
 /// The server's error message, if one is waiting on the control connection.
-fn server_refusal(conn: &mut crate::conn::FramedConn) -> Option<CpError> {
+fn server_refusal(conn: &mut crate::transport::framed::FramedConn) -> Option<CpError> {
     let _ = conn.stream().set_read_timeout(Some(Duration::from_secs(2)));
     match conn.recv_any() {
-        Ok(crate::conn::Frame::Bench(longhaul_proto::Message::Error { message, .. })) => {
-            Some(CpError::Refused(message))
-        }
+        Ok(crate::transport::framed::Frame::Bench(longhaul_proto::Message::Error {
+            message,
+            ..
+        })) => Some(CpError::Refused(message)),
         _ => None,
     }
-}
-
-/// Per-stream socket settings after connect: no delay, user timeout, the sender's
-/// congestion control and pacing (`rate / streams` each).
-pub fn tune_stream(
-    s: &TcpStream,
-    sender: bool,
-    congestion: &str,
-    rate_bps: Option<u64>,
-    streams: u16,
-) -> std::io::Result<()> {
-    options::tune_connected(s, sender.then_some(congestion))?;
-    if let (true, Some(rate)) = (sender, rate_bps) {
-        longhaul_sys::socket::set_max_pacing_rate(s, rate / 8 / u64::from(streams.max(1)))?;
-    }
-    Ok(())
 }
 
 /// The receiving root and target for a local destination: an existing directory is the

@@ -8,7 +8,6 @@
 
 pub mod chunk_io;
 pub mod client;
-pub mod control;
 pub mod recv;
 pub mod send;
 pub mod serve;

@@ -24,9 +24,9 @@ use longhaul_transfer::session::{RecvConfig, RecvEvent, RecvOutcome, RecvSession
 use longhaul_transfer::{FileHashes, SafeRelPath};
 
 use super::chunk_io::PIECE;
-use super::control::{ControlLink, ControlTx, Incoming};
 use super::store::{Answer, Store};
 use super::{CpError, Progress, Stop};
+use crate::transport::control::{ControlLink, ControlTx, Incoming};
 
 /// Where received files go.
 pub struct RecvTarget {
@@ -290,6 +290,12 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
                     // Our TransferDone is best effort: the sender need not wait for it.
                     return Ok(());
                 }
+            }
+            Incoming::Bench(m) => {
+                return Err(refuse(
+                    control,
+                    format!("the peer sent {} during a file transfer", m.kind()),
+                ))
             }
             Incoming::PeerError(e) => return Err(CpError::Peer(e)),
             Incoming::Lost(e) => return Err(CpError::Lost(e)),

@@ -27,9 +27,9 @@ use longhaul_transfer::session::{SendEvent, SendOutcome, SendSession, SessionErr
 use longhaul_transfer::{sparse, FileHashes};
 
 use super::chunk_io::hash_range;
-use super::control::{ControlLink, ControlTx, Incoming};
 use super::{CpError, Progress, Stop};
 use crate::bench::pacer::Pacer;
+use crate::transport::control::{ControlLink, ControlTx, Incoming};
 use longhaul_policy::RateProbe;
 
 /// Most data segments looked up per sparse file (the rest is sent as data).
@@ -265,7 +265,7 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
                 match control.recv_timeout(left) {
                     Some(Incoming::PeerError(e)) => return Err(CpError::Peer(e)),
                     Some(Incoming::Lost(_)) | None => break,
-                    Some(Incoming::Msg(_)) => {}
+                    Some(Incoming::Msg(_) | Incoming::Bench(_)) => {}
                 }
             }
             let why = sh.stop.reason().unwrap_or_else(|| "stopped".into());
@@ -287,6 +287,11 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
         };
         let msg = match item {
             Incoming::Msg(m) => m,
+            Incoming::Bench(m) => {
+                let why = format!("the peer sent {} during a file transfer", m.kind());
+                sh.fail(why.clone());
+                return Err(CpError::Protocol(why));
+            }
             Incoming::PeerError(e) => {
                 sh.fail(format!("the receiver failed: {e}"));
                 return Err(CpError::Peer(e));

@@ -9,17 +9,16 @@ use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferParams};
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::{chunk_size_for, parse_peer_path};
 
-use super::client::tune_stream;
-use super::control::ControlLink;
 use super::recv::{run_receiver, RecvTarget};
 use super::send::{run_sender, SendItem, Sender, SourceRoot};
 use super::walk::{walk_served, walk_served_root};
 use super::Progress;
-use crate::bench::options;
-use crate::conn::FramedConn;
 use crate::host;
+use crate::transport::control::ControlLink;
+use crate::transport::framed::FramedConn;
+use crate::transport::sockopts;
 use longhaul_model::buffers::bdp_bytes;
-use longhaul_policy::{plan_buffer, BufferCaps, RateProbe, Side};
+use longhaul_policy::{plan_transport, BufferCaps, Congestion, Role, TransportRequest, Window};
 
 /// How the server connects a session's data streams (implemented by the bench server).
 pub trait StreamAttach {
@@ -44,7 +43,7 @@ pub fn serve_transfer(
         });
         // The client may still be sending its file list: read it away so the refusal
         // is not destroyed by a reset.
-        super::control::close_gracefully(conn.stream(), Duration::from_secs(2));
+        crate::transport::control::close_gracefully(conn.stream(), Duration::from_secs(2));
         Err(why)
     };
     let Some(root) = root else {
@@ -125,29 +124,29 @@ pub fn serve_transfer(
         params.chunk_size
     };
     let facts = host::host_facts();
-    let side = if push { Side::Receive } else { Side::Send };
-    // A fixed window (`--window SIZE`) is set as is: no autotuning, no rate probe.
-    let choice = plan_buffer(
-        side,
-        params.window_bytes,
-        opts.window_fixed,
+    // The same decisions as the client and bench, from the request: a fixed window
+    // (`--window SIZE`) is set as is, with no autotuning and no rate probe.
+    let plan = match plan_transport(
+        &TransportRequest {
+            role: if push { Role::Receiver } else { Role::Sender },
+            streams: params.streams,
+            rate_bps: (params.rate_bps > 0).then_some(params.rate_bps),
+            window: Window::requested(params.window_bytes, opts.window_fixed),
+            congestion: (!params.congestion.is_empty()).then(|| params.congestion.clone()),
+        },
+        rtt,
         &BufferCaps::from(&facts),
-    );
-    let congestion = if push {
-        String::new()
-    } else if params.congestion.is_empty() {
-        longhaul_policy::default_congestion(
-            &host::available_congestion(),
-            &facts.default_congestion,
-        )
-    } else {
-        if let Err(e) =
-            longhaul_policy::check_congestion(&params.congestion, &host::available_congestion())
-        {
-            return refuse(&mut conn, format!("on the server, {e}"));
-        }
-        params.congestion.clone()
+        &Congestion {
+            available: host::available_congestion(),
+            default: facts.default_congestion.clone(),
+        },
+        None,
+    ) {
+        Ok(p) => p,
+        Err(e) => return refuse(&mut conn, format!("on the server, {e}")),
     };
+    let (side, choice) = (plan.side, plan.buffer.clone());
+    let congestion = plan.congestion.clone().unwrap_or_default();
     attach.expect(
         params.streams,
         push.then(|| longhaul_policy::choice_bytes(&choice)),
@@ -160,9 +159,8 @@ pub fn serve_transfer(
     let mut collect = || -> Result<Vec<TcpStream>, String> {
         let socks = attach.collect()?;
         for s in &socks {
-            options::apply_buffer(s, side, &choice).map_err(|e| e.to_string())?;
-            let rate = (params.rate_bps > 0).then_some(params.rate_bps);
-            tune_stream(s, !push, &congestion, rate, params.streams).map_err(|e| e.to_string())?;
+            sockopts::apply_buffer(s, side, &choice).map_err(|e| e.to_string())?;
+            sockopts::apply_connected(s, &plan).map_err(|e| e.to_string())?;
         }
         Ok(socks)
     };
@@ -195,8 +193,7 @@ pub fn serve_transfer(
             out.resumed_bytes
         ))
     } else {
-        let probe = (params.rate_bps == 0 && !opts.window_fixed && rtt >= Duration::from_millis(1))
-            .then(|| RateProbe::new(rtt, congestion != "bbr"));
+        let probe = plan.probe.clone();
         let sender = Sender::new(
             items,
             SourceRoot::Served(root.clone()),

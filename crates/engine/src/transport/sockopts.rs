@@ -58,3 +58,13 @@ pub fn clamp_for_rx_rate(
     longhaul_sys::socket::set_window_clamp(sock, clamp)?;
     Ok(clamp)
 }
+
+/// What a plan sets on a connected data socket: [`tune_connected`] with the sender's
+/// congestion control, and the sender's per-stream pacing cap.
+pub fn apply_connected(sock: &TcpStream, plan: &longhaul_policy::TransportPlan) -> io::Result<()> {
+    tune_connected(sock, plan.congestion.as_deref())?;
+    if let Some(bps) = plan.pacing_bps {
+        longhaul_sys::socket::set_max_pacing_rate(sock, bps / 8)?;
+    }
+    Ok(())
+}

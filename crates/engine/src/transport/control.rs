@@ -1,5 +1,7 @@
-//! The control connection during a transfer: one writer shared by every thread (acks,
-//! digests, errors), and one reader thread that turns frames into [`Incoming`] items.
+//! The control connection once a run or transfer is under way, for bench and cp alike:
+//! one writer shared by every thread (acks, digests, intervals, errors; many small
+//! messages leave in few writes), one reader thread that turns frames into [`Incoming`]
+//! items, keepalives and a user timeout so a peer that vanishes is noticed.
 
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
@@ -11,13 +13,16 @@ use std::time::Duration;
 use longhaul_proto::transfer::{encode_transfer_frame, TransferMessage};
 use longhaul_proto::{encode_frame, ErrorCode, Message};
 
-use crate::conn::{Frame, FramedConn, RecvError};
+use crate::transport::framed::{Frame, FramedConn, RecvError};
 
 /// What the reader thread hands over.
 #[derive(Debug)]
 pub enum Incoming {
     /// A transfer message.
     Msg(TransferMessage),
+    /// A bench/session message other than an error or a ping (a bench run's intervals
+    /// and results; a transfer treats one as the peer breaking the protocol).
+    Bench(Message),
     /// The peer reported an error and ends the transfer.
     PeerError(String),
     /// The connection failed or closed, or the peer broke the protocol.
@@ -63,6 +68,13 @@ impl ControlTx {
     /// Sends one transfer message.
     pub fn send(&self, msg: &TransferMessage) -> io::Result<()> {
         self.send_all(std::slice::from_ref(msg))
+    }
+
+    /// Sends one bench/session message.
+    pub fn send_bench(&self, msg: &Message) -> io::Result<()> {
+        let mut buf = Vec::with_capacity(256);
+        encode_frame(msg, &mut buf);
+        self.queue(&buf)
     }
 
     /// Sends several transfer messages.
@@ -229,16 +241,13 @@ impl ControlLink {
                             Incoming::PeerError(message)
                         }
                         Ok(Frame::Bench(Message::Ping { .. } | Message::Pong { .. })) => continue,
-                        Ok(Frame::Bench(m)) => Incoming::Lost(format!(
-                            "the peer sent {} during a file transfer",
-                            m.kind()
-                        )),
+                        Ok(Frame::Bench(m)) => Incoming::Bench(m),
                         Err(RecvError::Closed) => {
                             Incoming::Lost("the peer closed the control connection".into())
                         }
                         Err(e) => Incoming::Lost(format!("control connection: {e}")),
                     };
-                    let last = !matches!(item, Incoming::Msg(_));
+                    let last = !matches!(item, Incoming::Msg(_) | Incoming::Bench(_));
                     if tx.send(item).is_err() || last {
                         return;
                     }
@@ -263,10 +272,14 @@ impl ControlLink {
 
     /// The next transfer message, waiting as long as it takes; the peer's error or a
     /// lost connection (with `what` this end was doing) is the error.
-    pub fn next(&self, what: &str) -> Result<TransferMessage, super::CpError> {
-        use super::CpError;
+    pub fn next(&self, what: &str) -> Result<TransferMessage, crate::cp::CpError> {
+        use crate::cp::CpError;
         match self.rx.recv() {
             Ok(Incoming::Msg(m)) => Ok(m),
+            Ok(Incoming::Bench(m)) => Err(CpError::Protocol(format!(
+                "the peer sent {} during a file transfer ({what})",
+                m.kind()
+            ))),
             Ok(Incoming::PeerError(e)) => Err(CpError::Peer(e)),
             Ok(Incoming::Lost(e)) => Err(CpError::Lost(format!("{e} ({what})"))),
             Err(_) => Err(CpError::Lost(format!("control connection gone ({what})"))),

@@ -1,0 +1,142 @@
+//! The server's side of the data connections, for bench and cp alike: sessions that
+//! expect streams are registered in an [`AttachTable`]; an accepted connection whose
+//! first frame is a `DataHello` is checked against its session's secret and handed to
+//! that session; the session waits for all its streams ([`Expected::collect`]).
+
+use std::collections::HashMap;
+use std::net::TcpStream;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use longhaul_proto::{DataAttachments, SessionSecret};
+
+use super::framed::FramedConn;
+
+/// How long a session waits for its data streams.
+pub const ATTACH_TIMEOUT: Duration = Duration::from_secs(15);
+
+struct Pending {
+    attach: DataAttachments,
+    sink: mpsc::Sender<(u16, TcpStream)>,
+}
+
+/// The sessions waiting for data streams.
+#[derive(Default)]
+pub struct AttachTable {
+    sessions: Mutex<HashMap<u64, Pending>>,
+}
+
+/// Why a data connection was refused (the text goes back to the peer).
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    /// No session with this id expects streams.
+    #[error("unknown session")]
+    UnknownSession,
+    /// The stream's proof or index is wrong.
+    #[error("{0}")]
+    Refused(String),
+    /// The table's lock was poisoned by a panic.
+    #[error("the session table was poisoned by a panic")]
+    Poisoned,
+}
+
+impl AttachTable {
+    /// Registers session `id` (with `secret`) as expecting `streams` data streams.
+    pub fn expect(
+        self: &Arc<Self>,
+        id: u64,
+        secret: SessionSecret,
+        streams: u16,
+    ) -> Result<Expected, AttachError> {
+        let (sink, rx) = mpsc::channel();
+        self.sessions
+            .lock()
+            .map_err(|_| AttachError::Poisoned)?
+            .insert(
+                id,
+                Pending {
+                    attach: DataAttachments::new(id, secret, streams),
+                    sink,
+                },
+            );
+        Ok(Expected {
+            table: self.clone(),
+            id,
+            rx,
+            streams,
+        })
+    }
+
+    /// A data connection said `DataHello{session_id, stream, mac}`: hands it to its
+    /// session if the proof holds.
+    pub fn attach(
+        &self,
+        conn: FramedConn,
+        session_id: u64,
+        stream: u16,
+        mac: &[u8; 32],
+    ) -> Result<(), AttachError> {
+        let sink = {
+            let mut sessions = self.sessions.lock().map_err(|_| AttachError::Poisoned)?;
+            let p = sessions
+                .get_mut(&session_id)
+                .ok_or(AttachError::UnknownSession)?;
+            p.attach
+                .attach(session_id, stream, mac)
+                .map_err(|e| AttachError::Refused(e.to_string()))?;
+            p.sink.clone()
+        };
+        let (sock, _) = conn.into_parts();
+        let _ = sock.set_read_timeout(None);
+        let _ = sink.send((stream, sock));
+        Ok(())
+    }
+
+    fn forget(&self, id: u64) {
+        if let Ok(mut s) = self.sessions.lock() {
+            s.remove(&id);
+        }
+    }
+}
+
+/// A session's registration: its streams arrive here. Dropping it unregisters.
+pub struct Expected {
+    table: Arc<AttachTable>,
+    id: u64,
+    rx: mpsc::Receiver<(u16, TcpStream)>,
+    streams: u16,
+}
+
+impl Expected {
+    /// Waits (at most [`ATTACH_TIMEOUT`]) for every data stream; stream `i` is `[i]`.
+    pub fn collect(self) -> Result<Vec<TcpStream>, String> {
+        let streams = self.streams;
+        let mut sockets: Vec<Option<TcpStream>> = (0..streams).map(|_| None).collect();
+        let deadline = Instant::now() + ATTACH_TIMEOUT;
+        let mut attached = 0;
+        while attached < streams {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok((i, s)) => {
+                    if let Some(slot @ None) = sockets.get_mut(i as usize) {
+                        *slot = Some(s);
+                        attached += 1;
+                    }
+                }
+                Err(_) => {
+                    return Err(format!(
+                        "only {attached} of {streams} data streams arrived within {} s; is a firewall blocking new connections to this port?",
+                        ATTACH_TIMEOUT.as_secs()
+                    ))
+                }
+            }
+        }
+        Ok(sockets.into_iter().flatten().collect())
+    }
+}
+
+impl Drop for Expected {
+    fn drop(&mut self) {
+        self.table.forget(self.id);
+    }
+}
