@@ -164,6 +164,28 @@ pub fn can_force_buffers() -> bool {
     }
 }
 
+/// Waits until `sock` is readable (for a listening socket: a connection is waiting), at
+/// most `timeout`; `false` when the time ran out. An interrupted wait counts as not ready.
+pub fn wait_readable(sock: &impl AsRawFd, timeout: std::time::Duration) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: sock.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `pfd` is a valid pollfd for the duration of the call and nfds is 1.
+    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(r > 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

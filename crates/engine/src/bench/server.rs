@@ -27,6 +27,8 @@ use longhaul_proto::transfer::TransferMessage;
 use longhaul_proto::SessionSecret;
 use longhaul_sys::served_root::ServedRoot;
 
+/// Longest wait of the accept loop before it looks at its stop flag again.
+const STOP_CHECK: Duration = Duration::from_millis(100);
 /// Concurrent sessions a server runs; more are refused with "busy".
 pub const MAX_SESSIONS: usize = 16;
 /// Connections that have not yet proved anything; more are closed at once.
@@ -135,12 +137,15 @@ impl Server {
             if stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
                 return Ok(Ok(()));
             }
+            // Wake at once for a connection; at least every STOP_CHECK for `stop` and
+            // `once` (no sleeping between looks).
+            if !longhaul_sys::socket::wait_readable(&self.listener, STOP_CHECK)? {
+                continue;
+            }
             let (stream, peer) = match self.listener.accept() {
                 Ok(x) => x,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(10));
-                    continue;
-                }
+                // Another waiter took it, or the client gave up: look again.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if is_transient(&e) => {
                     std::thread::sleep(Duration::from_millis(50));
@@ -197,10 +202,12 @@ fn widen_window_scale(shared: &Shared, rcvbuf: u64, facts: &longhaul_proto::Host
     }
 }
 
+/// An accept error that passes (out of descriptors or memory for a moment, a client that
+/// gave up before the accept): back off briefly, the listener stays readable meanwhile.
 fn is_transient(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
-        Some(code) if code == 24 || code == 23 || code == 105 || code == 12 || code == 103
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::ECONNABORTED)
     )
 }
 
