@@ -7,4 +7,5 @@ pub mod cp;
 pub mod emulate;
 pub mod host;
 pub mod token;
+pub mod tune_apply;
 pub mod tune_host;
