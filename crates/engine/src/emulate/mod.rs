@@ -3,6 +3,7 @@
 //! `longhaul-linkem` (rate, drop-tail queue, delay, jitter, loss, reordering) per wire
 //! segment of each offload super-packet.
 
+mod defaults;
 mod emulator;
 mod error;
 pub mod gso;
@@ -13,6 +14,7 @@ pub mod stats;
 pub mod topology;
 pub mod wire;
 
+pub use defaults::PathDefaults;
 pub use emulator::{
     preflight, validate, Emulator, EmulatorConfig, DEFAULT_MAX_BURST, DEFAULT_MAX_HELD_BYTES,
     MTU_RANGE,
