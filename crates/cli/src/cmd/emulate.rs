@@ -2,12 +2,14 @@
 //! space on TUN devices (`up`, `down`, `exec`, `addr`, `stats`, `log-report`).
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+
+use super::common::{emit_text as emit, say, say_text};
 use longhaul_engine::emulate::{
     self, state, Emulator, EmulatorConfig, EmulatorStats, End, PathDefaults,
 };
@@ -394,7 +396,7 @@ fn spawn_daemon(_up: &UpArgs) -> Result<ExitCode> {
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line)?;
     if line.starts_with("ready") || line.contains("\"ready\"") {
-        print!("{line}");
+        say_text(&line);
         return Ok(ExitCode::SUCCESS);
     }
     let mut err = String::new();
@@ -474,9 +476,9 @@ fn run_down(name: &str) -> Result<ExitCode> {
     }
     state::remove(name);
     if did.is_empty() {
-        println!("emulator {name} was not up; nothing to remove");
+        say(&format!("emulator {name} was not up; nothing to remove"));
     } else {
-        println!("emulator {name} down: {}", did.join(", "));
+        say(&format!("emulator {name} down: {}", did.join(", ")));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -508,9 +510,9 @@ fn run_exec(name: &str, end: End, command: &[String]) -> Result<ExitCode> {
 fn run_addr(name: &str, end: End, ipv6: bool) -> Result<ExitCode> {
     require_up(name)?;
     if ipv6 {
-        println!("{}", end.ipv6());
+        say(&end.ipv6().to_string());
     } else {
-        println!("{}", end.ipv4());
+        say(&end.ipv4().to_string());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -650,13 +652,4 @@ fn run_log_report(file: &PathBuf, bins: bool, json: bool) -> Result<ExitCode> {
     }
     emit(&o)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Writes `text` to stdout; a closed pipe (`| head`) is not an error.
-fn emit(text: &str) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
-        _ => Ok(()),
-    }
 }

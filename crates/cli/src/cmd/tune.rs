@@ -30,7 +30,7 @@
 //!
 //! Notes go to stderr with `--json`.
 
-use super::common::TokenArgs;
+use super::common::{emit_json, say, TokenArgs};
 use anyhow::{bail, Context};
 use longhaul_engine::bench::{peer_report, PeerReport};
 use longhaul_engine::tune_apply::{self, ApplyOutcome, RevertOutcome, TuneEvent, TunePaths};
@@ -118,14 +118,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         out.findings(&findings);
         let changes = changes_of(&findings);
         if !out.json && !changes.is_empty() {
-            println!(
+            say(&format!(
                 "\n{} sysctl change(s) would fix this: run `longhaul tune --rate {} --rtt {} \
                  --apply` as root (writes {}).",
                 changes.len(),
                 rate_arg(rate_bps),
                 rtt_arg(rtt),
                 paths.dropin.display()
-            );
+            ));
         }
         return Ok(out.end(&findings, None).into());
     }
@@ -197,7 +197,7 @@ fn apply(
         ApplyOutcome::Applied { applied } => {
             let after = inspect(&gather(dev)?, target);
             if !out.json {
-                println!("\nAfter --apply:");
+                say("\nAfter --apply:");
             }
             out.findings(&after);
             Ok(out.end(&after, Some(applied)).into())
@@ -215,12 +215,9 @@ fn revert(paths: &TunePaths, out: &Output) -> anyhow::Result<ExitCode> {
         }
         RevertOutcome::Reverted { values } => {
             if out.json {
-                println!(
-                    "{}",
-                    json!({"type": "end", "command": "tune", "reverted": values})
-                );
+                emit_json(&json!({"type": "end", "command": "tune", "reverted": values}));
             } else {
-                println!("reverted {values} value(s)");
+                say(&format!("reverted {values} value(s)"));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -262,16 +259,16 @@ impl Output {
             self.peer_line();
             return;
         }
-        println!(
+        say(&format!(
             "longhaul tune: {} at {} RTT needs socket buffers of {} per stream (2 x BDP of {})",
             longhaul_model::units::format_rate_bps(target.rate_bps as f64),
             longhaul_model::units::format_seconds(target.rtt.as_secs_f64()),
             format_bytes(target.socket_buffer_bytes() as f64),
             format_bytes(target.bdp_bytes() as f64),
-        );
+        ));
         if let Some(peer) = &self.peer {
             let rtt_ms = peer.report.rtt.as_secs_f64() * 1e3;
-            println!(
+            say(&format!(
                 "peer {} ({}): RTT {rtt_ms:.3} ms measured (smallest of the control-connection \
                  pings){}",
                 peer.report.addr,
@@ -281,31 +278,28 @@ impl Output {
                 } else {
                     ", used as the path's RTT"
                 }
-            );
+            ));
         }
         if let Ok(ns) = tune_apply::network_namespace() {
-            println!("network namespace {ns}");
+            say(&format!("network namespace {ns}"));
         }
         if self.peer.is_some() {
-            println!("\n== This host ==");
+            say("\n== This host ==");
         } else {
-            println!();
+            say("");
         }
     }
 
     /// With `--json` and `--peer`, the object that says which peer answered.
     fn peer_line(&self) {
         if let (true, Some(peer)) = (self.json, &self.peer) {
-            println!(
-                "{}",
-                json!({
-                    "type": "peer",
-                    "address": peer.report.addr.to_string(),
-                    "host": peer.report.report.host,
-                    "rtt_ms": peer.report.rtt.as_secs_f64() * 1e3,
-                    "rtt_source": if peer.rtt_given { "given" } else { "measured" },
-                })
-            );
+            emit_json(&json!({
+                "type": "peer",
+                "address": peer.report.addr.to_string(),
+                "host": peer.report.report.host,
+                "rtt_ms": peer.report.rtt.as_secs_f64() * 1e3,
+                "rtt_source": if peer.rtt_given { "given" } else { "measured" },
+            }));
         }
     }
 
@@ -316,19 +310,16 @@ impl Output {
     fn findings_of(&self, kind: &str, findings: &[Finding]) {
         for f in findings {
             if self.json {
-                println!(
-                    "{}",
-                    json!({
-                        "type": kind,
-                        "key": f.key,
-                        "severity": f.severity.as_str(),
-                        "current": f.current,
-                        "wanted": f.wanted,
-                        "why": f.why,
-                        "fix": f.fix,
-                        "applies": f.change.is_some(),
-                    })
-                );
+                emit_json(&json!({
+                    "type": kind,
+                    "key": f.key,
+                    "severity": f.severity.as_str(),
+                    "current": f.current,
+                    "wanted": f.wanted,
+                    "why": f.why,
+                    "fix": f.fix,
+                    "applies": f.change.is_some(),
+                }));
                 continue;
             }
             let label = f.severity.as_str().to_uppercase();
@@ -337,11 +328,11 @@ impl Output {
                 .as_deref()
                 .map(|w| format!("  (wanted: {w})"))
                 .unwrap_or_default();
-            println!("{label:<8} {} = {}{wanted}", f.key, f.current);
+            say(&format!("{label:<8} {} = {}{wanted}", f.key, f.current));
             if f.severity > Severity::Ok {
-                println!("         why: {}", f.why);
+                say(&format!("         why: {}", f.why));
                 if let Some(fix) = &f.fix {
-                    println!("         fix: {fix}");
+                    say(&format!("         fix: {fix}"));
                 }
             }
         }
@@ -351,18 +342,15 @@ impl Output {
         if self.json {
             eprintln!("longhaul tune: {text}");
         } else {
-            println!("{text}");
+            say(text);
         }
     }
 
     fn skipped(&self, key: &str, reason: &str) {
         if self.json {
-            println!(
-                "{}",
-                json!({"type": "skipped", "key": key, "reason": reason})
-            );
+            emit_json(&json!({"type": "skipped", "key": key, "reason": reason}));
         } else {
-            println!("skipped {key}: {reason}");
+            say(&format!("skipped {key}: {reason}"));
         }
     }
 
@@ -388,14 +376,11 @@ impl Output {
 
     fn changed(&self, kind: &str, key: &str, previous: Option<&str>, value: &str) {
         if self.json {
-            println!(
-                "{}",
-                json!({"type": kind, "key": key, "previous": previous, "value": value})
-            );
+            emit_json(&json!({"type": kind, "key": key, "previous": previous, "value": value}));
         } else {
             match previous {
-                Some(p) => println!("{kind} {key} = {value} (was {p})"),
-                None => println!("{kind} {key} = {value}"),
+                Some(p) => say(&format!("{kind} {key} = {value} (was {p})")),
+                None => say(&format!("{kind} {key} = {value}")),
             }
         }
     }
@@ -417,49 +402,18 @@ impl Output {
             let report = &peer.report.report;
             let (pc, pw, pi, po) = counts(&report.findings);
             if !self.json {
-                println!(
+                say(&format!(
                     "\n{critical} critical, {warning} warning(s), {info} info, {ok} ok on this host"
-                );
-                println!(
+                ));
+                say(&format!(
                     "\n== Peer {} ({}) — fixes apply there ==",
                     peer.report.addr,
                     peer_name(&peer.report)
-                );
+                ));
             }
             self.findings_of("peer_finding", &report.findings);
             if self.json {
-                println!(
-                    "{}",
-                    json!({
-                        "type": "end",
-                        "command": "tune",
-                        "critical": critical,
-                        "warning": warning,
-                        "info": info,
-                        "ok": ok,
-                        "applied": applied,
-                        "peer_critical": pc,
-                        "peer_warning": pw,
-                        "peer_info": pi,
-                        "peer_ok": po,
-                        "peer_omitted": report.omitted,
-                    })
-                );
-            } else {
-                if report.omitted > 0 {
-                    println!(
-                        "({} less severe finding(s) of the peer left out to fit the report)",
-                        report.omitted
-                    );
-                }
-                println!("\n{pc} critical, {pw} warning(s), {pi} info, {po} ok on the peer");
-            }
-            return Code(u8::from(critical + warning + pc + pw > 0));
-        }
-        if self.json {
-            println!(
-                "{}",
-                json!({
+                emit_json(&json!({
                     "type": "end",
                     "command": "tune",
                     "critical": critical,
@@ -467,15 +421,42 @@ impl Output {
                     "info": info,
                     "ok": ok,
                     "applied": applied,
-                })
-            );
+                    "peer_critical": pc,
+                    "peer_warning": pw,
+                    "peer_info": pi,
+                    "peer_ok": po,
+                    "peer_omitted": report.omitted,
+                }));
+            } else {
+                if report.omitted > 0 {
+                    say(&format!(
+                        "({} less severe finding(s) of the peer left out to fit the report)",
+                        report.omitted
+                    ));
+                }
+                say(&format!(
+                    "\n{pc} critical, {pw} warning(s), {pi} info, {po} ok on the peer"
+                ));
+            }
+            return Code(u8::from(critical + warning + pc + pw > 0));
+        }
+        if self.json {
+            emit_json(&json!({
+                "type": "end",
+                "command": "tune",
+                "critical": critical,
+                "warning": warning,
+                "info": info,
+                "ok": ok,
+                "applied": applied,
+            }));
         } else {
-            println!(
+            say(&format!(
                 "\n{critical} critical, {warning} warning(s), {info} info, {ok} ok{}",
                 applied
                     .map(|n| format!("; {n} sysctl(s) applied"))
                     .unwrap_or_default()
-            );
+            ));
         }
         Code(u8::from(critical + warning > 0))
     }
