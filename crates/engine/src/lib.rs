@@ -1,5 +1,6 @@
 //! Drivers that move real bytes: bench streams, pacing, telemetry sampling and the
 //! emulator's packet loop.
+#![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod conn;

@@ -5,6 +5,7 @@
 //! `--revert` restores ([`PreviousState`]); the apply/revert transaction itself ([`ApplyPlan`],
 //! [`PreviousState::for_apply`], [`PreviousState::dropin_restore`]); a host's findings as bounded JSON for
 //! `longhaul tune --peer` ([`report_to_json`], [`report_from_json`]).
+#![forbid(unsafe_code)]
 
 mod dropin;
 mod error;
