@@ -1,5 +1,6 @@
 //! The `longhaul` binary: argument parsing, human and JSON output, exit codes.
 //! Every subcommand lives in a module of its own under `cmd/`.
+#![forbid(unsafe_code)]
 
 mod cmd;
 

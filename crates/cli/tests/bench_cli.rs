@@ -2,80 +2,20 @@
 //! Lines schema, the default per-user token, a server killed mid-run, and a run between two
 //! network namespaces joined by a veth pair (root only; skipped with a message otherwise).
 
+mod support;
+
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_longhaul");
+use support::{is_root, longhaul_via as command, Proc, Scratch, Server, BIN};
 
-/// A child process killed and reaped on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A private HOME so the default token file is created fresh for each test.
-struct TempHome(PathBuf);
-
-impl TempHome {
-    fn new(name: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("longhaul-cli-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-}
-
-impl Drop for TempHome {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn command(prefix: &[&str], home: &TempHome) -> Command {
-    let mut c = if prefix.is_empty() {
-        Command::new(BIN)
-    } else {
-        let mut c = Command::new(prefix[0]);
-        c.args(&prefix[1..]).arg(BIN);
-        c
-    };
-    c.env("HOME", &home.0)
-        .env_remove("LONGHAUL_TOKEN")
-        .env_remove("XDG_CONFIG_HOME");
-    c
-}
-
-/// Starts `longhaul serve` and waits for its "listening on ADDR" line (no sleeping).
-fn serve(prefix: &[&str], home: &TempHome, args: &[&str]) -> (Proc, String) {
-    let mut child = command(prefix, home)
-        .arg("serve")
-        .args(args)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let first = lines.next().expect("serve printed nothing").unwrap();
-    let addr = first
-        .rsplit("listening on ")
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_string();
-    assert!(
-        first.contains("listening on"),
-        "unexpected first line: {first}"
-    );
-    // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (Proc(child), addr)
+/// Starts `longhaul serve ARGS` through `prefix` and waits for its "listening on ADDR" line
+/// (no sleeping); returns it and ADDR.
+fn serve(prefix: &[&str], home: &Scratch, args: &[&str]) -> (Server, String) {
+    let server = Server::start_args(prefix, &home.0, args);
+    let addr = server.addr.clone();
+    (server, addr)
 }
 
 /// The JSON Lines of a command that must have succeeded.
@@ -88,15 +28,6 @@ fn json_of(out: std::process::Output) -> Vec<serde_json::Value> {
     json_lines(&out.stdout)
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
     String::from_utf8_lossy(out)
         .lines()
@@ -106,10 +37,10 @@ fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
 
 #[test]
 fn json_schema_and_default_token_between_two_processes() {
-    let home = TempHome::new("json");
+    let home = Scratch::new("json");
     let (_server, addr) = serve(&[], &home, &["--listen", "127.0.0.1", "--port", "0"]);
     let port = addr.rsplit(':').next().unwrap().to_string();
-    let out = command(&[], &home)
+    let out = command(&[], &home.0)
         .args([
             "bench",
             &format!("127.0.0.1:{port}"),
@@ -163,10 +94,10 @@ fn json_schema_and_default_token_between_two_processes() {
 
 #[test]
 fn mismatched_tokens_say_how_to_share_one() {
-    let home_a = TempHome::new("tok-a");
-    let home_b = TempHome::new("tok-b");
+    let home_a = Scratch::new("tok-a");
+    let home_b = Scratch::new("tok-b");
     let (_server, addr) = serve(&[], &home_a, &["--listen", "127.0.0.1", "--port", "0"]);
-    let out = command(&[], &home_b)
+    let out = command(&[], &home_b.0)
         .args(["bench", &addr, "-t", "1s"])
         .output()
         .unwrap();
@@ -181,10 +112,10 @@ fn mismatched_tokens_say_how_to_share_one() {
 
 #[test]
 fn a_server_killed_mid_run_ends_the_client_with_a_clear_error() {
-    let home = TempHome::new("kill");
+    let home = Scratch::new("kill");
     let (mut server, addr) = serve(&[], &home, &["--listen", "127.0.0.1", "--port", "0"]);
     let mut client = Proc(
-        command(&[], &home)
+        command(&[], &home.0)
             .args(["bench", &addr, "-t", "60s", "-i", "0.2s", "--json"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -201,8 +132,7 @@ fn a_server_killed_mid_run_ends_the_client_with_a_clear_error() {
         }
     }
     let killed_at = Instant::now();
-    server.0.kill().unwrap();
-    let _ = server.0.wait();
+    server.kill();
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let status = client.0.wait().unwrap();
     assert_eq!(status.code(), Some(2));
@@ -292,13 +222,13 @@ fn bench_between_two_namespaces_over_veth() {
     let Some(pair) = VethPair::new() else {
         panic!("could not create namespaces and a veth pair although root");
     };
-    let home = TempHome::new("veth");
+    let home = Scratch::new("veth");
     let (_server, _addr) = serve(
         &["ip", "netns", "exec", &pair.a],
         &home,
         &["--listen", "10.231.0.1", "--port", "5290", "--once"],
     );
-    let out = command(&["ip", "netns", "exec", &pair.b], &home)
+    let out = command(&["ip", "netns", "exec", &pair.b], &home.0)
         .args(["bench", "10.231.0.1", "-t", "1.5s", "-P", "2", "--json"])
         .output()
         .unwrap();
@@ -348,7 +278,7 @@ fn rx_rate_holds_the_sender_to_a_slow_receiver() {
     }
     let name = format!("rx{}", std::process::id() % 100_000);
     let _path = EmulatedPath::up(&name, &["--rtt", "40ms", "--rate", "1G"]);
-    let home = TempHome::new("rxrate");
+    let home = Scratch::new("rxrate");
     let ns_a = format!("lh-{name}-a");
     let ns_b = format!("lh-{name}-b");
     let (_server, _) = serve(
@@ -357,7 +287,7 @@ fn rx_rate_holds_the_sender_to_a_slow_receiver() {
         &["--listen", "10.99.0.2"],
     );
     let run = |extra: &[&str]| -> (Vec<f64>, f64) {
-        let out = command(&["ip", "netns", "exec", &ns_a], &home)
+        let out = command(&["ip", "netns", "exec", &ns_a], &home.0)
             .args([
                 "bench",
                 "10.99.0.2",

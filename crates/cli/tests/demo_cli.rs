@@ -3,11 +3,15 @@
 //! every object; SIGTERM mid-run removes the namespaces and kills iperf3; without root it
 //! explains itself and exits 2. Root-only parts skip with a message otherwise.
 
+mod support;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use support::{is_root, Scratch};
+
 fn root() -> bool {
-    if longhaul_sys::process::is_root() {
+    if is_root() {
         return true;
     }
     eprintln!("SKIPPED: needs root (namespaces and TUN devices)");
@@ -74,8 +78,11 @@ fn finish(g: &mut DemoGuard) -> (Option<i32>, String, String) {
     )
 }
 
-fn tmp(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("lh-demo-test-{}-{name}", std::process::id()))
+/// A path named `name` in a fresh scratch directory, removed with the returned guard.
+fn tmp(name: &str) -> (Scratch, std::path::PathBuf) {
+    let dir = Scratch::new("demo");
+    let path = dir.join(name);
+    (dir, path)
 }
 
 #[test]
@@ -83,7 +90,7 @@ fn short_demo_prints_both_runs_writes_the_report_and_cleans_up() {
     if !root() {
         return;
     }
-    let html = tmp("report.html");
+    let (_dir, html) = tmp("report.html");
     let _ = std::fs::remove_file(&html);
     let mut g = spawn_demo(&["--seconds", "3", "--html", html.to_str().unwrap()]);
     let (code, out, err) = finish(&mut g);
@@ -117,7 +124,7 @@ fn json_over_the_ipv6_scenario_prints_every_object() {
     if !root() {
         return;
     }
-    let html = tmp("v6.html");
+    let (_dir, html) = tmp("v6.html");
     let mut g = spawn_demo(&[
         "--scenario",
         "tokyo2006",
@@ -160,7 +167,7 @@ fn sigterm_mid_run_removes_the_namespaces_and_kills_iperf3() {
     if !root() {
         return;
     }
-    let html = tmp("killed.html");
+    let (_dir, html) = tmp("killed.html");
     let mut g = spawn_demo(&["--seconds", "60", "--html", html.to_str().unwrap()]);
     let ns_b = format!("lh-demo{}-b", g.pid);
     // Wait until a process runs inside end b (the stock run's iperf3 server).
@@ -206,7 +213,7 @@ fn sigterm_mid_run_removes_the_namespaces_and_kills_iperf3() {
 #[test]
 fn without_root_it_explains_and_exits_2() {
     let has_setpriv = Command::new("setpriv").arg("--version").output().is_ok();
-    let mut cmd = if longhaul_sys::process::is_root() {
+    let mut cmd = if is_root() {
         if !has_setpriv {
             eprintln!("SKIPPED: running as root and setpriv (util-linux) is missing");
             return;
@@ -223,7 +230,7 @@ fn without_root_it_explains_and_exits_2() {
         .output()
         .expect("run");
     let err = String::from_utf8_lossy(&out.stderr);
-    if longhaul_sys::process::is_root() && err.contains("Permission denied") {
+    if is_root() && err.contains("Permission denied") {
         eprintln!("SKIPPED: the binary is not readable by an unprivileged user: {err}");
         return;
     }

@@ -2,8 +2,12 @@
 //! `stats`, `--log` with `log-report`, `down`, and `down` after a crashed run. The root-only
 //! parts skip with a message otherwise; every emulator made is taken down by a guard.
 
+mod support;
+
 use std::process::{Child, Command, ExitStatus, Output};
 use std::time::{Duration, Instant};
+
+use support::{is_root, Scratch};
 
 fn lh(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_longhaul"))
@@ -34,7 +38,7 @@ impl Drop for Down {
 }
 
 fn root() -> bool {
-    if longhaul_sys::process::is_root() {
+    if is_root() {
         return true;
     }
     eprintln!("SKIPPED: needs root (namespaces and TUN devices)");
@@ -86,7 +90,8 @@ fn daemon_exec_addr_stats_log_and_down() {
         return;
     }
     let name = format!("c{}up", std::process::id());
-    let log = std::env::temp_dir().join(format!("{name}.log"));
+    let scratch = Scratch::new("emulate-log");
+    let log = scratch.join(format!("{name}.log"));
     let log_s = log.to_str().unwrap();
     let _guard = Down(name.clone());
     let out = lh(&[

@@ -2,40 +2,18 @@
 //! log, its JSON and exit codes, the HTML report parsed as XML, and the report rendered in
 //! headless Chromium (skipped with a message when Chromium is not installed).
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+use support::{Scratch, Server};
 
 const SAMPLE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../report/tests/data/bench-2streams.jsonl"
 );
-
-/// A scratch directory removed on drop, also when a test panics.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Self {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-            "record-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).expect("create scratch dir");
-        Self(dir)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn longhaul(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_longhaul"))
@@ -130,8 +108,8 @@ fn unknown_airport_is_an_error_with_suggestions() {
 
 #[test]
 fn plot_writes_svg_and_png() {
-    let dir = Scratch::new("plot");
-    let svg = dir.path("run.svg");
+    let dir = Scratch::in_target_dir("plot");
+    let svg = dir.join("run.svg");
     let out = longhaul(&["plot", SAMPLE, "-o", svg.to_str().expect("utf-8 path")]);
     assert!(
         out.status.success(),
@@ -142,7 +120,7 @@ fn plot_writes_svg_and_png() {
     assert!(text.starts_with("<svg") && text.contains("37 retr") && text.contains("stream 1"));
     assert_well_formed(&text);
 
-    let png_path = dir.path("run.png");
+    let png_path = dir.join("run.png");
     let out = longhaul(&["plot", SAMPLE, "-o", png_path.to_str().expect("utf-8 path")]);
     assert!(
         out.status.success(),
@@ -159,15 +137,15 @@ fn plot_writes_svg_and_png() {
         "plot",
         SAMPLE,
         "-o",
-        dir.path("run.gif").to_str().expect("path"),
+        dir.join("run.gif").to_str().expect("path"),
     ]);
     assert_eq!(bad.status.code(), Some(2));
 }
 
 #[test]
 fn html_report_is_self_contained_and_carries_the_run() {
-    let dir = Scratch::new("html");
-    let html_path = dir.path("report.html");
+    let dir = Scratch::in_target_dir("html");
+    let html_path = dir.join("report.html");
     let out = longhaul(&[
         "record",
         "--route",
@@ -212,8 +190,8 @@ fn html_report_renders_in_headless_chromium_without_requests() {
         eprintln!("SKIPPED: chromium not installed (apt-get install chromium); the report was not rendered");
         return;
     };
-    let dir = Scratch::new("chromium");
-    let html_path = dir.path("report.html");
+    let dir = Scratch::in_target_dir("chromium");
+    let html_path = dir.join("report.html");
     let out = longhaul(&[
         "record",
         "--route",
@@ -226,7 +204,7 @@ fn html_report_renders_in_headless_chromium_without_requests() {
     assert_eq!(out.status.code(), Some(1));
 
     // Negative control: the request detector must see the fetch of a page that makes one.
-    let control = dir.path("control.html");
+    let control = dir.join("control.html");
     std::fs::write(
         &control,
         "<!DOCTYPE html><html><body><img src=\"http://fetch-probe.invalid/x.png\"/></body></html>",
@@ -297,7 +275,7 @@ fn find_chromium() -> Option<PathBuf> {
 /// profile, and returns what the page fetched over the network.
 fn render(chromium: &Path, dir: &Scratch, page: &Path, tag: &str) -> Rendered {
     let url = format!("file://{}", page.display());
-    let netlog = dir.path(&format!("{tag}-netlog.json"));
+    let netlog = dir.join(format!("{tag}-netlog.json"));
     let dom = run_chromium(
         chromium,
         dir,
@@ -309,7 +287,7 @@ fn render(chromium: &Path, dir: &Scratch, page: &Path, tag: &str) -> Rendered {
         ],
         &format!("{tag}-dom"),
     );
-    let screenshot = dir.path(&format!("{tag}.png"));
+    let screenshot = dir.join(format!("{tag}.png"));
     run_chromium(
         chromium,
         dir,
@@ -329,7 +307,7 @@ fn render(chromium: &Path, dir: &Scratch, page: &Path, tag: &str) -> Rendered {
 }
 
 fn run_chromium(chromium: &Path, dir: &Scratch, extra: &[&str], tag: &str) -> Output {
-    let profile = dir.path(&format!("{tag}-profile"));
+    let profile = dir.join(format!("{tag}-profile"));
     let mut child = Command::new(chromium)
         .args([
             "--headless",
@@ -471,46 +449,28 @@ fn count_near(rgba: &[u8], rgb: [u8; 3], tolerance: i32) -> usize {
         .count()
 }
 
-/// Kills the child on drop (a server left behind by a failed test).
-struct ChildGuard(std::process::Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn record_and_plot_read_a_real_bench_log() {
     // A real `longhaul bench --json` run on loopback, paced so it stays light.
-    let dir = Scratch::new("bench");
-    let token = "record-test-token-0123456789abcdef";
-    let mut server = ChildGuard(
-        Command::new(env!("CARGO_BIN_EXE_longhaul"))
-            .args(["serve", "--listen", "127.0.0.1", "--port", "0", "--once"])
-            .env("LONGHAUL_TOKEN", token)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start serve"),
+    let dir = Scratch::in_target_dir("bench");
+    let home = Scratch::new("record-bench-home");
+    let server = Server::start_args(
+        &[],
+        &home.0,
+        &["--listen", "127.0.0.1", "--port", "0", "--once"],
     );
-    let stderr = server.0.stderr.take().expect("piped stderr");
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stderr));
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("serve printed its address before exiting")
-            .expect("read serve stderr");
-        if let Some(addr) = line.split("listening on ").nth(1) {
-            break addr.trim().to_string();
-        }
-    };
-    let bench = Command::new(env!("CARGO_BIN_EXE_longhaul"))
+    let bench = support::longhaul(&home.0)
         .args([
-            "bench", &addr, "-P", "2", "-t", "2s", "--rate", "200M", "--json",
+            "bench",
+            &server.addr,
+            "-P",
+            "2",
+            "-t",
+            "2s",
+            "--rate",
+            "200M",
+            "--json",
         ])
-        .env("LONGHAUL_TOKEN", token)
         .output()
         .expect("run bench");
     assert!(
@@ -518,7 +478,7 @@ fn record_and_plot_read_a_real_bench_log() {
         "{}",
         String::from_utf8_lossy(&bench.stderr)
     );
-    let log_path = dir.path("run.jsonl");
+    let log_path = dir.join("run.jsonl");
     std::fs::write(&log_path, &bench.stdout).expect("write run log");
     let end: serde_json::Value = String::from_utf8_lossy(&bench.stdout)
         .lines()
@@ -540,7 +500,7 @@ fn record_and_plot_read_a_real_bench_log() {
     assert_eq!(v["streams"], 2);
     assert_eq!(v["ip"], "IPv4");
 
-    let svg = dir.path("run.svg");
+    let svg = dir.join("run.svg");
     let out = longhaul(&["plot", log, "-o", svg.to_str().expect("utf-8 path")]);
     assert!(
         out.status.success(),

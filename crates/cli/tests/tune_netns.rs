@@ -3,20 +3,13 @@
 //! (net.ipv4.tcp_*) change there and come back exactly; the host's are never touched.
 //! Root only; skipped with a message otherwise.
 
+mod support;
+
 use std::fs;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-const LONGHAUL: &str = env!("CARGO_BIN_EXE_longhaul");
-
-fn is_root() -> bool {
-    // `id -u` keeps this test free of unsafe code.
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
+use support::{is_root, Scratch, BIN as LONGHAUL};
 
 /// A network namespace deleted on drop, also when the test panics.
 struct Netns(String);
@@ -83,15 +76,6 @@ impl Drop for HostGlobals {
     }
 }
 
-/// A temp dir removed on drop.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
 fn host_sysctl(name: &str) -> String {
     normalise(&fs::read_to_string(format!("/proc/sys/{}", name.replace('.', "/"))).unwrap())
 }
@@ -116,7 +100,7 @@ fn apply_then_revert_in_a_namespace_restores_every_value() {
     let host_globals = HostGlobals::save();
     let host_per_ns: Vec<String> = PER_NS.iter().map(|n| host_sysctl(n)).collect();
     let ns = Netns::new("apply");
-    let dir = TempDir(std::env::temp_dir().join(format!("lhtune-{}", std::process::id())));
+    let dir = Scratch::new("tune-apply");
     let dropin = dir.0.join("sysctl.d/90-longhaul.conf");
     let state = dir.0.join("state/tune-previous.json");
     let env = [
@@ -211,7 +195,7 @@ fn revert_restores_a_dropin_that_existed_before() {
     }
     let _host_globals = HostGlobals::save();
     let ns = Netns::new("keep");
-    let dir = TempDir(std::env::temp_dir().join(format!("lhtune-keep-{}", std::process::id())));
+    let dir = Scratch::new("tune-keep");
     fs::create_dir_all(&dir.0).unwrap();
     let dropin = dir.0.join("90-longhaul.conf");
     let state = dir.0.join("tune-previous.json");
@@ -256,7 +240,7 @@ fn not_root_prints_the_commands_and_changes_nothing() {
         return;
     }
     let ns = Netns::new("user");
-    let dir = TempDir(std::env::temp_dir().join(format!("lhtune-user-{}", std::process::id())));
+    let dir = Scratch::new("tune-user");
     let dropin = dir.0.join("90-longhaul.conf");
     let state = dir.0.join("tune-previous.json");
     let env = [

@@ -2,75 +2,22 @@
 //! own findings for the rate and the RTT the client measured (or was given); a wrong token
 //! ends with the usual one-line error.
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+mod support;
 
-const BIN: &str = env!("CARGO_BIN_EXE_longhaul");
+use std::process::Output;
 
-/// A child process killed and reaped on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A private HOME, so each test has its own default token file.
-struct TempHome(PathBuf);
-
-impl TempHome {
-    fn new(name: &str) -> Self {
-        let p =
-            std::env::temp_dir().join(format!("longhaul-tune-peer-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-
-    fn command(&self) -> Command {
-        let mut c = Command::new(BIN);
-        c.env("HOME", &self.0)
-            .env_remove("LONGHAUL_TOKEN")
-            .env_remove("XDG_CONFIG_HOME");
-        c
-    }
-}
-
-impl Drop for TempHome {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use support::{longhaul, Scratch, Server};
 
 /// Starts `longhaul serve` on a free loopback port; returns it and `127.0.0.1:PORT` once it
 /// printed its "listening on" line.
-fn serve(home: &TempHome) -> (Proc, String) {
-    let mut child = home
-        .command()
-        .args(["serve", "--listen", "127.0.0.1", "--port", "0"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let first = lines.next().expect("serve printed nothing").unwrap();
-    assert!(first.contains("listening on"), "unexpected: {first}");
-    let addr = first
-        .rsplit("listening on ")
-        .next()
-        .unwrap()
-        .trim()
-        .to_string();
-    std::thread::spawn(move || for _ in lines {});
-    (Proc(child), addr)
+fn serve(home: &Scratch) -> (Server, String) {
+    let server = Server::start_without_root(&home.0);
+    let addr = server.addr.clone();
+    (server, addr)
 }
 
-fn tune(home: &TempHome, args: &[&str]) -> Output {
-    home.command().arg("tune").args(args).output().unwrap()
+fn tune(home: &Scratch, args: &[&str]) -> Output {
+    longhaul(&home.0).arg("tune").args(args).output().unwrap()
 }
 
 fn json_lines(out: &Output) -> Vec<serde_json::Value> {
@@ -90,7 +37,7 @@ fn wanted_of(objs: &[serde_json::Value], kind: &str) -> Vec<(String, String)> {
 
 #[test]
 fn peer_answers_with_its_findings_for_the_measured_rtt() {
-    let home = TempHome::new("measured");
+    let home = Scratch::new("measured");
     let (_server, addr) = serve(&home);
     let out = tune(&home, &["--peer", &addr, "--rate", "1G", "--json"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -128,7 +75,7 @@ fn peer_answers_with_its_findings_for_the_measured_rtt() {
 
 #[test]
 fn a_given_rtt_is_the_one_the_peer_judges() {
-    let home = TempHome::new("given");
+    let home = Scratch::new("given");
     let (_server, addr) = serve(&home);
     let out = tune(
         &home,
@@ -159,8 +106,8 @@ fn a_given_rtt_is_the_one_the_peer_judges() {
 
 #[test]
 fn a_wrong_token_says_how_to_share_one() {
-    let server_home = TempHome::new("tok-server");
-    let client_home = TempHome::new("tok-client");
+    let server_home = Scratch::new("tok-server");
+    let client_home = Scratch::new("tok-client");
     let (_server, addr) = serve(&server_home);
     let out = tune(&client_home, &["--peer", &addr, "--rate", "1G"]);
     assert_eq!(out.status.code(), Some(2));
@@ -180,7 +127,7 @@ fn a_wrong_token_says_how_to_share_one() {
 
 #[test]
 fn peer_needs_a_rate() {
-    let home = TempHome::new("norate");
+    let home = Scratch::new("norate");
     let out = tune(&home, &["--peer", "127.0.0.1:9"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--rate"));

@@ -1,6 +1,7 @@
 //! Drivers that move real bytes: the transport under bench and cp (connections,
 //! handshake, data streams, the control link), bench streams, cp's file ends, pacing,
 //! telemetry sampling and the emulator's packet loop.
+#![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod cp;
@@ -9,4 +10,5 @@ pub mod host;
 pub mod telemetry;
 pub mod token;
 pub mod transport;
+pub mod tune_apply;
 pub mod tune_host;

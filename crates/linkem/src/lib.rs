@@ -68,6 +68,7 @@
 //! # Parsing the command line's specs
 //! [`parse_loss`] (`1e-4`, `0.01%`, `ge:P,R,H,K`), [`parse_buffer`] (`25MB`, `1bdp`,
 //! `500pkt`) with [`BufferSpec::resolve`], and [`parse_probability`] (e.g. `--reorder`).
+#![forbid(unsafe_code)]
 
 mod config;
 mod delay_line;

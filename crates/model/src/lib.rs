@@ -9,6 +9,7 @@
 //! - [`lsr`]: the Land Speed Record metric in bit-meters/second, its rules and history.
 //! - [`geo`], [`airports`], [`route`]: great-circle distances, the airport table, routes.
 //! - [`scenario`]: the record runs `longhaul demo` re-enacts.
+#![forbid(unsafe_code)]
 
 mod error;
 

@@ -24,6 +24,7 @@
 //!
 //! The token is never sent; the client checks the server's proof before it proves itself.
 //! Every length, count and size on the wire is bounded (see [`limits`]).
+#![forbid(unsafe_code)]
 
 mod auth;
 mod codec;

@@ -3,6 +3,7 @@
 //! Land Speed Record history chart, and the self-contained HTML report.
 //!
 //! Everything takes text or data and returns text; the caller reads and writes files.
+#![forbid(unsafe_code)]
 
 pub mod charts;
 pub mod history_chart;

@@ -15,6 +15,7 @@
 //! - [`sparse`]: which blocks of a received chunk hold data (the rest stay holes).
 //!
 //! Drivers (in `engine`) do the I/O; see `docs/cp-design.md` for how the pieces fit.
+#![forbid(unsafe_code)]
 
 pub mod error;
 pub mod file_hashes;

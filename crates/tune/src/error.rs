@@ -12,4 +12,30 @@ pub enum TuneError {
         "the peer's host report is not valid: {0}; is the peer running the same longhaul release?"
     )]
     BadReport(String),
+    /// `--apply` found values saved in another network namespace.
+    #[error(
+        "{state_path} holds values saved in network namespace {saved}, but this is {here}: run \
+         --revert there first, or use another --state file here"
+    )]
+    ApplyInOtherNamespace {
+        /// The state file.
+        state_path: String,
+        /// The namespace the values were saved in.
+        saved: String,
+        /// This network namespace.
+        here: String,
+    },
+    /// `--revert` runs in another network namespace than the values were saved in.
+    #[error(
+        "{state_path} holds values saved in network namespace {saved}, but this is {here}: run \
+         --revert there"
+    )]
+    RevertInOtherNamespace {
+        /// The state file.
+        state_path: String,
+        /// The namespace the values were saved in.
+        saved: String,
+        /// This network namespace.
+        here: String,
+    },
 }

@@ -1,4 +1,6 @@
-//! Pieces several subcommands share: the token options and human-unit value parsers.
+//! Pieces several subcommands share: the token options, human-unit value parsers, and the
+//! one way to print to stdout ([`say`], [`say_text`], [`emit_json`], [`emit_text`]), which
+//! ends quietly when the reader has gone (`longhaul ... | head -1`).
 
 use std::path::PathBuf;
 
@@ -43,20 +45,38 @@ pub fn duration(s: &str) -> Result<std::time::Duration, String> {
 
 /// Prints one JSON Lines object to stdout; a closed pipe ends the program quietly.
 pub fn emit_json(value: &serde_json::Value) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "{value}").and_then(|()| out.flush()).is_err() {
-        std::process::exit(0);
-    }
+    say(&value.to_string());
 }
 
 /// Prints one line of human output; a closed pipe ends the program quietly.
 pub fn say(line: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+    say_text(&format!("{line}\n"));
+}
+
+/// Prints `text` as it is (several lines, or none ending it); a closed pipe (or any other
+/// failed write to stdout) ends the program quietly with exit code 0, as `longhaul ... |
+/// head` expects. Every command prints to stdout through this or the functions above, never
+/// `println!`, which panics on a closed pipe.
+pub fn say_text(text: &str) {
+    if write_stdout(text).is_err() {
         std::process::exit(0);
     }
+}
+
+/// Writes `text` to stdout for a command that must carry on when nobody reads it (the
+/// emulator, which cleans up its namespaces on the way out): a closed pipe is not an error
+/// and is ignored; any other failure is returned.
+pub fn emit_text(text: &str) -> std::io::Result<()> {
+    match write_stdout(text) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
+        _ => Ok(()),
+    }
+}
+
+fn write_stdout(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush())
 }
 
 /// Runs a command body; with `--json`, an error becomes a `{"type":"error"}` line and

@@ -2,16 +2,18 @@
 //! space on TUN devices (`up`, `down`, `exec`, `addr`, `stats`, `log-report`).
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use longhaul_engine::emulate::{self, state, Emulator, EmulatorConfig, EmulatorStats, End};
-use longhaul_linkem::{
-    parse_buffer, parse_loss, BufferSpec, Jitter, LinkConfig, QueueLimit, Reorder,
+
+use super::common::{emit_text as emit, say, say_text};
+use longhaul_engine::emulate::{
+    self, state, Emulator, EmulatorConfig, EmulatorStats, End, PathDefaults,
 };
+use longhaul_linkem::{parse_buffer, parse_loss, Jitter, LinkConfig, QueueLimit, Reorder};
 use longhaul_model::units::{
     format_bytes, format_duration, format_rate_bps, parse_duration, parse_rate_bps,
 };
@@ -102,7 +104,7 @@ struct UpArgs {
     /// Emulator name (namespaces lh-NAME-a and lh-NAME-b).
     name: String,
     /// Round-trip time; each direction gets half as one-way delay (e.g. 200ms).
-    #[arg(long, default_value = "0ms")]
+    #[arg(long, default_value_t = duration_arg(PathDefaults::DEFAULT.rtt))]
     rtt: String,
     /// Bottleneck rate in both directions (e.g. 1G, 500M); unlimited if not given.
     #[arg(long)]
@@ -114,7 +116,7 @@ struct UpArgs {
     #[arg(long)]
     down_rate: Option<String>,
     /// Bottleneck buffer: bytes (25MB), a multiple of the BDP (1bdp) or packets (500pkt).
-    /// Default: 1bdp with a rate, unlimited without.
+    /// Default: 1bdp (at least 64 packets) with a rate, unlimited without.
     #[arg(long)]
     buffer: Option<String>,
     /// Random loss per segment: a probability (1e-4, 0.01%) or Gilbert-Elliott ge:P,R,H,K.
@@ -132,13 +134,13 @@ struct UpArgs {
     #[arg(long)]
     reorder: Option<f64>,
     /// How long a reordered packet is held back.
-    #[arg(long, default_value = "1ms")]
+    #[arg(long, default_value_t = duration_arg(PathDefaults::DEFAULT.reorder_delay))]
     reorder_delay: String,
     /// Interface MTU at both ends (bytes).
-    #[arg(long, default_value_t = 1500)]
+    #[arg(long, default_value_t = PathDefaults::DEFAULT.mtu_bytes)]
     mtu: u32,
     /// Transmit queue length of the TUN interfaces (packets).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = PathDefaults::DEFAULT.txqueuelen)]
     txqueuelen: u32,
     /// Turn TUN offloads (TSO/USO super-packets) off: one packet per read.
     #[arg(long)]
@@ -146,13 +148,13 @@ struct UpArgs {
     /// With a rate, the longest burst written at once, in bottleneck time: offload
     /// super-packets are cut so that segments arrive spaced as on the wire. 0 writes
     /// each surviving super-packet whole (fewer writes, burstier arrivals).
-    #[arg(long, default_value = "100us")]
+    #[arg(long, default_value_t = duration_arg(PathDefaults::DEFAULT.max_burst))]
     max_burst: String,
     /// Run the packet loops at normal priority instead of real-time (SCHED_FIFO).
     #[arg(long)]
     no_realtime: bool,
     /// Seed of the model's random choices.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = PathDefaults::DEFAULT.seed)]
     seed: u64,
     /// Record per-packet timestamps in FILE (see `emulate log-report`).
     #[arg(long)]
@@ -191,6 +193,17 @@ struct StatsFile {
     a_to_b: LinkConfig,
     b_to_a: LinkConfig,
     stats: EmulatorStats,
+}
+
+/// A duration as the exact option value that means it: "0ms", "1ms", "100us".
+fn duration_arg(d: Duration) -> String {
+    if d.as_nanos() % 1_000_000 == 0 {
+        format!("{}ms", d.as_millis())
+    } else if d.as_nanos() % 1000 == 0 {
+        format!("{}us", d.as_micros())
+    } else {
+        format!("{}ns", d.as_nanos())
+    }
 }
 
 fn parse_time(what: &str, text: &str) -> Result<Duration> {
@@ -244,17 +257,9 @@ fn config_from(up: &UpArgs) -> Result<EmulatorConfig> {
         _ => None,
     };
     let link = |rate_bps: Option<u64>| -> Result<LinkConfig> {
-        let queue = match (buffer, rate_bps) {
-            (Some(spec), _) => spec.resolve(rate_bps, rtt).context("--buffer")?,
-            (None, Some(r)) => BufferSpec::Bdp(1.0).resolve(Some(r), rtt)?,
-            (None, None) => QueueLimit::Unlimited,
-        };
-        // A 1bdp buffer of a zero-RTT path would hold nothing; keep at least 64 packets.
-        let queue = match queue {
-            QueueLimit::Bytes(b) if buffer.is_none() => {
-                QueueLimit::Bytes(b.max(64 * u64::from(up.mtu)))
-            }
-            q => q,
+        let queue = match buffer {
+            Some(spec) => spec.resolve(rate_bps, rtt).context("--buffer")?,
+            None => PathDefaults::DEFAULT.queue(rate_bps, rtt, up.mtu),
         };
         Ok(LinkConfig {
             rate_bps,
@@ -391,7 +396,7 @@ fn spawn_daemon(_up: &UpArgs) -> Result<ExitCode> {
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line)?;
     if line.starts_with("ready") || line.contains("\"ready\"") {
-        print!("{line}");
+        say_text(&line);
         return Ok(ExitCode::SUCCESS);
     }
     let mut err = String::new();
@@ -471,9 +476,9 @@ fn run_down(name: &str) -> Result<ExitCode> {
     }
     state::remove(name);
     if did.is_empty() {
-        println!("emulator {name} was not up; nothing to remove");
+        say(&format!("emulator {name} was not up; nothing to remove"));
     } else {
-        println!("emulator {name} down: {}", did.join(", "));
+        say(&format!("emulator {name} down: {}", did.join(", ")));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -505,9 +510,9 @@ fn run_exec(name: &str, end: End, command: &[String]) -> Result<ExitCode> {
 fn run_addr(name: &str, end: End, ipv6: bool) -> Result<ExitCode> {
     require_up(name)?;
     if ipv6 {
-        println!("{}", end.ipv6());
+        say(&end.ipv6().to_string());
     } else {
-        println!("{}", end.ipv4());
+        say(&end.ipv4().to_string());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -647,13 +652,4 @@ fn run_log_report(file: &PathBuf, bins: bool, json: bool) -> Result<ExitCode> {
     }
     emit(&o)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Writes `text` to stdout; a closed pipe (`| head`) is not an error.
-fn emit(text: &str) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
-        _ => Ok(()),
-    }
 }

@@ -19,6 +19,7 @@
 //! window ceiling is below the BDP share of a stream, or the Mathis bound at `--loss` is
 //! below the target rate); 2 on a usage error.
 
+use super::common::{emit_json, say_text};
 use longhaul_model::plan::{PathPlan, PlanRequest};
 use longhaul_model::units::{
     format_bit_meters_per_second, format_bytes, format_distance_m, format_probability,
@@ -75,9 +76,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let plan = PathPlan::compute(&request)?;
     let shortfalls = shortfalls(&plan);
     if args.json {
-        println!("{}", to_json(&plan, &shortfalls));
+        emit_json(&to_json(&plan, &shortfalls));
     } else {
-        print!("{}", to_text(&plan, &shortfalls));
+        say_text(&to_text(&plan, &shortfalls));
     }
     Ok(if shortfalls.is_empty() {
         ExitCode::SUCCESS

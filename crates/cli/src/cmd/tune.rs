@@ -30,19 +30,14 @@
 //!
 //! Notes go to stderr with `--json`.
 
-use super::common::TokenArgs;
+use super::common::{emit_json, say, TokenArgs};
 use anyhow::{bail, Context};
 use longhaul_engine::bench::{peer_report, PeerReport};
+use longhaul_engine::tune_apply::{self, ApplyOutcome, RevertOutcome, TuneEvent, TunePaths};
 use longhaul_model::units::{format_bytes, parse_duration, parse_rate_bps};
-use longhaul_sys::sysctl;
-use longhaul_tune::{
-    inspect, render_dropin, Finding, HostFacts, PreviousState, Severity, SysctlChange, Target,
-    DEFAULT_DROPIN_PATH, DEFAULT_STATE_PATH,
-};
+use longhaul_tune::{changes_of, inspect, Finding, HostFacts, Severity, Target};
 use serde_json::json;
-use std::fs;
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -84,18 +79,7 @@ pub struct Args {
 
 /// Runs `longhaul tune`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let paths = Paths {
-        dropin: path_from(
-            args.dropin.clone(),
-            "LONGHAUL_TUNE_DROPIN",
-            DEFAULT_DROPIN_PATH,
-        ),
-        state: path_from(
-            args.state.clone(),
-            "LONGHAUL_TUNE_STATE",
-            DEFAULT_STATE_PATH,
-        ),
-    };
+    let paths = TunePaths::resolve(args.dropin.clone(), args.state.clone());
     let mut out = Output {
         json: args.json,
         peer: None,
@@ -134,14 +118,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         out.findings(&findings);
         let changes = changes_of(&findings);
         if !out.json && !changes.is_empty() {
-            println!(
+            say(&format!(
                 "\n{} sysctl change(s) would fix this: run `longhaul tune --rate {} --rtt {} \
                  --apply` as root (writes {}).",
                 changes.len(),
                 rate_arg(rate_bps),
                 rtt_arg(rtt),
                 paths.dropin.display()
-            );
+            ));
         }
         return Ok(out.end(&findings, None).into());
     }
@@ -179,27 +163,9 @@ fn rtt_arg(rtt: Duration) -> String {
     }
 }
 
-struct Paths {
-    dropin: PathBuf,
-    state: PathBuf,
-}
-
-fn path_from(flag: Option<PathBuf>, env: &str, default: &str) -> PathBuf {
-    flag.or_else(|| {
-        std::env::var_os(env)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    })
-    .unwrap_or_else(|| PathBuf::from(default))
-}
-
 /// Reads every fact `inspect` needs off this host.
 fn gather(dev: Option<&str>) -> anyhow::Result<HostFacts> {
     longhaul_engine::tune_host::gather(dev).context("reading this host's network settings")
-}
-
-fn changes_of(findings: &[Finding]) -> Vec<SysctlChange> {
-    findings.iter().filter_map(|f| f.change.clone()).collect()
 }
 
 fn apply(
@@ -207,196 +173,55 @@ fn apply(
     facts: &HostFacts,
     findings: &[Finding],
     dev: Option<&str>,
-    paths: &Paths,
+    paths: &TunePaths,
     out: &Output,
 ) -> anyhow::Result<ExitCode> {
     out.header(target);
-    let changes = changes_of(findings);
-    if changes.is_empty() {
-        out.note("nothing to apply: every sysctl longhaul checks is already right for this path");
-        out.findings(findings);
-        return Ok(out.end(findings, Some(0)).into());
-    }
-    let dropin_text = render_dropin(&changes, target);
-    if !sysctl::running_as_root() {
-        out.findings(findings);
-        out.note(&format!(
-            "not root: sysctls can only be changed by root (CAP_NET_ADMIN/CAP_SYS_ADMIN). \
-             Nothing was changed. Run these commands as root instead:\n\n\
-             tee {dropin} <<'EOF'\n{dropin_text}EOF\nsysctl -p {dropin}\n",
-            dropin = paths.dropin.display()
-        ));
-        return Ok(out.end(findings, Some(0)).max_code(1));
-    }
-
-    let netns = sysctl::network_namespace_id().context("reading /proc/self/ns/net")?;
-    let mut state = match read_state(&paths.state)? {
-        Some(saved) => {
-            if saved.netns != netns {
-                bail!(
-                    "{} holds values saved in network namespace {}, but this is {netns}: run \
-                     --revert there first, or use another --state file here",
-                    paths.state.display(),
-                    saved.netns
-                );
-            }
-            saved
-        }
-        None => PreviousState {
-            netns: netns.clone(),
-            dropin_path: paths.dropin.display().to_string(),
-            dropin_previous: read_optional(&paths.dropin)?,
-            values: Default::default(),
-        },
-    };
-
-    // Save what will be replaced before replacing anything, so a failure half-way can be
-    // reverted.
-    let mut writable = Vec::new();
-    for change in &changes {
-        if sysctl::is_writable(&change.name)? {
-            if let Some(current) = facts.get(&change.name) {
-                state.remember(&change.name, current);
-            }
-            writable.push(change);
-        } else {
-            out.skipped(
-                &change.name,
-                &format!(
-                    "global, read-only in this network namespace: it takes effect at boot from \
-                     the drop-in, or run `sysctl -w {}=\"{}\"` in the host namespace",
-                    change.name, change.value
-                ),
+    let outcome = tune_apply::apply(target, facts, findings, paths, |event| out.event(event))?;
+    match outcome {
+        ApplyOutcome::NothingToApply => {
+            out.note(
+                "nothing to apply: every sysctl longhaul checks is already right for this path",
             );
+            out.findings(findings);
+            Ok(out.end(findings, Some(0)).into())
         }
-    }
-    write_creating_dirs(&paths.state, &state.to_json())?;
-    write_creating_dirs(&paths.dropin, &dropin_text)?;
-    out.note(&format!("wrote {}", paths.dropin.display()));
-
-    let mut applied = 0;
-    for change in writable {
-        let previous = facts.get(&change.name).unwrap_or("absent");
-        sysctl::write(&change.name, &change.value)
-            .with_context(|| format!("applying {} = {}", change.name, change.value))?;
-        out.changed("applied", &change.name, Some(previous), &change.value);
-        applied += 1;
-    }
-    out.note(&format!(
-        "saved the previous values in {} (`longhaul tune --revert` restores them)",
-        paths.state.display()
-    ));
-
-    let after = inspect(&gather(dev)?, target);
-    if !out.json {
-        println!("\nAfter --apply:");
-    }
-    out.findings(&after);
-    Ok(out.end(&after, Some(applied)).into())
-}
-
-fn revert(paths: &Paths, out: &Output) -> anyhow::Result<ExitCode> {
-    let Some(state) = read_state(&paths.state)? else {
-        bail!(
-            "nothing to revert: no saved values at {} (only a `longhaul tune --apply` saves them)",
-            paths.state.display()
-        );
-    };
-    if !sysctl::running_as_root() {
-        let mut commands = String::new();
-        for (name, value) in &state.values {
-            commands.push_str(&format!("sysctl -w {name}=\"{value}\"\n"));
+        ApplyOutcome::NotRoot { commands } => {
+            out.findings(findings);
+            out.note(&format!(
+                "not root: sysctls can only be changed by root (CAP_NET_ADMIN/CAP_SYS_ADMIN). \
+                 Nothing was changed. Run these commands as root instead:\n\n{commands}"
+            ));
+            Ok(out.end(findings, Some(0)).max_code(1))
         }
-        match &state.dropin_previous {
-            Some(_) => commands.push_str(&format!(
-                "# and restore {} as it was (saved in {})\n",
-                state.dropin_path,
-                paths.state.display()
-            )),
-            None => commands.push_str(&format!("rm {}\n", state.dropin_path)),
+        ApplyOutcome::Applied { applied } => {
+            let after = inspect(&gather(dev)?, target);
+            if !out.json {
+                say("\nAfter --apply:");
+            }
+            out.findings(&after);
+            Ok(out.end(&after, Some(applied)).into())
         }
-        commands.push_str(&format!("rm {}\n", paths.state.display()));
-        out.note(&format!(
-            "not root: only root can restore sysctls. Nothing was changed. Run as root:\n\n{commands}"
-        ));
-        return Ok(ExitCode::from(1));
-    }
-    let netns = sysctl::network_namespace_id().context("reading /proc/self/ns/net")?;
-    if state.netns != netns {
-        bail!(
-            "{} holds values saved in network namespace {}, but this is {netns}: run --revert there",
-            paths.state.display(),
-            state.netns
-        );
-    }
-    for (name, value) in &state.values {
-        if sysctl::is_writable(name)? {
-            sysctl::write(name, value).with_context(|| format!("restoring {name} = {value}"))?;
-            out.changed("reverted", name, None, value);
-        } else {
-            out.skipped(name, "not writable in this network namespace");
-        }
-    }
-    let dropin = Path::new(&state.dropin_path);
-    match &state.dropin_previous {
-        Some(text) => {
-            write_creating_dirs(dropin, text)?;
-            out.note(&format!("restored {}", dropin.display()));
-        }
-        None => match fs::remove_file(dropin) {
-            Ok(()) => out.note(&format!("removed {}", dropin.display())),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("removing {}", dropin.display())),
-        },
-    }
-    fs::remove_file(&paths.state).with_context(|| format!("removing {}", paths.state.display()))?;
-    if out.json {
-        println!(
-            "{}",
-            json!({"type": "end", "command": "tune", "reverted": state.values.len()})
-        );
-    } else {
-        println!("reverted {} value(s)", state.values.len());
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Largest drop-in or state file read back, in bytes.
-const MAX_FILE_BYTES: u64 = 1 << 20;
-
-fn read_optional(path: &Path) -> anyhow::Result<Option<String>> {
-    match fs::metadata(path) {
-        Ok(meta) if meta.len() > MAX_FILE_BYTES => {
-            bail!(
-                "{} is larger than 1 MiB; not a longhaul file",
-                path.display()
-            )
-        }
-        Ok(_) => Ok(Some(
-            fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
-        )),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
     }
 }
 
-fn read_state(path: &Path) -> anyhow::Result<Option<PreviousState>> {
-    let Some(text) = read_optional(path)? else {
-        return Ok(None);
-    };
-    Ok(Some(
-        PreviousState::from_json(&text).with_context(|| format!("reading {}", path.display()))?,
-    ))
-}
-
-fn write_creating_dirs(path: &Path, text: &str) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+fn revert(paths: &TunePaths, out: &Output) -> anyhow::Result<ExitCode> {
+    match tune_apply::revert(paths, |event| out.event(event))? {
+        RevertOutcome::NotRoot { commands } => {
+            out.note(&format!(
+                "not root: only root can restore sysctls. Nothing was changed. Run as root:\n\n{commands}"
+            ));
+            Ok(ExitCode::from(1))
+        }
+        RevertOutcome::Reverted { values } => {
+            if out.json {
+                emit_json(&json!({"type": "end", "command": "tune", "reverted": values}));
+            } else {
+                say(&format!("reverted {values} value(s)"));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
     }
-    // Write beside and rename, so a crash never leaves half a file.
-    let tmp = path.with_extension("tmp-longhaul");
-    fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-    fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Human text or JSON Lines.
@@ -434,16 +259,16 @@ impl Output {
             self.peer_line();
             return;
         }
-        println!(
+        say(&format!(
             "longhaul tune: {} at {} RTT needs socket buffers of {} per stream (2 x BDP of {})",
             longhaul_model::units::format_rate_bps(target.rate_bps as f64),
             longhaul_model::units::format_seconds(target.rtt.as_secs_f64()),
             format_bytes(target.socket_buffer_bytes() as f64),
             format_bytes(target.bdp_bytes() as f64),
-        );
+        ));
         if let Some(peer) = &self.peer {
             let rtt_ms = peer.report.rtt.as_secs_f64() * 1e3;
-            println!(
+            say(&format!(
                 "peer {} ({}): RTT {rtt_ms:.3} ms measured (smallest of the control-connection \
                  pings){}",
                 peer.report.addr,
@@ -453,31 +278,28 @@ impl Output {
                 } else {
                     ", used as the path's RTT"
                 }
-            );
+            ));
         }
-        if let Ok(ns) = sysctl::network_namespace_id() {
-            println!("network namespace {ns}");
+        if let Ok(ns) = tune_apply::network_namespace() {
+            say(&format!("network namespace {ns}"));
         }
         if self.peer.is_some() {
-            println!("\n== This host ==");
+            say("\n== This host ==");
         } else {
-            println!();
+            say("");
         }
     }
 
     /// With `--json` and `--peer`, the object that says which peer answered.
     fn peer_line(&self) {
         if let (true, Some(peer)) = (self.json, &self.peer) {
-            println!(
-                "{}",
-                json!({
-                    "type": "peer",
-                    "address": peer.report.addr.to_string(),
-                    "host": peer.report.report.host,
-                    "rtt_ms": peer.report.rtt.as_secs_f64() * 1e3,
-                    "rtt_source": if peer.rtt_given { "given" } else { "measured" },
-                })
-            );
+            emit_json(&json!({
+                "type": "peer",
+                "address": peer.report.addr.to_string(),
+                "host": peer.report.report.host,
+                "rtt_ms": peer.report.rtt.as_secs_f64() * 1e3,
+                "rtt_source": if peer.rtt_given { "given" } else { "measured" },
+            }));
         }
     }
 
@@ -488,19 +310,16 @@ impl Output {
     fn findings_of(&self, kind: &str, findings: &[Finding]) {
         for f in findings {
             if self.json {
-                println!(
-                    "{}",
-                    json!({
-                        "type": kind,
-                        "key": f.key,
-                        "severity": f.severity.as_str(),
-                        "current": f.current,
-                        "wanted": f.wanted,
-                        "why": f.why,
-                        "fix": f.fix,
-                        "applies": f.change.is_some(),
-                    })
-                );
+                emit_json(&json!({
+                    "type": kind,
+                    "key": f.key,
+                    "severity": f.severity.as_str(),
+                    "current": f.current,
+                    "wanted": f.wanted,
+                    "why": f.why,
+                    "fix": f.fix,
+                    "applies": f.change.is_some(),
+                }));
                 continue;
             }
             let label = f.severity.as_str().to_uppercase();
@@ -509,11 +328,11 @@ impl Output {
                 .as_deref()
                 .map(|w| format!("  (wanted: {w})"))
                 .unwrap_or_default();
-            println!("{label:<8} {} = {}{wanted}", f.key, f.current);
+            say(&format!("{label:<8} {} = {}{wanted}", f.key, f.current));
             if f.severity > Severity::Ok {
-                println!("         why: {}", f.why);
+                say(&format!("         why: {}", f.why));
                 if let Some(fix) = &f.fix {
-                    println!("         fix: {fix}");
+                    say(&format!("         fix: {fix}"));
                 }
             }
         }
@@ -523,31 +342,45 @@ impl Output {
         if self.json {
             eprintln!("longhaul tune: {text}");
         } else {
-            println!("{text}");
+            say(text);
         }
     }
 
     fn skipped(&self, key: &str, reason: &str) {
         if self.json {
-            println!(
-                "{}",
-                json!({"type": "skipped", "key": key, "reason": reason})
-            );
+            emit_json(&json!({"type": "skipped", "key": key, "reason": reason}));
         } else {
-            println!("skipped {key}: {reason}");
+            say(&format!("skipped {key}: {reason}"));
+        }
+    }
+
+    /// Prints one step of `--apply`/`--revert` as it happens.
+    fn event(&self, event: TuneEvent<'_>) {
+        match event {
+            TuneEvent::Skipped { key, reason } => self.skipped(key, reason),
+            TuneEvent::WroteDropin(path) => self.note(&format!("wrote {}", path.display())),
+            TuneEvent::Applied {
+                key,
+                previous,
+                value,
+            } => self.changed("applied", key, Some(previous), value),
+            TuneEvent::SavedState(path) => self.note(&format!(
+                "saved the previous values in {} (`longhaul tune --revert` restores them)",
+                path.display()
+            )),
+            TuneEvent::Reverted { key, value } => self.changed("reverted", key, None, value),
+            TuneEvent::RestoredDropin(path) => self.note(&format!("restored {}", path.display())),
+            TuneEvent::RemovedDropin(path) => self.note(&format!("removed {}", path.display())),
         }
     }
 
     fn changed(&self, kind: &str, key: &str, previous: Option<&str>, value: &str) {
         if self.json {
-            println!(
-                "{}",
-                json!({"type": kind, "key": key, "previous": previous, "value": value})
-            );
+            emit_json(&json!({"type": kind, "key": key, "previous": previous, "value": value}));
         } else {
             match previous {
-                Some(p) => println!("{kind} {key} = {value} (was {p})"),
-                None => println!("{kind} {key} = {value}"),
+                Some(p) => say(&format!("{kind} {key} = {value} (was {p})")),
+                None => say(&format!("{kind} {key} = {value}")),
             }
         }
     }
@@ -569,49 +402,18 @@ impl Output {
             let report = &peer.report.report;
             let (pc, pw, pi, po) = counts(&report.findings);
             if !self.json {
-                println!(
+                say(&format!(
                     "\n{critical} critical, {warning} warning(s), {info} info, {ok} ok on this host"
-                );
-                println!(
+                ));
+                say(&format!(
                     "\n== Peer {} ({}) — fixes apply there ==",
                     peer.report.addr,
                     peer_name(&peer.report)
-                );
+                ));
             }
             self.findings_of("peer_finding", &report.findings);
             if self.json {
-                println!(
-                    "{}",
-                    json!({
-                        "type": "end",
-                        "command": "tune",
-                        "critical": critical,
-                        "warning": warning,
-                        "info": info,
-                        "ok": ok,
-                        "applied": applied,
-                        "peer_critical": pc,
-                        "peer_warning": pw,
-                        "peer_info": pi,
-                        "peer_ok": po,
-                        "peer_omitted": report.omitted,
-                    })
-                );
-            } else {
-                if report.omitted > 0 {
-                    println!(
-                        "({} less severe finding(s) of the peer left out to fit the report)",
-                        report.omitted
-                    );
-                }
-                println!("\n{pc} critical, {pw} warning(s), {pi} info, {po} ok on the peer");
-            }
-            return Code(u8::from(critical + warning + pc + pw > 0));
-        }
-        if self.json {
-            println!(
-                "{}",
-                json!({
+                emit_json(&json!({
                     "type": "end",
                     "command": "tune",
                     "critical": critical,
@@ -619,15 +421,42 @@ impl Output {
                     "info": info,
                     "ok": ok,
                     "applied": applied,
-                })
-            );
+                    "peer_critical": pc,
+                    "peer_warning": pw,
+                    "peer_info": pi,
+                    "peer_ok": po,
+                    "peer_omitted": report.omitted,
+                }));
+            } else {
+                if report.omitted > 0 {
+                    say(&format!(
+                        "({} less severe finding(s) of the peer left out to fit the report)",
+                        report.omitted
+                    ));
+                }
+                say(&format!(
+                    "\n{pc} critical, {pw} warning(s), {pi} info, {po} ok on the peer"
+                ));
+            }
+            return Code(u8::from(critical + warning + pc + pw > 0));
+        }
+        if self.json {
+            emit_json(&json!({
+                "type": "end",
+                "command": "tune",
+                "critical": critical,
+                "warning": warning,
+                "info": info,
+                "ok": ok,
+                "applied": applied,
+            }));
         } else {
-            println!(
+            say(&format!(
                 "\n{critical} critical, {warning} warning(s), {info} info, {ok} ok{}",
                 applied
                     .map(|n| format!("; {n} sysctl(s) applied"))
                     .unwrap_or_default()
-            );
+            ));
         }
         Code(u8::from(critical + warning > 0))
     }

@@ -1,10 +1,14 @@
-//! Helpers shared by the `longhaul cp` integration tests (`cp_cli.rs`, `cp_resume.rs`,
-//! `cp_disk_full.rs`): a `longhaul serve --root` process that can be killed and restarted,
-//! `longhaul cp` runs with a time limit, scratch directories removed on drop, a seeded RNG
-//! whose seed is printed, byte-exact comparison of files and trees (modes and mtimes too),
-//! and reading the receiver's `.NAME.longhaul-part` / `.NAME.longhaul-manifest` files.
+//! Helpers shared by every integration test of the `longhaul` binary: the root check
+//! ([`is_root`], the effective uid), child processes killed on drop ([`Proc`]), scratch
+//! directories removed on drop ([`Scratch`]), `longhaul` commands with a private HOME
+//! ([`longhaul`], [`longhaul_via`]) and a `longhaul serve` process that can be killed and
+//! restarted ([`Server`]). For the `longhaul cp` tests also: `longhaul cp` runs with a time
+//! limit, a seeded RNG whose seed is printed, byte-exact comparison of files and trees (modes
+//! and mtimes too), and reading the receiver's `.NAME.longhaul-part` /
+//! `.NAME.longhaul-manifest` files.
 //!
-//! Every test file includes this module with `mod support;` and uses a part of it.
+//! Every test file includes this module with `mod support;` and uses a part of it; no test
+//! file keeps its own copy of these.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -47,16 +51,26 @@ impl Drop for Proc {
 
 static SCRATCH_SEQ: AtomicU32 = AtomicU32::new(0);
 
-/// A fresh directory under the system temp dir, removed (recursively) on drop unless
-/// `LONGHAUL_KEEP_SCRATCH` is set (to look at what a failed test left).
+/// A fresh directory, removed (recursively) on drop unless `LONGHAUL_KEEP_SCRATCH` is set
+/// (to look at what a failed test left).
 pub struct Scratch(pub PathBuf);
 
 impl Scratch {
-    /// Creates `longhaul-cp-NAME-PID-SEQ` in the temp dir.
+    /// Creates `longhaul-test-NAME-PID-SEQ` in the system temp dir.
     pub fn new(name: &str) -> Self {
+        Self::under(&std::env::temp_dir(), name)
+    }
+
+    /// Creates `longhaul-test-NAME-PID-SEQ` in cargo's per-target temp dir
+    /// (`CARGO_TARGET_TMPDIR`, inside `target/`), for files another program (a browser)
+    /// must read that a private `/tmp` would hide.
+    pub fn in_target_dir(name: &str) -> Self {
+        Self::under(Path::new(env!("CARGO_TARGET_TMPDIR")), name)
+    }
+
+    fn under(base: &Path, name: &str) -> Self {
         let seq = SCRATCH_SEQ.fetch_add(1, Ordering::Relaxed);
-        let p =
-            std::env::temp_dir().join(format!("longhaul-cp-{name}-{}-{seq}", std::process::id()));
+        let p = base.join(format!("longhaul-test-{name}-{}-{seq}", std::process::id()));
         let _ = fs::remove_dir_all(&p);
         fs::create_dir_all(&p).unwrap();
         Self(p)
@@ -85,34 +99,48 @@ impl Drop for Scratch {
     }
 }
 
-/// True when the effective uid is 0.
+/// True when the effective uid is 0 (`geteuid(2)`, through `longhaul-sys`, the one crate
+/// allowed `unsafe`): what creating namespaces, TUN devices and writing sysctls need. The
+/// only root check of the CLI tests.
 pub fn is_root() -> bool {
-    fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
+    longhaul_sys::process::is_root()
 }
 
 /// A `longhaul` command with a private HOME (so client and server share the default token
 /// file `HOME/.config/longhaul/token`) and no token from the environment.
 pub fn longhaul(home: &Path) -> Command {
-    let mut c = Command::new(BIN);
+    longhaul_via(&[], home)
+}
+
+/// [`longhaul`] run through `prefix` (e.g. `["ip", "netns", "exec", NS]`); an empty prefix
+/// runs the binary directly.
+pub fn longhaul_via(prefix: &[&str], home: &Path) -> Command {
+    let mut c = match prefix.split_first() {
+        None => Command::new(BIN),
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(BIN);
+            c
+        }
+    };
     c.env("HOME", home)
         .env_remove("LONGHAUL_TOKEN")
         .env_remove("XDG_CONFIG_HOME");
     c
 }
 
-/// `longhaul serve --listen 127.0.0.1 --port 0 [--root DIR]` with its stderr collected.
+/// `longhaul serve --listen 127.0.0.1 --port 0 [--root DIR]` (or with any arguments, see
+/// [`Server::start_args`]) with its stderr collected.
 pub struct Server {
     proc: Proc,
-    /// `127.0.0.1:PORT` as printed on the "listening on" line.
+    /// `ADDR:PORT` as printed on the "listening on" line.
     pub addr: String,
     log: Arc<Mutex<String>>,
     home: PathBuf,
-    root: Option<PathBuf>,
+    /// What runs `longhaul` (see [`longhaul_via`]).
+    prefix: Vec<String>,
+    /// The arguments after `serve`.
+    args: Vec<OsString>,
 }
 
 impl Server {
@@ -150,14 +178,33 @@ impl Server {
         listen: &str,
         token_file: Option<&Path>,
     ) -> Self {
-        let mut cmd = longhaul(home);
-        cmd.args(["serve", "--listen", listen, "--port", "0"]);
+        let mut args: Vec<OsString> = ["--listen", listen, "--port", "0"]
+            .iter()
+            .map(OsString::from)
+            .collect();
         if let Some(f) = token_file {
-            cmd.arg("--token-file").arg(f);
+            args.extend([OsString::from("--token-file"), f.into()]);
         }
         if let Some(root) = root {
-            cmd.arg("--root").arg(root);
+            args.extend([OsString::from("--root"), root.into()]);
         }
+        Self::launch(Vec::new(), home, args)
+    }
+
+    /// Starts `longhaul serve ARGS` through `prefix` (see [`longhaul_via`]; `&[]` runs it
+    /// directly) and waits for its "listening on" line.
+    pub fn start_args(prefix: &[&str], home: &Path, args: &[&str]) -> Self {
+        Self::launch(
+            prefix.iter().map(|p| p.to_string()).collect(),
+            home,
+            args.iter().map(OsString::from).collect(),
+        )
+    }
+
+    fn launch(prefix: Vec<String>, home: &Path, args: Vec<OsString>) -> Self {
+        let prefix_refs: Vec<&str> = prefix.iter().map(String::as_str).collect();
+        let mut cmd = longhaul_via(&prefix_refs, home);
+        cmd.arg("serve").args(&args);
         let mut child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -195,7 +242,8 @@ impl Server {
             addr,
             log,
             home: home.to_path_buf(),
-            root: root.map(Path::to_path_buf),
+            prefix,
+            args,
         }
     }
 
@@ -216,10 +264,11 @@ impl Server {
         self.proc.kill();
     }
 
-    /// Kills this server and starts a new one on the same root (on a new port).
+    /// Kills this server and starts a new one with the same arguments (on a new port when
+    /// it asked for port 0).
     pub fn restart(&mut self) {
         self.kill();
-        *self = Self::spawn(&self.home.clone(), self.root.clone().as_deref());
+        *self = Self::launch(self.prefix.clone(), &self.home.clone(), self.args.clone());
     }
 
     /// What the server printed on stderr so far.

@@ -13,6 +13,7 @@ use longhaul_sys::netns::NetDevFile;
 use longhaul_sys::timer::monotonic_ns;
 use longhaul_sys::tun::tx_dropped_from_proc_net_dev;
 
+use super::defaults::PathDefaults;
 use super::error::EmulateError;
 use super::log::PacketLog;
 use super::pump::Pump;
@@ -54,29 +55,32 @@ pub struct EmulatorConfig {
 }
 
 impl EmulatorConfig {
-    /// A symmetric path with `link` in both directions, MTU 1500, offloads on.
+    /// A symmetric path with `link` in both directions and everything else as
+    /// [`PathDefaults`] has it (MTU 1500, offloads on, ...).
     pub fn symmetric(name: &str, link: LinkConfig) -> EmulatorConfig {
+        let d = PathDefaults::DEFAULT;
         EmulatorConfig {
             name: name.to_owned(),
             a_to_b: link.clone(),
             b_to_a: link,
-            mtu: 1500,
-            txqueuelen: 10_000,
-            offload: true,
-            seed: 1,
+            mtu: d.mtu_bytes,
+            txqueuelen: d.txqueuelen,
+            offload: d.offload,
+            seed: d.seed,
             log: None,
-            realtime: true,
-            max_held_bytes: DEFAULT_MAX_HELD_BYTES,
-            max_burst: Some(DEFAULT_MAX_BURST),
+            realtime: d.realtime,
+            max_held_bytes: d.max_held_bytes,
+            max_burst: Some(d.max_burst),
         }
     }
 }
 
-/// Default bound of each direction's delay line: 4 GiB (32 Gbit/s x 1 s).
-pub const DEFAULT_MAX_HELD_BYTES: u64 = 4 << 30;
+/// Default bound of each direction's delay line ([`PathDefaults::max_held_bytes`]).
+pub const DEFAULT_MAX_HELD_BYTES: u64 = PathDefaults::DEFAULT.max_held_bytes;
 
-/// Default bound of a burst written at once, in bottleneck time.
-pub const DEFAULT_MAX_BURST: std::time::Duration = std::time::Duration::from_micros(100);
+/// Default bound of a burst written at once, in bottleneck time
+/// ([`PathDefaults::max_burst`]).
+pub const DEFAULT_MAX_BURST: std::time::Duration = PathDefaults::DEFAULT.max_burst;
 
 /// Smallest and largest interface MTU accepted.
 pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 1280..=65_000;

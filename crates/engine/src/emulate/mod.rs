@@ -5,6 +5,7 @@
 //! is pure and lives in `longhaul_linkem::gso` and `longhaul_linkem::wire`; this module
 //! owns the devices, namespaces, threads and clocks.
 
+mod defaults;
 mod emulator;
 mod error;
 pub mod log;
@@ -13,6 +14,7 @@ pub mod state;
 pub mod stats;
 pub mod topology;
 
+pub use defaults::PathDefaults;
 pub use emulator::{
     preflight, validate, Emulator, EmulatorConfig, DEFAULT_MAX_BURST, DEFAULT_MAX_HELD_BYTES,
     MTU_RANGE,

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context as _};
 use longhaul_engine::bench::report::{EndReport, IntervalView, StartReport};
 use longhaul_engine::bench::{run_bench, BenchConfig, BenchObserver, ServeConfig, Server};
-use longhaul_engine::emulate::{Emulator, EmulatorConfig, End};
+use longhaul_engine::emulate::{Emulator, EmulatorConfig, End, PathDefaults};
 use longhaul_linkem::{LinkConfig, QueueLimit};
 use longhaul_proto::{SendMode, Token};
 use longhaul_sys::netns;
@@ -94,7 +94,7 @@ impl Path {
         let queue = match rate_bps {
             Some(r) => {
                 let bdp = longhaul_model::buffers::bdp_bytes(r, rtt);
-                QueueLimit::Bytes(bdp.max(64 * u64::from(mtu)))
+                QueueLimit::Bytes(PathDefaults::DEFAULT.buffer_bytes(bdp, mtu))
             }
             None => QueueLimit::Unlimited,
         };

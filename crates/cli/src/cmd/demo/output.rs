@@ -5,6 +5,7 @@ use std::path::Path as FsPath;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use longhaul_engine::emulate::PathDefaults;
 use longhaul_model::lsr::format_bit_meters;
 use longhaul_model::lsr::history::{history, IpVersion};
 use longhaul_model::route::Route;
@@ -120,7 +121,7 @@ pub fn path(sc: &Scenario, carried_bps: f64, rate_bps: u64, bdp: u64, json: bool
         emit_json(&json!({"type": "probe", "carried_bits_per_second": carried_bps}));
         emit_json(&json!({
             "type": "path", "rate_bps": rate_bps, "rtt_ms": sc.rtt.as_secs_f64() * 1e3,
-            "mtu": sc.mtu, "buffer_bytes": bdp.max(64 * u64::from(sc.mtu)), "bdp_bytes": bdp,
+            "mtu": sc.mtu, "buffer_bytes": PathDefaults::DEFAULT.buffer_bytes(bdp, sc.mtu), "bdp_bytes": bdp,
             "why": why,
         }));
         return;
