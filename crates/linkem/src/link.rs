@@ -332,17 +332,33 @@ impl Link {
     }
 
     /// Remaining work at the bottleneck at `now_ns`, in bytes, rounded up.
+    ///
+    /// The exact departure of the last admitted segment is `busy_until_ns + carry / rate`
+    /// (the carry is the fraction of a nanosecond not yet turned into one), so the work
+    /// left is `(busy_until_ns - now_ns) * rate + carry` in units of bit/1e9. Counting the
+    /// carry keeps the drop-tail check exact: admitting `wire` bytes adds exactly
+    /// `wire * 8e9` to that sum, so a segment admitted because backlog + wire <= limit
+    /// leaves a backlog of at most the limit. Without it the check saw up to a byte less
+    /// than the backlog measured after admission, where the carry is folded into the new
+    /// whole-nanosecond departure.
     fn backlog_bytes(&self, now_ns: u64) -> u64 {
         let Some(rate) = self.rate_bps else { return 0 };
         if self.busy_until_ns <= now_ns {
+            // The last segment has departed (at its whole nanosecond); the carry is a
+            // fraction of a nanosecond in the past and is reset when the link restarts.
             return 0;
         }
         let left_ns = self.busy_until_ns - now_ns;
-        if let Some(x) = left_ns.checked_mul(rate) {
-            return x.div_ceil(NANOS_PER_SEC).div_ceil(8);
+        const BYTE_UNITS: u64 = 8 * NANOS_PER_SEC;
+        if let Some(x) = left_ns
+            .checked_mul(rate)
+            .and_then(|x| x.checked_add(self.carry))
+        {
+            return x.div_ceil(BYTE_UNITS);
         }
-        let bits = (u128::from(left_ns) * u128::from(rate)).div_ceil(u128::from(NANOS_PER_SEC));
-        u64::try_from(bits.div_ceil(8)).unwrap_or(u64::MAX)
+        // carry < rate, so this sum fits in u128.
+        let work = u128::from(left_ns) * u128::from(rate) + u128::from(self.carry);
+        u64::try_from(work.div_ceil(u128::from(BYTE_UNITS))).unwrap_or(u64::MAX)
     }
 
     /// Turns each run's departure time into its release time and draws jitter,

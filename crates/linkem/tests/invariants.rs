@@ -190,3 +190,52 @@ proptest! {
         prop_assert_eq!(out, want);
     }
 }
+
+/// Regression (seen as an intermittent failure of `link_invariants`): a segment that
+/// exactly fills a byte-limited buffer must leave the backlog at the limit, not one byte
+/// over it. The link's departure time is whole nanoseconds plus a carried remainder; the
+/// drop-tail check measured the backlog without that remainder, the backlog after
+/// admission includes it (folded into the new departure time), so it came out one byte
+/// larger than the check had allowed.
+#[test]
+fn a_segment_that_exactly_fills_the_byte_buffer_stays_within_it() {
+    const LIMIT: u64 = 416_229;
+    const OVERHEAD: u32 = 9;
+    let cfg = LinkConfig {
+        rate_bps: Some(2_570_000_000),
+        queue: QueueLimit::Bytes(LIMIT),
+        per_segment_overhead_bytes: OVERHEAD,
+        ..LinkConfig::default()
+    };
+    cfg.validate(9_000).unwrap();
+    let mut link = Link::new(cfg, 0);
+    let mut v = Verdict::default();
+    // 275 GSO segments of 1500 bytes (+ 9 of overhead) at t = 0: 414 975 bytes queued, and
+    // a departure time that is not a whole nanosecond.
+    link.offer(0, Packet::gso(52, 275 * 1448, 1448), &mut v);
+    assert!(v.is_whole());
+    assert_eq!(link.backlog(0), (275 * 1509, 275));
+    // 15 ns later, a packet that just fits in the room left: admitted, and the buffer is
+    // then exactly full.
+    let now = 15;
+    let room = LIMIT - link.backlog(now).0;
+    let mut full = link.clone();
+    full.offer(
+        now,
+        Packet::single((room - u64::from(OVERHEAD)) as u32),
+        &mut v,
+    );
+    assert!(v.is_whole(), "a packet that fits was dropped: {v:?}");
+    assert_eq!(full.backlog(now).0, LIMIT);
+    assert_eq!(full.stats().queue_high_water_bytes, LIMIT);
+    // One byte more does not fit.
+    let mut over = link.clone();
+    over.offer(
+        now,
+        Packet::single((room - u64::from(OVERHEAD) + 1) as u32),
+        &mut v,
+    );
+    assert!(v.is_dropped());
+    assert_eq!(v.dropped_queue_segments, 1);
+    assert!(over.backlog(now).0 <= LIMIT);
+}
