@@ -10,6 +10,11 @@
 //! the front of the queue until it has failed `max_attempts` times. A file is complete when
 //! all its chunks are verified, and only then.
 //!
+//! There are no endgame duplicates: every chunk is in flight on at most one stream. The
+//! tail of a transfer is already bounded by dynamic pulling — when the queue runs dry each
+//! stream holds at most the one unit it pulled last — and duplicating a chunk on a fast
+//! path only re-sends bytes whose ack is a moment away.
+//!
 //! Sans-I/O: time is passed in (`now`) and only used to find chunks overdue on a stream.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -88,9 +93,6 @@ pub enum Retry {
         /// Failures so far.
         attempts: u32,
     },
-    /// Nothing to resend: another copy of the chunk (endgame duplicate) is still in
-    /// flight, or was verified already.
-    NotNeeded,
 }
 
 /// How files are cut and batched.
@@ -106,16 +108,11 @@ pub struct SchedulerConfig {
     pub batch_max_files: usize,
     /// A chunk that failed this many times is given up.
     pub max_attempts: u32,
-    /// Endgame: when nothing is pending, a free stream gets a duplicate of the chunk that
-    /// has been in flight longest on another stream, so a slow stream does not hold the
-    /// end of the transfer; the first copy verified wins, the other is cancelled
-    /// ([`ChunkScheduler::poll_cancelled`]).
-    pub endgame: bool,
 }
 
 impl SchedulerConfig {
     /// Defaults for a chunk size: small files up to half a chunk, batches up to one chunk
-    /// and 1024 files, 5 attempts per chunk, endgame duplicates on.
+    /// and 1024 files, 5 attempts per chunk.
     pub fn for_chunk_size(chunk_size: u64) -> Self {
         Self {
             chunk_size,
@@ -123,7 +120,6 @@ impl SchedulerConfig {
             batch_bytes: chunk_size,
             batch_max_files: 1024,
             max_attempts: 5,
-            endgame: true,
         }
     }
 }
@@ -160,17 +156,6 @@ struct FilePlan {
     verified: u32,
 }
 
-/// What landing one copy of a chunk left behind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Landing {
-    /// It was the only copy.
-    Last,
-    /// Another copy is still in flight.
-    OtherCopyInFlight,
-    /// It had been cancelled (the other copy was verified).
-    Cancelled,
-}
-
 #[derive(Debug, Clone, Copy)]
 struct Flight {
     stream: StreamId,
@@ -186,13 +171,9 @@ pub struct ChunkScheduler {
     /// skipped at least once.
     cursor: ChunkId,
     retry: VecDeque<ChunkId>,
-    /// Copies in flight per chunk: one, or two in the endgame.
-    in_flight: HashMap<ChunkId, Vec<Flight>>,
+    /// The stream each chunk in flight is on, and since when.
+    in_flight: HashMap<ChunkId, Flight>,
     by_stream: BTreeMap<StreamId, BTreeSet<ChunkId>>,
-    /// Copies cancelled because the other copy was verified; a later report of one is
-    /// accepted once as a no-op.
-    cancelled: BTreeSet<(StreamId, ChunkId)>,
-    cancel_queue: VecDeque<(StreamId, ChunkId)>,
     attempts: HashMap<ChunkId, u32>,
     pending: u64,
     given_up: u64,
@@ -255,8 +236,6 @@ impl ChunkScheduler {
             retry: VecDeque::new(),
             in_flight: HashMap::new(),
             by_stream: BTreeMap::new(),
-            cancelled: BTreeSet::new(),
-            cancel_queue: VecDeque::new(),
             attempts: HashMap::new(),
             pending: total_chunks,
             given_up: 0,
@@ -308,12 +287,9 @@ impl ChunkScheduler {
     }
 
     /// The next work for a free `stream`, or `None` when nothing is pending (chunks may
-    /// still be in flight on other streams). In the endgame (see
-    /// [`SchedulerConfig::endgame`]) the unit may duplicate a chunk in flight elsewhere.
+    /// still be in flight on other streams).
     pub fn next_work(&mut self, stream: StreamId, now: Instant) -> Option<WorkUnit> {
-        let Some(first) = self.take_next() else {
-            return self.endgame(stream, now);
-        };
+        let first = self.take_next()?;
         let mut chunks = vec![first];
         let batchable = |s: &Self, c: &Chunk| {
             s.files[c.id.file as usize].states.len() == 1
@@ -335,8 +311,7 @@ impl ChunkScheduler {
         }
         for c in &chunks {
             self.files[c.id.file as usize].states[c.id.index as usize] = State::InFlight;
-            self.in_flight
-                .insert(c.id, vec![Flight { stream, since: now }]);
+            self.in_flight.insert(c.id, Flight { stream, since: now });
             self.by_stream.entry(stream).or_default().insert(c.id);
         }
         self.pending -= chunks.len() as u64;
@@ -350,52 +325,25 @@ impl ChunkScheduler {
         stream: StreamId,
         id: ChunkId,
     ) -> Result<Option<FileCompleted>> {
-        match self.land(stream, id)? {
-            Landing::Cancelled => Ok(None),
-            Landing::Last => Ok(self.set_verified(id)),
-            Landing::OtherCopyInFlight => {
-                for f in self.in_flight.remove(&id).unwrap_or_default() {
-                    self.unhold(f.stream, id);
-                    self.cancelled.insert((f.stream, id));
-                    self.cancel_queue.push_back((f.stream, id));
-                }
-                Ok(self.set_verified(id))
-            }
-        }
-    }
-
-    /// The next copy cancelled because another copy of its chunk was verified: the
-    /// driver may stop sending it on that stream. Its report, if one still comes, is
-    /// accepted once as a no-op.
-    pub fn poll_cancelled(&mut self) -> Option<(StreamId, ChunkId)> {
-        self.cancel_queue.pop_front()
+        self.land(stream, id)?;
+        Ok(self.set_verified(id))
     }
 
     /// `id` failed on `stream` (bad hash, write error): it is sent again unless it has
     /// failed `max_attempts` times.
     pub fn chunk_failed(&mut self, stream: StreamId, id: ChunkId) -> Result<Retry> {
-        match self.land(stream, id)? {
-            Landing::Last => Ok(self.requeue(id)),
-            Landing::Cancelled | Landing::OtherCopyInFlight => Ok(Retry::NotNeeded),
-        }
+        self.land(stream, id)?;
+        Ok(self.requeue(id))
     }
 
     /// `stream` died: every chunk in flight on it is requeued (or given up).
     pub fn stream_failed(&mut self, stream: StreamId) -> Vec<(ChunkId, Retry)> {
         let held = self.by_stream.remove(&stream).unwrap_or_default();
-        self.cancelled.retain(|&(s, _)| s != stream);
-        self.cancel_queue.retain(|&(s, _)| s != stream);
         let mut out = Vec::with_capacity(held.len());
         // Requeue in reverse so the lowest chunk ends up first in the queue.
         for id in held.into_iter().rev() {
-            let flights = self.in_flight.entry(id).or_default();
-            flights.retain(|f| f.stream != stream);
-            if flights.is_empty() {
-                self.in_flight.remove(&id);
-                out.push((id, self.requeue(id)));
-            } else {
-                out.push((id, Retry::NotNeeded));
-            }
+            self.in_flight.remove(&id);
+            out.push((id, self.requeue(id)));
         }
         out.reverse();
         out
@@ -407,21 +355,17 @@ impl ChunkScheduler {
         let mut v: Vec<_> = self
             .in_flight
             .iter()
-            .flat_map(|(&id, fs)| fs.iter().map(move |f| (id, f)))
             .filter(|(_, f)| now.saturating_duration_since(f.since) > timeout)
-            .map(|(id, f)| (f.stream, id))
+            .map(|(&id, f)| (f.stream, id))
             .collect();
         v.sort();
         v
     }
 
-    /// A stream that holds a copy of `id` in flight (the first one sent, if the endgame
-    /// sent two), for acks that do not say which stream carried them.
+    /// The stream `id` is in flight on, for acks that do not say which stream carried
+    /// them.
     pub fn holder(&self, id: ChunkId) -> Option<StreamId> {
-        self.in_flight
-            .get(&id)
-            .and_then(|fs| fs.first())
-            .map(|f| f.stream)
+        self.in_flight.get(&id).map(|f| f.stream)
     }
 
     /// Chunks in flight on `stream`, in order.
@@ -440,11 +384,6 @@ impl ChunkScheduler {
     /// Chunks in flight on any stream.
     pub fn in_flight_chunks(&self) -> usize {
         self.in_flight.len()
-    }
-
-    /// Copies in flight (a chunk duplicated in the endgame counts twice).
-    pub fn in_flight_copies(&self) -> usize {
-        self.in_flight.values().map(Vec::len).sum()
     }
 
     /// Chunks given up after `max_attempts` failures.
@@ -490,33 +429,18 @@ impl ChunkScheduler {
         }
     }
 
-    /// Takes `stream`'s copy of a chunk off the books, or says it was not there.
-    fn land(&mut self, stream: StreamId, id: ChunkId) -> Result<Landing> {
-        if self.cancelled.remove(&(stream, id)) {
-            return Ok(Landing::Cancelled);
+    /// Takes a chunk in flight on `stream` off the books, or says it was not there.
+    fn land(&mut self, stream: StreamId, id: ChunkId) -> Result<()> {
+        if self.in_flight.get(&id).map(|f| f.stream) != Some(stream) {
+            return Err(Error::NotInFlight {
+                file: id.file,
+                index: id.index,
+                stream,
+            });
         }
-        let not_in_flight = Error::NotInFlight {
-            file: id.file,
-            index: id.index,
-            stream,
-        };
-        let Some(flights) = self.in_flight.get_mut(&id) else {
-            return Err(not_in_flight);
-        };
-        let Some(pos) = flights.iter().position(|f| f.stream == stream) else {
-            return Err(not_in_flight);
-        };
-        flights.remove(pos);
-        let last = flights.is_empty();
-        if last {
-            self.in_flight.remove(&id);
-        }
+        self.in_flight.remove(&id);
         self.unhold(stream, id);
-        Ok(if last {
-            Landing::Last
-        } else {
-            Landing::OtherCopyInFlight
-        })
+        Ok(())
     }
 
     fn unhold(&mut self, stream: StreamId, id: ChunkId) {
@@ -526,28 +450,6 @@ impl ChunkScheduler {
                 self.by_stream.remove(&stream);
             }
         }
-    }
-
-    /// A duplicate of the chunk in flight longest on another stream, if the endgame is on
-    /// and there is one not yet duplicated.
-    fn endgame(&mut self, stream: StreamId, now: Instant) -> Option<WorkUnit> {
-        if !self.config.endgame {
-            return None;
-        }
-        let (&id, _) = self
-            .in_flight
-            .iter()
-            .filter(|(_, fs)| fs.len() == 1 && fs[0].stream != stream)
-            .min_by_key(|(&id, fs)| (fs[0].since, id))?;
-        let chunk = self.chunk(id).ok()?;
-        self.in_flight
-            .entry(id)
-            .or_default()
-            .push(Flight { stream, since: now });
-        self.by_stream.entry(stream).or_default().insert(id);
-        Some(WorkUnit {
-            chunks: vec![chunk],
-        })
     }
 
     fn set_verified(&mut self, id: ChunkId) -> Option<FileCompleted> {
@@ -635,11 +537,8 @@ mod tests {
 
     #[test]
     fn holder_names_the_stream_a_chunk_is_in_flight_on() {
-        let cfg = SchedulerConfig {
-            endgame: false,
-            ..SchedulerConfig::for_chunk_size(4 * K4)
-        };
-        let mut s = ChunkScheduler::new(&[40 * K4], cfg).unwrap();
+        let mut s =
+            ChunkScheduler::new(&[40 * K4], SchedulerConfig::for_chunk_size(4 * K4)).unwrap();
         let now = Instant::now();
         let a = s.next_work(0, now).unwrap().chunks[0].id;
         let b = s.next_work(7, now).unwrap().chunks[0].id;
@@ -654,7 +553,6 @@ mod tests {
     fn big_file_chunks_and_small_file_batches() {
         let cfg = SchedulerConfig {
             batch_max_files: 3,
-            endgame: false,
             ..SchedulerConfig::for_chunk_size(4 * K4)
         };
         // file 0: 2.5 chunks; files 1..=5 small; file 6 empty.
@@ -715,58 +613,25 @@ mod tests {
     }
 
     #[test]
-    fn endgame_duplicates_the_oldest_chunk() {
+    fn no_duplicates_when_nothing_is_pending() {
         let mut s =
             ChunkScheduler::new(&[8 * K4], SchedulerConfig::for_chunk_size(4 * K4)).unwrap();
-        let t0 = Instant::now();
-        let t1 = t0 + Duration::from_secs(1);
-        let slow = s.next_work(0, t0).unwrap().chunks[0].id; // stream 0 is slow
-        let fast = s.next_work(1, t1).unwrap().chunks[0].id;
-        assert_eq!(s.chunk_verified(1, fast).unwrap(), None);
-        // Nothing pending: stream 1 gets a duplicate of stream 0's chunk...
-        let dup = s.next_work(1, t1).unwrap().chunks[0].id;
-        assert_eq!(dup, slow);
-        assert_eq!(s.in_flight_copies(), 2);
-        assert_eq!(s.in_flight_chunks(), 1);
-        // ...but never a third copy, nor one of its own chunk.
-        assert!(s.next_work(2, t1).is_none());
-        assert!(s.next_work(1, t1).is_none());
-        // The duplicate wins; stream 0's copy is cancelled and its late report is a no-op.
-        assert_eq!(
-            s.chunk_verified(1, dup).unwrap(),
-            Some(FileCompleted {
-                file: 0,
-                size: 8 * K4
-            })
-        );
-        assert_eq!(s.poll_cancelled(), Some((0, slow)));
-        assert_eq!(s.poll_cancelled(), None);
-        assert!(s.is_complete());
-        assert_eq!(s.chunk_verified(0, slow).unwrap(), None);
-        assert!(s.chunk_verified(0, slow).is_err(), "accepted only once");
-        assert_eq!(s.verified_bytes(), 8 * K4);
-    }
-
-    #[test]
-    fn endgame_copy_failure_is_not_resent() {
-        let mut s =
-            ChunkScheduler::new(&[4 * K4], SchedulerConfig::for_chunk_size(4 * K4)).unwrap();
         let now = Instant::now();
-        let id = s.next_work(0, now).unwrap().chunks[0].id;
-        assert_eq!(s.next_work(1, now).unwrap().chunks[0].id, id);
-        // One copy fails while the other is in flight: nothing to resend.
-        assert_eq!(s.chunk_failed(0, id).unwrap(), Retry::NotNeeded);
-        assert_eq!(s.pending_chunks(), 0);
-        // The other stream dies: now the chunk is requeued.
+        let slow = s.next_work(0, now).unwrap().chunks[0].id;
+        let fast = s.next_work(1, now).unwrap().chunks[0].id;
+        assert_eq!(s.chunk_verified(1, fast).unwrap(), None);
+        // The queue is dry: the free stream waits for stream 0 instead of duplicating.
+        assert!(s.next_work(1, now).is_none());
+        assert_eq!(s.in_flight_chunks(), 1);
+        assert_eq!(s.holder(slow), Some(0));
+        // A failure requeues the chunk for any stream.
         assert_eq!(
-            s.stream_failed(1),
-            vec![(id, Retry::Requeued { attempts: 1 })]
+            s.chunk_failed(0, slow).unwrap(),
+            Retry::Requeued { attempts: 1 }
         );
-        assert_eq!(s.next_work(2, now).unwrap().chunks[0].id, id);
-        // Stream 3 duplicates, then dies: stream 2's copy carries on alone.
-        assert_eq!(s.next_work(3, now).unwrap().chunks[0].id, id);
-        assert_eq!(s.stream_failed(3), vec![(id, Retry::NotNeeded)]);
-        assert_eq!(s.chunk_verified(2, id).unwrap().map(|f| f.file), Some(0));
+        assert_eq!(s.next_work(1, now).unwrap().chunks[0].id, slow);
+        assert!(s.chunk_verified(0, slow).is_err(), "now on stream 1");
+        assert!(s.chunk_verified(1, slow).unwrap().is_some());
         assert!(s.is_complete());
     }
 

@@ -272,11 +272,7 @@ impl SendSession {
             .iter()
             .map(|&i| self.entries[i as usize].size)
             .collect();
-        // Endgame duplicates are off: on a fast path they re-send chunks whose ack is
-        // merely a moment away; dynamic pulling already bounds the tail to one chunk per
-        // stream.
-        let mut config = SchedulerConfig::for_chunk_size(self.cfg.chunk_size);
-        config.endgame = false;
+        let config = SchedulerConfig::for_chunk_size(self.cfg.chunk_size);
         let mut sched = ChunkScheduler::new(&sizes, config)
             .map_err(|e| SessionError::GaveUp(format!("planning the chunks: {e}")))?;
         let mut resumed = 0;
@@ -351,7 +347,6 @@ impl SendSession {
                     // Progress counts what the receiver verified, not what sits in
                     // socket buffers (a long path's window holds hundreds of MB).
                     let len = sched.chunk(id).map(|c| c.len).unwrap_or(0);
-                    while sched.poll_cancelled().is_some() {}
                     self.progress.done_bytes += len;
                 }
                 Ok(())

@@ -1,0 +1,255 @@
+//! Chunks from the data streams (header check, hash check, write, manifest record, ack),
+//! the digest gate before a file is put in place, each file's finish, and the directories'
+//! times set before the last commit goes out.
+
+use longhaul_proto::transfer::{
+    ChunkHeader, RejectReason, TransferMessage, CHUNK_FLAG_HOLE, MAX_REASON_BYTES,
+};
+
+use super::types::{Arrival, ChunkPlan, CommitJob, DirFix, RecvEvent};
+use super::{FileState, RecvSession};
+use crate::integrity::ChunkHash;
+use crate::manifest::RECORD_LEN;
+use crate::receiver::ChunkCheck;
+use crate::session::SessionError;
+use crate::Error as TransferError;
+
+impl RecvSession {
+    /// A chunk header from a data stream: checks it names a chunk being received.
+    pub fn chunk_header(&mut self, h: &ChunkHeader) -> Result<ChunkPlan, SessionError> {
+        let cfg_chunk = self.cfg.chunk_size;
+        if self.cfg.checksum_only {
+            return Err(SessionError::Protocol(
+                "a chunk arrived in a --checksum-only transfer".into(),
+            ));
+        }
+        let Some(f) = self
+            .file_mut(h.file)
+            .filter(|f| matches!(f.state, FileState::Open | FileState::Committing))
+        else {
+            return Err(SessionError::Protocol(format!(
+                "a chunk for file {}, which is not being received",
+                h.file
+            )));
+        };
+        let len = u64::from(h.len);
+        if len > cfg_chunk || h.flags & !CHUNK_FLAG_HOLE != 0 {
+            return Err(SessionError::Protocol(format!(
+                "chunk {} of {}: length {len} above the chunk size {cfg_chunk} or unknown flags {:#x}",
+                h.index,
+                f.final_rel.display(),
+                h.flags
+            )));
+        }
+        let hole = h.flags & CHUNK_FLAG_HOLE != 0;
+        Ok(ChunkPlan {
+            id: h.file,
+            name: f.part_rel.clone(),
+            payload: if hole { 0 } else { len },
+            hole,
+            hasher: f.hashes.hasher(h.index),
+            lazy: (f.lazy && !f.created).then(|| (f.part_rel.clone(), f.entry.size)),
+        })
+    }
+
+    /// A chunk's payload was read and hashed: whether to write it.
+    pub fn chunk_arrived(
+        &mut self,
+        h: &ChunkHeader,
+        computed: ChunkHash,
+    ) -> Result<Arrival, SessionError> {
+        let Some(f) = self.file_mut(h.file) else {
+            return Err(SessionError::Protocol(format!(
+                "a chunk for file {}, which is not being received",
+                h.file
+            )));
+        };
+        let len = u64::from(h.len);
+        let Some(rx) = f.receiver.as_mut() else {
+            return Err(SessionError::Protocol(format!(
+                "a chunk for file {} before it was opened",
+                h.file
+            )));
+        };
+        let check = rx.check_chunk(h.index, h.offset, len, h.hash, computed);
+        let name = f.final_rel.display().to_string();
+        if h.flags & CHUNK_FLAG_HOLE == 0 {
+            self.outcome.received_bytes += len;
+        }
+        match check {
+            Err(TransferError::ChunkHashMismatch { .. }) => {
+                self.outbox.push_back(TransferMessage::ChunkRejected {
+                    file: h.file,
+                    index: h.index,
+                    reason: RejectReason::Checksum,
+                });
+                Ok(Arrival::Rejected)
+            }
+            Err(e) => Err(SessionError::Protocol(format!(
+                "chunk {} of {name}: {e}",
+                h.index
+            ))),
+            Ok(ChunkCheck::Duplicate) => {
+                self.outbox.push_back(TransferMessage::ChunkVerified {
+                    file: h.file,
+                    index: h.index,
+                });
+                Ok(Arrival::Duplicate)
+            }
+            Ok(ChunkCheck::Write) => Ok(Arrival::Write),
+        }
+    }
+
+    /// The chunk's bytes are written: returns the manifest record to append (files of
+    /// several chunks) before [`RecvSession::chunk_recorded`].
+    pub fn chunk_written(
+        &mut self,
+        file: u32,
+        index: u32,
+        hash: ChunkHash,
+    ) -> Result<Option<[u8; RECORD_LEN]>, SessionError> {
+        let Some(f) = self.file_mut(file) else {
+            return Err(SessionError::GaveUp(format!("file {file} is not known")));
+        };
+        f.created = true;
+        let Some(rx) = f.receiver.as_mut() else {
+            return Err(SessionError::GaveUp(format!("file {file} is not open")));
+        };
+        let record = rx
+            .chunk_durable(index, hash)
+            .map_err(|e| SessionError::GaveUp(e.to_string()))?;
+        Ok(record.filter(|_| f.manifest_rel.is_some()))
+    }
+
+    /// Writing a chunk failed (the driver stops the transfer with its own error).
+    pub fn chunk_write_failed(&mut self, file: u32, index: u32) {
+        if let Some(rx) = self.file_mut(file).and_then(|f| f.receiver.as_mut()) {
+            rx.chunk_abandoned(index);
+        }
+    }
+
+    /// The chunk and its record are written: ack it, and commit the file if this
+    /// completed it.
+    pub fn chunk_recorded(&mut self, file: u32, index: u32, hash: ChunkHash, len: u64) {
+        self.outbox
+            .push_back(TransferMessage::ChunkVerified { file, index });
+        self.progress.done_bytes += len;
+        if let Some(f) = self.file_mut(file) {
+            f.hashes.offer(index, hash);
+        }
+        self.try_commit(file);
+    }
+
+    /// The answer to [`RecvEvent::HashFromFile`] for one chunk.
+    pub fn hashed(&mut self, id: u32, index: u32, hash: ChunkHash) {
+        if let Some(f) = self.file_mut(id) {
+            f.hashes.offer(index, hash);
+        }
+        self.try_commit(id);
+    }
+
+    /// Both digests known: compare; put the file in place or report it.
+    pub(super) fn try_commit(&mut self, id: u32) {
+        let checksum_only = self.cfg.checksum_only;
+        let (replace, sync) = (!self.cfg.no_clobber, self.cfg.sync);
+        let Some(f) = self.file_mut(id).filter(|f| f.state == FileState::Open) else {
+            return;
+        };
+        let (Some(ours), Some(theirs)) = (f.hashes.result(), f.theirs) else {
+            return;
+        };
+        f.state = FileState::Committing;
+        if checksum_only {
+            let verdict = (ours == theirs)
+                .then_some(())
+                .ok_or_else(|| "differs from the source".to_string());
+            self.finish(id, verdict);
+            return;
+        }
+        let verdict = f
+            .receiver
+            .as_ref()
+            .map(|rx| rx.verify_digest(&ours, &theirs));
+        if let Some(Err(e)) = verdict {
+            // Start the file over next time: its chunks disagree with the source as a
+            // whole.
+            let ev = RecvEvent::Discard {
+                part_rel: f.part_rel.clone(),
+                manifest_rel: f.manifest_rel.clone(),
+            };
+            self.events.push_back(ev);
+            self.finish(id, Err(e.to_string()));
+            return;
+        }
+        let job = CommitJob {
+            id,
+            final_rel: f.final_rel.clone(),
+            part_rel: f.part_rel.clone(),
+            manifest_rel: f.manifest_rel.clone(),
+            mode: f.entry.mode & 0o7777,
+            mtime: (f.entry.mtime_secs, f.entry.mtime_nanos),
+            replace,
+            sync,
+        };
+        self.events.push_back(RecvEvent::Commit(job));
+    }
+
+    /// The driver's answer to [`RecvEvent::Commit`].
+    pub fn placed(&mut self, id: u32, result: Result<(), String>) {
+        if self
+            .file_mut(id)
+            .is_some_and(|f| f.state == FileState::Committing)
+        {
+            self.finish(id, result);
+        }
+    }
+
+    fn finish(&mut self, id: u32, verdict: Result<(), String>) {
+        let Some(f) = self.file_mut(id) else { return };
+        f.state = FileState::Finished;
+        f.receiver = None;
+        let name = f.final_rel.display().to_string();
+        let (ok, reason) = match verdict {
+            Ok(()) => (true, String::new()),
+            Err(why) => {
+                self.outcome.failed.push(format!("{name}: {why}"));
+                let mut end = why.len().min(MAX_REASON_BYTES);
+                while !why.is_char_boundary(end) {
+                    end -= 1;
+                }
+                (false, why[..end].to_string())
+            }
+        };
+        if ok {
+            self.outcome.files_ok += 1;
+        }
+        self.progress.files_done += 1;
+        self.uncommitted = self.uncommitted.saturating_sub(1);
+        let msg = TransferMessage::FileCommitted {
+            file: id,
+            ok,
+            reason,
+        };
+        if self.uncommitted == 0 && !self.cfg.checksum_only {
+            // The last file: the tree is final (directory times set) before the sender
+            // hears of this commit and reports success.
+            self.held_commit = Some(msg);
+            self.events
+                .push_back(RecvEvent::FixDirs(std::mem::take(&mut self.dirs)));
+        } else {
+            self.outbox.push_back(msg);
+        }
+    }
+
+    /// The driver's answer to [`RecvEvent::FixDirs`]: the held last commit goes out.
+    pub fn dirs_fixed(&mut self) {
+        if let Some(m) = self.held_commit.take() {
+            self.outbox.push_back(m);
+        }
+    }
+
+    /// Directories not yet fixed (after a failure: the driver sets them anyway).
+    pub fn take_dirs(&mut self) -> Vec<DirFix> {
+        std::mem::take(&mut self.dirs)
+    }
+}

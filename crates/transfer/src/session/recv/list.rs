@@ -1,0 +1,347 @@
+//! Admission of the file list: each entry's path checked and placed, directories
+//! created, each file looked at and decided (already complete, `--no-clobber`,
+//! `--checksum-only`, resume or start over), opened, and the answers sent in list order.
+
+use longhaul_proto::transfer::{
+    pack_have_chunks, EntryKind, FileEntry, SkipReason, TransferMessage, MAX_FILE_ID,
+};
+
+use super::types::{DirFix, LookResult, OpenPlan, RecvEvent};
+use super::{FileState, Phase, RecvFile, RecvSession};
+use crate::file_hashes::FileHashes;
+use crate::manifest::{chunk_count, HEADER_LEN, RECORD_LEN};
+use crate::path::parse_peer_path;
+use crate::place::{manifest_name, part_name, place_entry};
+use crate::receiver::{FileReceiver, PartStart};
+use crate::session::{show, ProgressSnapshot, SessionError};
+use crate::SourceIdentity;
+
+impl RecvSession {
+    pub(super) fn accept_entries(
+        &mut self,
+        first_id: u32,
+        entries: Vec<FileEntry>,
+    ) -> Result<(), SessionError> {
+        if first_id as usize != self.files.len()
+            || self.files.len() + entries.len() > MAX_FILE_ID as usize + 1
+        {
+            return Err(SessionError::Refused(format!(
+                "file entries out of order or too many (first id {first_id}, expected {})",
+                self.files.len()
+            )));
+        }
+        for entry in entries {
+            let id = self.files.len() as u32;
+            let file = self.accept(id, entry)?;
+            self.files.push(file);
+        }
+        Ok(())
+    }
+
+    /// Places one entry: a directory is created at once; a file is looked at.
+    fn accept(&mut self, id: u32, entry: FileEntry) -> Result<Option<RecvFile>, SessionError> {
+        let path = parse_peer_path(&entry.path).map_err(|e| {
+            SessionError::Refused(format!("refused path {}: {e}", show(&entry.path)))
+        })?;
+        let top = path.components().next().unwrap_or_default().to_vec();
+        match &self.first_source {
+            None => self.first_source = Some(top),
+            Some(first) if *first != top => self.multiple = true,
+            Some(_) => {}
+        }
+        let placed = place_entry(
+            self.cfg.target.as_ref(),
+            self.cfg.target_is_dir,
+            self.multiple,
+            &path,
+        )
+        .map_err(|e| SessionError::Refused(e.to_string()))?;
+        let final_rel = placed.to_path_buf();
+        let mtime = (entry.mtime_secs, entry.mtime_nanos);
+        if entry.kind == EntryKind::Dir {
+            if !self.cfg.checksum_only {
+                self.events.push_back(RecvEvent::CreateDir {
+                    rel: final_rel.clone(),
+                    mode: 0o700 | (entry.mode & 0o777),
+                });
+                self.dirs_known.insert(final_rel.clone());
+                self.dirs.push(DirFix {
+                    rel: final_rel,
+                    depth: placed.depth(),
+                    mode: entry.mode & 0o7777,
+                    mtime,
+                });
+            }
+            return Ok(None);
+        }
+        if let Some(parent) = placed.parent() {
+            let parent = parent.to_path_buf();
+            if !self.cfg.checksum_only && !self.dirs_known.contains(&parent) {
+                self.events.push_back(RecvEvent::CreateDir {
+                    rel: parent.clone(),
+                    mode: 0o755,
+                });
+                self.dirs_known.insert(parent);
+            }
+        }
+        self.outcome.total_bytes += entry.size;
+        let chunks = chunk_count(entry.size, self.cfg.chunk_size);
+        let part_rel = part_name(&placed)
+            .map_err(|e| SessionError::Refused(e.to_string()))?
+            .to_path_buf();
+        let manifest_rel = if chunks > 1 {
+            Some(
+                manifest_name(&placed)
+                    .map_err(|e| SessionError::Refused(e.to_string()))?
+                    .to_path_buf(),
+            )
+        } else {
+            None
+        };
+        let lazy = chunks == 1 && !self.cfg.checksum_only;
+        let want_manifest = !lazy && !self.cfg.checksum_only;
+        self.events.push_back(RecvEvent::Look {
+            id,
+            final_rel: final_rel.clone(),
+            part_rel: part_rel.clone(),
+            manifest_rel: manifest_rel.clone().filter(|_| want_manifest),
+            manifest_limit: HEADER_LEN as u64 + RECORD_LEN as u64 * (chunks * 2 + 16),
+        });
+        self.answers.push_back((id, None));
+        Ok(Some(RecvFile {
+            hashes: FileHashes::new(entry.size, self.cfg.chunk_size),
+            entry,
+            final_rel,
+            part_rel,
+            manifest_rel,
+            state: FileState::Looking,
+            lazy,
+            created: false,
+            receiver: None,
+            theirs: None,
+            resume_have: Vec::new(),
+        }))
+    }
+
+    /// The driver's answer to [`RecvEvent::Look`]: decides what to do with the file.
+    pub fn looked(&mut self, id: u32, found: LookResult) -> Result<(), SessionError> {
+        let cfg = self.cfg.clone();
+        let Some(f) = self.file_mut(id).filter(|f| f.state == FileState::Looking) else {
+            return Err(SessionError::GaveUp(format!(
+                "a look at file {id}, which is not waiting for one"
+            )));
+        };
+        let e = &f.entry;
+        // A one-chunk file whose name a directory holds fails alone, at its commit; a
+        // larger one is refused before its part file is made next to the directory.
+        if found.existing.is_some_and(|m| m.is_dir) && !f.lazy {
+            return Err(SessionError::Refused(format!(
+                "the destination {} is a directory; a file cannot replace it",
+                f.final_rel.display()
+            )));
+        }
+        let existing = found.existing;
+        let source = SourceIdentity {
+            size: e.size,
+            mtime_secs: e.mtime_secs,
+            mtime_nanos: e.mtime_nanos,
+            fingerprint: e.fingerprint,
+        };
+        let size = e.size;
+        let skip = |reason| Some(vec![TransferMessage::SkipFile { file: id, reason }]);
+        // Already in place from an earlier run (same size and mtime, which a commit
+        // copies from the source): nothing to send (rsync's quick check).
+        if !cfg.checksum_only
+            && existing.is_some_and(|m| {
+                m.is_file
+                    && m.len == size
+                    && m.mtime_secs == e.mtime_secs
+                    && m.mtime_nanos == i64::from(e.mtime_nanos)
+            })
+        {
+            self.already += 1;
+            self.outcome.resumed_bytes += size;
+            return self.decided(id, skip(SkipReason::AlreadyComplete), true);
+        }
+        if cfg.checksum_only {
+            let why = match existing {
+                None => Some("missing at the destination"),
+                Some(m) if m.len != size || !m.is_file => Some("differs in size from the source"),
+                Some(_) => None,
+            };
+            if let Some(why) = why {
+                let line = format!("{}: {why}", f.final_rel.display());
+                self.missing.push(line);
+                return self.decided(id, skip(SkipReason::Missing), true);
+            }
+            let opened = FileReceiver::open(source, cfg.chunk_size, None)
+                .map_err(|e| SessionError::Refused(e.to_string()))?;
+            f.receiver = Some(opened.receiver);
+            return self.open(id, OpenPlan::Existing);
+        }
+        if existing.is_some() && cfg.no_clobber {
+            self.outcome.files_skipped += 1;
+            return self.decided(id, skip(SkipReason::Exists), true);
+        }
+        if f.lazy {
+            let opened = FileReceiver::open(source, cfg.chunk_size, None)
+                .map_err(|e| SessionError::Refused(e.to_string()))?;
+            f.receiver = Some(opened.receiver);
+            return self.open(id, OpenPlan::Lazy);
+        }
+        // A stored manifest counts only if the part file is there, regular, of full size.
+        let part_ok = found.part.is_some_and(|m| m.is_file && m.len == size);
+        let stored = found.manifest.as_deref().filter(|_| part_ok);
+        let opened = FileReceiver::open(source, cfg.chunk_size, stored)
+            .map_err(|e| SessionError::Refused(format!("{}: {e}", f.final_rel.display())))?;
+        let plan = match opened.start {
+            PartStart::Resume { manifest_len } => {
+                f.resume_have = opened.have;
+                OpenPlan::Resume {
+                    manifest_len,
+                    verify: opened.receiver.manifest().verified().collect(),
+                }
+            }
+            PartStart::Fresh {
+                manifest_header, ..
+            } => OpenPlan::Fresh {
+                manifest_header: f.manifest_rel.is_some().then_some(manifest_header),
+            },
+        };
+        f.receiver = Some(opened.receiver);
+        self.open(id, plan)
+    }
+
+    fn open(&mut self, id: u32, plan: OpenPlan) -> Result<(), SessionError> {
+        let Some(f) = self.file_mut(id) else {
+            return Ok(());
+        };
+        f.state = FileState::Opening;
+        let ev = RecvEvent::Open {
+            id,
+            final_rel: f.final_rel.clone(),
+            part_rel: f.part_rel.clone(),
+            manifest_rel: f.manifest_rel.clone(),
+            size: f.entry.size,
+            plan,
+        };
+        self.events.push_back(ev);
+        Ok(())
+    }
+
+    /// The driver's answer to [`RecvEvent::Open`]: `intact` is whether every recorded
+    /// chunk of a resumed part file still has its hash (always true otherwise). A resume
+    /// whose records do not hold starts the file over.
+    pub fn opened(&mut self, id: u32, intact: bool) -> Result<(), SessionError> {
+        let cfg = self.cfg.clone();
+        let Some(f) = self.file_mut(id).filter(|f| f.state == FileState::Opening) else {
+            return Err(SessionError::GaveUp(format!(
+                "file {id} opened, which was not being opened"
+            )));
+        };
+        if cfg.checksum_only {
+            let chunks = f.hashes.chunks();
+            f.hashes.mark_ready(0..chunks);
+            f.state = FileState::Open;
+            self.events.push_back(RecvEvent::HashFromFile {
+                id,
+                chunks: (0..chunks).collect(),
+            });
+            return self.decided(id, Some(Vec::new()), false);
+        }
+        if !intact {
+            // A power cut can keep a record whose data never reached the disk: start over.
+            let e = &f.entry;
+            let source = SourceIdentity {
+                size: e.size,
+                mtime_secs: e.mtime_secs,
+                mtime_nanos: e.mtime_nanos,
+                fingerprint: e.fingerprint,
+            };
+            let opened = FileReceiver::open(source, cfg.chunk_size, None)
+                .map_err(|e| SessionError::Refused(e.to_string()))?;
+            let PartStart::Fresh {
+                manifest_header, ..
+            } = opened.start
+            else {
+                return Err(SessionError::GaveUp(
+                    "a fresh start resumed (no manifest was given)".into(),
+                ));
+            };
+            f.receiver = Some(opened.receiver);
+            f.resume_have.clear();
+            let plan = OpenPlan::Fresh {
+                manifest_header: f.manifest_rel.is_some().then_some(manifest_header),
+            };
+            return self.open(id, plan);
+        }
+        f.state = FileState::Open;
+        let have = std::mem::take(&mut f.resume_have);
+        let mut resumed = 0;
+        if let Some(rx) = &f.receiver {
+            let m = rx.manifest();
+            for &(first, count) in &have {
+                for i in first..first.saturating_add(count) {
+                    resumed += m.chunk_len(i);
+                    // Re-hashed against the part file when it was opened.
+                    if let Some(hash) = m.verified_hash(i) {
+                        f.hashes.offer(i, hash);
+                    }
+                }
+            }
+        }
+        self.outcome.resumed_bytes += resumed;
+        let answer = pack_have_chunks(id, &have);
+        self.decided(id, Some(answer), false)
+    }
+
+    /// A file's answer is decided; `finished`: nothing will be received for it.
+    fn decided(
+        &mut self,
+        id: u32,
+        answer: Option<Vec<TransferMessage>>,
+        finished: bool,
+    ) -> Result<(), SessionError> {
+        if let Some(slot) = self.answers.iter_mut().find(|(i, _)| *i == id) {
+            slot.1 = Some(answer.unwrap_or_default());
+        }
+        if finished {
+            if let Some(f) = self.file_mut(id) {
+                f.state = FileState::Finished;
+            }
+        } else {
+            self.uncommitted += 1;
+        }
+        self.flush_answers();
+        Ok(())
+    }
+
+    /// Sends the answers decided so far, in list order; after the last, `FileListEnd`.
+    pub(super) fn flush_answers(&mut self) {
+        while let Some((_, Some(_))) = self.answers.front() {
+            if let Some((_, Some(msgs))) = self.answers.pop_front() {
+                self.outbox.extend(msgs);
+            }
+        }
+        if self.list_ended && self.answers.is_empty() && self.phase == Phase::Listing {
+            self.outbox.push_back(TransferMessage::FileListEnd {
+                files: self.files.len() as u32,
+                bytes: self.outcome.total_bytes,
+            });
+            self.phase = Phase::Receiving;
+            self.progress = ProgressSnapshot {
+                done_bytes: self.outcome.resumed_bytes,
+                total_bytes: self.outcome.total_bytes,
+                files_done: 0,
+                files_total: self.uncommitted,
+                listed: true,
+            };
+            if self.uncommitted == 0 && !self.cfg.checksum_only {
+                // Nothing will be committed (only directories, or all skipped): the tree
+                // is final now, before the sender hears it is done.
+                self.events
+                    .push_back(RecvEvent::FixDirs(std::mem::take(&mut self.dirs)));
+            }
+        }
+    }
+}

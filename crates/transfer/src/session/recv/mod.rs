@@ -1,0 +1,225 @@
+//! The receiving end of a transfer (the server on a push, the client on a pull), sans-I/O.
+//!
+//! **The list.** Every path from the peer is checked ([`parse_peer_path`]) and placed by
+//! cp's rules ([`place_entry`]). For each file the session asks the driver what is at the
+//! destination ([`RecvEvent::Look`]) and decides: already complete (rsync's quick check:
+//! same size and mtime), `--no-clobber`, `--checksum-only` against the existing copy,
+//! resume from a stored manifest, or start over. Then it asks the driver to open the data
+//! file ([`RecvEvent::Open`]; a one-chunk file is created only when its chunk arrives),
+//! and answers the sender once for the whole list.
+//!
+//! **The chunks.** A data stream's driver checks each header
+//! ([`RecvSession::chunk_header`]), reads and hashes the payload, and asks
+//! [`RecvSession::chunk_arrived`] whether to write it (a hash mismatch is refused and sent
+//! again; a duplicate is acked). After the write the session returns the manifest record
+//! to append ([`RecvSession::chunk_written`]); once it is appended the chunk is acked
+//! ([`RecvSession::chunk_recorded`]). A record is always on disk before its ack.
+//!
+//! **The commit.** When the file's own digest (merged from its chunk hashes) and the
+//! sender's digest are both known and equal, the session asks the driver to put the file
+//! in place ([`RecvEvent::Commit`]) and acks it with `FileCommitted`. The last commit of
+//! the transfer waits until the directories' modes and times are set
+//! ([`RecvEvent::FixDirs`]), so the sender never reports success before the tree is final.
+//!
+//! The state machine ([`RecvSession`]: phases, the message handler, the outbox and the
+//! driver's events) lives here; its calls are split by stage: `list` (admission of the
+//! file list), `chunks` (chunks, the commit gate, directories), `types` (the public
+//! configuration, event and outcome types).
+//!
+//! [`parse_peer_path`]: crate::path::parse_peer_path
+//! [`place_entry`]: crate::place::place_entry
+
+mod chunks;
+mod list;
+mod types;
+
+use std::collections::{HashSet, VecDeque};
+use std::path::PathBuf;
+
+use longhaul_proto::transfer::{FileEntry, TransferMessage};
+
+use super::{ProgressSnapshot, SessionError};
+use crate::file_hashes::FileHashes;
+use crate::receiver::FileReceiver;
+
+pub use types::{
+    Arrival, ChunkPlan, CommitJob, DirFix, LookResult, Meta, OpenPlan, RecvConfig, RecvEvent,
+    RecvOutcome,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Listing,
+    Receiving,
+    Done,
+    Failed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FileState {
+    /// Waiting for the driver's look.
+    Looking,
+    /// Waiting for the driver to open it.
+    Opening,
+    /// Receiving chunks.
+    Open,
+    /// Commit asked for.
+    Committing,
+    /// Committed (or failed).
+    Finished,
+}
+
+#[derive(Debug)]
+struct RecvFile {
+    entry: FileEntry,
+    final_rel: PathBuf,
+    part_rel: PathBuf,
+    manifest_rel: Option<PathBuf>,
+    state: FileState,
+    lazy: bool,
+    created: bool,
+    receiver: Option<FileReceiver>,
+    hashes: FileHashes,
+    theirs: Option<[u8; 32]>,
+    /// The resume plan being checked by the driver.
+    resume_have: Vec<(u32, u32)>,
+}
+
+/// The receiving end's state machine; see the module docs.
+pub struct RecvSession {
+    cfg: RecvConfig,
+    phase: Phase,
+    outbox: VecDeque<TransferMessage>,
+    events: VecDeque<RecvEvent>,
+    files: Vec<Option<RecvFile>>,
+    /// Answers to the list, in list order: (file id, messages), sent once decided.
+    answers: VecDeque<(u32, Option<Vec<TransferMessage>>)>,
+    list_ended: bool,
+    first_source: Option<Vec<u8>>,
+    multiple: bool,
+    dirs_known: HashSet<PathBuf>,
+    dirs: Vec<DirFix>,
+    uncommitted: u64,
+    held_commit: Option<TransferMessage>,
+    outcome: RecvOutcome,
+    already: u64,
+    missing: Vec<String>,
+    progress: ProgressSnapshot,
+}
+
+impl RecvSession {
+    /// A session receiving into `cfg.target`.
+    pub fn new(cfg: RecvConfig) -> Self {
+        Self {
+            cfg,
+            phase: Phase::Listing,
+            outbox: VecDeque::new(),
+            events: VecDeque::new(),
+            files: Vec::new(),
+            answers: VecDeque::new(),
+            list_ended: false,
+            first_source: None,
+            multiple: false,
+            dirs_known: HashSet::new(),
+            dirs: Vec::new(),
+            uncommitted: 0,
+            held_commit: None,
+            outcome: RecvOutcome::default(),
+            already: 0,
+            missing: Vec::new(),
+            progress: ProgressSnapshot::default(),
+        }
+    }
+
+    /// The next control message to send.
+    pub fn poll_transmit(&mut self) -> Option<TransferMessage> {
+        self.outbox.pop_front()
+    }
+
+    /// The next piece of work for the driver.
+    pub fn poll_event(&mut self) -> Option<RecvEvent> {
+        self.events.pop_front()
+    }
+
+    /// The list is answered: data streams may be read.
+    pub fn is_listed(&self) -> bool {
+        matches!(self.phase, Phase::Receiving | Phase::Done)
+    }
+
+    /// The sender said `TransferDone` and this end answered.
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    /// Progress counters.
+    pub fn progress(&self) -> ProgressSnapshot {
+        self.progress
+    }
+
+    /// Stops the session; later calls change nothing.
+    pub fn fail(&mut self) {
+        if self.phase != Phase::Done {
+            self.phase = Phase::Failed;
+        }
+    }
+
+    /// What happened so far.
+    pub fn outcome(&self) -> RecvOutcome {
+        let mut o = self.outcome.clone();
+        o.files_ok += self.already;
+        o.failed.extend(self.missing.iter().cloned());
+        o.failed.sort();
+        o
+    }
+
+    /// One message from the sender.
+    pub fn handle(&mut self, msg: TransferMessage) -> Result<(), SessionError> {
+        let r = match (self.phase, msg) {
+            (Phase::Done | Phase::Failed, _) => Ok(()),
+            (Phase::Listing, TransferMessage::FileEntries { first_id, entries }) => {
+                self.accept_entries(first_id, entries)
+            }
+            (Phase::Listing, TransferMessage::FileListEnd { .. }) if !self.list_ended => {
+                self.list_ended = true;
+                self.flush_answers();
+                Ok(())
+            }
+            (Phase::Receiving, TransferMessage::FileDigest { file, blake3 }) => {
+                match self.file_mut(file) {
+                    Some(f) if f.theirs.is_none() => {
+                        f.theirs = Some(blake3);
+                        self.try_commit(file);
+                        Ok(())
+                    }
+                    _ => Err(SessionError::Protocol(format!(
+                        "a digest for file {file}, which is not being received (or twice)"
+                    ))),
+                }
+            }
+            (Phase::Receiving, TransferMessage::TransferDone { .. }) => {
+                self.outbox.push_back(TransferMessage::TransferDone {
+                    files: (self.outcome.files_ok + self.already) as u32,
+                    bytes: self.outcome.received_bytes,
+                });
+                self.phase = Phase::Done;
+                Ok(())
+            }
+            (Phase::Listing, other) => Err(SessionError::Protocol(format!(
+                "unexpected {} before the file list ended",
+                other.kind()
+            ))),
+            (_, other) => Err(SessionError::Protocol(format!(
+                "unexpected {} during the transfer",
+                other.kind()
+            ))),
+        };
+        if r.is_err() {
+            self.phase = Phase::Failed;
+        }
+        r
+    }
+
+    fn file_mut(&mut self, id: u32) -> Option<&mut RecvFile> {
+        self.files.get_mut(id as usize).and_then(Option::as_mut)
+    }
+}

@@ -1,0 +1,220 @@
+//! The receiving end's public types: its configuration, the driver's events and answers,
+//! what it decided for a chunk, and what it did.
+
+use std::path::PathBuf;
+
+use crate::integrity::{ChunkHash, ChunkHasher};
+use crate::manifest::HEADER_LEN;
+use crate::path::SafeRelPath;
+
+#[cfg(doc)]
+use super::RecvSession;
+
+/// How the receiving end runs.
+#[derive(Debug, Clone)]
+pub struct RecvConfig {
+    /// Chunk size both ends agreed on.
+    pub chunk_size: u64,
+    /// The destination below the root (`None`: the root itself).
+    pub target: Option<SafeRelPath>,
+    /// Whether the destination is an existing directory (the driver looked).
+    pub target_is_dir: bool,
+    /// Never replace an existing file.
+    pub no_clobber: bool,
+    /// Only compare digests.
+    pub checksum_only: bool,
+    /// Flush each file before its rename.
+    pub sync: bool,
+}
+
+/// A destination entry's metadata, as the driver found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Meta {
+    /// A regular file.
+    pub is_file: bool,
+    /// A directory.
+    pub is_dir: bool,
+    /// Size in bytes.
+    pub len: u64,
+    /// Modification time, seconds.
+    pub mtime_secs: i64,
+    /// Modification time, nanoseconds.
+    pub mtime_nanos: i64,
+}
+
+/// What the driver found for a [`RecvEvent::Look`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LookResult {
+    /// The destination file (`None`: nothing there).
+    pub existing: Option<Meta>,
+    /// The part file, if asked for and there.
+    pub part: Option<Meta>,
+    /// The stored manifest's bytes (at most the event's `manifest_limit` + 1), if asked
+    /// for and there.
+    pub manifest: Option<Vec<u8>>,
+}
+
+/// How the driver opens a file's data for [`RecvEvent::Open`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenPlan {
+    /// A one-chunk file: create it (unnamed where the file system allows, else as the
+    /// part file) when its chunk arrives; nothing now.
+    Lazy,
+    /// `--checksum-only`: open the existing destination for reading.
+    Existing,
+    /// Start over: replace any part file with a new one of the file's size, and write
+    /// this manifest header to a new manifest (files of several chunks).
+    Fresh {
+        /// The header, for files of several chunks.
+        manifest_header: Option<[u8; HEADER_LEN]>,
+    },
+    /// Resume: open the part file and the manifest (truncated to `manifest_len`,
+    /// appending after it), and check that every recorded chunk still has its hash in the
+    /// part file. Answer [`RecvSession::opened`] with whether they all do.
+    Resume {
+        /// Valid bytes of the stored manifest.
+        manifest_len: usize,
+        /// The recorded chunks and their hashes.
+        verify: Vec<(u32, ChunkHash)>,
+    },
+}
+
+/// A directory whose mode and mtime are set once its contents are in place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirFix {
+    /// Path below the root.
+    pub rel: PathBuf,
+    /// Depth (deepest first).
+    pub depth: usize,
+    /// Permission bits.
+    pub mode: u32,
+    /// Modification time, seconds and nanoseconds.
+    pub mtime: (i64, u32),
+}
+
+/// A verified file to put in place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitJob {
+    /// The file's id in the list.
+    pub id: u32,
+    /// Its final path below the root.
+    pub final_rel: PathBuf,
+    /// Its part file.
+    pub part_rel: PathBuf,
+    /// Its manifest (files of several chunks), removed after the commit.
+    pub manifest_rel: Option<PathBuf>,
+    /// Permission bits to set.
+    pub mode: u32,
+    /// Modification time to set (seconds, nanoseconds).
+    pub mtime: (i64, u32),
+    /// Replace an existing file (not `--no-clobber`).
+    pub replace: bool,
+    /// Flush data and the directory (`--sync`).
+    pub sync: bool,
+}
+
+/// Work the driver does for the session, answered by a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecvEvent {
+    /// Create this directory and its parents (no error if it exists).
+    CreateDir {
+        /// Path below the root.
+        rel: PathBuf,
+        /// Mode to create it with.
+        mode: u32,
+    },
+    /// Look at the destination of file `id`; answer [`RecvSession::looked`].
+    Look {
+        /// The file's id.
+        id: u32,
+        /// Its final path.
+        final_rel: PathBuf,
+        /// Its part file, to look at when `manifest_rel` is set.
+        part_rel: PathBuf,
+        /// Its manifest, to read (bounded by `manifest_limit`) if set.
+        manifest_rel: Option<PathBuf>,
+        /// Most manifest bytes a manifest of this file can hold.
+        manifest_limit: u64,
+    },
+    /// Open the data of file `id` as planned; answer [`RecvSession::opened`].
+    Open {
+        /// The file's id.
+        id: u32,
+        /// Its final path (read in `--checksum-only`).
+        final_rel: PathBuf,
+        /// Its part file.
+        part_rel: PathBuf,
+        /// Its manifest.
+        manifest_rel: Option<PathBuf>,
+        /// Size of the file.
+        size: u64,
+        /// How.
+        plan: OpenPlan,
+    },
+    /// Hash these chunks of file `id`'s data as they are on disk; answer each with
+    /// [`RecvSession::hashed`].
+    HashFromFile {
+        /// The file's id.
+        id: u32,
+        /// The chunks.
+        chunks: Vec<u32>,
+    },
+    /// Put a verified file in place; answer [`RecvSession::placed`].
+    Commit(CommitJob),
+    /// The file's chunks disagree with the source as a whole: remove its part file and
+    /// manifest so the next run starts it over.
+    Discard {
+        /// The part file.
+        part_rel: PathBuf,
+        /// The manifest.
+        manifest_rel: Option<PathBuf>,
+    },
+    /// Set these directories' modes and times, deepest first; answer
+    /// [`RecvSession::dirs_fixed`].
+    FixDirs(Vec<DirFix>),
+}
+
+/// What the receiver did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecvOutcome {
+    /// Files put in place (or equal, in `--checksum-only`), or found complete.
+    pub files_ok: u64,
+    /// Files not written because they exist (`--no-clobber`).
+    pub files_skipped: u64,
+    /// Files that failed, with why.
+    pub failed: Vec<String>,
+    /// Chunk payload bytes received in this run.
+    pub received_bytes: u64,
+    /// Bytes found verified from an earlier run.
+    pub resumed_bytes: u64,
+    /// Bytes of the files in this transfer.
+    pub total_bytes: u64,
+}
+
+/// What the driver does with a chunk it has read and hashed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arrival {
+    /// Write it, then [`RecvSession::chunk_written`].
+    Write,
+    /// Already verified: nothing to write (the ack is queued).
+    Duplicate,
+    /// The hash did not match: dropped (`ChunkRejected` is queued).
+    Rejected,
+}
+
+/// A chunk header the session accepted: how to read and where it goes.
+pub struct ChunkPlan {
+    /// The file's id.
+    pub id: u32,
+    /// The file's part file (for messages).
+    pub name: PathBuf,
+    /// Payload bytes to read (0 for a hole).
+    pub payload: u64,
+    /// The chunk is all zeros (no payload follows).
+    pub hole: bool,
+    /// The hasher to feed the payload (or `update_zeros` for a hole).
+    pub hasher: ChunkHasher,
+    /// The data file does not exist yet: create it (a one-chunk file) as the part file
+    /// below, of `size` bytes.
+    pub lazy: Option<(PathBuf, u64)>,
+}
