@@ -147,8 +147,7 @@ fn check_json(
     ] {
         assert_eq!(end[key], 0, "{key} in {end}");
     }
-    // Every byte goes once, plus at most the endgame's duplicates (at most one copy of
-    // each chunk in flight when the queue ran dry); only a chunk of zeros may go as a
+    // Every byte goes once (a chunk is in flight on one stream at a time); only a chunk of zeros may go as a
     // hole (random data has none, but a short last chunk can be all zero, and a receiver
     // leaves it a hole that a later pull finds).
     let sent = end["sent_bytes"].as_u64().unwrap();
@@ -298,7 +297,7 @@ fn multi_gb_sparse_file_is_identical_and_stays_sparse_both_ways() {
             copy.display()
         );
         // Chunks wholly in a hole go without payload: only chunks touching data are sent
-        // (plus at most the endgame's duplicates).
+        // (each once).
         let end = run.json_of("end");
         let chunk = end["chunk_bytes"].as_u64().unwrap();
         let streams = end["streams"].as_u64().unwrap();

@@ -8,9 +8,9 @@
 //! synced, so after a kill the manifest lists chunks whose data is in the part file (this
 //! test checks each one against the source). The rerun must send every chunk the manifest
 //! does not list (`unverified` bytes) and nothing it lists, so
-//! `sent_bytes(rerun) <= unverified + (2 x streams + 2) x chunk`, the slack being the
-//! endgame's duplicates (at most one extra copy of each chunk in flight when the queue ran
-//! dry: at most one unit per stream, a second one pipelined) plus two chunks for a chunk
+//! `sent_bytes(rerun) <= unverified + (2 x streams + 2) x chunk`, the slack being chunks
+//! sent again after a data stream failed mid-chunk (at most one unit per stream, a second
+//! one pipelined) plus two chunks for a chunk
 //! rejected and sent again. The work lost at the kill (chunks with data in the part file
 //! but not recorded: written and not yet recorded, or being written) is bounded the same
 //! way, since each stream has at most one chunk between arrival and record, plus one
@@ -135,7 +135,7 @@ struct Figures {
     /// Of those, killed with some chunks verified and not all (mid-data).
     mid_transfer: u64,
     max_lost_chunks: u64,
-    /// Largest `sent_bytes(rerun) - unverified` (endgame duplicates and re-sent chunks).
+    /// Largest `sent_bytes(rerun) - unverified` (chunks sent again).
     max_excess_bytes: i64,
     max_verified_at_kill: u64,
 }

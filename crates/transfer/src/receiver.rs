@@ -30,8 +30,8 @@ use crate::manifest::{
 #[derive(Debug, Clone)]
 pub struct FileReceiver {
     manifest: ResumeManifest,
-    /// Chunks accepted and being written, with how many copies (an endgame duplicate
-    /// may arrive on a second stream while the first is still being written).
+    /// Chunks accepted and being written, with how many copies (a chunk the sender sent
+    /// again on another stream may arrive while the first copy is still being written).
     writing: BTreeMap<u32, u32>,
 }
 
