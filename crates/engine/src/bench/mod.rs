@@ -5,6 +5,7 @@ pub mod pacer;
 pub mod peer;
 pub mod report;
 pub mod run;
+mod serve_conn;
 pub mod server;
 pub mod stream;
 

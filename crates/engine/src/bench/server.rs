@@ -14,6 +14,7 @@ use longhaul_proto::{
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::run::{DataRun, Role, SenderPlan};
+use super::serve_conn::handle_connection;
 use crate::cp::serve::{serve_transfer, StreamAttach};
 use crate::host;
 use crate::transport::attach::{AttachTable, Expected};
@@ -33,7 +34,6 @@ const STOP_CHECK: Duration = Duration::from_millis(100);
 pub const MAX_SESSIONS: usize = 16;
 /// Connections that have not yet proved anything; more are closed at once.
 pub const MAX_PENDING: usize = 64;
-const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How the server runs.
 #[derive(Debug, Clone)]
@@ -55,14 +55,16 @@ pub struct ServeConfig {
 pub type LogFn = Arc<dyn Fn(&str) + Send + Sync>;
 
 #[derive(Default)]
-struct Shared {
+pub(super) struct Shared {
     /// The listening socket, so a session can raise its receive buffer (see
     /// [`widen_window_scale`]).
     listener: Option<Socket>,
-    attach: Arc<AttachTable>,
-    active: AtomicUsize,
-    pending: AtomicUsize,
-    next_id: AtomicU64,
+    pub(super) attach: Arc<AttachTable>,
+    /// Sessions running now.
+    pub(super) active: AtomicUsize,
+    /// Accepted connections that have not yet sent their first message.
+    pub(super) pending: AtomicUsize,
+    pub(super) next_id: AtomicU64,
 }
 
 /// A bound server.
@@ -211,99 +213,6 @@ fn is_transient(e: &io::Error) -> bool {
     )
 }
 
-/// Handles one accepted connection; returns a session outcome for control connections.
-fn handle_connection(
-    stream: TcpStream,
-    peer: SocketAddr,
-    shared: &Arc<Shared>,
-    cfg: &ServeConfig,
-    log: &LogFn,
-) -> Option<Result<(), String>> {
-    let _ = stream.set_read_timeout(Some(FIRST_MESSAGE_TIMEOUT));
-    let _ = stream.set_nodelay(true);
-    let mut conn = FramedConn::new(stream);
-    let first = conn.recv();
-    shared.pending.fetch_sub(1, Ordering::AcqRel);
-    match first {
-        Ok(Message::DataHello {
-            session_id,
-            stream,
-            mac,
-        }) => {
-            attach_data(conn, session_id, stream, &mac, shared, peer, log);
-            None
-        }
-        Ok(hello @ Message::ClientHello { .. }) => {
-            if shared.active.fetch_add(1, Ordering::AcqRel) >= MAX_SESSIONS {
-                shared.active.fetch_sub(1, Ordering::AcqRel);
-                let _ = conn.send(&Message::Error {
-                    code: ErrorCode::Busy,
-                    message: format!(
-                        "the server already runs {MAX_SESSIONS} sessions; try again later"
-                    ),
-                });
-                log(&format!(
-                    "{peer}: refused, {MAX_SESSIONS} sessions already running"
-                ));
-                return Some(Err("busy".into()));
-            }
-            let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-            let outcome = run_session(conn, hello, id, peer, shared, cfg, log);
-            shared.active.fetch_sub(1, Ordering::AcqRel);
-            match &outcome {
-                Ok(summary) => log(&format!("session {id} from {peer}: {summary}")),
-                Err(e) => log(&format!("session {id} from {peer}: error: {e}")),
-            }
-            Some(outcome.map(|_| ()))
-        }
-        Ok(other) => {
-            let e = ProtoError::Unexpected {
-                got: other.kind(),
-                state: "waiting for a hello",
-            };
-            let _ = conn.send(&Message::Error {
-                code: ErrorCode::Protocol,
-                message: e.to_string(),
-            });
-            log(&format!("{peer}: {e}"));
-            None
-        }
-        Err(RecvError::Proto(e)) => {
-            let _ = conn.send(&Message::Error {
-                code: ErrorCode::Protocol,
-                message: format!("{e}; is this a longhaul client?"),
-            });
-            log(&format!("{peer}: malformed first message: {e}"));
-            None
-        }
-        Err(e) => {
-            log(&format!("{peer}: no hello: {e}"));
-            None
-        }
-    }
-}
-
-fn attach_data(
-    conn: FramedConn,
-    session_id: u64,
-    stream: u16,
-    mac: &[u8; 32],
-    shared: &Shared,
-    peer: SocketAddr,
-    log: &LogFn,
-) {
-    let reply = conn.stream().try_clone();
-    if let Err(e) = shared.attach.attach(conn, session_id, stream, mac) {
-        log(&format!("{peer}: data connection refused: {e}"));
-        if let Ok(sock) = reply {
-            let _ = FramedConn::new(sock).send(&Message::Error {
-                code: ErrorCode::Auth,
-                message: e.to_string(),
-            });
-        }
-    }
-}
-
 fn send_all(session: &mut ServerSession, conn: &mut FramedConn) -> io::Result<()> {
     while let Some(m) = session.poll_transmit() {
         conn.send(&m)?;
@@ -363,7 +272,7 @@ impl StreamAttach for Attach {
     }
 }
 
-fn run_session(
+pub(super) fn run_session(
     mut conn: FramedConn,
     hello: Message,
     id: u64,
