@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use longhaul_proto::{ErrorCode, Message, ProtoError};
 
+use super::serve_error::ServeError;
 use super::server::{run_session, LogFn, ServeConfig, Shared, MAX_SESSIONS};
 use crate::transport::framed::{FramedConn, RecvError};
 
@@ -23,7 +24,7 @@ pub(super) fn handle_connection(
     shared: &Arc<Shared>,
     cfg: &ServeConfig,
     log: &LogFn,
-) -> Option<Result<(), String>> {
+) -> Option<Result<(), ServeError>> {
     let _ = stream.set_read_timeout(Some(FIRST_MESSAGE_TIMEOUT));
     let _ = stream.set_nodelay(true);
     let mut conn = FramedConn::new(stream);
@@ -50,7 +51,7 @@ pub(super) fn handle_connection(
                 log(&format!(
                     "{peer}: refused, {MAX_SESSIONS} sessions already running"
                 ));
-                return Some(Err("busy".into()));
+                return Some(Err(ServeError::Busy));
             }
             let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
             let outcome = run_session(conn, hello, id, peer, shared, cfg, log);

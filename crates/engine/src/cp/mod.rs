@@ -45,6 +45,9 @@ pub enum CpError {
     /// This end gave up, for the reason given.
     #[error("{0}")]
     Local(String),
+    /// The server's data streams did not all attach.
+    #[error(transparent)]
+    Attach(#[from] crate::transport::attach::AttachError),
     /// Connecting, authenticating or opening streams failed.
     #[error(transparent)]
     Setup(#[from] crate::bench::BenchError),
@@ -66,6 +69,7 @@ impl CpError {
                 | CpError::Peer(_)
                 | CpError::Io { .. }
                 | CpError::Local(_)
+                | CpError::Attach(_)
                 | CpError::Session(S::GaveUp(_))
         )
     }
