@@ -68,7 +68,7 @@ pub(super) fn answer_host_report(
     session: &mut ServerSession,
     rate_bps: u64,
     rtt_us: u32,
-) -> Result<String, String> {
+) -> Result<String, super::serve_error::ServeError> {
     let target = Target {
         rate_bps,
         rtt: Duration::from_micros(u64::from(rtt_us)),
@@ -76,9 +76,9 @@ pub(super) fn answer_host_report(
     let facts = match tune_host::gather(None) {
         Ok(f) => f,
         Err(e) => {
-            let why = format!("the server could not read its host settings: {e}");
-            session.abort(ErrorCode::Internal, why.clone());
-            return Err(why);
+            let e = super::serve_error::ServeError::HostFacts(e);
+            session.abort(ErrorCode::Internal, e.to_string());
+            return Err(e);
         }
     };
     let findings = inspect(&facts, &target);

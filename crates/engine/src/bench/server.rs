@@ -14,9 +14,11 @@ use longhaul_proto::{
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::run::{DataRun, Role, SenderPlan};
+use super::serve_conn::handle_connection;
+use super::serve_error::ServeError;
 use crate::cp::serve::{serve_transfer, StreamAttach};
 use crate::host;
-use crate::transport::attach::{AttachTable, Expected};
+use crate::transport::attach::{AttachError, AttachTable, Expected};
 use crate::transport::control::{ControlLink, Incoming};
 use crate::transport::framed::{Frame, FramedConn, RecvError};
 use crate::transport::sockopts;
@@ -33,7 +35,6 @@ const STOP_CHECK: Duration = Duration::from_millis(100);
 pub const MAX_SESSIONS: usize = 16;
 /// Connections that have not yet proved anything; more are closed at once.
 pub const MAX_PENDING: usize = 64;
-const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How the server runs.
 #[derive(Debug, Clone)]
@@ -55,14 +56,16 @@ pub struct ServeConfig {
 pub type LogFn = Arc<dyn Fn(&str) + Send + Sync>;
 
 #[derive(Default)]
-struct Shared {
+pub(super) struct Shared {
     /// The listening socket, so a session can raise its receive buffer (see
     /// [`widen_window_scale`]).
     listener: Option<Socket>,
-    attach: Arc<AttachTable>,
-    active: AtomicUsize,
-    pending: AtomicUsize,
-    next_id: AtomicU64,
+    pub(super) attach: Arc<AttachTable>,
+    /// Sessions running now.
+    pub(super) active: AtomicUsize,
+    /// Accepted connections that have not yet sent their first message.
+    pub(super) pending: AtomicUsize,
+    pub(super) next_id: AtomicU64,
 }
 
 /// A bound server.
@@ -125,8 +128,8 @@ impl Server {
 
     /// Accepts connections until an I/O error on the listener, until `stop` is raised, or
     /// after the first session with `once`. Returns the first session's outcome with `once`.
-    pub fn serve(self, stop: Option<Arc<AtomicBool>>) -> io::Result<Result<(), String>> {
-        let (done_tx, done_rx) = mpsc::channel::<Result<(), String>>();
+    pub fn serve(self, stop: Option<Arc<AtomicBool>>) -> io::Result<Result<(), ServeError>> {
+        let (done_tx, done_rx) = mpsc::channel::<Result<(), ServeError>>();
         self.listener.set_nonblocking(true)?;
         loop {
             if self.cfg.once {
@@ -211,99 +214,6 @@ fn is_transient(e: &io::Error) -> bool {
     )
 }
 
-/// Handles one accepted connection; returns a session outcome for control connections.
-fn handle_connection(
-    stream: TcpStream,
-    peer: SocketAddr,
-    shared: &Arc<Shared>,
-    cfg: &ServeConfig,
-    log: &LogFn,
-) -> Option<Result<(), String>> {
-    let _ = stream.set_read_timeout(Some(FIRST_MESSAGE_TIMEOUT));
-    let _ = stream.set_nodelay(true);
-    let mut conn = FramedConn::new(stream);
-    let first = conn.recv();
-    shared.pending.fetch_sub(1, Ordering::AcqRel);
-    match first {
-        Ok(Message::DataHello {
-            session_id,
-            stream,
-            mac,
-        }) => {
-            attach_data(conn, session_id, stream, &mac, shared, peer, log);
-            None
-        }
-        Ok(hello @ Message::ClientHello { .. }) => {
-            if shared.active.fetch_add(1, Ordering::AcqRel) >= MAX_SESSIONS {
-                shared.active.fetch_sub(1, Ordering::AcqRel);
-                let _ = conn.send(&Message::Error {
-                    code: ErrorCode::Busy,
-                    message: format!(
-                        "the server already runs {MAX_SESSIONS} sessions; try again later"
-                    ),
-                });
-                log(&format!(
-                    "{peer}: refused, {MAX_SESSIONS} sessions already running"
-                ));
-                return Some(Err("busy".into()));
-            }
-            let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-            let outcome = run_session(conn, hello, id, peer, shared, cfg, log);
-            shared.active.fetch_sub(1, Ordering::AcqRel);
-            match &outcome {
-                Ok(summary) => log(&format!("session {id} from {peer}: {summary}")),
-                Err(e) => log(&format!("session {id} from {peer}: error: {e}")),
-            }
-            Some(outcome.map(|_| ()))
-        }
-        Ok(other) => {
-            let e = ProtoError::Unexpected {
-                got: other.kind(),
-                state: "waiting for a hello",
-            };
-            let _ = conn.send(&Message::Error {
-                code: ErrorCode::Protocol,
-                message: e.to_string(),
-            });
-            log(&format!("{peer}: {e}"));
-            None
-        }
-        Err(RecvError::Proto(e)) => {
-            let _ = conn.send(&Message::Error {
-                code: ErrorCode::Protocol,
-                message: format!("{e}; is this a longhaul client?"),
-            });
-            log(&format!("{peer}: malformed first message: {e}"));
-            None
-        }
-        Err(e) => {
-            log(&format!("{peer}: no hello: {e}"));
-            None
-        }
-    }
-}
-
-fn attach_data(
-    conn: FramedConn,
-    session_id: u64,
-    stream: u16,
-    mac: &[u8; 32],
-    shared: &Shared,
-    peer: SocketAddr,
-    log: &LogFn,
-) {
-    let reply = conn.stream().try_clone();
-    if let Err(e) = shared.attach.attach(conn, session_id, stream, mac) {
-        log(&format!("{peer}: data connection refused: {e}"));
-        if let Ok(sock) = reply {
-            let _ = FramedConn::new(sock).send(&Message::Error {
-                code: ErrorCode::Auth,
-                message: e.to_string(),
-            });
-        }
-    }
-}
-
 fn send_all(session: &mut ServerSession, conn: &mut FramedConn) -> io::Result<()> {
     while let Some(m) = session.poll_transmit() {
         conn.send(&m)?;
@@ -319,7 +229,8 @@ fn send_queued(session: &mut ServerSession, link: &ControlLink) -> io::Result<()
     Ok(())
 }
 
-fn recv_error_text(e: RecvError) -> String {
+/// A failed read of the control connection: a timeout is the client gone silent.
+fn recv_error(e: RecvError) -> ServeError {
     match e {
         RecvError::Io(e)
             if matches!(
@@ -327,9 +238,14 @@ fn recv_error_text(e: RecvError) -> String {
                 io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
             ) =>
         {
-            "the client stopped answering".to_string()
+            ServeError::ClientSilent
         }
-        e => e.to_string(),
+        RecvError::Io(e) => ServeError::Io {
+            what: "reading the control connection",
+            cause: e,
+        },
+        RecvError::Proto(e) => ServeError::Protocol(e),
+        RecvError::Closed => ServeError::ClientClosed,
     }
 }
 
@@ -342,12 +258,11 @@ struct Attach {
 }
 
 impl StreamAttach for Attach {
-    fn expect(&mut self, streams: u16, rcvbuf: Option<u64>) -> Result<(), String> {
+    fn expect(&mut self, streams: u16, rcvbuf: Option<u64>) -> Result<(), AttachError> {
         let expected = self
             .shared
             .attach
-            .expect(self.id, self.secret.clone(), streams)
-            .map_err(|e| e.to_string())?;
+            .expect(self.id, self.secret.clone(), streams)?;
         if let Some(bytes) = rcvbuf {
             widen_window_scale(&self.shared, bytes, &host::host_facts());
         }
@@ -355,15 +270,15 @@ impl StreamAttach for Attach {
         Ok(())
     }
 
-    fn collect(&mut self) -> Result<Vec<TcpStream>, String> {
+    fn collect(&mut self) -> Result<Vec<TcpStream>, AttachError> {
         self.expected
             .take()
-            .ok_or("collect before expect")?
+            .ok_or(AttachError::NotExpecting)?
             .collect()
     }
 }
 
-fn run_session(
+pub(super) fn run_session(
     mut conn: FramedConn,
     hello: Message,
     id: u64,
@@ -371,9 +286,9 @@ fn run_session(
     shared: &Arc<Shared>,
     cfg: &ServeConfig,
     _log: &LogFn,
-) -> Result<String, String> {
+) -> Result<String, ServeError> {
     let mut nonce = [0u8; 32];
-    getrandom::getrandom(&mut nonce).map_err(|e| e.to_string())?;
+    getrandom::getrandom(&mut nonce).map_err(ServeError::Random)?;
     let mut session = ServerSession::new(cfg.token.clone(), nonce, id);
     let mut msg = hello;
     // Handshake and parameters.
@@ -381,8 +296,8 @@ fn run_session(
         let mut secret = None;
         loop {
             let r = session.handle(msg);
-            send_all(&mut session, &mut conn).map_err(|e| e.to_string())?;
-            r.map_err(|e| e.to_string())?;
+            send_all(&mut session, &mut conn).map_err(ServeError::io("answering the handshake"))?;
+            r?;
             let mut params = None;
             while let Some(ev) = session.poll_event() {
                 match ev {
@@ -391,7 +306,8 @@ fn run_session(
                     ServerEvent::HostReportRequested { rate_bps, rtt_us } => {
                         // `tune --peer`: answer and end the session.
                         let line = super::peer::answer_host_report(&mut session, rate_bps, rtt_us);
-                        send_all(&mut session, &mut conn).map_err(|e| e.to_string())?;
+                        send_all(&mut session, &mut conn)
+                            .map_err(ServeError::io("sending the host report"))?;
                         return line;
                     }
                     _ => {}
@@ -404,11 +320,13 @@ fn run_session(
                 Ok(Frame::Bench(m)) => m,
                 Ok(Frame::Transfer(TransferMessage::TransferParams(p))) => {
                     let Some(s) = secret.clone() else {
-                        return Err("a transfer request before authentication".into());
+                        return Err(ServeError::Unexpected(
+                            "a transfer request before authentication",
+                        ));
                     };
                     if let Err(e) = session.begin_transfer() {
                         let _ = send_all(&mut session, &mut conn);
-                        return Err(e.to_string());
+                        return Err(e.into());
                     }
                     let mut attach = Attach {
                         shared: shared.clone(),
@@ -417,7 +335,7 @@ fn run_session(
                         expected: None,
                     };
                     let out = serve_transfer(conn, p, cfg.root.as_ref(), &mut attach);
-                    return out.map_err(|e| format!("{e} (peer {peer})"));
+                    return out.map_err(|e| e.with_peer(peer));
                 }
                 Ok(Frame::Transfer(other)) => {
                     let e = ProtoError::Unexpected {
@@ -428,9 +346,9 @@ fn run_session(
                         code: ErrorCode::Protocol,
                         message: e.to_string(),
                     });
-                    return Err(e.to_string());
+                    return Err(e.into());
                 }
-                Err(e) => return Err(recv_error_text(e)),
+                Err(e) => return Err(recv_error(e)),
             };
         }
     };
@@ -455,10 +373,10 @@ fn run_session(
     let transport = match plan_transport(&request, rtt, &BufferCaps::from(&facts), &kernel, None) {
         Ok(transport) => transport,
         Err(e) => {
-            let why = e.to_string();
-            session.reject(format!("on the server: {why}"));
+            let reason = e.to_string();
+            session.reject(format!("on the server: {reason}"));
             let _ = send_all(&mut session, &mut conn);
-            return Err(why);
+            return Err(ServeError::Refused { reason });
         }
     };
     let congestion = transport.congestion.clone();
@@ -469,10 +387,7 @@ fn run_session(
         Role::Receiver => cfg.rx_rate_bps,
         Role::Sender => None,
     };
-    let expected = shared
-        .attach
-        .expect(id, secret, params.streams)
-        .map_err(|e| e.to_string())?;
+    let expected = shared.attach.expect(id, secret, params.streams)?;
     let chosen = longhaul_policy::choice_bytes(&choice);
     if side == Side::Receive {
         widen_window_scale(shared, chosen, &facts);
@@ -483,26 +398,28 @@ fn run_session(
         sndbuf_bytes: if side == Side::Send { chosen } else { 0 },
         rx_rate_bps: rx_rate.unwrap_or(0),
     });
-    send_all(&mut session, &mut conn).map_err(|e| e.to_string())?;
+    send_all(&mut session, &mut conn).map_err(ServeError::io("sending BenchReady"))?;
 
     // Wait for every data stream.
     let sockets = match expected.collect() {
         Ok(s) => s,
-        Err(why) => {
-            session.abort(ErrorCode::Aborted, why.clone());
+        Err(e) => {
+            session.abort(ErrorCode::Aborted, e.to_string());
             let _ = send_all(&mut session, &mut conn);
-            return Err(why);
+            return Err(e.into());
         }
     };
     for s in &sockets {
-        sockopts::apply_buffer(s, side, &choice).map_err(|e| e.to_string())?;
-        sockopts::tune_connected(s, congestion.as_deref()).map_err(|e| e.to_string())?;
-        if let Some(r) = rx_rate {
-            sockopts::clamp_for_rx_rate(s, r, params.streams, rtt).map_err(|e| e.to_string())?;
-        }
+        sockopts::apply_buffer(s, side, &choice)
+            .and_then(|()| sockopts::tune_connected(s, congestion.as_deref()))
+            .and_then(|()| match rx_rate {
+                Some(r) => sockopts::clamp_for_rx_rate(s, r, params.streams, rtt).map(drop),
+                None => Ok(()),
+            })
+            .map_err(ServeError::io("setting up a data stream"))?;
     }
     session.start();
-    send_all(&mut session, &mut conn).map_err(|e| e.to_string())?;
+    send_all(&mut session, &mut conn).map_err(ServeError::io("sending Start"))?;
 
     let plan = (role == Role::Sender).then(|| SenderPlan {
         mode: params.send_mode,
@@ -510,8 +427,8 @@ fn run_session(
         probe: transport.probe.clone(),
         bytes: (params.bytes > 0).then_some(params.bytes),
     });
-    let mut run =
-        DataRun::start(role, sockets, plan, params.read_rate_bps).map_err(|e| e.to_string())?;
+    let mut run = DataRun::start(role, sockets, plan, params.read_rate_bps)
+        .map_err(ServeError::io("starting the data streams"))?;
     let outcome = drive(&mut session, conn, &mut run, &params, role, rtt);
     outcome
         .map(|(bytes, secs)| {
@@ -528,7 +445,7 @@ fn run_session(
                 bytes as f64 * 8.0 / secs.max(1e-6) / 1e9
             )
         })
-        .map_err(|e| format!("{e} (peer {peer})"))
+        .map_err(|e| e.with_peer(peer))
 }
 
 /// Runs the streams to the end, reporting intervals to the client and exchanging results.
@@ -539,10 +456,10 @@ fn drive(
     params: &BenchParams,
     role: Role,
     rtt: Duration,
-) -> Result<(u64, f64), String> {
+) -> Result<(u64, f64), ServeError> {
     // The shared control link: a reader thread, one coalescing writer, keepalives and a
     // user timeout.
-    let link = ControlLink::start(conn).map_err(|e| e.to_string())?;
+    let link = ControlLink::start(conn).map_err(ServeError::io("starting the control link"))?;
     let interval = Duration::from_millis(params.interval_ms as u64);
     let start = run.started_at();
     let duration = Duration::from_millis(params.duration_ms);
@@ -568,7 +485,7 @@ fn drive(
         if now >= next_interval {
             let r = run.sample();
             session.send_interval(r);
-            send_queued(session, &link).map_err(|e| e.to_string())?;
+            send_queued(session, &link).map_err(ServeError::io("sending an interval report"))?;
             next_interval += interval;
         }
         if run.finished() {
@@ -576,7 +493,7 @@ fn drive(
         }
         if let Some(why) = watchdog.check(now, run.bytes_moved()) {
             run.stop();
-            return Err(format!("{why}; aborted"));
+            return Err(ServeError::Watchdog { reason: why });
         }
         let mut wake = next_interval;
         if role == Role::Sender {
@@ -590,16 +507,16 @@ fn drive(
                 if let Err(e) = session.handle(m) {
                     run.stop();
                     let _ = send_queued(session, &link);
-                    return Err(e.to_string());
+                    return Err(e.into());
                 }
             }
             Some(Incoming::Msg(m)) => {
                 run.stop();
-                return Err(format!("the client sent {} during a bench run", m.kind()));
+                return Err(ServeError::TransferMessageInBench { kind: m.kind() });
             }
             Some(Incoming::PeerError(why)) => {
                 run.stop();
-                return Err(format!("the client stopped the run: {why}"));
+                return Err(ServeError::ClientStopped { reason: why });
             }
             Some(Incoming::Lost(_)) if !client_gone => {
                 // The client went away: stop sending; the streams end by themselves.
@@ -609,14 +526,14 @@ fn drive(
             _ => {}
         }
     }
-    if let Some((stream, e)) = run.first_error() {
-        let msg = format!("data stream {stream} failed: {e}");
-        session.abort(ErrorCode::Aborted, msg.clone());
+    if let Some((stream, cause)) = run.first_error() {
+        let e = ServeError::DataStream { stream, cause };
+        session.abort(ErrorCode::Aborted, e.to_string());
         let _ = send_queued(session, &link);
-        return Err(msg);
+        return Err(e);
     }
     if client_gone {
-        return Err("the client closed the control connection mid-run".into());
+        return Err(ServeError::ClientGone);
     }
     let results = run.results();
     let bytes: u64 = results.streams.iter().map(|s| s.bytes).sum();
@@ -628,7 +545,7 @@ fn drive(
         .unwrap_or(0) as f64
         / 1e6;
     session.send_results(results);
-    send_queued(session, &link).map_err(|e| e.to_string())?;
+    send_queued(session, &link).map_err(ServeError::io("sending the results"))?;
     // Wait briefly for the client's totals, so both ends close cleanly.
     let until = Instant::now() + Duration::from_secs(30);
     loop {
@@ -636,9 +553,7 @@ fn drive(
         match link.recv_timeout(left) {
             Some(Incoming::Bench(m)) => {
                 let done = matches!(m, Message::Results(_));
-                if let Err(e) = session.handle(m) {
-                    return Err(e.to_string());
-                }
+                session.handle(m)?;
                 if done {
                     break;
                 }

@@ -160,8 +160,7 @@ pub fn run_cp(
             default: facts.default_congestion.clone(),
         },
         None,
-    )
-    .map_err(|e| CpError::Local(e.to_string()))?;
+    )?;
     let needed = plan.window_bytes;
     let warnings = plan.warnings.clone();
     let congestion = match (&plan.congestion, &cfg.congestion) {
@@ -320,8 +319,8 @@ pub fn run_cp(
                 seconds: t0.elapsed().as_secs_f64(),
             })
         }
-        (None, None) => Err(CpError::Local(
-            "a copy with neither source nor destination".into(),
+        (None, None) => Err(CpError::Internal(
+            "a copy with neither source nor destination",
         )),
     }
 }
@@ -391,24 +390,25 @@ fn local_target(
     let (root, target) = if dest.is_dir() {
         (dest.to_path_buf(), None)
     } else {
-        let name = dest.file_name().ok_or_else(|| {
-            CpError::Local(format!(
-                "{} names no file; give a directory or a file name",
-                dest.display()
-            ))
-        })?;
+        let name = dest
+            .file_name()
+            .ok_or_else(|| CpError::DestinationNotAName {
+                path: dest.to_path_buf(),
+            })?;
         let parent = match dest.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let t = parse_peer_path(name.as_bytes()).map_err(|e| CpError::Local(e.to_string()))?;
+        let t = parse_peer_path(name.as_bytes()).map_err(|cause| CpError::DestinationName {
+            path: dest.to_path_buf(),
+            cause,
+        })?;
         (parent, Some(t))
     };
-    let root = ServedRoot::open(&root).map_err(|e| {
-        CpError::io(
-            format!("opening the destination directory {}", root.display()),
-            e,
-        )
+    let root = ServedRoot::open(&root).map_err(|cause| CpError::Destination {
+        what: "opening the destination directory",
+        path: root.clone(),
+        cause,
     })?;
     Ok(RecvTarget {
         root: Arc::new(root),

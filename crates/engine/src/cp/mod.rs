@@ -15,6 +15,7 @@ pub mod store;
 pub mod telemetry;
 pub mod walk;
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Why a transfer failed.
@@ -42,9 +43,58 @@ pub enum CpError {
     /// The connection was lost.
     #[error("{0}")]
     Lost(String),
-    /// This end gave up, for the reason given.
-    #[error("{0}")]
-    Local(String),
+    /// This end stopped the transfer; `reason` is the first reason recorded (see
+    /// [`Stop`]), which was also sent to the peer.
+    #[error("{reason}")]
+    Stopped {
+        /// The first reason.
+        reason: String,
+    },
+    /// The local destination could not be looked at or opened.
+    #[error("{what} {}: {cause}", path.display())]
+    Destination {
+        /// What was being done.
+        what: &'static str,
+        /// The destination.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        cause: std::io::Error,
+    },
+    /// The local destination ends in no file name (`..`, `/`).
+    #[error("{} names no file; give a directory or a file name", path.display())]
+    DestinationNotAName {
+        /// The destination as given.
+        path: PathBuf,
+    },
+    /// The local destination's file name cannot be received into.
+    #[error("destination {}: {cause}", path.display())]
+    DestinationName {
+        /// The destination as given.
+        path: PathBuf,
+        /// Why its name is refused.
+        #[source]
+        cause: longhaul_transfer::Error,
+    },
+    /// The transport could not be planned from the options given (an unknown
+    /// congestion control, a window beyond what is allowed...).
+    #[error(transparent)]
+    Plan(#[from] longhaul_policy::PolicyError),
+    /// The receiver's destination work failed (disk full, permissions...).
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    /// A thread panicked holding `what`'s lock.
+    #[error("{what} was poisoned by a panic")]
+    Poisoned {
+        /// What the lock guards.
+        what: &'static str,
+    },
+    /// A state that the code rules out was reached (a bug).
+    #[error("internal error: {0}")]
+    Internal(&'static str),
+    /// The server's data streams did not all attach.
+    #[error(transparent)]
+    Attach(#[from] crate::transport::attach::AttachError),
     /// Connecting, authenticating or opening streams failed.
     #[error(transparent)]
     Setup(#[from] crate::bench::BenchError),
@@ -65,7 +115,11 @@ impl CpError {
             CpError::Lost(_)
                 | CpError::Peer(_)
                 | CpError::Io { .. }
-                | CpError::Local(_)
+                | CpError::Stopped { .. }
+                | CpError::Destination { .. }
+                | CpError::Store(_)
+                | CpError::Poisoned { .. }
+                | CpError::Attach(_)
                 | CpError::Session(S::GaveUp(_))
         )
     }

@@ -72,9 +72,9 @@ impl Shared {
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, RecvSession>, CpError> {
-        self.session
-            .lock()
-            .map_err(|_| CpError::Local("the receiver's session was poisoned by a panic".into()))
+        self.session.lock().map_err(|_| CpError::Poisoned {
+            what: "the receiver's session",
+        })
     }
 
     /// Sends what the session queued and takes its events (done after the lock is
@@ -102,7 +102,7 @@ impl Shared {
         while !events.is_empty() {
             let mut answers = Vec::with_capacity(events.len());
             for ev in events.drain(..) {
-                match self.store.perform(ev).map_err(CpError::Local)? {
+                match self.store.perform(ev)? {
                     Answer::Hash(id, chunks) => {
                         if let Ok(Some(tx)) = self.hash_jobs.lock().as_deref() {
                             let _ = tx.send((id, chunks));
@@ -157,7 +157,7 @@ pub fn run_receiver(
 ) -> Result<RecvOutcome, CpError> {
     let target_is_dir = match target_is_dir(&target) {
         Ok(d) => d,
-        Err(e) => return Err(refuse(&control, e.to_string())),
+        Err(e) => return Err(refuse(&control, e)),
     };
     let session = RecvSession::new(RecvConfig {
         chunk_size,
@@ -184,13 +184,13 @@ pub fn run_receiver(
         }
         let msg = control.next("receiving the file list")?;
         if let Err(e) = shared.with(|s| Ok(s.handle(msg)?)) {
-            return Err(refuse(&control, e.to_string()));
+            return Err(refuse(&control, e));
         }
     }
     // The data streams, which may still have been attaching while the list was read.
     let streams = match streams() {
         Ok(s) => s,
-        Err(e) => return Err(refuse(&control, e.to_string())),
+        Err(e) => return Err(refuse(&control, e)),
     };
     let hasher = {
         let sh = shared.clone();
@@ -215,7 +215,7 @@ pub fn run_receiver(
     // A failure of this end (disk full...) is the cause; the sender closing the
     // connection in answer to it is only the consequence.
     let result = match (result, shared.stop.reason()) {
-        (Err(_), Some(own)) => Err(CpError::Local(own)),
+        (Err(_), Some(reason)) => Err(CpError::Stopped { reason }),
         (r, _) => r,
     };
     sync_stop.store(true, Ordering::SeqCst);
@@ -253,29 +253,27 @@ fn target_is_dir(t: &RecvTarget) -> Result<bool, CpError> {
         Some(p) => match t.root.open_file(&p.to_path_buf(), Access::Read) {
             Ok(f) => Ok(f.metadata().map(|m| m.is_dir()).unwrap_or(false)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(CpError::io(
-                format!(
-                    "looking at the destination {}",
-                    String::from_utf8_lossy(p.as_bytes())
-                ),
-                e,
-            )),
+            Err(cause) => Err(CpError::Destination {
+                what: "looking at the destination",
+                path: p.to_path_buf(),
+                cause,
+            }),
         },
     }
 }
 
 /// Tells the peer why the transfer is refused and returns the error.
-fn refuse(control: &ControlLink, why: String) -> CpError {
-    control.tx.send_error(&why);
-    CpError::Local(why)
+fn refuse(control: &ControlLink, e: CpError) -> CpError {
+    control.tx.send_error(&e.to_string());
+    e
 }
 
 fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> {
     loop {
         if sh.stop.raised() {
-            let why = sh.stop.reason().unwrap_or_else(|| "stopped".into());
-            control.tx.send_error(&why);
-            return Err(CpError::Local(why));
+            let reason = sh.stop.reason().unwrap_or_else(|| "stopped".into());
+            control.tx.send_error(&reason);
+            return Err(CpError::Stopped { reason });
         }
         let Some(item) = control.recv_timeout(Duration::from_millis(200)) else {
             continue;
@@ -284,7 +282,7 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
             Incoming::Msg(msg) => {
                 let done_sender = matches!(msg, TransferMessage::TransferDone { .. });
                 if let Err(e) = sh.with(|s| Ok(s.handle(msg)?)) {
-                    return Err(refuse(control, e.to_string()));
+                    return Err(refuse(control, e));
                 }
                 if done_sender {
                     // Our TransferDone is best effort: the sender need not wait for it.
@@ -294,7 +292,7 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
             Incoming::Bench(m) => {
                 return Err(refuse(
                     control,
-                    format!("the peer sent {} during a file transfer", m.kind()),
+                    CpError::Protocol(format!("the peer sent {} during a file transfer", m.kind())),
                 ))
             }
             Incoming::PeerError(e) => return Err(CpError::Peer(e)),
@@ -472,7 +470,7 @@ fn sync_loop(sh: &Shared, stop: &AtomicBool) {
         }
         last = std::time::Instant::now();
         if let Err(e) = sh.store.sync_dirty() {
-            sh.fail(e);
+            sh.fail(e.to_string());
             return;
         }
     }

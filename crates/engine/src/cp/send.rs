@@ -133,9 +133,9 @@ impl Shared {
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, SendSession>, CpError> {
-        self.session
-            .lock()
-            .map_err(|_| CpError::Local("the sender's session was poisoned by a panic".into()))
+        self.session.lock().map_err(|_| CpError::Poisoned {
+            what: "the sender's session",
+        })
     }
 
     /// Sends what the session queued, forwards its work, and updates the progress.
@@ -268,9 +268,9 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
                     Some(Incoming::Msg(_) | Incoming::Bench(_)) => {}
                 }
             }
-            let why = sh.stop.reason().unwrap_or_else(|| "stopped".into());
-            control.tx.send_error(&why);
-            return Err(CpError::Local(why));
+            let reason = sh.stop.reason().unwrap_or_else(|| "stopped".into());
+            control.tx.send_error(&reason);
+            return Err(CpError::Stopped { reason });
         }
         {
             let mut s = sh.lock()?;

@@ -12,8 +12,10 @@ use longhaul_transfer::{chunk_size_for, parse_peer_path};
 use super::recv::{run_receiver, RecvTarget};
 use super::send::{run_sender, SendItem, Sender, SourceRoot};
 use super::walk::{walk_served, walk_served_root};
-use super::Progress;
+use super::{CpError, Progress};
+use crate::bench::serve_error::ServeError;
 use crate::host;
+use crate::transport::attach::AttachError;
 use crate::transport::control::ControlLink;
 use crate::transport::framed::FramedConn;
 use crate::transport::sockopts;
@@ -24,19 +26,20 @@ use longhaul_policy::{plan_transport, BufferCaps, Congestion, Role, TransportReq
 pub trait StreamAttach {
     /// Makes the session ready for `streams` data connections (before the client is told
     /// to open them); `rcvbuf` is the receive buffer the streams will get, if receiving.
-    fn expect(&mut self, streams: u16, rcvbuf: Option<u64>) -> Result<(), String>;
+    fn expect(&mut self, streams: u16, rcvbuf: Option<u64>) -> Result<(), AttachError>;
     /// Waits for every data connection.
-    fn collect(&mut self) -> Result<Vec<TcpStream>, String>;
+    fn collect(&mut self) -> Result<Vec<TcpStream>, AttachError>;
 }
 
-/// Runs one transfer for an authenticated session; returns a log line.
+/// Runs one transfer for an authenticated session; returns a log line. A request this
+/// server will not serve is [`ServeError::Refused`] with the words the client was sent.
 pub fn serve_transfer(
     mut conn: FramedConn,
     params: TransferParams,
     root: Option<&Arc<ServedRoot>>,
     attach: &mut dyn StreamAttach,
-) -> Result<String, String> {
-    let refuse = |conn: &mut FramedConn, why: String| -> Result<String, String> {
+) -> Result<String, ServeError> {
+    let refuse = |conn: &mut FramedConn, why: String| -> Result<String, ServeError> {
         let _ = conn.send(&longhaul_proto::Message::Error {
             code: longhaul_proto::ErrorCode::Params,
             message: why.clone(),
@@ -44,7 +47,7 @@ pub fn serve_transfer(
         // The client may still be sending its file list: read it away so the refusal
         // is not destroyed by a reset.
         crate::transport::control::close_gracefully(conn.stream(), Duration::from_secs(2));
-        Err(why)
+        Err(ServeError::Refused { reason: why })
     };
     let Some(root) = root else {
         return refuse(
@@ -151,21 +154,21 @@ pub fn serve_transfer(
         params.streams,
         push.then(|| longhaul_policy::choice_bytes(&choice)),
     )?;
-    if let Err(e) = conn.send_transfer(&TransferMessage::TransferReady { chunk_size }) {
-        return Err(format!("sending TransferReady: {e}"));
-    }
+    conn.send_transfer(&TransferMessage::TransferReady { chunk_size })
+        .map_err(ServeError::io("sending TransferReady"))?;
     // The data connections attach while the file list is read (a receiver answers the
     // list first: one round trip less before data on a long path).
-    let mut collect = || -> Result<Vec<TcpStream>, String> {
+    let mut collect = || -> Result<Vec<TcpStream>, CpError> {
         let socks = attach.collect()?;
         for s in &socks {
-            sockopts::apply_buffer(s, side, &choice).map_err(|e| e.to_string())?;
-            sockopts::apply_connected(s, &plan).map_err(|e| e.to_string())?;
+            sockopts::apply_buffer(s, side, &choice)
+                .and_then(|()| sockopts::apply_connected(s, &plan))
+                .map_err(|e| CpError::io("setting up a data stream", e))?;
         }
         Ok(socks)
     };
     let socks = if push { Vec::new() } else { collect()? };
-    let link = ControlLink::start(conn).map_err(|e| e.to_string())?;
+    let link = ControlLink::start(conn).map_err(ServeError::io("starting the control link"))?;
     let progress = Arc::new(Progress::default());
     let started = std::time::Instant::now();
     let shown = path
@@ -180,9 +183,7 @@ pub fn serve_transfer(
             checksum_only,
             sync: opts.sync,
         };
-        let streams = || collect().map_err(super::CpError::Local);
-        let out =
-            run_receiver(target, chunk_size, link, streams, progress).map_err(|e| e.to_string())?;
+        let out = run_receiver(target, chunk_size, link, collect, progress)?;
         Ok(format!(
             "received into {shown}: {} files ok, {} skipped, {} failed, {:.3} GB in {:.2} s ({} resumed bytes)",
             out.files_ok,
@@ -201,8 +202,7 @@ pub fn serve_transfer(
             checksum_only,
             params.streams,
             probe,
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         // What the kernel actually gave the first stream, as the log's proof of the plan.
         let sndbuf = socks
             .first()
@@ -214,7 +214,7 @@ pub fn serve_transfer(
             if opts.window_fixed { ", fixed" } else { "" },
             if sender.probe.is_some() { "on" } else { "off" }
         );
-        let out = run_sender(sender, link, socks, progress).map_err(|e| e.to_string())?;
+        let out = run_sender(sender, link, socks, progress)?;
         Ok(format!(
             "sent {shown}: {} files ok, {} failed, {:.3} GB in {:.2} s, congestion {congestion}, {window}{}",
             out.files_ok,

@@ -26,6 +26,64 @@ use longhaul_transfer::{sparse, ChunkHash, FileHashes};
 
 use super::chunk_io::hash_range;
 
+/// Why the store could not do what the receiving session asked: this end's failure,
+/// which stops the transfer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A file or directory under the root could not be created, looked at or opened.
+    #[error("{what} {}: {cause}", path.display())]
+    File {
+        /// What was being done.
+        what: &'static str,
+        /// The path below the root.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        cause: io::Error,
+    },
+    /// Flushing written chunks and their records to disk failed (`--sync`).
+    #[error("syncing a part file: {0}")]
+    Sync(#[source] io::Error),
+    /// A thread panicked holding the table of open files.
+    #[error("the receiver's table of open files was poisoned by a panic")]
+    Poisoned,
+}
+
+/// Why a verified file could not be put in place (reported as that file's failure;
+/// the transfer goes on).
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    /// The file has no data in the store.
+    #[error("the file was never opened")]
+    NeverOpened,
+    /// The file's data was never created.
+    #[error("the part file was never created")]
+    NeverCreated,
+    /// Flushing the data before the rename failed.
+    #[error("syncing: {0}")]
+    Sync(#[source] io::Error),
+    /// The link or rename failed; `kept` names the part file the verified copy stays in.
+    #[error("putting the file in place: {cause}{}", kept_note(kept.as_deref()))]
+    Place {
+        /// The OS error.
+        #[source]
+        cause: io::Error,
+        /// Where the verified copy is kept, if anywhere.
+        kept: Option<PathBuf>,
+    },
+    /// Flushing the directory after the rename failed.
+    #[error("syncing the directory: {0}")]
+    SyncDir(#[source] io::Error),
+    /// The file is in place but some of its metadata could not be set.
+    #[error("in place, but {}", .0.join("; "))]
+    MetadataUnset(Vec<String>),
+}
+
+fn kept_note(kept: Option<&Path>) -> String {
+    kept.map(|p| format!(" (the verified copy is kept as {})", p.display()))
+        .unwrap_or_default()
+}
+
 /// One received file's data on disk.
 #[derive(Default)]
 pub struct DataFile {
@@ -153,12 +211,16 @@ impl Store {
     }
 
     /// Does what an event asks; an error is this end's failure (the transfer stops).
-    pub fn perform(&self, ev: RecvEvent) -> Result<Answer, String> {
+    pub fn perform(&self, ev: RecvEvent) -> Result<Answer, StoreError> {
+        let failed = |what, path: &Path| {
+            let path = path.to_path_buf();
+            move |cause| StoreError::File { what, path, cause }
+        };
         match ev {
             RecvEvent::CreateDir { rel, mode } => {
                 self.root
                     .create_dirs(&rel, mode)
-                    .map_err(|e| format!("creating directory {}: {e}", rel.display()))?;
+                    .map_err(failed("creating directory", &rel))?;
                 Ok(Answer::None)
             }
             RecvEvent::Look {
@@ -175,7 +237,7 @@ impl Store {
                         manifest_rel.as_deref(),
                         manifest_limit,
                     )
-                    .map_err(|e| format!("looking at {}: {e}", final_rel.display()))?;
+                    .map_err(failed("looking at", &final_rel))?;
                 Ok(Answer::Looked(id, look))
             }
             RecvEvent::Open {
@@ -195,13 +257,14 @@ impl Store {
                         size,
                         plan,
                     )
-                    .map_err(|e| format!("preparing {}: {e}", part_rel.display()))?;
+                    .map_err(failed("preparing", &part_rel))?;
                 Ok(Answer::Opened(id, intact))
             }
             RecvEvent::HashFromFile { id, chunks } => Ok(Answer::Hash(id, chunks)),
             RecvEvent::Commit(job) => {
                 let id = job.id;
-                Ok(Answer::Placed(id, self.commit(&job)))
+                let placed = self.commit(&job).map_err(|e| e.to_string());
+                Ok(Answer::Placed(id, placed))
             }
             RecvEvent::Discard {
                 part_rel,
@@ -336,10 +399,10 @@ impl Store {
     }
 
     /// Syncs the part files and manifests written since the last call (data first).
-    pub fn sync_dirty(&self) -> Result<(), String> {
+    pub fn sync_dirty(&self) -> Result<(), StoreError> {
         let files: Vec<Arc<DataFile>> = match self.files.lock() {
             Ok(f) => f.values().cloned().collect(),
-            Err(_) => return Err("store poisoned".into()),
+            Err(_) => return Err(StoreError::Poisoned),
         };
         for f in files {
             if !f.dirty.swap(false, Ordering::AcqRel) {
@@ -351,7 +414,7 @@ impl Store {
                     Some(m) => file_io::sync_data(m),
                     None => Ok(()),
                 })
-                .map_err(|e| format!("syncing a part file: {e}"))?;
+                .map_err(StoreError::Sync)?;
         }
         Ok(())
     }
@@ -378,9 +441,9 @@ impl Store {
 
     /// Puts a verified file in place: mode and mtime, a sync with `--sync`, then a link
     /// (unnamed) or a rename (part file); the manifest goes last.
-    fn commit(&self, job: &CommitJob) -> Result<(), String> {
-        let f = self.data(job.id).ok_or("the file was never opened")?;
-        let data = f.data.get().ok_or("the part file was never created")?;
+    fn commit(&self, job: &CommitJob) -> Result<(), CommitError> {
+        let f = self.data(job.id).ok_or(CommitError::NeverOpened)?;
+        let data = f.data.get().ok_or(CommitError::NeverCreated)?;
         // A mode or mtime that cannot be set does not stop the file going in place, but
         // it is reported (the file then fails rsync's quick check on a rerun).
         let mut unset = Vec::new();
@@ -391,27 +454,23 @@ impl Store {
             unset.push(format!("its mtime could not be set: {e}"));
         }
         if job.sync || self.sync {
-            file_io::sync_data(data).map_err(|e| format!("syncing: {e}"))?;
+            file_io::sync_data(data).map_err(CommitError::Sync)?;
         }
         if f.unnamed.load(Ordering::Acquire) {
             self.link_into_place(job, data)
-                .map_err(|e| format!("putting the file in place: {e}"))?;
+                .map_err(|cause| CommitError::Place { cause, kept: None })?;
         } else {
             self.root
                 .rename(&job.part_rel, &job.final_rel, job.replace)
-                .map_err(|e| {
-                    format!(
-                        "putting the file in place: {e} (the verified copy is kept as {})",
-                        job.part_rel.display()
-                    )
+                .map_err(|cause| CommitError::Place {
+                    cause,
+                    kept: Some(job.part_rel.clone()),
                 })?;
         }
         if job.sync || self.sync {
             // The new name itself must survive a power cut too.
             let dir = job.final_rel.parent().unwrap_or(Path::new(""));
-            self.root
-                .sync_dir(dir)
-                .map_err(|e| format!("syncing the directory: {e}"))?;
+            self.root.sync_dir(dir).map_err(CommitError::SyncDir)?;
         }
         if let Some(m) = &job.manifest_rel {
             let _ = self.root.remove_file(m);
@@ -423,7 +482,7 @@ impl Store {
         if unset.is_empty() {
             Ok(())
         } else {
-            Err(format!("in place, but {}", unset.join("; ")))
+            Err(CommitError::MetadataUnset(unset))
         }
     }
 

@@ -26,7 +26,8 @@ pub struct AttachTable {
     sessions: Mutex<HashMap<u64, Pending>>,
 }
 
-/// Why a data connection was refused (the text goes back to the peer).
+/// Why a data connection was refused (the text goes back to the peer), or why a
+/// session did not get its data streams.
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
     /// No session with this id expects streams.
@@ -38,6 +39,22 @@ pub enum AttachError {
     /// The table's lock was poisoned by a panic.
     #[error("the session table was poisoned by a panic")]
     Poisoned,
+    /// Not every data stream arrived in time.
+    #[error(
+        "only {arrived} of {expected} data streams arrived within {} s; is a firewall blocking new connections to this port?",
+        waited.as_secs()
+    )]
+    Timeout {
+        /// Streams that attached.
+        arrived: u16,
+        /// Streams the session expected.
+        expected: u16,
+        /// How long the session waited.
+        waited: Duration,
+    },
+    /// Streams were collected before the session said how many it expects.
+    #[error("collecting data streams before expecting any")]
+    NotExpecting,
 }
 
 impl AttachTable {
@@ -109,7 +126,7 @@ pub struct Expected {
 
 impl Expected {
     /// Waits (at most [`ATTACH_TIMEOUT`]) for every data stream; stream `i` is `[i]`.
-    pub fn collect(self) -> Result<Vec<TcpStream>, String> {
+    pub fn collect(self) -> Result<Vec<TcpStream>, AttachError> {
         let streams = self.streams;
         let mut sockets: Vec<Option<TcpStream>> = (0..streams).map(|_| None).collect();
         let deadline = Instant::now() + ATTACH_TIMEOUT;
@@ -124,10 +141,11 @@ impl Expected {
                     }
                 }
                 Err(_) => {
-                    return Err(format!(
-                        "only {attached} of {streams} data streams arrived within {} s; is a firewall blocking new connections to this port?",
-                        ATTACH_TIMEOUT.as_secs()
-                    ))
+                    return Err(AttachError::Timeout {
+                        arrived: attached,
+                        expected: streams,
+                        waited: ATTACH_TIMEOUT,
+                    })
                 }
             }
         }

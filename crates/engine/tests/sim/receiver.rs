@@ -118,7 +118,7 @@ impl SimReceiver {
             }
             let mut answers = Vec::new();
             for ev in events {
-                match self.store.perform(ev)? {
+                match self.store.perform(ev).map_err(|e| e.to_string())? {
                     Answer::Hash(id, chunks) => self.hash_jobs.push_back((id, chunks)),
                     Answer::None => {}
                     other => answers.push(other),
