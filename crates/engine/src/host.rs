@@ -36,3 +36,25 @@ pub fn available_congestion() -> Vec<String> {
         .map(|s| s.split_whitespace().map(str::to_string).collect())
         .unwrap_or_default()
 }
+
+/// [`longhaul_policy::plan_transport`] with this host's caps and congestion controls read
+/// now; the facts are returned too (bench reports them). Every end of bench and cp plans
+/// its data sockets through this.
+pub fn plan_transport_here(
+    req: &longhaul_policy::TransportRequest,
+    rtt: std::time::Duration,
+) -> Result<(longhaul_policy::TransportPlan, HostFacts), longhaul_policy::PolicyError> {
+    let facts = host_facts();
+    let kernel = longhaul_policy::Congestion {
+        available: available_congestion(),
+        default: facts.default_congestion.clone(),
+    };
+    let plan = longhaul_policy::plan_transport(
+        req,
+        rtt,
+        &longhaul_policy::BufferCaps::from(&facts),
+        &kernel,
+        None,
+    )?;
+    Ok((plan, facts))
+}

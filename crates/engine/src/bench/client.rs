@@ -15,7 +15,7 @@ use crate::host;
 use crate::transport::control::{ControlLink, Incoming};
 use crate::transport::dial::{dial, flush, recv, DataDialer, Dialed};
 use crate::transport::sockopts;
-use longhaul_policy::{judge, plan_transport, BufferCaps, Congestion, TransportRequest, Window};
+use longhaul_policy::{judge, BufferCaps, TransportRequest, Window};
 
 pub use crate::transport::dial::{resolve, DEFAULT_PORT};
 /// Pings on the idle control connection to measure the RTT.
@@ -120,13 +120,12 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     } = dialed;
 
     // Window plan.
-    let local = host::host_facts();
     let role = if cfg.reverse {
         Role::Receiver
     } else {
         Role::Sender
     };
-    let plan = plan_transport(
+    let (plan, local) = host::plan_transport_here(
         &TransportRequest {
             role,
             streams: cfg.streams,
@@ -135,12 +134,6 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
             congestion: cfg.congestion.clone(),
         },
         rtt,
-        &BufferCaps::from(&local),
-        &Congestion {
-            available: host::available_congestion(),
-            default: local.default_congestion.clone(),
-        },
-        None,
     )
     .map_err(|e| BenchError::Refused(e.to_string()))?;
     let congestion = plan.congestion.clone().unwrap_or_default();

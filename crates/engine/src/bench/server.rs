@@ -22,9 +22,7 @@ use crate::transport::attach::{AttachError, AttachTable, Expected};
 use crate::transport::control::{ControlLink, Incoming};
 use crate::transport::framed::{Frame, FramedConn, RecvError};
 use crate::transport::sockopts;
-use longhaul_policy::{
-    plan_transport, BufferCaps, Congestion, Side, TransportRequest, Window, MAX_WINDOW,
-};
+use longhaul_policy::{Side, TransportRequest, Window, MAX_WINDOW};
 use longhaul_proto::transfer::TransferMessage;
 use longhaul_proto::SessionSecret;
 use longhaul_sys::served_root::ServedRoot;
@@ -357,7 +355,6 @@ pub(super) fn run_session(
         Direction::ClientToServer => Role::Receiver,
         Direction::ServerToClient => Role::Sender,
     };
-    let facts = host::host_facts();
     let rtt = Duration::from_micros(params.rtt_us as u64);
     let request = TransportRequest {
         role,
@@ -366,12 +363,8 @@ pub(super) fn run_session(
         window: Window::requested(params.window_bytes, params.window_fixed),
         congestion: (!params.congestion.is_empty()).then(|| params.congestion.clone()),
     };
-    let kernel = Congestion {
-        available: host::available_congestion(),
-        default: facts.default_congestion.clone(),
-    };
-    let transport = match plan_transport(&request, rtt, &BufferCaps::from(&facts), &kernel, None) {
-        Ok(transport) => transport,
+    let (transport, facts) = match host::plan_transport_here(&request, rtt) {
+        Ok(planned) => planned,
         Err(e) => {
             let reason = e.to_string();
             session.reject(format!("on the server: {reason}"));

@@ -22,9 +22,7 @@ use crate::transport::dial::{dial, flush, DataDialer, Dialed};
 use crate::transport::framed::{Frame, FramedConn};
 use crate::transport::sockopts;
 use longhaul_model::buffers::bdp_bytes;
-use longhaul_policy::{
-    plan_transport, BufferCaps, Congestion, RateProbe, Role, TransportRequest, Window,
-};
+use longhaul_policy::{RateProbe, Role, TransportRequest, Window};
 use longhaul_proto::transfer::valid_chunk_size;
 use longhaul_proto::{ClientSession, Message};
 
@@ -141,11 +139,10 @@ pub fn run_cp(
             4
         })
         .clamp(1, longhaul_proto::limits::MAX_STREAMS);
-    let facts = host::host_facts();
     // The same decisions as bench, from the same function: this end's buffer, and on a
     // push the congestion control, the probe and the pacing (the server decides them
     // on a pull, from the request's window and its fixed flag).
-    let plan = plan_transport(
+    let (plan, _) = host::plan_transport_here(
         &TransportRequest {
             role: if push { Role::Sender } else { Role::Receiver },
             streams,
@@ -154,12 +151,6 @@ pub fn run_cp(
             congestion: cfg.congestion.clone().filter(|_| push),
         },
         rtt,
-        &BufferCaps::from(&facts),
-        &Congestion {
-            available: host::available_congestion(),
-            default: facts.default_congestion.clone(),
-        },
-        None,
     )?;
     let needed = plan.window_bytes;
     let warnings = plan.warnings.clone();

@@ -80,15 +80,9 @@ impl Shared {
     /// Sends what the session queued and takes its events (done after the lock is
     /// released, by [`Shared::work`]).
     fn pump(&self, s: &mut RecvSession) -> Result<Vec<RecvEvent>, CpError> {
-        let mut out = Vec::new();
-        while let Some(m) = s.poll_transmit() {
-            out.push(m);
-        }
-        if !out.is_empty() {
-            self.control
-                .send_all(&out)
-                .map_err(|e| CpError::io("control connection", e))?;
-        }
+        self.control
+            .send_drained(|| s.poll_transmit())
+            .map_err(|e| CpError::io("control connection", e))?;
         self.progress.update(s.progress());
         let mut events = Vec::new();
         while let Some(ev) = s.poll_event() {

@@ -140,15 +140,9 @@ impl Shared {
 
     /// Sends what the session queued, forwards its work, and updates the progress.
     fn pump(&self, s: &mut SendSession) -> Result<(), CpError> {
-        let mut out = Vec::new();
-        while let Some(m) = s.poll_transmit() {
-            out.push(m);
-        }
-        if !out.is_empty() {
-            self.control
-                .send_all(&out)
-                .map_err(|e| CpError::io("control connection", e))?;
-        }
+        self.control
+            .send_drained(|| s.poll_transmit())
+            .map_err(|e| CpError::io("control connection", e))?;
         while let Some(ev) = s.poll_event() {
             if let Ok(Some(tx)) = self.hash_jobs.lock().as_deref() {
                 let _ = tx.send(ev);

@@ -20,7 +20,7 @@ use crate::transport::control::ControlLink;
 use crate::transport::framed::FramedConn;
 use crate::transport::sockopts;
 use longhaul_model::buffers::bdp_bytes;
-use longhaul_policy::{plan_transport, BufferCaps, Congestion, Role, TransportRequest, Window};
+use longhaul_policy::{Role, TransportRequest, Window};
 
 /// How the server connects a session's data streams (implemented by the bench server).
 pub trait StreamAttach {
@@ -126,10 +126,9 @@ pub fn serve_transfer(
     } else {
         params.chunk_size
     };
-    let facts = host::host_facts();
     // The same decisions as the client and bench, from the request: a fixed window
     // (`--window SIZE`) is set as is, with no autotuning and no rate probe.
-    let plan = match plan_transport(
+    let plan = match host::plan_transport_here(
         &TransportRequest {
             role: if push { Role::Receiver } else { Role::Sender },
             streams: params.streams,
@@ -138,14 +137,8 @@ pub fn serve_transfer(
             congestion: (!params.congestion.is_empty()).then(|| params.congestion.clone()),
         },
         rtt,
-        &BufferCaps::from(&facts),
-        &Congestion {
-            available: host::available_congestion(),
-            default: facts.default_congestion.clone(),
-        },
-        None,
     ) {
-        Ok(p) => p,
+        Ok((p, _)) => p,
         Err(e) => return refuse(&mut conn, format!("on the server, {e}")),
     };
     let (side, choice) = (plan.side, plan.buffer.clone());

@@ -70,6 +70,22 @@ impl ControlTx {
         self.send_all(std::slice::from_ref(msg))
     }
 
+    /// Sends every transfer message `next` yields (a session's `poll_transmit`), in one
+    /// queueing.
+    pub fn send_drained(
+        &self,
+        mut next: impl FnMut() -> Option<TransferMessage>,
+    ) -> io::Result<()> {
+        let mut out = Vec::new();
+        while let Some(m) = next() {
+            out.push(m);
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.send_all(&out)
+    }
+
     /// Sends one bench/session message.
     pub fn send_bench(&self, msg: &Message) -> io::Result<()> {
         let mut buf = Vec::with_capacity(256);
