@@ -135,6 +135,7 @@ fn run(case: &Case) -> Result<Report, SessionError> {
         no_clobber: case.no_clobber,
         checksum_only: false,
         sync: false,
+        expect: None,
     });
     let mut rng = Rng(case.seed | 1);
     let mut report = Report::default();
@@ -545,6 +546,7 @@ fn last_commit_waits_for_dirs_fixed() {
         no_clobber: false,
         checksum_only: false,
         sync: false,
+        expect: None,
     });
     let pump_tx = |tx: &mut SendSession, rx: &mut RecvSession| {
         while let Some(m) = tx.poll_transmit() {
@@ -640,6 +642,7 @@ fn a_message_out_of_place_is_a_protocol_error() {
         no_clobber: false,
         checksum_only: false,
         sync: false,
+        expect: None,
     });
     let r = rx.handle(TransferMessage::ChunkVerified { file: 0, index: 0 });
     assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferOptions, TransferParams};
 use longhaul_proto::Token;
 use longhaul_sys::served_root::ServedRoot;
+use longhaul_transfer::session::ExpectedList;
 use longhaul_transfer::{chunk_size_for, parse_peer_path};
 
 use super::recv::{run_receiver, RecvTarget};
@@ -296,7 +297,14 @@ pub fn run_cp(
             })
         }
         (None, Some(dest)) => {
-            let target = local_target(&dest, cfg.no_clobber, cfg.checksum_only, cfg.sync)?;
+            let mut target = local_target(&dest, cfg.no_clobber, cfg.checksum_only, cfg.sync)?;
+            // The server may send only what was asked for: the requested source (its
+            // base name; the root's own name when the root was asked for), and
+            // directories only with -r.
+            target.expect = Some(ExpectedList {
+                top: requested_top(&cfg.remote_path)?,
+                recursive: cfg.recursive,
+            });
             let out = run_receiver(target, chunk_size, link, || Ok(socks), progress)?;
             Ok(CpReport {
                 start,
@@ -407,5 +415,21 @@ fn local_target(
         no_clobber,
         checksum_only,
         sync,
+        expect: None,
     })
+}
+
+/// The base name every entry of a pull of `remote_path` starts with (`None`: the served
+/// root was asked for, whose name only the server knows).
+fn requested_top(remote_path: &[u8]) -> Result<Option<Vec<u8>>, CpError> {
+    if remote_path.is_empty() || remote_path == b"." {
+        return Ok(None);
+    }
+    let p = parse_peer_path(remote_path).map_err(|e| {
+        CpError::Protocol(format!(
+            "the remote path {}: {e}",
+            String::from_utf8_lossy(remote_path)
+        ))
+    })?;
+    Ok(Some(p.file_name().to_vec()))
 }

@@ -40,6 +40,8 @@ pub struct RecvTarget {
     pub checksum_only: bool,
     /// Flush each file to disk before its rename, and the resume records as they go.
     pub sync: bool,
+    /// On a pull, what the list may hold (the server may name nothing else).
+    pub expect: Option<longhaul_transfer::session::ExpectedList>,
 }
 
 /// Chunks of a file to hash from disk: (file id, chunk indices).
@@ -160,6 +162,7 @@ pub fn run_receiver(
         no_clobber: target.no_clobber,
         checksum_only: target.checksum_only,
         sync: target.sync,
+        expect: target.expect.clone(),
     });
     let (hash_tx, hash_rx) = mpsc::channel();
     let shared = Arc::new(Shared {

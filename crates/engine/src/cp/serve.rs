@@ -175,6 +175,8 @@ pub fn serve_transfer(
             no_clobber: opts.no_clobber,
             checksum_only,
             sync: opts.sync,
+            // A push's list is the client's own choice of files; the root confines it.
+            expect: None,
         };
         let out = run_receiver(target, chunk_size, link, collect, progress)?;
         Ok(format!(

@@ -68,6 +68,7 @@ impl SimReceiver {
             no_clobber: false,
             checksum_only: false,
             sync: false,
+            expect: None,
         });
         SimReceiver {
             session,

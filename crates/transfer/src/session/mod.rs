@@ -19,7 +19,8 @@ pub mod recv;
 pub mod send;
 
 pub use recv::{
-    CommitJob, DirFix, LookResult, Meta, OpenPlan, RecvConfig, RecvEvent, RecvOutcome, RecvSession,
+    CommitJob, DirFix, ExpectedList, LookResult, Meta, OpenPlan, RecvConfig, RecvEvent,
+    RecvOutcome, RecvSession,
 };
 pub use send::{SendConfig, SendEvent, SendOutcome, SendSession, Work};
 

@@ -10,8 +10,8 @@ use super::types::{DirFix, LookResult, OpenPlan, RecvEvent};
 use super::{FileState, Phase, RecvFile, RecvSession};
 use crate::file_hashes::FileHashes;
 use crate::manifest::{chunk_count, HEADER_LEN, RECORD_LEN};
-use crate::path::parse_peer_path;
-use crate::place::{manifest_name, part_name, place_entry};
+use crate::path::{parse_peer_path, SafeRelPath};
+use crate::place::{is_work_name, manifest_name, part_name, place_entry};
 use crate::receiver::{FileReceiver, PartStart};
 use crate::session::{show, ProgressSnapshot, SessionError};
 use crate::SourceIdentity;
@@ -38,11 +38,48 @@ impl RecvSession {
         Ok(())
     }
 
+    /// Whether the sender may name this path at all: never a longhaul work file (a part
+    /// file or manifest would be taken for this end's own), and on a pull only what was
+    /// asked for ([`super::ExpectedList`]).
+    fn admissible(&self, path: &SafeRelPath, kind: EntryKind) -> Result<(), SessionError> {
+        let shown = show(path.as_bytes());
+        if path.components().any(is_work_name) {
+            return Err(SessionError::Refused(format!(
+                "refused path {shown}: it names a longhaul work file (.NAME.longhaul-part or \
+                 .NAME.longhaul-manifest)"
+            )));
+        }
+        let Some(expect) = &self.cfg.expect else {
+            return Ok(());
+        };
+        let top = path.components().next().unwrap_or_default();
+        let asked = match (&expect.top, &self.first_source) {
+            (Some(t), _) => Some(t.as_slice()),
+            (None, Some(first)) => Some(first.as_slice()),
+            (None, None) => None,
+        };
+        if let Some(asked) = asked.filter(|a| *a != top) {
+            return Err(SessionError::Refused(format!(
+                "the sender named {shown}, which is not inside what was asked for ({}); \
+                 refused, nothing of it was written",
+                show(asked)
+            )));
+        }
+        if !expect.recursive && (kind != EntryKind::File || path.depth() > 1) {
+            return Err(SessionError::Refused(format!(
+                "the sender named {shown}, a directory or a file inside one, but -r was not \
+                 given; refused, nothing of it was written"
+            )));
+        }
+        Ok(())
+    }
+
     /// Places one entry: a directory is created at once; a file is looked at.
     fn accept(&mut self, id: u32, entry: FileEntry) -> Result<Option<RecvFile>, SessionError> {
         let path = parse_peer_path(&entry.path).map_err(|e| {
             SessionError::Refused(format!("refused path {}: {e}", show(&entry.path)))
         })?;
+        self.admissible(&path, entry.kind)?;
         let top = path.components().next().unwrap_or_default().to_vec();
         match &self.first_source {
             None => self.first_source = Some(top),

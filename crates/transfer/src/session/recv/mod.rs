@@ -43,8 +43,8 @@ use crate::file_hashes::FileHashes;
 use crate::receiver::FileReceiver;
 
 pub use types::{
-    Arrival, ChunkPlan, CommitJob, DirFix, LookResult, Meta, OpenPlan, RecvConfig, RecvEvent,
-    RecvOutcome,
+    Arrival, ChunkPlan, CommitJob, DirFix, ExpectedList, LookResult, Meta, OpenPlan, RecvConfig,
+    RecvEvent, RecvOutcome,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

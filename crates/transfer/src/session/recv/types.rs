@@ -25,6 +25,22 @@ pub struct RecvConfig {
     pub checksum_only: bool,
     /// Flush each file before its rename.
     pub sync: bool,
+    /// What the list may hold when this end asked for it (a pull: the sender may name
+    /// nothing else); `None` for a push, whose list is the client's own.
+    pub expect: Option<ExpectedList>,
+}
+
+/// The entries a pull asked for (scp's CVE-2019-6111 lesson: a server answering
+/// `cp host:big.h5 ~` must not be able to write `~/.bashrc`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedList {
+    /// The requested source's base name: every entry's first component. `None` when the
+    /// served root itself was requested: then every entry shares one first component
+    /// (the root's name, which only the server knows).
+    pub top: Option<Vec<u8>>,
+    /// `-r` was given: directories and what is inside them are allowed; without it the
+    /// list is one file named `top`.
+    pub recursive: bool,
 }
 
 /// A destination entry's metadata, as the driver found it.
