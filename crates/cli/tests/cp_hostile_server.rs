@@ -1,0 +1,138 @@
+//! A hostile server (it holds the token: the token is shared, so any client can pose as a
+//! server) answers `longhaul cp HOST:big.h5 DEST/` with a file list naming `.bashrc`:
+//! scp's CVE-2019-6111 class. The real client must refuse the list, exit 2 saying why, and
+//! write nothing into the destination. The server here is a real TCP server speaking the
+//! real protocol through `longhaul-proto`'s session state machine; only its answer lies.
+
+#[macro_use]
+mod support;
+
+use std::fs;
+use std::io::Write;
+use std::net::TcpListener;
+use std::time::Duration;
+
+use longhaul_engine::transport::framed::{Frame, FramedConn};
+use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry, TransferMessage};
+use longhaul_proto::{ServerEvent, ServerSession};
+use support::*;
+
+/// Serves one pull with a lying file list, then sends the lie's bytes and digest.
+fn lying_server(listener: TcpListener, token_file: std::path::PathBuf, lie: Vec<FileEntry>) {
+    let (token, _) = longhaul_engine::token::load_token(Some(&token_file)).expect("token");
+    let (sock, _) = listener.accept().expect("control connection");
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut conn = FramedConn::new(sock);
+    let mut session = ServerSession::new(token, [7u8; 32], 42);
+    let params = loop {
+        match conn.recv_any().expect("a frame from the client") {
+            Frame::Bench(m) => {
+                session.handle(m).expect("a valid handshake");
+                while let Some(out) = session.poll_transmit() {
+                    conn.send(&out).unwrap();
+                }
+                while session.poll_event().is_some() {}
+            }
+            Frame::Transfer(TransferMessage::TransferParams(p)) => {
+                session
+                    .begin_transfer()
+                    .expect("authenticated before the request");
+                while let Some(out) = session.poll_transmit() {
+                    conn.send(&out).unwrap();
+                }
+                if let Some(ServerEvent::Authenticated { .. }) = session.poll_event() {}
+                break p;
+            }
+            Frame::Transfer(other) => panic!("unexpected {}", other.kind()),
+        }
+    };
+    conn.send_transfer(&TransferMessage::TransferReady {
+        chunk_size: params.chunk_size,
+    })
+    .unwrap();
+    // Take the data connections (their proofs are not checked: this server lies anyway).
+    let data: Vec<_> = (0..params.streams)
+        .map(|_| listener.accept().expect("data connection").0)
+        .collect();
+    let lie_entries = lie.clone();
+    let n = lie.len() as u32;
+    let bytes = lie.iter().map(|e| e.size).sum();
+    conn.send_transfer(&TransferMessage::FileEntries {
+        first_id: 0,
+        entries: lie,
+    })
+    .unwrap();
+    conn.send_transfer(&TransferMessage::FileListEnd { files: n, bytes })
+        .unwrap();
+    // Then the lie's bytes and digest, as a real sender would: without the check the
+    // client would write them into the destination.
+    let mut data = data;
+    for (i, e) in lie_entries.iter().enumerate() {
+        let bytes = vec![b'#'; e.size as usize];
+        let hash = longhaul_transfer::chunk_hash(&bytes, 0, true);
+        let header = ChunkHeader {
+            file: i as u32,
+            index: 0,
+            flags: 0,
+            offset: 0,
+            len: e.size as u32,
+            hash,
+        };
+        let _ = data[0].write_all(&header.encode());
+        let _ = data[0].write_all(&bytes);
+        let _ = conn.send_transfer(&TransferMessage::FileDigest {
+            file: i as u32,
+            blake3: hash,
+        });
+    }
+    let _ = conn.send_transfer(&TransferMessage::TransferDone { files: n, bytes: 0 });
+    // Read until the client hangs up (it sends its refusal first).
+    while conn.recv_any().is_ok() {}
+    drop(data);
+}
+
+fn dotfile(path: &str) -> FileEntry {
+    FileEntry {
+        path: path.as_bytes().to_vec(),
+        kind: EntryKind::File,
+        size: 30,
+        mtime_secs: 1_700_000_000,
+        mtime_nanos: 0,
+        mode: 0o644,
+        fingerprint: 1,
+    }
+}
+
+#[test]
+fn a_pull_refuses_a_file_list_naming_what_was_not_asked_for() {
+    for lie in [".bashrc", ".ssh/authorized_keys", "big.h5/../.profile"] {
+        let s = Scratch::new("hostile");
+        let home = s.dir("home");
+        let dest = s.dir("dest");
+        let token = s.join("token");
+        write_file(&token, b"a-shared-secret-of-this-test-0123456789", 0o600);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = {
+            let (token, lie) = (token.clone(), vec![dotfile(lie)]);
+            std::thread::spawn(move || lying_server(listener, token, lie))
+        };
+        let run = cp!(&home; "--token-file", &token, format!("127.0.0.1:{port}:big.h5"), &dest);
+        assert!(
+            names_under(&dest).is_empty(),
+            "{lie}: the destination must stay empty, found {:?}; {}",
+            names_under(&dest),
+            run.describe()
+        );
+        run.assert_code(2);
+        assert!(
+            run.stderr.contains("not inside what was asked for")
+                || run.stderr.contains("refused path"),
+            "{lie}: {}",
+            run.describe()
+        );
+        server.join().expect("the lying server ended");
+        let _ = fs::remove_dir_all(&s.0);
+    }
+}
