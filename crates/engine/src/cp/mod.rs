@@ -189,7 +189,8 @@ impl Stop {
     }
 }
 
-/// Counters both ends update and a progress display reads.
+/// A session's counters as the last session call left them ([`Progress::update`]), and
+/// the per-stream byte counters the stream threads add to; a progress display reads them.
 #[derive(Debug, Default)]
 pub struct Progress {
     total_bytes: AtomicU64,
@@ -202,29 +203,9 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// Adds to the bytes the transfer covers.
-    pub fn add_total(&self, n: u64) {
-        self.total_bytes.fetch_add(n, Ordering::Relaxed);
-    }
-    /// Adds to the bytes moved (or found already there).
-    pub fn add_done(&self, n: u64) {
-        self.done_bytes.fetch_add(n, Ordering::Relaxed);
-    }
-    /// Sets the number of files to move.
-    pub fn set_files(&self, n: u64) {
-        self.files_total.store(n, Ordering::Relaxed);
-    }
-    /// The file list is settled: the totals are final.
-    pub fn mark_listed(&self) {
-        self.listed.store(true, Ordering::SeqCst);
-    }
     /// Whether the totals are final.
     pub fn is_listed(&self) -> bool {
         self.listed.load(Ordering::SeqCst)
-    }
-    /// One more file finished.
-    pub fn file_done(&self) {
-        self.files_done.fetch_add(1, Ordering::Relaxed);
     }
     /// Copies a session's counters.
     pub fn update(&self, p: longhaul_transfer::session::ProgressSnapshot) {

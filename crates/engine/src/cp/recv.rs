@@ -167,7 +167,7 @@ pub fn run_receiver(
     let (hash_tx, hash_rx) = mpsc::channel();
     let shared = Arc::new(Shared {
         session: Mutex::new(session),
-        store: Store::new(target.root.clone(), chunk_size, target.sync),
+        store: Store::new(target.root.clone(), chunk_size),
         control: control.tx.clone(),
         stop: Stop::default(),
         progress,
@@ -179,7 +179,7 @@ pub fn run_receiver(
         if shared.lock()?.is_listed() {
             break;
         }
-        let msg = control.next("receiving the file list")?;
+        let msg = next_message(&control, "receiving the file list")?;
         if let Err(e) = shared.with(|s| Ok(s.handle(msg)?)) {
             return Err(refuse(&control, e));
         }
@@ -256,6 +256,21 @@ fn target_is_dir(t: &RecvTarget) -> Result<bool, CpError> {
                 cause,
             }),
         },
+    }
+}
+
+/// The next transfer message, waiting as long as it takes; the peer's error or a lost
+/// connection (with `what` this end was doing) is the error.
+fn next_message(control: &ControlLink, what: &str) -> Result<TransferMessage, CpError> {
+    match control.rx.recv() {
+        Ok(Incoming::Msg(m)) => Ok(m),
+        Ok(Incoming::Bench(m)) => Err(CpError::Protocol(format!(
+            "the peer sent {} during a file transfer ({what})",
+            m.kind()
+        ))),
+        Ok(Incoming::PeerError(e)) => Err(CpError::Peer(e)),
+        Ok(Incoming::Lost(e)) => Err(CpError::Lost(format!("{e} ({what})"))),
+        Err(_) => Err(CpError::Lost(format!("control connection gone ({what})"))),
     }
 }
 

@@ -168,7 +168,6 @@ pub struct Store {
     root: Arc<ServedRoot>,
     files: Mutex<HashMap<u32, Arc<DataFile>>>,
     chunk_size: u64,
-    sync: bool,
 }
 
 /// What answering an event needs from the session: the answer to give it.
@@ -189,14 +188,13 @@ pub enum Answer {
 }
 
 impl Store {
-    /// A store writing beneath `root` in chunks of `chunk_size`; `sync`: flush data
-    /// before renames (`--sync`).
-    pub fn new(root: Arc<ServedRoot>, chunk_size: u64, sync: bool) -> Self {
+    /// A store writing beneath `root` in chunks of `chunk_size` (whether a commit syncs
+    /// is each [`CommitJob`]'s `sync`, from the session).
+    pub fn new(root: Arc<ServedRoot>, chunk_size: u64) -> Self {
         Self {
             root,
             files: Mutex::new(HashMap::new()),
             chunk_size,
-            sync,
         }
     }
 
@@ -453,7 +451,7 @@ impl Store {
         if let Err(e) = data.set_times(FileTimes::new().set_modified(mtime_of(job.mtime))) {
             unset.push(format!("its mtime could not be set: {e}"));
         }
-        if job.sync || self.sync {
+        if job.sync {
             file_io::sync_data(data).map_err(CommitError::Sync)?;
         }
         if f.unnamed.load(Ordering::Acquire) {
@@ -467,7 +465,7 @@ impl Store {
                     kept: Some(job.part_rel.clone()),
                 })?;
         }
-        if job.sync || self.sync {
+        if job.sync {
             // The new name itself must survive a power cut too.
             let dir = job.final_rel.parent().unwrap_or(Path::new(""));
             self.root.sync_dir(dir).map_err(CommitError::SyncDir)?;

@@ -286,22 +286,6 @@ impl ControlLink {
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
-    /// The next transfer message, waiting as long as it takes; the peer's error or a
-    /// lost connection (with `what` this end was doing) is the error.
-    pub fn next(&self, what: &str) -> Result<TransferMessage, crate::cp::CpError> {
-        use crate::cp::CpError;
-        match self.rx.recv() {
-            Ok(Incoming::Msg(m)) => Ok(m),
-            Ok(Incoming::Bench(m)) => Err(CpError::Protocol(format!(
-                "the peer sent {} during a file transfer ({what})",
-                m.kind()
-            ))),
-            Ok(Incoming::PeerError(e)) => Err(CpError::Peer(e)),
-            Ok(Incoming::Lost(e)) => Err(CpError::Lost(format!("{e} ({what})"))),
-            Err(_) => Err(CpError::Lost(format!("control connection gone ({what})"))),
-        }
-    }
-
     /// The next item, waiting at most `wait`.
     pub fn recv_timeout(&self, wait: Duration) -> Option<Incoming> {
         match self.rx.recv_timeout(wait) {

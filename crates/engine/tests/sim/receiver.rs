@@ -72,7 +72,7 @@ impl SimReceiver {
         });
         SimReceiver {
             session,
-            store: Store::new(root, chunk_size, false),
+            store: Store::new(root, chunk_size),
             chunk_size,
             control_in: control.0,
             control_out: control.1,
