@@ -20,12 +20,16 @@
 //! Paths travel as raw bytes (Linux names need not be UTF-8), bounded here by length
 //! only; the receiver must validate them with `longhaul-transfer`'s `parse_peer_path`.
 
-use fnv_check::check32;
-
 use crate::error::ProtoError;
 use crate::limits::MAX_FRAME_BODY;
 use crate::wire::{invalid, Reader, Writer};
 use crate::FRAME_HEADER_LEN;
+
+mod chunk_header;
+mod options;
+
+pub use chunk_header::{ChunkHeader, CHUNK_FLAG_HOLE};
+pub use options::{transfer_flags, TransferOptions};
 
 /// Longest path in a file entry, in bytes (Linux `PATH_MAX` - 1).
 pub const MAX_PATH_BYTES: usize = 4095;
@@ -56,88 +60,6 @@ mod ty {
     pub const FILE_COMMITTED: u8 = 0x49;
     pub const TRANSFER_DONE: u8 = 0x4a;
     pub const LAST: u8 = 0x4f;
-}
-
-/// Flag bits of [`TransferParams::flags`].
-pub mod transfer_flags {
-    /// Copy directory trees (`-r`).
-    pub const RECURSIVE: u32 = 1 << 0;
-    /// Never replace an existing destination file (`--no-clobber`).
-    pub const NO_CLOBBER: u32 = 1 << 1;
-    /// Only compare digests of an existing copy, send nothing (`--checksum-only`).
-    pub const CHECKSUM_ONLY: u32 = 1 << 2;
-    /// Keep modes and mtimes.
-    pub const PRESERVE: u32 = 1 << 3;
-    /// `chunk_size` is the client's suggestion from the path alone: the sender, which
-    /// knows the total size, may lower it (a pull: the server lists the files).
-    pub const AUTO_CHUNK: u32 = 1 << 4;
-    /// The receiver flushes every file to disk before renaming it into place (`--sync`).
-    pub const SYNC: u32 = 1 << 5;
-    /// `window_bytes` is the user's fixed window (`--window SIZE`): set it as is, no
-    /// autotuning and no rate probe (protocol version 4).
-    pub const WINDOW_FIXED: u32 = 1 << 6;
-    /// Every flag this build knows.
-    pub const ALL: u32 =
-        RECURSIVE | NO_CLOBBER | CHECKSUM_ONLY | PRESERVE | AUTO_CHUNK | SYNC | WINDOW_FIXED;
-}
-
-/// The flags of a transfer request, parsed: what the wire's [`transfer_flags`] bits mean.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TransferOptions {
-    /// Copy directory trees (`-r`).
-    pub recursive: bool,
-    /// Never replace an existing destination file (`--no-clobber`).
-    pub no_clobber: bool,
-    /// Only compare digests, send nothing (`--checksum-only`).
-    pub checksum_only: bool,
-    /// Keep modes and mtimes.
-    pub preserve: bool,
-    /// The chunk size is a suggestion the sender may lower.
-    pub auto_chunk: bool,
-    /// Flush every file before its rename (`--sync`).
-    pub sync: bool,
-    /// The window is the user's fixed choice (`--window SIZE`).
-    pub window_fixed: bool,
-}
-
-impl TransferOptions {
-    /// Parses flag bits; unknown bits are refused (a newer peer asking for something this
-    /// build cannot do).
-    pub fn from_bits(bits: u32) -> Result<Self, ProtoError> {
-        use transfer_flags::*;
-        if bits & !ALL != 0 {
-            return Err(ProtoError::InvalidField {
-                field: "flags",
-                why: format!("unknown bits {:#x}", bits & !ALL),
-            });
-        }
-        Ok(Self {
-            recursive: bits & RECURSIVE != 0,
-            no_clobber: bits & NO_CLOBBER != 0,
-            checksum_only: bits & CHECKSUM_ONLY != 0,
-            preserve: bits & PRESERVE != 0,
-            auto_chunk: bits & AUTO_CHUNK != 0,
-            sync: bits & SYNC != 0,
-            window_fixed: bits & WINDOW_FIXED != 0,
-        })
-    }
-
-    /// The wire bits.
-    pub fn bits(self) -> u32 {
-        use transfer_flags::*;
-        [
-            (self.recursive, RECURSIVE),
-            (self.no_clobber, NO_CLOBBER),
-            (self.checksum_only, CHECKSUM_ONLY),
-            (self.preserve, PRESERVE),
-            (self.auto_chunk, AUTO_CHUNK),
-            (self.sync, SYNC),
-            (self.window_fixed, WINDOW_FIXED),
-        ]
-        .iter()
-        .filter(|(on, _)| *on)
-        .fold(0, |acc, (_, bit)| acc | bit)
-    }
 }
 
 /// Which way the files go, seen from the client.
@@ -767,114 +689,6 @@ fn path_len(p: &[u8]) -> Result<(), ProtoError> {
 /// the file's BLAKE3 tree) within [`MIN_CHUNK_BYTES`]..=[`MAX_CHUNK_BYTES`].
 pub fn valid_chunk_size(c: u64) -> bool {
     (MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES).contains(&c) && c.is_power_of_two()
-}
-
-/// Flag bit of [`ChunkHeader::flags`]: the chunk is all zeros and no bytes follow.
-pub const CHUNK_FLAG_HOLE: u32 = 1;
-
-/// Precedes each chunk's raw bytes on a data stream. Fixed 64 bytes, big-endian, with a
-/// check of its own so a desynchronised stream is caught at the next header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChunkHeader {
-    /// File id.
-    pub file: u32,
-    /// Chunk index.
-    pub index: u32,
-    /// [`CHUNK_FLAG_HOLE`] or 0.
-    pub flags: u32,
-    /// Offset of the chunk in the file.
-    pub offset: u64,
-    /// Length of the chunk in bytes (the payload length unless it is a hole).
-    pub len: u32,
-    /// The chunk's hash: the BLAKE3 chaining value of its bytes as a subtree of the
-    /// file (the file's BLAKE3 for a file of one chunk); see `longhaul_transfer::integrity`.
-    pub hash: [u8; 32],
-}
-
-impl ChunkHeader {
-    /// Encoded length.
-    pub const LEN: usize = 64;
-    const MAGIC: [u8; 4] = *b"LHCK";
-
-    /// Bytes of payload that follow this header.
-    pub fn payload_len(&self) -> u64 {
-        if self.flags & CHUNK_FLAG_HOLE != 0 {
-            0
-        } else {
-            u64::from(self.len)
-        }
-    }
-
-    /// The 64 header bytes.
-    pub fn encode(&self) -> [u8; Self::LEN] {
-        let mut b = [0u8; Self::LEN];
-        b[..4].copy_from_slice(&Self::MAGIC);
-        b[4..8].copy_from_slice(&self.file.to_be_bytes());
-        b[8..12].copy_from_slice(&self.index.to_be_bytes());
-        b[12..16].copy_from_slice(&self.flags.to_be_bytes());
-        b[16..24].copy_from_slice(&self.offset.to_be_bytes());
-        b[24..28].copy_from_slice(&self.len.to_be_bytes());
-        b[28..60].copy_from_slice(&self.hash);
-        let c = check32(&b[..60]);
-        b[60..].copy_from_slice(&c.to_be_bytes());
-        b
-    }
-
-    /// Parses and checks 64 header bytes.
-    pub fn decode(b: &[u8; Self::LEN]) -> Result<Self, ProtoError> {
-        if b[..4] != Self::MAGIC {
-            return Err(invalid(
-                "chunk header",
-                format!("bad magic {:02x?}: the data stream lost sync", &b[..4]),
-            ));
-        }
-        let be32 = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        let be64 = |i: usize| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(&b[i..i + 8]);
-            u64::from_be_bytes(a)
-        };
-        if be32(60) != check32(&b[..60]) {
-            return Err(invalid(
-                "chunk header",
-                "check mismatch: the data stream is corrupt".into(),
-            ));
-        }
-        let h = Self {
-            file: be32(4),
-            index: be32(8),
-            flags: be32(12),
-            offset: be64(16),
-            len: be32(24),
-            hash: b[28..60].try_into().expect("32 bytes"),
-        };
-        if h.file > MAX_FILE_ID
-            || h.flags & !CHUNK_FLAG_HOLE != 0
-            || u64::from(h.len) > MAX_CHUNK_BYTES
-        {
-            return Err(invalid("chunk header", format!("out of bounds: {h:?}")));
-        }
-        if h.offset.checked_add(u64::from(h.len)).is_none() {
-            return Err(invalid(
-                "chunk header",
-                format!("offset {} + len {} overflows", h.offset, h.len),
-            ));
-        }
-        Ok(h)
-    }
-}
-
-/// A small checksum for headers (64-bit FNV-1a folded to 32 bits); not cryptographic: it catches a
-/// stream that lost sync, while authentication is the session's business.
-mod fnv_check {
-    pub fn check32(b: &[u8]) -> u32 {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for &x in b {
-            h ^= u64::from(x);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        (h ^ (h >> 32)) as u32
-    }
 }
 
 impl Writer<'_> {

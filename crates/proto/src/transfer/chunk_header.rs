@@ -1,0 +1,116 @@
+//! The fixed 64-byte header before each chunk's bytes on a data stream, with its own
+//! check so a stream that lost sync is caught at the next header.
+
+use crate::error::ProtoError;
+use crate::wire::invalid;
+use fnv_check::check32;
+
+use super::{MAX_CHUNK_BYTES, MAX_FILE_ID};
+
+/// Flag bit of [`ChunkHeader::flags`]: the chunk is all zeros and no bytes follow.
+pub const CHUNK_FLAG_HOLE: u32 = 1;
+
+/// Precedes each chunk's raw bytes on a data stream. Fixed 64 bytes, big-endian, with a
+/// check of its own so a desynchronised stream is caught at the next header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkHeader {
+    /// File id.
+    pub file: u32,
+    /// Chunk index.
+    pub index: u32,
+    /// [`CHUNK_FLAG_HOLE`] or 0.
+    pub flags: u32,
+    /// Offset of the chunk in the file.
+    pub offset: u64,
+    /// Length of the chunk in bytes (the payload length unless it is a hole).
+    pub len: u32,
+    /// The chunk's hash: the BLAKE3 chaining value of its bytes as a subtree of the
+    /// file (the file's BLAKE3 for a file of one chunk); see `longhaul_transfer::integrity`.
+    pub hash: [u8; 32],
+}
+
+impl ChunkHeader {
+    /// Encoded length.
+    pub const LEN: usize = 64;
+    const MAGIC: [u8; 4] = *b"LHCK";
+
+    /// Bytes of payload that follow this header.
+    pub fn payload_len(&self) -> u64 {
+        if self.flags & CHUNK_FLAG_HOLE != 0 {
+            0
+        } else {
+            u64::from(self.len)
+        }
+    }
+
+    /// The 64 header bytes.
+    pub fn encode(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[..4].copy_from_slice(&Self::MAGIC);
+        b[4..8].copy_from_slice(&self.file.to_be_bytes());
+        b[8..12].copy_from_slice(&self.index.to_be_bytes());
+        b[12..16].copy_from_slice(&self.flags.to_be_bytes());
+        b[16..24].copy_from_slice(&self.offset.to_be_bytes());
+        b[24..28].copy_from_slice(&self.len.to_be_bytes());
+        b[28..60].copy_from_slice(&self.hash);
+        let c = check32(&b[..60]);
+        b[60..].copy_from_slice(&c.to_be_bytes());
+        b
+    }
+
+    /// Parses and checks 64 header bytes.
+    pub fn decode(b: &[u8; Self::LEN]) -> Result<Self, ProtoError> {
+        if b[..4] != Self::MAGIC {
+            return Err(invalid(
+                "chunk header",
+                format!("bad magic {:02x?}: the data stream lost sync", &b[..4]),
+            ));
+        }
+        let be32 = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let be64 = |i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[i..i + 8]);
+            u64::from_be_bytes(a)
+        };
+        if be32(60) != check32(&b[..60]) {
+            return Err(invalid(
+                "chunk header",
+                "check mismatch: the data stream is corrupt".into(),
+            ));
+        }
+        let h = Self {
+            file: be32(4),
+            index: be32(8),
+            flags: be32(12),
+            offset: be64(16),
+            len: be32(24),
+            hash: b[28..60].try_into().expect("32 bytes"),
+        };
+        if h.file > MAX_FILE_ID
+            || h.flags & !CHUNK_FLAG_HOLE != 0
+            || u64::from(h.len) > MAX_CHUNK_BYTES
+        {
+            return Err(invalid("chunk header", format!("out of bounds: {h:?}")));
+        }
+        if h.offset.checked_add(u64::from(h.len)).is_none() {
+            return Err(invalid(
+                "chunk header",
+                format!("offset {} + len {} overflows", h.offset, h.len),
+            ));
+        }
+        Ok(h)
+    }
+}
+
+/// A small checksum for headers (64-bit FNV-1a folded to 32 bits); not cryptographic: it catches a
+/// stream that lost sync, while authentication is the session's business.
+mod fnv_check {
+    pub fn check32(b: &[u8]) -> u32 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &x in b {
+            h ^= u64::from(x);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        (h ^ (h >> 32)) as u32
+    }
+}

@@ -1,0 +1,85 @@
+//! The flags of a transfer request: the wire's bits and their parsed form.
+
+use crate::error::ProtoError;
+
+/// Flag bits of [`super::TransferParams::options`] on the wire.
+pub mod transfer_flags {
+    /// Copy directory trees (`-r`).
+    pub const RECURSIVE: u32 = 1 << 0;
+    /// Never replace an existing destination file (`--no-clobber`).
+    pub const NO_CLOBBER: u32 = 1 << 1;
+    /// Only compare digests of an existing copy, send nothing (`--checksum-only`).
+    pub const CHECKSUM_ONLY: u32 = 1 << 2;
+    /// Keep modes and mtimes.
+    pub const PRESERVE: u32 = 1 << 3;
+    /// `chunk_size` is the client's suggestion from the path alone: the sender, which
+    /// knows the total size, may lower it (a pull: the server lists the files).
+    pub const AUTO_CHUNK: u32 = 1 << 4;
+    /// The receiver flushes every file to disk before renaming it into place (`--sync`).
+    pub const SYNC: u32 = 1 << 5;
+    /// `window_bytes` is the user's fixed window (`--window SIZE`): set it as is, no
+    /// autotuning and no rate probe (protocol version 4).
+    pub const WINDOW_FIXED: u32 = 1 << 6;
+    /// Every flag this build knows.
+    pub const ALL: u32 =
+        RECURSIVE | NO_CLOBBER | CHECKSUM_ONLY | PRESERVE | AUTO_CHUNK | SYNC | WINDOW_FIXED;
+}
+
+/// The flags of a transfer request, parsed: what the wire's [`transfer_flags`] bits mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TransferOptions {
+    /// Copy directory trees (`-r`).
+    pub recursive: bool,
+    /// Never replace an existing destination file (`--no-clobber`).
+    pub no_clobber: bool,
+    /// Only compare digests, send nothing (`--checksum-only`).
+    pub checksum_only: bool,
+    /// Keep modes and mtimes.
+    pub preserve: bool,
+    /// The chunk size is a suggestion the sender may lower.
+    pub auto_chunk: bool,
+    /// Flush every file before its rename (`--sync`).
+    pub sync: bool,
+    /// The window is the user's fixed choice (`--window SIZE`).
+    pub window_fixed: bool,
+}
+
+impl TransferOptions {
+    /// Parses flag bits; unknown bits are refused (a newer peer asking for something this
+    /// build cannot do).
+    pub fn from_bits(bits: u32) -> Result<Self, ProtoError> {
+        use transfer_flags::*;
+        if bits & !ALL != 0 {
+            return Err(ProtoError::InvalidField {
+                field: "flags",
+                why: format!("unknown bits {:#x}", bits & !ALL),
+            });
+        }
+        Ok(Self {
+            recursive: bits & RECURSIVE != 0,
+            no_clobber: bits & NO_CLOBBER != 0,
+            checksum_only: bits & CHECKSUM_ONLY != 0,
+            preserve: bits & PRESERVE != 0,
+            auto_chunk: bits & AUTO_CHUNK != 0,
+            sync: bits & SYNC != 0,
+            window_fixed: bits & WINDOW_FIXED != 0,
+        })
+    }
+
+    /// The wire bits.
+    pub fn bits(self) -> u32 {
+        use transfer_flags::*;
+        [
+            (self.recursive, RECURSIVE),
+            (self.no_clobber, NO_CLOBBER),
+            (self.checksum_only, CHECKSUM_ONLY),
+            (self.preserve, PRESERVE),
+            (self.auto_chunk, AUTO_CHUNK),
+            (self.sync, SYNC),
+            (self.window_fixed, WINDOW_FIXED),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .fold(0, |acc, (_, bit)| acc | bit)
+    }
+}
