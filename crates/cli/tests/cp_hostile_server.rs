@@ -13,6 +13,7 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use longhaul_engine::transport::framed::{Frame, FramedConn};
+use longhaul_engine::transport::tls::ServerTls;
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry, TransferMessage};
 use longhaul_proto::{ServerEvent, ServerSession};
 use support::*;
@@ -20,11 +21,15 @@ use support::*;
 /// Serves one pull with a lying file list, then sends the lie's bytes and digest.
 fn lying_server(listener: TcpListener, token_file: std::path::PathBuf, lie: Vec<FileEntry>) {
     let (token, _) = longhaul_engine::token::load_token(Some(&token_file)).expect("token");
+    // A server of its own identity: the client (a fresh home) pins it on first contact.
+    let tls = ServerTls::ephemeral().unwrap();
     let (sock, _) = listener.accept().expect("control connection");
+    let sock = tls.accept(sock, Duration::from_secs(20)).expect("TLS");
     sock.set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
     let mut conn = FramedConn::new(sock);
     let mut session = ServerSession::new(token, [7u8; 32], 42);
+    let mut chunk_key = None;
     let params = loop {
         match conn.recv_any().expect("a frame from the client") {
             Frame::Bench(m) => {
@@ -32,7 +37,11 @@ fn lying_server(listener: TcpListener, token_file: std::path::PathBuf, lie: Vec<
                 while let Some(out) = session.poll_transmit() {
                     conn.send(&out).unwrap();
                 }
-                while session.poll_event().is_some() {}
+                while let Some(ev) = session.poll_event() {
+                    if let ServerEvent::Authenticated { secret, .. } = ev {
+                        chunk_key = Some(secret.chunk_key());
+                    }
+                }
             }
             Frame::Transfer(TransferMessage::TransferParams(p)) => {
                 session
@@ -53,8 +62,14 @@ fn lying_server(listener: TcpListener, token_file: std::path::PathBuf, lie: Vec<
     .unwrap();
     // Take the data connections (their proofs are not checked: this server lies anyway).
     let data: Vec<_> = (0..params.streams)
-        .map(|_| listener.accept().expect("data connection").0)
+        .map(|_| {
+            let tcp = listener.accept().expect("data connection").0;
+            tls.accept(tcp, Duration::from_secs(20)).expect("TLS")
+        })
         .collect();
+    // The token holder knows the session's key: its headers pass the MAC, so only the
+    // client's own checks stand between the lie and the disk.
+    let chunk_key = chunk_key.expect("authenticated");
     let lie_entries = lie.clone();
     let n = lie.len() as u32;
     let bytes = lie.iter().map(|e| e.size).sum();
@@ -67,7 +82,7 @@ fn lying_server(listener: TcpListener, token_file: std::path::PathBuf, lie: Vec<
         .unwrap();
     // Then the lie's bytes and digest, as a real sender would: without the check the
     // client would write them into the destination.
-    let mut data = data;
+    let data = data;
     for (i, e) in lie_entries.iter().enumerate() {
         let bytes = vec![b'#'; e.size as usize];
         let hash = longhaul_transfer::chunk_hash(&bytes, 0, true);
@@ -79,8 +94,8 @@ fn lying_server(listener: TcpListener, token_file: std::path::PathBuf, lie: Vec<
             len: e.size as u32,
             hash,
         };
-        let _ = data[0].write_all(&header.encode());
-        let _ = data[0].write_all(&bytes);
+        let _ = (&data[0]).write_all(&header.encode(&chunk_key));
+        let _ = (&data[0]).write_all(&bytes);
         let _ = conn.send_transfer(&TransferMessage::FileDigest {
             file: i as u32,
             blake3: hash,

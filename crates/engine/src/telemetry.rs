@@ -6,7 +6,7 @@
 //! The sampler is the thin I/O layer (TCP_INFO, the clock); the arithmetic on two
 //! snapshots is in the pure [`stream_sample`] and [`stream_total`].
 
-use std::net::TcpStream;
+use crate::transport::secure::SecureStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -69,7 +69,7 @@ impl StreamCounters {
 
 /// What the sampler remembers of one stream.
 struct Tracked {
-    sock: Arc<TcpStream>,
+    sock: Arc<SecureStream>,
     base: TcpInfo,
     prev: TcpInfo,
     prev_bytes: u64,
@@ -89,7 +89,7 @@ impl Sampler {
     /// first interval and the totals run from `start` and from each socket's TCP_INFO now.
     pub fn new(
         role: Role,
-        socks: Vec<Arc<TcpStream>>,
+        socks: Vec<Arc<SecureStream>>,
         counters: Arc<StreamCounters>,
         start: Instant,
     ) -> Self {
@@ -372,8 +372,9 @@ mod tests {
     fn the_sampler_reads_real_sockets_on_loopback() {
         use std::io::{Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().unwrap();
+        let server = SecureStream::plain(server);
         let counters = Arc::new(StreamCounters::new(1));
         let server = Arc::new(server);
         let mut sampler = Sampler::new(

@@ -10,7 +10,29 @@ use std::time::Duration;
 
 use longhaul_engine::bench::report::{IntervalView, StartReport};
 use longhaul_engine::bench::{run_bench, BenchConfig, BenchObserver, ServeConfig, Server};
+use longhaul_engine::transport::secure::SecureStream;
+use longhaul_engine::transport::tls::{ClientTls, Security, ServerTls, ServerTrust};
 use longhaul_proto::{encode_frame, BenchParams, Direction, Message, SendMode, Token};
+
+/// One server identity for every test server here; clients pin it.
+fn server_tls() -> ServerTls {
+    static TLS: std::sync::OnceLock<ServerTls> = std::sync::OnceLock::new();
+    TLS.get_or_init(|| ServerTls::ephemeral().unwrap()).clone()
+}
+
+/// A raw TLS connection to a test server (for clients that speak the protocol by hand).
+fn tls_connect(addr: SocketAddr) -> SecureStream {
+    let tcp = TcpStream::connect(addr).unwrap();
+    let tls = ClientTls::new(
+        "localhost",
+        0,
+        ServerTrust::Pinned(server_tls().fingerprint()),
+    )
+    .unwrap();
+    tls.connect(tcp, "test server", Duration::from_secs(10))
+        .unwrap()
+        .0
+}
 
 fn token() -> Token {
     Token::new(b"loopback-test-token-0123456789").unwrap()
@@ -39,6 +61,7 @@ impl TestServer {
                 once: false,
                 rx_rate_bps: None,
                 root: None,
+                tls: server_tls(),
             },
             Arc::new(move |line: &str| l2.lock().unwrap().push(line.to_string())),
         )
@@ -101,6 +124,7 @@ fn config(target: String) -> BenchConfig {
         send_mode: SendMode::Sendfile,
         read_rate_bps: None,
         token: token(),
+        security: Security::pinned(server_tls().fingerprint()),
     }
 }
 
@@ -319,18 +343,18 @@ fn hostile_input_gets_an_error_and_does_not_stop_the_server() {
 #[test]
 fn absurd_parameters_from_a_raw_client_are_refused_after_authentication() {
     let server = TestServer::start("127.0.0.1:0");
-    let mut s = TcpStream::connect(server.addr).unwrap();
+    let mut s = tls_connect(server.addr);
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut session = longhaul_proto::ClientSession::new(token(), [3; 32]);
     let mut conn_buf = Vec::new();
-    let pump = |session: &mut longhaul_proto::ClientSession, s: &mut TcpStream| {
+    let pump = |session: &mut longhaul_proto::ClientSession, s: &mut SecureStream| {
         while let Some(m) = session.poll_transmit() {
             let mut b = Vec::new();
             encode_frame(&m, &mut b);
             s.write_all(&b).unwrap();
         }
     };
-    let mut recv = |s: &mut TcpStream| loop {
+    let mut recv = |s: &mut SecureStream| loop {
         if let Some((m, used)) = longhaul_proto::decode_frame(&conn_buf).unwrap() {
             conn_buf.drain(..used);
             return m;
@@ -379,6 +403,7 @@ fn a_second_server_on_the_same_port_says_the_port_is_in_use() {
             once: false,
             rx_rate_bps: None,
             root: None,
+            tls: server_tls(),
         },
         Arc::new(|_: &str| {}),
     )

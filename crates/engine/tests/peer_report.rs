@@ -9,6 +9,16 @@ use std::time::Duration;
 
 use longhaul_engine::bench::{peer_report, BenchError, ServeConfig, Server};
 use longhaul_engine::transport::framed::FramedConn;
+use longhaul_engine::transport::tls::{Security, ServerTls};
+
+fn server_tls() -> ServerTls {
+    static TLS: std::sync::OnceLock<ServerTls> = std::sync::OnceLock::new();
+    TLS.get_or_init(|| ServerTls::ephemeral().unwrap()).clone()
+}
+
+fn pinned() -> Security {
+    Security::pinned(server_tls().fingerprint())
+}
 use longhaul_proto::{ProtoError, ServerEvent, ServerSession, Token};
 
 fn token() -> Token {
@@ -26,6 +36,7 @@ fn a_server_reports_its_findings_for_the_path_asked_about() {
             once: false,
             rx_rate_bps: None,
             root: None,
+            tls: server_tls(),
         },
         Arc::new(move |line: &str| l2.lock().unwrap().push(line.to_string())),
     )
@@ -43,7 +54,7 @@ fn a_server_reports_its_findings_for_the_path_asked_about() {
     let guard = Stop(stop);
 
     let target = addr.to_string();
-    let measured = peer_report(&target, &token(), 10_000_000_000, None).unwrap();
+    let measured = peer_report(&target, &token(), &pinned(), 10_000_000_000, None).unwrap();
     assert_eq!(measured.addr, addr);
     assert!(measured.rtt > Duration::ZERO && measured.rtt < Duration::from_secs(5));
     assert!(!measured.report.findings.is_empty());
@@ -53,6 +64,7 @@ fn a_server_reports_its_findings_for_the_path_asked_about() {
     let given = peer_report(
         &target,
         &token(),
+        &pinned(),
         10_000_000_000,
         Some(Duration::from_millis(100)),
     )
@@ -67,12 +79,12 @@ fn a_server_reports_its_findings_for_the_path_asked_about() {
 
     // A wrong token is refused as for a bench, and the server keeps serving.
     let wrong = Token::new(b"another-token-entirely-0123456789").unwrap();
-    let err = peer_report(&target, &wrong, 1_000_000_000, None).unwrap_err();
+    let err = peer_report(&target, &wrong, &pinned(), 1_000_000_000, None).unwrap_err();
     assert!(
         matches!(err, BenchError::Proto(ProtoError::AuthFailed)),
         "{err}"
     );
-    peer_report(&target, &token(), 1_000_000_000, None).unwrap();
+    peer_report(&target, &token(), &pinned(), 1_000_000_000, None).unwrap();
 
     drop(guard);
     handle.join().unwrap().unwrap().unwrap();
@@ -91,6 +103,9 @@ fn hostile_server(reply: &'static str) -> (String, std::thread::JoinHandle<()>) 
         let (stream, _) = listener.accept().unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let stream = server_tls()
+            .accept(stream, Duration::from_secs(10))
             .unwrap();
         let mut conn = FramedConn::new(stream);
         let mut session = ServerSession::new(token(), [3; 32], 7);
@@ -121,7 +136,7 @@ fn a_malformed_report_is_refused_with_a_clear_error() {
         r#"{"findings":[{"key":"k","severity":"dire","current":"","why":""}]}"#,
     ] {
         let (addr, handle) = hostile_server(reply);
-        let err = peer_report(&addr, &token(), 1_000_000_000, None).unwrap_err();
+        let err = peer_report(&addr, &token(), &pinned(), 1_000_000_000, None).unwrap_err();
         let text = err.to_string();
         assert!(
             text.contains("host report") && text.contains("same longhaul release"),

@@ -70,6 +70,48 @@ impl std::fmt::Debug for SessionSecret {
     }
 }
 
+impl SessionSecret {
+    /// The key that authenticates this session's chunk headers (and through their BLAKE3
+    /// hashes, the chunks' bytes), whether or not the data stream is encrypted.
+    pub fn chunk_key(&self) -> ChunkKey {
+        ChunkKey(mac_with_key(&self.0, b"longhaul/5 chunk key", &[]))
+    }
+}
+
+/// Length of a chunk header's MAC.
+pub const CHUNK_MAC_LEN: usize = 16;
+
+/// A session's key for chunk MACs (keyed BLAKE3).
+#[derive(Clone)]
+pub struct ChunkKey([u8; 32]);
+
+impl ChunkKey {
+    /// A key from raw bytes (tests, fuzzing).
+    pub fn from_bytes(key: [u8; 32]) -> Self {
+        Self(key)
+    }
+
+    /// The MAC of `bytes`.
+    pub fn mac(&self, bytes: &[u8]) -> [u8; CHUNK_MAC_LEN] {
+        let full = blake3::keyed_hash(&self.0, bytes);
+        let mut out = [0u8; CHUNK_MAC_LEN];
+        out.copy_from_slice(&full.as_bytes()[..CHUNK_MAC_LEN]);
+        out
+    }
+
+    /// Whether `tag` is the MAC of `bytes` (constant time).
+    pub fn verify(&self, bytes: &[u8], tag: &[u8]) -> bool {
+        let want = self.mac(bytes);
+        tag.len() == CHUNK_MAC_LEN && want.iter().zip(tag).fold(0u8, |a, (x, y)| a | (x ^ y)) == 0
+    }
+}
+
+impl std::fmt::Debug for ChunkKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChunkKey(<hidden>)")
+    }
+}
+
 /// The tag a data connection presents for `stream` of session `session_id`.
 pub fn data_mac(secret: &SessionSecret, session_id: u64, stream: u16) -> [u8; MAC_LEN] {
     mac_with_key(

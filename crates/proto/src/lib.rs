@@ -35,7 +35,9 @@ mod session;
 pub mod transfer;
 mod wire;
 
-pub use auth::{data_mac, Nonce, SessionSecret, Token, MAC_LEN, NONCE_LEN};
+pub use auth::{
+    data_mac, ChunkKey, Nonce, SessionSecret, Token, CHUNK_MAC_LEN, MAC_LEN, NONCE_LEN,
+};
 pub use codec::{decode_frame, encode_frame, FRAME_HEADER_LEN};
 pub use error::{ErrorCode, ProtoError};
 pub use message::{
@@ -46,10 +48,12 @@ pub use session::{ClientEvent, ClientSession, DataAttachments, ServerEvent, Serv
 
 /// The protocol version this build speaks (2: chunk headers carry a 32-byte BLAKE3
 /// chunk hash instead of xxh3; 3: a transfer request names the sender's congestion
-/// control; 4: a transfer request says whether its window is fixed).
-pub const PROTOCOL_VERSION: u16 = 4;
+/// control; 4: a transfer request says whether its window is fixed; 5: TLS 1.3 on every
+/// connection, chunk headers carry a MAC under the session's key, data without TLS on
+/// request).
+pub const PROTOCOL_VERSION: u16 = 5;
 /// The oldest protocol version this build still accepts.
-pub const MIN_PROTOCOL_VERSION: u16 = 4;
+pub const MIN_PROTOCOL_VERSION: u16 = 5;
 
 /// Feature bits announced in the hello messages.
 pub mod features {
@@ -57,6 +61,11 @@ pub mod features {
     pub const BENCH: u64 = 1 << 0;
     /// Periodic interval reports from the peer.
     pub const INTERVALS: u64 = 1 << 1;
+    /// Data connections without TLS (`--encryption off`), asked for by the client; the
+    /// control connection is TLS regardless and file chunks carry a MAC.
+    pub const PLAIN_DATA: u64 = 1 << 2;
     /// Everything this build implements.
-    pub const ALL: u64 = BENCH | INTERVALS;
+    pub const ALL: u64 = BENCH | INTERVALS | PLAIN_DATA;
+    /// What a client announces unless asked for more.
+    pub const DEFAULT: u64 = BENCH | INTERVALS;
 }

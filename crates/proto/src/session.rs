@@ -75,12 +75,19 @@ pub struct ClientSession {
 }
 
 impl ClientSession {
-    /// Starts a session; the hello is queued for sending at once.
+    /// Starts a session announcing [`features::DEFAULT`]; the hello is queued for
+    /// sending at once.
     pub fn new(token: Token, nonce: Nonce) -> Self {
+        Self::with_features(token, nonce, features::DEFAULT)
+    }
+
+    /// Starts a session announcing `wanted` (for example [`features::PLAIN_DATA`]).
+    pub fn with_features(token: Token, nonce: Nonce, wanted: u64) -> Self {
+        let wanted = wanted & features::ALL;
         let mut outbox = VecDeque::new();
         outbox.push_back(Message::ClientHello {
             version: PROTOCOL_VERSION,
-            features: features::ALL,
+            features: wanted,
             nonce,
         });
         Self {
@@ -90,10 +97,15 @@ impl ClientSession {
             state: ClientState::AwaitServerHello,
             secret: None,
             session_id: 0,
-            features: 0,
+            features: wanted,
             outbox,
             events: VecDeque::new(),
         }
+    }
+
+    /// The session's chunk key, once authenticated.
+    pub fn chunk_key(&self) -> Option<crate::auth::ChunkKey> {
+        self.secret.as_ref().map(SessionSecret::chunk_key)
     }
 
     /// Feeds one message received from the server.
@@ -126,7 +138,7 @@ impl ClientSession {
                     return Err(ProtoError::AuthFailed);
                 }
                 self.server_nonce = nonce;
-                self.features = features & features::ALL;
+                self.features &= features;
                 self.outbox.push_back(Message::ClientProof {
                     proof: self.token.client_proof(&self.nonce, &nonce),
                 });

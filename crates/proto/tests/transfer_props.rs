@@ -4,6 +4,7 @@
 
 use longhaul_proto::limits::MAX_FRAME_BODY;
 use longhaul_proto::transfer::*;
+use longhaul_proto::ChunkKey;
 use longhaul_proto::FRAME_HEADER_LEN;
 use proptest::prelude::*;
 
@@ -158,7 +159,7 @@ proptest! {
         let mut h = [0u8; ChunkHeader::LEN];
         let n = bytes.len().min(ChunkHeader::LEN);
         h[..n].copy_from_slice(&bytes[..n]);
-        let _ = ChunkHeader::decode(&h);
+        let _ = ChunkHeader::decode(&h, &ChunkKey::from_bytes([3; 32]));
     }
 
     #[test]
@@ -194,12 +195,27 @@ proptest! {
     #[test]
     fn chunk_header_round_trip(file in arb_file(), index in any::<u32>(), hole in any::<bool>(), offset in 0u64..1 << 60, len in 0u32..=1 << 30, hash in any::<[u8; 32]>(), flip in 0usize..ChunkHeader::LEN * 8) {
         let h = ChunkHeader { file, index, flags: if hole { CHUNK_FLAG_HOLE } else { 0 }, offset, len, hash };
-        let b = h.encode();
-        prop_assert_eq!(ChunkHeader::decode(&b).unwrap(), h);
+        let key = ChunkKey::from_bytes([5; 32]);
+        let b = h.encode(&key);
+        prop_assert_eq!(ChunkHeader::decode(&b, &key).unwrap(), h);
         prop_assert_eq!(h.payload_len(), if hole { 0 } else { u64::from(len) });
         let mut bad = b;
         bad[flip / 8] ^= 1 << (flip % 8);
-        prop_assert!(ChunkHeader::decode(&bad).is_err(), "single bit flip {} not caught", flip);
+        prop_assert!(ChunkHeader::decode(&bad, &key).is_err(), "single bit flip {} not caught", flip);
+        // Another session's key (a replayed or forged header) is refused too.
+        prop_assert!(ChunkHeader::decode(&b, &ChunkKey::from_bytes([6; 32])).is_err());
+    }
+
+    #[test]
+    fn a_tamperer_who_fixes_the_check_is_still_refused(hash in any::<[u8; 32]>(), other in any::<[u8; 32]>(), offset in 0u64..1 << 40) {
+        prop_assume!(hash != other);
+        let key = ChunkKey::from_bytes([9; 32]);
+        let h = ChunkHeader { file: 1, index: 0, flags: 0, offset, len: 4096, hash };
+        // The attacker swaps in the hash of their own bytes and recomputes the header
+        // under a key of their own (they cannot know the session's).
+        let forged = ChunkHeader { hash: other, ..h }.encode(&ChunkKey::from_bytes([1; 32]));
+        let err = ChunkHeader::decode(&forged, &key).unwrap_err().to_string();
+        prop_assert!(err.contains("altered in transit"), "{}", err);
     }
 }
 

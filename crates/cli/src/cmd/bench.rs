@@ -10,7 +10,7 @@ use longhaul_model::units::{format_bytes, format_rate_bps};
 use longhaul_proto::SendMode;
 use serde_json::json;
 
-use super::common::{duration, emit_json, rate, say, size, TokenArgs};
+use super::common::{duration, emit_json, rate, say, size, SecurityArgs, TokenArgs};
 
 /// Arguments of `longhaul bench`.
 #[derive(clap::Args, Debug)]
@@ -55,6 +55,8 @@ pub struct Args {
     pub json: bool,
     #[command(flatten)]
     pub token: TokenArgs,
+    #[command(flatten)]
+    pub security: SecurityArgs,
 }
 
 /// `--send-mode` values.
@@ -99,6 +101,7 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
         },
         read_rate_bps: args.read_rate,
         token: args.token.load()?,
+        security: args.security.security()?,
     };
     let mut out: Box<dyn Printer> = if args.json {
         Box::new(JsonPrinter)

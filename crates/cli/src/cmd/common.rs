@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use longhaul_engine::transport::tls::{Encryption, Security, ServerTrust};
 use longhaul_model::units;
 
 /// Where the shared token comes from (see `longhaul serve --help`).
@@ -20,6 +21,51 @@ impl TokenArgs {
     pub fn load(&self) -> anyhow::Result<longhaul_proto::Token> {
         let (token, _origin) = longhaul_engine::token::load_token(self.token_file.as_deref())?;
         Ok(token)
+    }
+}
+
+/// How a client trusts the server and whether its data is encrypted.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SecurityArgs {
+    /// `on`: TLS 1.3 on every connection. `off`: TLS on the control connection only, for
+    /// trusted networks and CPU-bound hosts; every file chunk still carries a MAC under
+    /// the session's key, so nothing altered on the way is accepted.
+    #[arg(long, value_enum, default_value_t = EncryptionArg::On)]
+    pub encryption: EncryptionArg,
+    /// Verify the server's certificate against the CA certificates in FILE (PEM) instead
+    /// of pinning it on first use.
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+    /// Where daemons' certificates are pinned on first use (default:
+    /// ~/.config/longhaul/known_servers). A changed certificate is refused with a warning.
+    #[arg(long, value_name = "FILE")]
+    pub known_servers: Option<PathBuf>,
+}
+
+/// `--encryption`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EncryptionArg {
+    /// Every connection.
+    On,
+    /// The control connection only (chunks still authenticated).
+    Off,
+}
+
+impl SecurityArgs {
+    /// The engine's form.
+    pub fn security(&self) -> anyhow::Result<Security> {
+        let trust = match (&self.ca, &self.known_servers) {
+            (Some(ca), _) => ServerTrust::ca_file(ca)?,
+            (None, Some(file)) => ServerTrust::KnownServers { file: file.clone() },
+            (None, None) => ServerTrust::known_servers()?,
+        };
+        Ok(Security {
+            trust,
+            encryption: match self.encryption {
+                EncryptionArg::On => Encryption::On,
+                EncryptionArg::Off => Encryption::Off,
+            },
+        })
     }
 }
 

@@ -34,7 +34,7 @@ use longhaul_model::units::{format_bytes, format_rate_bps};
 use longhaul_transfer::location::{parse_location, remote_path, Location, RemoteSpec};
 use serde_json::json;
 
-use super::common::{duration, emit_json, rate, say, size, TokenArgs};
+use super::common::{duration, emit_json, rate, say, size, SecurityArgs, TokenArgs};
 
 /// Arguments of `longhaul cp`.
 #[derive(clap::Args, Debug)]
@@ -84,6 +84,8 @@ pub struct Args {
     pub no_progress: bool,
     #[command(flatten)]
     pub token: TokenArgs,
+    #[command(flatten)]
+    pub security: SecurityArgs,
 }
 
 /// Runs `longhaul cp`.
@@ -225,6 +227,7 @@ fn run_one(
         remote_path: spec.path.clone(),
         job,
         token,
+        security: args.security.security()?,
         recursive: args.recursive,
         no_clobber: args.no_clobber,
         sync: args.sync,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use longhaul_engine::bench::{ServeConfig, Server, DEFAULT_PORT};
+use longhaul_engine::transport::tls::{ServerIdentity, ServerTls};
 
 use super::common::{rate, TokenArgs};
 
@@ -30,6 +31,11 @@ pub struct Args {
     /// written); without it, transfers are refused.
     #[arg(long, value_name = "DIR")]
     pub root: Option<std::path::PathBuf>,
+    /// Directory holding the server's TLS key and certificate (`server.key`,
+    /// `server.crt`), made on first start (default: ~/.config/longhaul). Clients pin the
+    /// certificate's fingerprint, printed at start, on first contact.
+    #[arg(long, value_name = "DIR")]
+    pub identity_dir: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub token: TokenArgs,
 }
@@ -48,6 +54,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )),
         None => None,
     };
+    let id_dir = match &args.identity_dir {
+        Some(d) => d.clone(),
+        None => longhaul_engine::token::default_token_path()?
+            .parent()
+            .map(|p| p.to_path_buf())
+            .context("no directory for the server's identity; pass --identity-dir DIR")?,
+    };
+    let (identity, made) = ServerIdentity::load_or_create(&id_dir)?;
+    let tls = ServerTls::new(&identity)?;
+    eprintln!(
+        "longhaul serve: TLS certificate {} ({} {})",
+        tls.fingerprint(),
+        if made { "made now in" } else { "from" },
+        id_dir.display()
+    );
     let listen = SocketAddr::new(args.listen, args.port);
     let log: longhaul_engine::bench::server::LogFn =
         Arc::new(|line: &str| eprintln!("longhaul serve: {line}"));
@@ -58,6 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             once: args.once,
             rx_rate_bps: args.rx_rate,
             root,
+            tls,
         },
         log,
     )

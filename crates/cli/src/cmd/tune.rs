@@ -30,7 +30,7 @@
 //!
 //! Notes go to stderr with `--json`.
 
-use super::common::{emit_json, say, TokenArgs};
+use super::common::{emit_json, say, SecurityArgs, TokenArgs};
 use anyhow::{bail, Context};
 use longhaul_engine::bench::{peer_report, PeerReport};
 use longhaul_engine::tune_apply::{self, ApplyOutcome, RevertOutcome, TuneEvent, TunePaths};
@@ -75,6 +75,8 @@ pub struct Args {
     pub json: bool,
     #[command(flatten)]
     pub token: TokenArgs,
+    #[command(flatten)]
+    pub security: SecurityArgs,
 }
 
 /// Runs `longhaul tune`.
@@ -96,9 +98,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(host) = &args.peer {
         let token = args.token.load()?;
         // The engine's error already names its cause; chaining it would print it twice.
-        let peer = peer_report(host, &token, rate_bps, args.rtt).map_err(|e| {
-            anyhow::anyhow!("asking the longhaul serve at {host} for its findings: {e}")
-        })?;
+        let peer = peer_report(host, &token, &args.security.security()?, rate_bps, args.rtt)
+            .map_err(|e| {
+                anyhow::anyhow!("asking the longhaul serve at {host} for its findings: {e}")
+            })?;
         out.peer = Some(Peer {
             report: peer,
             rtt_given: args.rtt.is_some(),

@@ -15,6 +15,7 @@ use crate::host;
 use crate::transport::control::{ControlLink, Incoming};
 use crate::transport::dial::{dial, flush, recv, DataDialer, Dialed};
 use crate::transport::sockopts;
+use crate::transport::tls::Security;
 use longhaul_policy::{judge, BufferCaps, TransportRequest, Window};
 
 pub use crate::transport::dial::{resolve, DEFAULT_PORT};
@@ -50,6 +51,8 @@ pub struct BenchConfig {
     pub read_rate_bps: Option<u64>,
     /// Shared token.
     pub token: Token,
+    /// How the server is trusted, and whether the data streams are encrypted.
+    pub security: Security,
 }
 
 /// Receives what a run reports as it goes.
@@ -63,6 +66,9 @@ pub trait BenchObserver {
 /// Why a bench run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
+    /// TLS could not be set up, or the server's certificate is not the one trusted.
+    #[error("{0}")]
+    Tls(#[from] crate::transport::tls::TlsError),
     /// The target could not be parsed or resolved.
     #[error("cannot resolve {target:?}: {why}; give HOST, HOST:PORT or [IPv6]:PORT")]
     Resolve {
@@ -108,7 +114,7 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError 
 /// Runs a bench against a `longhaul serve`.
 pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndReport, BenchError> {
     // Handshake.
-    let mut dialed = dial(&cfg.target, &cfg.token)?;
+    let mut dialed = dial(&cfg.target, &cfg.token, &cfg.security)?;
     dialed.authenticate()?;
     // RTT: the minimum over a few pings on the idle control connection.
     let rtt = dialed.measure_rtt(RTT_PINGS)?;
@@ -116,6 +122,8 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         mut conn,
         mut session,
         addr,
+        data_tls,
+        pinned_now,
         ..
     } = dialed;
 
@@ -184,6 +192,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         side,
         &local_choice,
         rx_rate.map(|r| (r, cfg.streams, rtt)),
+        data_tls,
     );
     session.request(params.clone())?;
     flush(&mut session, &mut conn)?;
@@ -196,6 +205,13 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         }
     };
     warnings.extend(plan.peer_warning(&BufferCaps::from(&ready.facts)));
+    if let Some(fp) = pinned_now {
+        warnings.push(format!(
+            "first contact with {}: its certificate {fp} is now pinned in the known-servers \
+             file; a different one will be refused",
+            cfg.target
+        ));
+    }
     let sender_congestion = if cfg.reverse {
         cfg.congestion
             .clone()
@@ -209,7 +225,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     let sockets = data.attach(&session)?;
     for s in &sockets {
         let cc = (role == Role::Sender).then_some(congestion.as_str());
-        sockopts::tune_connected(s, cc).map_err(io_err("setting up a data connection"))?;
+        sockopts::tune_connected(s.tcp(), cc).map_err(io_err("setting up a data connection"))?;
     }
 
     // Start.

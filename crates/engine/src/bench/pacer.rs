@@ -3,7 +3,7 @@
 //! pacing at its share of the rate found and switches congestion control as the probe
 //! says. Used by bench runs and by `longhaul cp`'s sender.
 
-use std::net::TcpStream;
+use crate::transport::secure::SecureStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,7 @@ use longhaul_policy::{drain_time, ProbeAction, ProbeSample, RateProbe, DRAIN_GAI
 
 /// The probe and what it decided, over a set of sockets.
 pub struct Pacer {
-    socks: Vec<Arc<TcpStream>>,
+    socks: Vec<Arc<SecureStream>>,
     probe: RateProbe,
     start: Instant,
     held_bps: Option<u64>,
@@ -24,7 +24,7 @@ pub struct Pacer {
 
 impl Pacer {
     /// A pacer for these sockets; `start` is when their data began.
-    pub fn new(socks: Vec<Arc<TcpStream>>, probe: RateProbe, start: Instant) -> Self {
+    pub fn new(socks: Vec<Arc<SecureStream>>, probe: RateProbe, start: Instant) -> Self {
         Self {
             socks,
             probe,

@@ -28,10 +28,11 @@ pub struct PeerReport {
 pub fn peer_report(
     target: &str,
     token: &Token,
+    security: &crate::transport::tls::Security,
     rate_bps: u64,
     rtt: Option<Duration>,
 ) -> Result<PeerReport, BenchError> {
-    let mut control = dial(target, token)?;
+    let mut control = dial(target, token, security)?;
     control.authenticate()?;
     let measured = control.measure_rtt(5)?;
     let rtt_us = rtt

@@ -2,7 +2,7 @@
 //! [`Sampler`] that turns their counters into per-interval samples, and (at the sender) the
 //! rate probe that holds pacing to the bottleneck once it is found.
 
-use std::net::TcpStream;
+use crate::transport::secure::SecureStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -47,7 +47,7 @@ impl DataRun {
     /// Starts one thread per socket. `sockets[i]` is stream `i`.
     pub fn start(
         role: Role,
-        sockets: Vec<TcpStream>,
+        sockets: Vec<SecureStream>,
         sender: Option<SenderPlan>,
         read_rate_bps: u64,
     ) -> std::io::Result<Self> {
@@ -74,7 +74,7 @@ impl DataRun {
             }
             _ => (None, None, SendMode::Write, None),
         };
-        let socks: Vec<Arc<TcpStream>> = sockets.into_iter().map(Arc::new).collect();
+        let socks: Vec<Arc<SecureStream>> = sockets.into_iter().map(Arc::new).collect();
         let counters = Arc::new(StreamCounters::new(socks.len()));
         // The sampler's base snapshot is taken before any byte moves.
         let sampler = Sampler::new(role, socks.clone(), counters.clone(), start);

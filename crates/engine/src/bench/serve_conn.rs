@@ -1,9 +1,13 @@
-//! One accepted connection of `longhaul serve`: its first message decides what it is —
+//! One accepted connection of `longhaul serve`: TLS first (a connection without it may
+//! only be a data stream of a session that agreed to `--encryption off`, or an older
+//! client, told which version this server speaks); then its first message decides what it is —
 //! a data stream attaching to a session ([`AttachTable`](crate::transport::attach::AttachTable)),
 //! a control connection starting a session (bench run, transfer or host report), or
 //! something to refuse — within [`FIRST_MESSAGE_TIMEOUT`].
 
 use std::net::{SocketAddr, TcpStream};
+
+use crate::transport::secure::SecureStream;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,17 +23,53 @@ pub const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Handles one accepted connection; returns a session outcome for control connections.
 pub(super) fn handle_connection(
-    stream: TcpStream,
+    tcp: TcpStream,
     peer: SocketAddr,
     shared: &Arc<Shared>,
     cfg: &ServeConfig,
     log: &LogFn,
 ) -> Option<Result<(), ServeError>> {
-    let _ = stream.set_read_timeout(Some(FIRST_MESSAGE_TIMEOUT));
-    let _ = stream.set_nodelay(true);
+    let _ = tcp.set_read_timeout(Some(FIRST_MESSAGE_TIMEOUT));
+    let _ = tcp.set_nodelay(true);
+    let mut first_byte = [0u8; 1];
+    let stream = match tcp.peek(&mut first_byte) {
+        Ok(1) if crate::transport::tls::starts_tls(first_byte[0]) => {
+            match cfg.tls.accept(tcp, FIRST_MESSAGE_TIMEOUT) {
+                Ok(s) => s,
+                Err(e) => {
+                    shared.pending.fetch_sub(1, Ordering::AcqRel);
+                    log(&format!("{peer}: TLS handshake failed: {e}"));
+                    return None;
+                }
+            }
+        }
+        Ok(1) => SecureStream::plain(tcp),
+        other => {
+            shared.pending.fetch_sub(1, Ordering::AcqRel);
+            if let Err(e) = other {
+                log(&format!("{peer}: no hello: {e}"));
+            }
+            return None;
+        }
+    };
+    let tls = stream.is_tls();
     let mut conn = FramedConn::new(stream);
     let first = conn.recv();
     shared.pending.fetch_sub(1, Ordering::AcqRel);
+    if let (false, Ok(Message::ClientHello { version, .. })) = (tls, &first) {
+        let why = format!(
+            "this server speaks longhaul protocol {}, which starts every connection with TLS; \
+             the client speaks protocol {version} without TLS: install the same longhaul \
+             version at both ends",
+            longhaul_proto::PROTOCOL_VERSION
+        );
+        let _ = conn.send(&Message::Error {
+            code: ErrorCode::Version,
+            message: why.clone(),
+        });
+        log(&format!("{peer}: refused: {why}"));
+        return None;
+    }
     match first {
         Ok(Message::DataHello {
             session_id,

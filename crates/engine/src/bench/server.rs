@@ -1,8 +1,9 @@
 //! `longhaul serve` for bench runs: accepts control and data connections on one port,
 //! authenticates each, runs several sessions at once, and survives misbehaving clients.
 
+use crate::transport::secure::SecureStream;
 use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -22,6 +23,7 @@ use crate::transport::attach::{AttachError, AttachTable, Expected};
 use crate::transport::control::{ControlLink, Incoming};
 use crate::transport::framed::{Frame, FramedConn, RecvError};
 use crate::transport::sockopts;
+use crate::transport::tls::ServerTls;
 use longhaul_policy::{Side, TransportRequest, Window, MAX_WINDOW};
 use longhaul_proto::transfer::TransferMessage;
 use longhaul_proto::SessionSecret;
@@ -48,6 +50,8 @@ pub struct ServeConfig {
     /// The directory `longhaul cp` may read and write (`serve --root`); `None` refuses
     /// transfers.
     pub root: Option<Arc<ServedRoot>>,
+    /// The certificate and key every connection's TLS presents.
+    pub tls: ServerTls,
 }
 
 /// One line the server logs about a session.
@@ -252,15 +256,16 @@ struct Attach {
     shared: Arc<Shared>,
     id: u64,
     secret: SessionSecret,
+    plain_data: bool,
     expected: Option<Expected>,
 }
 
 impl StreamAttach for Attach {
     fn expect(&mut self, streams: u16, rcvbuf: Option<u64>) -> Result<(), AttachError> {
-        let expected = self
-            .shared
-            .attach
-            .expect(self.id, self.secret.clone(), streams)?;
+        let expected =
+            self.shared
+                .attach
+                .expect(self.id, self.secret.clone(), streams, self.plain_data)?;
         if let Some(bytes) = rcvbuf {
             widen_window_scale(&self.shared, bytes, &host::host_facts());
         }
@@ -268,7 +273,11 @@ impl StreamAttach for Attach {
         Ok(())
     }
 
-    fn collect(&mut self) -> Result<Vec<TcpStream>, AttachError> {
+    fn chunk_key(&self) -> longhaul_proto::ChunkKey {
+        self.secret.chunk_key()
+    }
+
+    fn collect(&mut self) -> Result<Vec<SecureStream>, AttachError> {
         self.expected
             .take()
             .ok_or(AttachError::NotExpecting)?
@@ -290,8 +299,9 @@ pub(super) fn run_session(
     let mut session = ServerSession::new(cfg.token.clone(), nonce, id);
     let mut msg = hello;
     // Handshake and parameters.
-    let (secret, params) = {
+    let (secret, params, plain_data) = {
         let mut secret = None;
+        let mut plain_data = false;
         loop {
             let r = session.handle(msg);
             send_all(&mut session, &mut conn).map_err(ServeError::io("answering the handshake"))?;
@@ -299,7 +309,13 @@ pub(super) fn run_session(
             let mut params = None;
             while let Some(ev) = session.poll_event() {
                 match ev {
-                    ServerEvent::Authenticated { secret: s, .. } => secret = Some(s),
+                    ServerEvent::Authenticated {
+                        secret: s,
+                        features,
+                    } => {
+                        secret = Some(s);
+                        plain_data = features & longhaul_proto::features::PLAIN_DATA != 0;
+                    }
                     ServerEvent::Params(p) => params = Some(p),
                     ServerEvent::HostReportRequested { rate_bps, rtt_us } => {
                         // `tune --peer`: answer and end the session.
@@ -312,7 +328,7 @@ pub(super) fn run_session(
                 }
             }
             if let (Some(s), Some(p)) = (&secret, params) {
-                break (s.clone(), p);
+                break (s.clone(), p, plain_data);
             }
             msg = match conn.recv_any() {
                 Ok(Frame::Bench(m)) => m,
@@ -330,6 +346,7 @@ pub(super) fn run_session(
                         shared: shared.clone(),
                         id,
                         secret: s,
+                        plain_data,
                         expected: None,
                     };
                     let out = serve_transfer(conn, p, cfg.root.as_ref(), &mut attach);
@@ -380,7 +397,9 @@ pub(super) fn run_session(
         Role::Receiver => cfg.rx_rate_bps,
         Role::Sender => None,
     };
-    let expected = shared.attach.expect(id, secret, params.streams)?;
+    let expected = shared
+        .attach
+        .expect(id, secret, params.streams, plain_data)?;
     let chosen = longhaul_policy::choice_bytes(&choice);
     if side == Side::Receive {
         widen_window_scale(shared, chosen, &facts);
@@ -404,9 +423,9 @@ pub(super) fn run_session(
     };
     for s in &sockets {
         sockopts::apply_buffer(s, side, &choice)
-            .and_then(|()| sockopts::tune_connected(s, congestion.as_deref()))
+            .and_then(|()| sockopts::tune_connected(s.tcp(), congestion.as_deref()))
             .and_then(|()| match rx_rate {
-                Some(r) => sockopts::clamp_for_rx_rate(s, r, params.streams, rtt).map(drop),
+                Some(r) => sockopts::clamp_for_rx_rate(s.tcp(), r, params.streams, rtt).map(drop),
                 None => Ok(()),
             })
             .map_err(ServeError::io("setting up a data stream"))?;

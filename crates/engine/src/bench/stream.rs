@@ -1,8 +1,9 @@
 //! One data stream's loop: the sender writes (write, sendfile or MSG_ZEROCOPY) until its
 //! budget ends, the receiver reads until end of file. Each counts its bytes for the sampler.
 
+use crate::transport::secure::SecureStream;
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -110,7 +111,7 @@ pub struct StreamOutcome {
 /// Sends until the budget ends, then half-closes and waits for the receiver to close,
 /// so that every byte is acknowledged before the sender's figures are read.
 pub fn send(
-    sock: &TcpStream,
+    sock: &SecureStream,
     mode: SendMode,
     payload: &Payload,
     budget: &Budget,
@@ -136,13 +137,16 @@ pub fn send(
 }
 
 fn send_loop(
-    sock: &TcpStream,
+    sock: &SecureStream,
     mode: SendMode,
     payload: &Payload,
     budget: &Budget,
     counter: &AtomicU64,
     sent: &mut u64,
 ) -> io::Result<()> {
+    // sendfile and MSG_ZEROCOPY hand bytes to the kernel as they are: under TLS every
+    // byte goes through the cipher, so the mode is a plain write.
+    let mode = if sock.is_tls() { SendMode::Write } else { mode };
     let len = payload.bytes.len();
     let mut offset = 0usize;
     let mut zc_pending = 0u64;
@@ -220,7 +224,7 @@ fn send_loop(
 /// `read_rate_bps` throttles the reading application on purpose (to show receiver-side
 /// pacing); 0 reads as fast as possible.
 pub fn receive(
-    sock: &TcpStream,
+    sock: &SecureStream,
     counter: &AtomicU64,
     start: Instant,
     read_rate_bps: u64,
@@ -266,11 +270,11 @@ mod tests {
     use super::*;
     use std::net::TcpListener;
 
-    fn pair() -> (TcpStream, TcpStream) {
+    fn pair() -> (SecureStream, SecureStream) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (s, _) = l.accept().unwrap();
-        (c, s)
+        (SecureStream::plain(c), SecureStream::plain(s))
     }
 
     #[test]

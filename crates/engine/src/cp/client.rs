@@ -2,7 +2,7 @@
 //! RTT, sizes windows, streams and chunks from the path, asks the server for a push or a
 //! pull, opens the data streams and runs the sending or receiving end.
 
-use std::net::TcpStream;
+use crate::transport::secure::SecureStream;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,6 +22,7 @@ use crate::transport::control::ControlLink;
 use crate::transport::dial::{dial, flush, DataDialer, Dialed};
 use crate::transport::framed::{Frame, FramedConn};
 use crate::transport::sockopts;
+use crate::transport::tls::Security;
 use longhaul_model::buffers::bdp_bytes;
 use longhaul_policy::{RateProbe, Role, TransportRequest, Window};
 use longhaul_proto::transfer::valid_chunk_size;
@@ -69,6 +70,8 @@ pub struct CpConfig {
     pub congestion: Option<String>,
     /// Chunk size (`None`: from the path).
     pub chunk_size: Option<u64>,
+    /// How the server is trusted, and whether the data streams are encrypted.
+    pub security: Security,
 }
 
 /// How the transfer was set up (for the `start` line).
@@ -90,7 +93,7 @@ pub struct CpStart {
     pub warnings: Vec<String>,
     /// Clones of the data sockets (`[i]` is stream `i`), for a TCP_INFO sampler; the
     /// payload bytes per stream are counted in the progress's stream counters.
-    pub sockets: Vec<Arc<TcpStream>>,
+    pub sockets: Vec<Arc<SecureStream>>,
 }
 
 /// What happened.
@@ -130,7 +133,9 @@ pub fn run_cp(
         mut session,
         addr,
         rtt,
-    } = dial(&cfg.server, &cfg.token)?;
+        data_tls,
+        pinned_now,
+    } = dial(&cfg.server, &cfg.token, &cfg.security)?;
     let push = matches!(cfg.job, CpJob::Push { .. });
     let streams = cfg
         .streams
@@ -154,7 +159,14 @@ pub fn run_cp(
         rtt,
     )?;
     let needed = plan.window_bytes;
-    let warnings = plan.warnings.clone();
+    let mut warnings = plan.warnings.clone();
+    if let Some(fp) = pinned_now {
+        warnings.push(format!(
+            "first contact with {}: its certificate {fp} is now pinned in the known-servers \
+             file; a different one will be refused",
+            cfg.server
+        ));
+    }
     let congestion = match (&plan.congestion, &cfg.congestion) {
         (Some(cc), _) => cc.clone(),
         (None, Some(cc)) => cc.clone(),
@@ -211,7 +223,7 @@ pub fn run_cp(
             cfg.remote_path.clone()
         },
     };
-    let connecting = DataDialer::start(addr, streams, plan.side, &plan.buffer, None);
+    let connecting = DataDialer::start(addr, streams, plan.side, &plan.buffer, None, data_tls);
     session
         .begin_transfer()
         .map_err(|e| CpError::Protocol(e.to_string()))?;
@@ -253,8 +265,11 @@ pub fn run_cp(
         )));
     }
     let socks = connecting.attach(&session)?;
+    let chunk_key = session
+        .chunk_key()
+        .ok_or_else(|| CpError::Protocol("authenticated without a session key".into()))?;
     for s in &socks {
-        sockopts::apply_connected(s, &plan)
+        sockopts::apply_connected(s.tcp(), &plan)
             .map_err(|e| CpError::io("setting up a data stream", e))?;
     }
     // Telemetry: payload bytes per stream, and the sockets to sample.
@@ -283,7 +298,7 @@ pub fn run_cp(
             sender.probe =
                 (cfg.window.is_none() && cfg.rate_bps.is_none() && rtt >= Duration::from_millis(1))
                     .then(|| RateProbe::new(rtt, start.congestion != "bbr"));
-            let out = run_sender(sender, link, socks, progress)?;
+            let out = run_sender(sender, link, socks, chunk_key, progress)?;
             Ok(CpReport {
                 start,
                 files_ok: out.files_ok,
@@ -305,7 +320,7 @@ pub fn run_cp(
                 top: requested_top(&cfg.remote_path)?,
                 recursive: cfg.recursive,
             });
-            let out = run_receiver(target, chunk_size, link, || Ok(socks), progress)?;
+            let out = run_receiver(target, chunk_size, link, || Ok(socks), chunk_key, progress)?;
             Ok(CpReport {
                 start,
                 files_ok: out.files_ok,

@@ -10,13 +10,15 @@
 //! its commit. With `--sync` ([`RecvTarget::sync`]) data and records are flushed every few
 //! seconds and each file before its rename.
 
+use crate::transport::secure::SecureStream;
 use std::io::{self, Read};
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use longhaul_proto::transfer::{ChunkHeader, TransferMessage};
+use longhaul_proto::ChunkKey;
 use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::served_root::{Access, ServedRoot};
 use longhaul_transfer::session::recv::Arrival;
@@ -58,6 +60,8 @@ struct Shared {
     progress: Arc<Progress>,
     hash_jobs: Mutex<Option<mpsc::Sender<HashJob>>>,
     chunk_size: u64,
+    /// Checks every chunk header (and through its hash, the chunk).
+    chunk_key: ChunkKey,
 }
 
 impl Shared {
@@ -148,7 +152,8 @@ pub fn run_receiver(
     target: RecvTarget,
     chunk_size: u64,
     control: ControlLink,
-    streams: impl FnOnce() -> Result<Vec<TcpStream>, CpError>,
+    streams: impl FnOnce() -> Result<Vec<SecureStream>, CpError>,
+    chunk_key: ChunkKey,
     progress: Arc<Progress>,
 ) -> Result<RecvOutcome, CpError> {
     let target_is_dir = match target_is_dir(&target) {
@@ -173,6 +178,7 @@ pub fn run_receiver(
         progress,
         hash_jobs: Mutex::new(Some(hash_tx)),
         chunk_size,
+        chunk_key,
     });
     // The file list, answered as a whole (and each answer as soon as it is decided).
     loop {
@@ -194,7 +200,7 @@ pub fn run_receiver(
         std::thread::spawn(move || hash_loop(&sh, &hash_rx))
     };
     // Clones to unblock the stream threads if the transfer stops early.
-    let handles: Vec<TcpStream> = streams.iter().filter_map(|s| s.try_clone().ok()).collect();
+    let handles: Vec<SecureStream> = streams.iter().filter_map(|s| s.try_clone().ok()).collect();
     let workers: Vec<_> = streams
         .into_iter()
         .enumerate()
@@ -352,7 +358,7 @@ fn hash_loop(sh: &Shared, jobs: &mpsc::Receiver<HashJob>) {
 }
 
 /// One data stream: read chunks until the sender closes it.
-fn stream_loop(sh: &Arc<Shared>, stream: usize, mut sock: TcpStream) {
+fn stream_loop(sh: &Arc<Shared>, stream: usize, mut sock: SecureStream) {
     let mut buf = AlignedBuf::new();
     let mut hdr = [0u8; ChunkHeader::LEN];
     loop {
@@ -386,7 +392,7 @@ enum ChunkFail {
 }
 
 /// Reads a whole header; `false` on a clean end of stream before it.
-fn read_header(sock: &mut TcpStream, hdr: &mut [u8]) -> io::Result<bool> {
+fn read_header(sock: &mut SecureStream, hdr: &mut [u8]) -> io::Result<bool> {
     let mut got = 0;
     while got < hdr.len() {
         match sock.read(&mut hdr[got..]) {
@@ -403,12 +409,12 @@ fn read_header(sock: &mut TcpStream, hdr: &mut [u8]) -> io::Result<bool> {
 fn receive_chunk(
     sh: &Shared,
     stream: usize,
-    sock: &mut TcpStream,
+    sock: &mut SecureStream,
     hdr: &[u8; ChunkHeader::LEN],
     buf: &mut AlignedBuf,
 ) -> Result<(), ChunkFail> {
     let stop = |e: CpError| ChunkFail::Stop(e.to_string());
-    let h = ChunkHeader::decode(hdr)
+    let h = ChunkHeader::decode(hdr, &sh.chunk_key)
         .map_err(|e| ChunkFail::Stop(format!("a data stream lost its framing: {e}")))?;
     let plan = sh
         .lock()

@@ -8,10 +8,11 @@
 //! receiver already has. Whatever the session queues for the receiver goes out through
 //! the shared control writer.
 
+use crate::transport::secure::SecureStream;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -19,6 +20,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use longhaul_proto::transfer::{ChunkHeader, FileEntry, CHUNK_FLAG_HOLE};
+use longhaul_proto::ChunkKey;
 use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::file_io;
 use longhaul_sys::served_root::{Access, ServedRoot};
@@ -121,6 +123,8 @@ struct Shared {
     /// Data segments of sparse files, looked up once per file.
     sparse: Mutex<HashMap<u32, Vec<std::ops::Range<u64>>>>,
     done: AtomicBool,
+    /// Authenticates every chunk header (and through its hash, the chunk).
+    chunk_key: ChunkKey,
 }
 
 impl Shared {
@@ -158,7 +162,8 @@ impl Shared {
 pub fn run_sender(
     sender: Sender,
     control: ControlLink,
-    streams: Vec<TcpStream>,
+    streams: Vec<SecureStream>,
+    chunk_key: ChunkKey,
     progress: Arc<Progress>,
 ) -> Result<SendOutcome, CpError> {
     let Sender {
@@ -180,6 +185,7 @@ pub fn run_sender(
         hash_jobs: Mutex::new(Some(hash_tx)),
         sparse: Mutex::new(HashMap::new()),
         done: AtomicBool::new(false),
+        chunk_key,
     });
     {
         let mut s = shared.lock()?;
@@ -192,7 +198,7 @@ pub fn run_sender(
         std::thread::spawn(move || hash_loop(&sh, &hash_rx))
     };
     // Clones to unblock the stream threads if the transfer stops early.
-    let handles: Vec<TcpStream> = streams.iter().filter_map(|s| s.try_clone().ok()).collect();
+    let handles: Vec<SecureStream> = streams.iter().filter_map(|s| s.try_clone().ok()).collect();
     let workers: Vec<_> = streams
         .into_iter()
         .enumerate()
@@ -206,7 +212,7 @@ pub fn run_sender(
     // Dropping `pacer_stop` wakes the pacer at once (its round is an RTT long).
     let (pacer_stop, pacer_wait) = mpsc::channel::<()>();
     let pacer = probe.filter(|_| !checksum_only).map(|probe| {
-        let socks: Vec<Arc<TcpStream>> = handles
+        let socks: Vec<Arc<SecureStream>> = handles
             .iter()
             .filter_map(|h| h.try_clone().ok().map(Arc::new))
             .collect();
@@ -349,7 +355,7 @@ fn hash_loop(sh: &Shared, jobs: &mpsc::Receiver<SendEvent>) {
 }
 
 /// One data stream: pull work, send it, until nothing is left or the transfer stops.
-fn stream_loop(sh: &Arc<Shared>, stream: u32, mut sock: TcpStream) {
+fn stream_loop(sh: &Arc<Shared>, stream: u32, mut sock: SecureStream) {
     let mut buf = AlignedBuf::new();
     let mut open: Option<(u32, File)> = None;
     loop {
@@ -444,7 +450,7 @@ fn send_chunk(
     file: &File,
     chunk: &Chunk,
     mut hasher: longhaul_transfer::ChunkHasher,
-    sock: &mut TcpStream,
+    sock: &mut SecureStream,
     buf: &mut AlignedBuf,
 ) -> Result<([u8; 32], u64), SendFail> {
     let range = chunk.offset..chunk.offset + chunk.len;
@@ -464,21 +470,24 @@ fn send_chunk(
         header.flags = CHUNK_FLAG_HOLE;
         hasher.update_zeros(chunk.len);
         header.hash = hasher.finish();
-        sock.write_all(&header.encode()).map_err(SendFail::Net)?;
+        sock.write_all(&header.encode(&sh.chunk_key))
+            .map_err(SendFail::Net)?;
         return Ok((header.hash, 0));
     }
     // Read and hash in pieces that stay in cache; the bytes then go to the socket from
     // the page cache (no copy through this buffer). Had the file changed since the read,
     // the receiver's hash check refuses the chunk.
     header.hash = hash_range(file, hasher, chunk.offset, chunk.len, buf).map_err(SendFail::Read)?;
-    sock.write_all(&header.encode()).map_err(SendFail::Net)?;
-    file_io::send_file_range(sock, file, chunk.offset, chunk.len).map_err(|e| {
-        if e.kind() == io::ErrorKind::UnexpectedEof {
-            SendFail::Read(io::Error::other("the file shrank while being sent"))
-        } else {
-            SendFail::Net(e)
-        }
-    })?;
+    sock.write_all(&header.encode(&sh.chunk_key))
+        .map_err(SendFail::Net)?;
+    sock.send_file_range(file, chunk.offset, chunk.len, buf)
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                SendFail::Read(io::Error::other("the file shrank while being sent"))
+            } else {
+                SendFail::Net(e)
+            }
+        })?;
     Ok((header.hash, chunk.len))
 }
 

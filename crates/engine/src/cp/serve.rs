@@ -1,7 +1,7 @@
 //! The server end of `longhaul cp`: checks a `TransferParams` against the served root,
 //! prepares the receiving target (push) or lists the source (pull), and runs that end.
 
-use std::net::TcpStream;
+use crate::transport::secure::SecureStream;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +28,9 @@ pub trait StreamAttach {
     /// to open them); `rcvbuf` is the receive buffer the streams will get, if receiving.
     fn expect(&mut self, streams: u16, rcvbuf: Option<u64>) -> Result<(), AttachError>;
     /// Waits for every data connection.
-    fn collect(&mut self) -> Result<Vec<TcpStream>, AttachError>;
+    fn collect(&mut self) -> Result<Vec<SecureStream>, AttachError>;
+    /// The session's key for chunk MACs.
+    fn chunk_key(&self) -> longhaul_proto::ChunkKey;
 }
 
 /// Runs one transfer for an authenticated session; returns a log line. A request this
@@ -149,13 +151,14 @@ pub fn serve_transfer(
     )?;
     conn.send_transfer(&TransferMessage::TransferReady { chunk_size })
         .map_err(ServeError::io("sending TransferReady"))?;
+    let chunk_key = attach.chunk_key();
     // The data connections attach while the file list is read (a receiver answers the
     // list first: one round trip less before data on a long path).
-    let mut collect = || -> Result<Vec<TcpStream>, CpError> {
+    let mut collect = || -> Result<Vec<SecureStream>, CpError> {
         let socks = attach.collect()?;
         for s in &socks {
             sockopts::apply_buffer(s, side, &choice)
-                .and_then(|()| sockopts::apply_connected(s, &plan))
+                .and_then(|()| sockopts::apply_connected(s.tcp(), &plan))
                 .map_err(|e| CpError::io("setting up a data stream", e))?;
         }
         Ok(socks)
@@ -178,7 +181,7 @@ pub fn serve_transfer(
             // A push's list is the client's own choice of files; the root confines it.
             expect: None,
         };
-        let out = run_receiver(target, chunk_size, link, collect, progress)?;
+        let out = run_receiver(target, chunk_size, link, collect, chunk_key, progress)?;
         Ok(format!(
             "received into {shown}: {} files ok, {} skipped, {} failed, {:.3} GB in {:.2} s ({} resumed bytes)",
             out.files_ok,
@@ -209,7 +212,7 @@ pub fn serve_transfer(
             if opts.window_fixed { ", fixed" } else { "" },
             if sender.probe.is_some() { "on" } else { "off" }
         );
-        let out = run_sender(sender, link, socks, progress)?;
+        let out = run_sender(sender, link, socks, chunk_key, progress)?;
         Ok(format!(
             "sent {shown}: {} files ok, {} failed, {:.3} GB in {:.2} s, congestion {congestion}, {window}{}",
             out.files_ok,

@@ -4,20 +4,22 @@
 //! that session; the session waits for all its streams ([`Expected::collect`]).
 
 use std::collections::HashMap;
-use std::net::TcpStream;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use longhaul_proto::{DataAttachments, SessionSecret};
 
 use super::framed::FramedConn;
+use super::secure::SecureStream;
 
 /// How long a session waits for its data streams.
 pub const ATTACH_TIMEOUT: Duration = Duration::from_secs(15);
 
 struct Pending {
     attach: DataAttachments,
-    sink: mpsc::Sender<(u16, TcpStream)>,
+    /// The session agreed to data streams without TLS (`--encryption off`).
+    plain_data: bool,
+    sink: mpsc::Sender<(u16, SecureStream)>,
 }
 
 /// The sessions waiting for data streams.
@@ -58,12 +60,14 @@ pub enum AttachError {
 }
 
 impl AttachTable {
-    /// Registers session `id` (with `secret`) as expecting `streams` data streams.
+    /// Registers session `id` (with `secret`) as expecting `streams` data streams, over
+    /// TLS unless the session agreed to `plain_data`.
     pub fn expect(
         self: &Arc<Self>,
         id: u64,
         secret: SessionSecret,
         streams: u16,
+        plain_data: bool,
     ) -> Result<Expected, AttachError> {
         let (sink, rx) = mpsc::channel();
         self.sessions
@@ -73,6 +77,7 @@ impl AttachTable {
                 id,
                 Pending {
                     attach: DataAttachments::new(id, secret, streams),
+                    plain_data,
                     sink,
                 },
             );
@@ -98,6 +103,11 @@ impl AttachTable {
             let p = sessions
                 .get_mut(&session_id)
                 .ok_or(AttachError::UnknownSession)?;
+            if !conn.stream().is_tls() && !p.plain_data {
+                return Err(AttachError::Refused(
+                    "a data connection without TLS for a session that encrypts its data".into(),
+                ));
+            }
             p.attach
                 .attach(session_id, stream, mac)
                 .map_err(|e| AttachError::Refused(e.to_string()))?;
@@ -120,15 +130,15 @@ impl AttachTable {
 pub struct Expected {
     table: Arc<AttachTable>,
     id: u64,
-    rx: mpsc::Receiver<(u16, TcpStream)>,
+    rx: mpsc::Receiver<(u16, SecureStream)>,
     streams: u16,
 }
 
 impl Expected {
     /// Waits (at most [`ATTACH_TIMEOUT`]) for every data stream; stream `i` is `[i]`.
-    pub fn collect(self) -> Result<Vec<TcpStream>, AttachError> {
+    pub fn collect(self) -> Result<Vec<SecureStream>, AttachError> {
         let streams = self.streams;
-        let mut sockets: Vec<Option<TcpStream>> = (0..streams).map(|_| None).collect();
+        let mut sockets: Vec<Option<SecureStream>> = (0..streams).map(|_| None).collect();
         let deadline = Instant::now() + ATTACH_TIMEOUT;
         let mut attached = 0;
         while attached < streams {

@@ -4,7 +4,9 @@
 //! items, keepalives and a user timeout so a peer that vanishes is noticed.
 
 use std::io::{self, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
+
+use super::secure::SecureStream;
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -49,11 +51,11 @@ const OUTBOX_LIMIT: usize = 8 << 20;
 #[derive(Clone)]
 pub struct ControlTx {
     outbox: Arc<(Mutex<Outbox>, Condvar)>,
-    stream: Arc<TcpStream>,
+    stream: Arc<SecureStream>,
 }
 
 impl ControlTx {
-    fn new(stream: TcpStream) -> io::Result<(Self, JoinHandle<()>)> {
+    fn new(stream: SecureStream) -> io::Result<(Self, JoinHandle<()>)> {
         let stream = Arc::new(stream);
         let outbox: Arc<(Mutex<Outbox>, Condvar)> = Arc::default();
         let writer = {
@@ -178,7 +180,7 @@ impl ControlTx {
     }
 }
 
-fn write_loop(outbox: &(Mutex<Outbox>, Condvar), stream: &TcpStream) {
+fn write_loop(outbox: &(Mutex<Outbox>, Condvar), stream: &SecureStream) {
     let (lock, cv) = outbox;
     let mut out = Vec::new();
     loop {
@@ -197,7 +199,7 @@ fn write_loop(outbox: &(Mutex<Outbox>, Condvar), stream: &TcpStream) {
             o.writing = true;
             cv.notify_all();
         }
-        let mut w: &TcpStream = stream;
+        let mut w: &SecureStream = stream;
         if let Err(e) = w.write_all(&out) {
             if let Ok(mut o) = lock.lock() {
                 o.failed = Some(e.to_string());
@@ -324,13 +326,13 @@ impl Drop for ControlLink {
 
 /// Closes a connection after a last message without losing it: ends our direction,
 /// then reads (and drops) what the peer still sends until it closes or `limit` passes.
-pub fn close_gracefully(stream: &TcpStream, limit: Duration) {
+pub fn close_gracefully(stream: &SecureStream, limit: Duration) {
     use std::io::Read;
     let _ = stream.shutdown(Shutdown::Write);
     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
     let deadline = std::time::Instant::now() + limit;
     let mut buf = [0u8; 16 * 1024];
-    let mut r: &TcpStream = stream;
+    let mut r: &SecureStream = stream;
     while std::time::Instant::now() < deadline {
         match r.read(&mut buf) {
             Ok(0) => break,

@@ -15,7 +15,9 @@ use longhaul_proto::{ClientEvent, ClientSession, Message, ProtoError, Token};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::framed::{FramedConn, RecvError};
+use super::secure::SecureStream;
 use super::sockopts;
+use super::tls::{ClientTls, Encryption, Fingerprint, Security};
 use crate::bench::BenchError;
 
 /// The port `longhaul serve` listens on by default.
@@ -37,11 +39,20 @@ pub struct Dialed {
     /// The handshake's RTT: the smaller of the TCP connect (answered by the kernel) and
     /// the hello round trip.
     pub rtt: Duration,
+    /// TLS for the data connections (the certificate the control connection accepted);
+    /// `None` with `--encryption off`.
+    pub data_tls: Option<ClientTls>,
+    /// The server's certificate, when this contact pinned it in the known-servers file.
+    pub pinned_now: Option<Fingerprint>,
 }
 
-/// Connects to `target` (`HOST`, `HOST:PORT`, `[V6]:PORT`) and runs the first round
-/// trip of the handshake with `token`.
-pub fn dial(target: &str, token: &Token) -> Result<Dialed, BenchError> {
+/// Connects to `target` (`HOST`, `HOST:PORT`, `[V6]:PORT`), sets up TLS (trusting the
+/// server's certificate as `security` says) and runs the first round trip of the
+/// handshake with `token`.
+pub fn dial(target: &str, token: &Token, security: &Security) -> Result<Dialed, BenchError> {
+    let (host, port) = split_target(target, DEFAULT_PORT)?;
+    let tls = ClientTls::new(&host, port, security.trust.clone())?;
+    let encryption = security.encryption;
     let addrs = resolve(target, DEFAULT_PORT)?;
     let t_connect = Instant::now();
     let (stream, addr) = connect_any(&addrs)?;
@@ -50,10 +61,19 @@ pub fn dial(target: &str, token: &Token) -> Result<Dialed, BenchError> {
         .set_nodelay(true)
         .and_then(|()| stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT)))
         .map_err(io_err("control connection"))?;
+    let (stream, pinned_now) = tls.connect(stream, target, HANDSHAKE_TIMEOUT)?;
+    let data_tls = match encryption {
+        Encryption::On => Some(tls.for_data()?),
+        Encryption::Off => None,
+    };
     let mut conn = FramedConn::new(stream);
     let mut nonce = [0u8; 32];
     getrandom::getrandom(&mut nonce).map_err(|e| BenchError::Refused(e.to_string()))?;
-    let mut session = ClientSession::new(token.clone(), nonce);
+    let features = match encryption {
+        Encryption::On => longhaul_proto::features::ALL,
+        Encryption::Off => longhaul_proto::features::ALL | longhaul_proto::features::PLAIN_DATA,
+    };
+    let mut session = ClientSession::with_features(token.clone(), nonce, features);
     let t0 = Instant::now();
     flush(&mut session, &mut conn)?;
     let msg = recv(&mut conn, "authenticating")?;
@@ -67,6 +87,8 @@ pub fn dial(target: &str, token: &Token) -> Result<Dialed, BenchError> {
         session,
         addr,
         rtt,
+        data_tls,
+        pinned_now,
     })
 }
 
@@ -108,52 +130,62 @@ impl Dialed {
     }
 }
 
-/// Data connections being opened in parallel (one RTT, not N). Buffers are set before
-/// connect (the receive buffer fixes the window scale); the hellos go once the session's
-/// secret is known ([`DataDialer::attach`]).
+/// Data connections being opened in parallel (one RTT, not N, for TCP and TLS alike).
+/// Buffers are set before connect (the receive buffer fixes the window scale); the
+/// hellos go once the session's secret is known ([`DataDialer::attach`]).
 pub struct DataDialer {
-    addr: SocketAddr,
-    connecting: Vec<JoinHandle<std::io::Result<TcpStream>>>,
+    connecting: Vec<JoinHandle<Result<SecureStream, BenchError>>>,
 }
 
 impl DataDialer {
-    /// Starts `n` connects to `addr` with this end's buffer plan; `rx_clamp` (rate,
-    /// streams, RTT) clamps a receiver's window for receiver-side pacing.
+    /// Starts `n` connects to `addr` with this end's buffer plan, each with a TLS
+    /// handshake unless `tls` is `None`; `rx_clamp` (rate, streams, RTT) clamps a
+    /// receiver's window for receiver-side pacing.
     pub fn start(
         addr: SocketAddr,
         n: u16,
         side: Side,
         choice: &BufferChoice,
         rx_clamp: Option<(u64, u16, Duration)>,
+        tls: Option<ClientTls>,
     ) -> Self {
         let connecting = (0..n)
-            .map(|_| {
+            .map(|i| {
                 let choice = choice.clone();
-                std::thread::spawn(move || -> std::io::Result<TcpStream> {
+                let tls = tls.clone();
+                std::thread::spawn(move || -> Result<SecureStream, BenchError> {
+                    let what = format!("opening data stream {i} to {addr}");
                     let sock =
-                        Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-                    sockopts::apply_buffer(&sock, side, &choice)?;
-                    sock.connect_timeout(&addr.into(), CONNECT_TIMEOUT)?;
+                        Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+                            .map_err(io_err(what.clone()))?;
+                    sockopts::apply_buffer(&sock, side, &choice).map_err(io_err(what.clone()))?;
+                    sock.connect_timeout(&addr.into(), CONNECT_TIMEOUT)
+                        .map_err(io_err(what.clone()))?;
                     let stream: TcpStream = sock.into();
                     if let Some((rate, streams, rtt)) = rx_clamp {
-                        sockopts::clamp_for_rx_rate(&stream, rate, streams, rtt)?;
+                        sockopts::clamp_for_rx_rate(&stream, rate, streams, rtt)
+                            .map_err(io_err(what.clone()))?;
                     }
-                    Ok(stream)
+                    match tls {
+                        Some(tls) => {
+                            Ok(tls.connect(stream, &addr.to_string(), HANDSHAKE_TIMEOUT)?.0)
+                        }
+                        None => Ok(SecureStream::plain(stream)),
+                    }
                 })
             })
             .collect();
-        Self { addr, connecting }
+        Self { connecting }
     }
 
     /// Waits for every connect and proves each stream to the server (stream `i` is
     /// `sockets[i]`); needs the authenticated session's secret.
-    pub fn attach(self, session: &ClientSession) -> Result<Vec<TcpStream>, BenchError> {
+    pub fn attach(self, session: &ClientSession) -> Result<Vec<SecureStream>, BenchError> {
         let mut out = Vec::with_capacity(self.connecting.len());
         for (i, h) in self.connecting.into_iter().enumerate() {
             let sock = h
                 .join()
-                .map_err(|_| BenchError::Refused("a data connection thread panicked".into()))?
-                .map_err(io_err(format!("opening data stream {i} to {}", self.addr)))?;
+                .map_err(|_| BenchError::Refused("a data connection thread panicked".into()))??;
             let hello = session
                 .data_hello(i as u16)
                 .ok_or_else(|| BenchError::Refused("the session has no secret yet".into()))?;
@@ -169,6 +201,23 @@ impl DataDialer {
 
 /// Parses `HOST`, `HOST:PORT`, `[V6]` or `[V6]:PORT` or a bare IPv6 address, and resolves it.
 pub fn resolve(target: &str, default_port: u16) -> Result<Vec<SocketAddr>, BenchError> {
+    let (host, port) = split_target(target, default_port)?;
+    let err = |why: &str| BenchError::Resolve {
+        target: target.into(),
+        why: why.into(),
+    };
+    let addrs: Vec<SocketAddr> = (host.as_str(), port)
+        .to_socket_addrs()
+        .map_err(|e| err(&e.to_string()))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(err("no address"));
+    }
+    Ok(addrs)
+}
+
+/// Splits `HOST`, `HOST:PORT`, `[V6]`, `[V6]:PORT` or a bare IPv6 address into host and port.
+pub fn split_target(target: &str, default_port: u16) -> Result<(String, u16), BenchError> {
     let err = |why: &str| BenchError::Resolve {
         target: target.into(),
         why: why.into(),
@@ -190,17 +239,10 @@ pub fn resolve(target: &str, default_port: u16) -> Result<Vec<SocketAddr>, Bench
     if host.is_empty() {
         return Err(err("empty host"));
     }
-    let addrs: Vec<SocketAddr> = (host.as_str(), port)
-        .to_socket_addrs()
-        .map_err(|e| err(&e.to_string()))?
-        .collect();
-    if addrs.is_empty() {
-        return Err(err("no address"));
-    }
-    Ok(addrs)
+    Ok((host, port))
 }
 
-/// Connects to the first address that answers.
+/// Connects to the first address that answers (plain TCP: TLS comes after).
 pub fn connect_any(addrs: &[SocketAddr]) -> Result<(TcpStream, SocketAddr), BenchError> {
     let mut last = None;
     for a in addrs {

@@ -1,8 +1,9 @@
-//! Blocking framed I/O over a TCP stream: read and write whole protocol messages, bench
+//! Blocking framed I/O over a connection (plain or TLS, [`SecureStream`]): read and write whole protocol messages, bench
 //! messages ([`Message`]) and file-transfer messages ([`TransferMessage`]) alike.
 
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
+
+use super::secure::SecureStream;
 
 use longhaul_proto::transfer::{
     decode_transfer_frame, encode_transfer_frame, is_transfer_frame, TransferMessage,
@@ -32,16 +33,16 @@ pub enum Frame {
     Transfer(TransferMessage),
 }
 
-/// A TCP stream carrying protocol frames.
+/// A connection carrying protocol frames.
 pub struct FramedConn {
-    stream: TcpStream,
+    stream: SecureStream,
     buf: Vec<u8>,
     out: Vec<u8>,
 }
 
 impl FramedConn {
     /// Wraps a connected stream.
-    pub fn new(stream: TcpStream) -> Self {
+    pub fn new(stream: SecureStream) -> Self {
         Self {
             stream,
             buf: Vec::with_capacity(4096),
@@ -50,7 +51,7 @@ impl FramedConn {
     }
 
     /// Wraps a stream with bytes already read from it (see [`FramedConn::into_parts`]).
-    pub fn with_buffer(stream: TcpStream, buf: Vec<u8>) -> Self {
+    pub fn with_buffer(stream: SecureStream, buf: Vec<u8>) -> Self {
         Self {
             stream,
             buf,
@@ -59,12 +60,12 @@ impl FramedConn {
     }
 
     /// The underlying stream.
-    pub fn stream(&self) -> &TcpStream {
+    pub fn stream(&self) -> &SecureStream {
         &self.stream
     }
 
     /// Gives the stream back, with any bytes read past the last message.
-    pub fn into_parts(self) -> (TcpStream, Vec<u8>) {
+    pub fn into_parts(self) -> (SecureStream, Vec<u8>) {
         (self.stream, self.buf)
     }
 

@@ -28,4 +28,6 @@ pub mod attach;
 pub mod control;
 pub mod dial;
 pub mod framed;
+pub mod secure;
 pub mod sockopts;
+pub mod tls;

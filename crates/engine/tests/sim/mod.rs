@@ -15,6 +15,11 @@
 
 pub mod net;
 pub mod receiver;
+
+/// The session's chunk key both simulated ends use (the real ends derive it from the
+/// session secret).
+pub static SIM_CHUNK_KEY: std::sync::LazyLock<longhaul_proto::ChunkKey> =
+    std::sync::LazyLock::new(|| longhaul_proto::ChunkKey::from_bytes([0x5a; 32]));
 pub mod sender;
 pub mod transport;
 

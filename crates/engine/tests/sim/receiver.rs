@@ -222,7 +222,7 @@ impl SimReceiver {
                     }
                     let mut raw = [0u8; ChunkHeader::LEN];
                     raw.copy_from_slice(f.read(ChunkHeader::LEN));
-                    let header = ChunkHeader::decode(&raw)
+                    let header = ChunkHeader::decode(&raw, &super::SIM_CHUNK_KEY)
                         .map_err(|e| format!("a data stream lost its framing: {e}"))?;
                     let plan = self
                         .session

@@ -208,7 +208,7 @@ impl SimSender {
             len: c.len as u32,
             hash: hasher.finish(),
         };
-        net.flows[flow].write(&header.encode());
+        net.flows[flow].write(&header.encode(&super::SIM_CHUNK_KEY));
         net.flows[flow].write(&self.buf);
         self.sent.insert((entry, c.id.index), c.len);
         self.session.chunk_sent(c, header.hash, c.len);

@@ -1,6 +1,9 @@
-//! The fixed 64-byte header before each chunk's bytes on a data stream, with its own
-//! check so a stream that lost sync is caught at the next header.
+//! The fixed 80-byte header before each chunk's bytes on a data stream: a check so a
+//! stream that lost sync is caught at the next header, and a MAC under the session's
+//! [`ChunkKey`] over every field, the chunk's BLAKE3 hash included — so with or without
+//! TLS on the data stream, a chunk altered on the way is never accepted.
 
+use crate::auth::{ChunkKey, CHUNK_MAC_LEN};
 use crate::error::ProtoError;
 use crate::wire::invalid;
 use fnv_check::check32;
@@ -10,8 +13,9 @@ use super::{MAX_CHUNK_BYTES, MAX_FILE_ID};
 /// Flag bit of [`ChunkHeader::flags`]: the chunk is all zeros and no bytes follow.
 pub const CHUNK_FLAG_HOLE: u32 = 1;
 
-/// Precedes each chunk's raw bytes on a data stream. Fixed 64 bytes, big-endian, with a
-/// check of its own so a desynchronised stream is caught at the next header.
+/// Precedes each chunk's raw bytes on a data stream. Fixed 80 bytes, big-endian: the
+/// fields (60 bytes), a 16-byte MAC of them under the session's chunk key, and a check
+/// of its own so a desynchronised stream is caught at the next header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkHeader {
     /// File id.
@@ -31,7 +35,7 @@ pub struct ChunkHeader {
 
 impl ChunkHeader {
     /// Encoded length.
-    pub const LEN: usize = 64;
+    pub const LEN: usize = 80;
     const MAGIC: [u8; 4] = *b"LHCK";
 
     /// Bytes of payload that follow this header.
@@ -43,8 +47,8 @@ impl ChunkHeader {
         }
     }
 
-    /// The 64 header bytes.
-    pub fn encode(&self) -> [u8; Self::LEN] {
+    /// The 80 header bytes, with the MAC under `key`.
+    pub fn encode(&self, key: &ChunkKey) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
         b[..4].copy_from_slice(&Self::MAGIC);
         b[4..8].copy_from_slice(&self.file.to_be_bytes());
@@ -53,13 +57,16 @@ impl ChunkHeader {
         b[16..24].copy_from_slice(&self.offset.to_be_bytes());
         b[24..28].copy_from_slice(&self.len.to_be_bytes());
         b[28..60].copy_from_slice(&self.hash);
-        let c = check32(&b[..60]);
-        b[60..].copy_from_slice(&c.to_be_bytes());
+        let mac = key.mac(&b[..60]);
+        b[60..60 + CHUNK_MAC_LEN].copy_from_slice(&mac);
+        let c = check32(&b[..76]);
+        b[76..].copy_from_slice(&c.to_be_bytes());
         b
     }
 
-    /// Parses and checks 64 header bytes.
-    pub fn decode(b: &[u8; Self::LEN]) -> Result<Self, ProtoError> {
+    /// Parses and checks 80 header bytes: the check, then the MAC under `key`, then
+    /// the bounds.
+    pub fn decode(b: &[u8; Self::LEN], key: &ChunkKey) -> Result<Self, ProtoError> {
         if b[..4] != Self::MAGIC {
             return Err(invalid(
                 "chunk header",
@@ -72,10 +79,18 @@ impl ChunkHeader {
             a.copy_from_slice(&b[i..i + 8]);
             u64::from_be_bytes(a)
         };
-        if be32(60) != check32(&b[..60]) {
+        if be32(76) != check32(&b[..76]) {
             return Err(invalid(
                 "chunk header",
                 "check mismatch: the data stream is corrupt".into(),
+            ));
+        }
+        if !key.verify(&b[..60], &b[60..76]) {
+            return Err(invalid(
+                "chunk header",
+                "its MAC does not match the session's key: the chunk was altered in transit \
+                 (or comes from another session), so it is refused"
+                    .into(),
             ));
         }
         let h = Self {
@@ -103,7 +118,7 @@ impl ChunkHeader {
 }
 
 /// A small checksum for headers (64-bit FNV-1a folded to 32 bits); not cryptographic: it catches a
-/// stream that lost sync, while authentication is the session's business.
+/// stream that lost sync (told apart from tampering, which the MAC catches).
 mod fnv_check {
     pub fn check32(b: &[u8]) -> u32 {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;

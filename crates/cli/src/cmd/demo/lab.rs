@@ -3,6 +3,7 @@
 //! undoes it on drop — and the [`Cleanup`] registry the signal handler uses when the
 //! guards cannot run.
 
+use longhaul_engine::transport::tls::{Security, ServerTls};
 use std::io;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::process::{Child, Command};
@@ -145,7 +146,7 @@ pub struct ServeGuard {
 
 impl ServeGuard {
     /// Binds `[::]:port` inside `ns` and serves until dropped.
-    pub fn start(ns: &str, port: u16, token: Token) -> anyhow::Result<ServeGuard> {
+    pub fn start(ns: &str, port: u16, keys: DemoKeys) -> anyhow::Result<ServeGuard> {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel::<io::Result<()>>();
         let ns_name = ns.to_owned();
@@ -160,10 +161,11 @@ impl ServeGuard {
                 let log: longhaul_engine::bench::server::LogFn = Arc::new(|_line: &str| {});
                 let cfg = ServeConfig {
                     listen: SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port),
-                    token,
+                    token: keys.token,
                     once: false,
                     rx_rate_bps: None,
                     root: None,
+                    tls: keys.tls,
                 };
                 match Server::bind(cfg, log) {
                     Ok(server) => {
@@ -222,7 +224,7 @@ pub struct BenchPlan {
 }
 
 /// Runs `longhaul bench` from a thread inside namespace `ns`.
-pub fn bench_in(ns: &str, plan: BenchPlan, token: Token) -> anyhow::Result<BenchRun> {
+pub fn bench_in(ns: &str, plan: BenchPlan, keys: DemoKeys) -> anyhow::Result<BenchRun> {
     let cfg = BenchConfig {
         target: plan.target,
         streams: 1,
@@ -236,7 +238,8 @@ pub fn bench_in(ns: &str, plan: BenchPlan, token: Token) -> anyhow::Result<Bench
         interval: Duration::from_secs(1),
         send_mode: SendMode::Write,
         read_rate_bps: None,
-        token,
+        security: Security::pinned(keys.tls.fingerprint()),
+        token: keys.token,
     };
     let every = plan.progress_every;
     let (end, lines) = netns::run_in(ns, move || {
@@ -407,8 +410,24 @@ pub fn wait_listening(ns: &str, port: u16, limit: Duration) -> anyhow::Result<()
     }
 }
 
-/// A fresh random token for the demo's own server and client.
-pub fn random_token() -> anyhow::Result<Token> {
+/// The demo's own credentials: a token and a server identity its client pins.
+#[derive(Clone)]
+pub struct DemoKeys {
+    /// The shared token.
+    pub token: Token,
+    /// The server's TLS identity (in memory only).
+    pub tls: ServerTls,
+}
+
+/// Fresh credentials for the demo's own server and client.
+pub fn demo_keys() -> anyhow::Result<DemoKeys> {
+    Ok(DemoKeys {
+        token: random_token()?,
+        tls: ServerTls::ephemeral()?,
+    })
+}
+
+fn random_token() -> anyhow::Result<Token> {
     use std::io::Read as _;
     let mut bytes = [0u8; 32];
     std::fs::File::open("/dev/urandom")

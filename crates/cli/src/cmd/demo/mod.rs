@@ -184,7 +184,7 @@ fn demo(sc: &'static Scenario, args: &Args, cleanup: &Cleanup) -> anyhow::Result
     let t0 = Instant::now();
     let text = !args.json;
     let base = format!("demo{}", std::process::id());
-    let token = lab::random_token()?;
+    let token = lab::demo_keys()?;
     let ipv6 = sc.ip == IpVersion::V6;
     let (iperf_target, bench_target) = if ipv6 {
         let a = End::B.ipv6().to_string();

@@ -8,7 +8,6 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
-use longhaul_proto::Token;
 use longhaul_sys::netns;
 use serde_json::Value;
 
@@ -39,7 +38,7 @@ pub fn run(
     ns_b: &str,
     target_ip: &str,
     seconds: u64,
-    token: Token,
+    token: lab::DemoKeys,
     cleanup: &Cleanup,
 ) -> anyhow::Result<StockRun> {
     if lab::on_path("iperf3") {
@@ -129,7 +128,7 @@ fn bench_at_stock_limits(
     ns_b: &str,
     target_ip: &str,
     seconds: u64,
-    token: Token,
+    token: lab::DemoKeys,
 ) -> anyhow::Result<StockRun> {
     let facts = netns::run_in(ns_a, || Ok(longhaul_engine::host::host_facts()))
         .context("reading the namespace's TCP settings")?;
