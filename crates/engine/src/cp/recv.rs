@@ -368,6 +368,12 @@ fn stream_loop(sh: &Arc<Shared>, stream: usize, mut sock: SecureStream) {
         }
         match read_header(&mut sock, &mut hdr) {
             Ok(true) => {}
+            // Bytes that fail TLS authentication were altered on the way: an attack or a
+            // broken middlebox, not a lost connection; the transfer stops and says so.
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                sh.fail(altered(stream, &e));
+                return;
+            }
             // A clean end, or the stream failed: the sender reassigns its chunks; only
             // a protocol error (below) ends the transfer here.
             Ok(false) | Err(_) => return,
@@ -382,6 +388,15 @@ fn stream_loop(sh: &Arc<Shared>, stream: usize, mut sock: SecureStream) {
             }
         }
     }
+}
+
+/// The reason a transfer stops when a data stream's bytes failed authentication.
+fn altered(stream: usize, e: &io::Error) -> String {
+    format!(
+        "data stream {stream}: {e}; no file was committed from it (verified chunks are kept: \
+         run the same command again to resume, and look for what alters traffic between \
+         the hosts)"
+    )
 }
 
 enum ChunkFail {
@@ -415,7 +430,7 @@ fn receive_chunk(
 ) -> Result<(), ChunkFail> {
     let stop = |e: CpError| ChunkFail::Stop(e.to_string());
     let h = ChunkHeader::decode(hdr, &sh.chunk_key)
-        .map_err(|e| ChunkFail::Stop(format!("a data stream lost its framing: {e}")))?;
+        .map_err(|e| ChunkFail::Stop(format!("data stream {stream}: {e}")))?;
     let plan = sh
         .lock()
         .and_then(|mut s| Ok(s.chunk_header(&h)?))
@@ -427,7 +442,13 @@ fn receive_chunk(
         // Hash each piece as it arrives, while it is in cache; write after the check.
         buf.resize(plan.payload as usize);
         for piece in buf.chunks_mut(PIECE) {
-            sock.read_exact(piece).map_err(|_| ChunkFail::Stream)?;
+            sock.read_exact(piece).map_err(|e| {
+                if e.kind() == io::ErrorKind::InvalidData {
+                    ChunkFail::Stop(altered(stream, &e))
+                } else {
+                    ChunkFail::Stream
+                }
+            })?;
             sh.progress.stream_bytes(stream, piece.len() as u64);
             hasher.update(piece);
         }
