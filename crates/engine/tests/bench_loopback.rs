@@ -38,7 +38,7 @@ impl TestServer {
                 token,
                 once: false,
                 rx_rate_bps: None,
-                root: None,
+                files: Default::default(),
             },
             Arc::new(move |line: &str| l2.lock().unwrap().push(line.to_string())),
         )
@@ -378,7 +378,7 @@ fn a_second_server_on_the_same_port_says_the_port_is_in_use() {
             token: token(),
             once: false,
             rx_rate_bps: None,
-            root: None,
+            files: Default::default(),
         },
         Arc::new(|_: &str| {}),
     )

@@ -163,7 +163,7 @@ impl ServeGuard {
                     token,
                     once: false,
                     rx_rate_bps: None,
-                    root: None,
+                    files: Default::default(),
                 };
                 match Server::bind(cfg, log) {
                     Ok(server) => {
