@@ -80,7 +80,7 @@ fn trees_and_several_sources_both_ways() {
         CP_LIMIT,
     )
     .assert_ok();
-    assert_same_tree(&tree, &far.join("incoming/tree"), TreeCheck::default());
+    assert_same_tree(&tree, &far.join("incoming/tree"), EXACT);
 
     // Several local sources into one far directory.
     let one = write_random(&s.join("one"), &mut rng, 3000);
@@ -107,7 +107,7 @@ fn trees_and_several_sources_both_ways() {
         CP_LIMIT,
     )
     .assert_ok();
-    assert_same_tree(&tree, &back.join("tree"), TreeCheck::default());
+    assert_same_tree(&tree, &back.join("tree"), EXACT);
     assert_eq!(fs::read(back.join("one")).unwrap(), one);
     lab.assert_far_gone(GONE, "after the tree copies");
 }
