@@ -239,7 +239,7 @@ mod tests {
         let tok = "ab".repeat(32);
         let cases = [
             "hello world".to_string(),
-            format!("{READY_TAG}"),
+            READY_TAG.to_string(),
             format!("{READY_TAG}  proto=4"),
             good.replace("port=40123", "port=0"),
             good.replace("port=40123", "port=65536"),

@@ -227,13 +227,11 @@ fn read_ready(out: impl Read, tx: &mpsc::Sender<Stdout>) {
     let mut line = Vec::new();
     loop {
         line.clear();
-        let n = match (&mut reader)
+        // A read error ends the wait like the end of the stream.
+        let n = (&mut reader)
             .take(MAX_READY_LINE as u64 + 1)
             .read_until(b'\n', &mut line)
-        {
-            Ok(n) => n,
-            Err(_) => 0,
-        };
+            .unwrap_or_default();
         if n == 0 || seen > MAX_NOISE {
             let _ = tx.send(Stdout::Ended(noise));
             return;
