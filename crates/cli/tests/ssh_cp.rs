@@ -177,3 +177,38 @@ fn the_old_daemon_form_is_refused_with_both_ways_out() {
         r.describe()
     );
 }
+
+/// The far longhaul starts (ssh works) but its port cannot be reached: the error names the
+/// port, which comes from `--port-range`, and the host, and says how to fix it; the far
+/// process does not stay behind.
+#[test]
+fn an_unreachable_far_port_is_named_with_the_fix() {
+    let Some(lab) = SshLab::start_isolated("an_unreachable_far_port_is_named_with_the_fix") else {
+        return;
+    };
+    let s = Scratch::new("ssh-unreachable");
+    let home = s.dir("home");
+    write_file(&s.join("f"), b"data", 0o644);
+    let r = run(
+        lab.cp(&home)
+            .args(["--port-range", "45000-45009"])
+            .arg(s.join("f"))
+            .arg(lab.remote(&s.join("far"))),
+        Duration::from_secs(90),
+    );
+    r.assert_code(2);
+    let port = r
+        .stderr
+        .split("TCP port ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|p| p.parse::<u16>().ok());
+    assert!(
+        matches!(port, Some(45000..=45009))
+            && r.stderr.contains(&format!("on {}", lab.addr))
+            && r.stderr.contains("--port-range"),
+        "{}",
+        r.describe()
+    );
+    lab.assert_far_gone(GONE, "after the unreachable port");
+}

@@ -25,10 +25,14 @@ pub const SSH_PORT: u16 = 2222;
 
 static LAB_SEQ: AtomicU32 = AtomicU32::new(0);
 
-/// A far host with sshd, reachable from this namespace.
+/// A far host with sshd, reachable from this namespace (or, [`SshLab::start_isolated`],
+/// only through ssh).
 pub struct SshLab {
-    /// Declared first: killed before the namespace goes.
-    sshd: Proc,
+    /// Declared first: killed before the namespace goes. `None` when isolated (sshd runs
+    /// per connection as ssh's ProxyCommand).
+    sshd: Option<Proc>,
+    /// Extra ssh options (the ProxyCommand of an isolated lab).
+    proxy: Option<String>,
     ns: String,
     veth: String,
     /// The far host's address.
@@ -41,6 +45,17 @@ pub struct SshLab {
 impl SshLab {
     /// Starts the far host, or `None` with a SKIP message when this machine cannot.
     pub fn start(test: &str) -> Option<SshLab> {
+        Self::start_with(test, false)
+    }
+
+    /// A far host with no network path from here at all: no veth; ssh reaches it through
+    /// `ProxyCommand=ip netns exec NS sshd -i` (sshd speaking on a pipe), so the far
+    /// longhaul starts but its port cannot be reached.
+    pub fn start_isolated(test: &str) -> Option<SshLab> {
+        Self::start_with(test, true)
+    }
+
+    fn start_with(test: &str, isolated: bool) -> Option<SshLab> {
         if !is_root() {
             eprintln!("SKIP {test}: needs root (network namespaces, sshd)");
             return None;
@@ -84,15 +99,17 @@ impl SshLab {
             assert!(st.success(), "ip {args:?} failed");
         };
         ip(&["netns", "add", &ns]);
-        let peer = format!("{veth}p");
-        ip(&[
-            "link", "add", &veth, "type", "veth", "peer", "name", &peer, "netns", &ns,
-        ]);
-        ip(&["addr", "add", &format!("{near}/30"), "dev", &veth]);
-        ip(&["link", "set", &veth, "up"]);
-        ip(&["-n", &ns, "addr", "add", &format!("{far}/30"), "dev", &peer]);
-        ip(&["-n", &ns, "link", "set", &peer, "up"]);
         ip(&["-n", &ns, "link", "set", "lo", "up"]);
+        if !isolated {
+            let peer = format!("{veth}p");
+            ip(&[
+                "link", "add", &veth, "type", "veth", "peer", "name", &peer, "netns", &ns,
+            ]);
+            ip(&["addr", "add", &format!("{near}/30"), "dev", &veth]);
+            ip(&["link", "set", &veth, "up"]);
+            ip(&["-n", &ns, "addr", "add", &format!("{far}/30"), "dev", &peer]);
+            ip(&["-n", &ns, "link", "set", &peer, "up"]);
+        }
 
         let keygen = |name: &str| {
             let st = Command::new("ssh-keygen")
@@ -119,6 +136,23 @@ impl SshLab {
         .unwrap();
         // sshd's privilege separation directory.
         std::fs::create_dir_all("/run/sshd").unwrap();
+        if isolated {
+            lab_ns.ns.clear();
+            lab_ns.veth.clear();
+            return Some(SshLab {
+                sshd: None,
+                proxy: Some(format!(
+                    "-o \"ProxyCommand=ip netns exec {ns} {SSHD} -i -f {}\"",
+                    cfg.display()
+                )),
+                ns,
+                veth: String::new(),
+                addr: far,
+                key: dir.join("user key"),
+                dir,
+                log: Arc::default(),
+            });
+        }
         let mut child = Command::new("ip")
             .args(["netns", "exec", &ns, SSHD, "-D", "-e", "-f"])
             .arg(&cfg)
@@ -155,7 +189,8 @@ impl SshLab {
         lab_ns.ns.clear();
         lab_ns.veth.clear();
         Some(SshLab {
-            sshd,
+            sshd: Some(sshd),
+            proxy: None,
             ns,
             veth,
             addr: far,
@@ -169,8 +204,9 @@ impl SshLab {
     /// host-key checks.
     pub fn rsh(&self) -> String {
         format!(
-            "ssh -p {SSH_PORT} -i '{}' -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR",
-            self.key.display()
+            "ssh -p {SSH_PORT} -i '{}' -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR {}",
+            self.key.display(),
+            self.proxy.as_deref().unwrap_or("")
         )
     }
 
@@ -253,7 +289,9 @@ impl SshLab {
 
 impl Drop for SshLab {
     fn drop(&mut self) {
-        self.sshd.kill();
+        if let Some(sshd) = &mut self.sshd {
+            sshd.kill();
+        }
         drop(NsGuard {
             ns: std::mem::take(&mut self.ns),
             veth: std::mem::take(&mut self.veth),
