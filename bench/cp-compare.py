@@ -430,7 +430,7 @@ class Bench:
             def cp():
                 row = self.measure(case, "longhaul cp",
                                    wrap(ns_client, [self.lh, "cp", "--json", "--no-progress", src,
-                                                    f"{host}:{lport}:big"]),
+                                                    f"longhaul://{host}:{lport}/big"]),
                                    lsrv, nbytes, 1, os.path.join(lh_root, "big"), same, env=self.env,
                                    parse=self.parse_cp)
                 state["streams"] = row.get("streams") or state["streams"]
@@ -566,7 +566,7 @@ Subsystem sftp /usr/lib/openssh/sftp-server
             def cp():
                 name = f"small-{next(runs)}"
                 self.measure("small", "longhaul cp -r",
-                             [self.lh, "cp", "-r", "--json", "--no-progress", src, f"127.0.0.1:{lport}:{name}"],
+                             [self.lh, "cp", "-r", "--json", "--no-progress", src, f"longhaul://127.0.0.1:{lport}/{name}"],
                              lsrv, nbytes, nfiles, os.path.join(lh_root, name), same, env=self.env,
                              parse=self.parse_cp, keep=True)
 

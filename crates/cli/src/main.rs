@@ -20,11 +20,13 @@ struct Cli {
 enum Command {
     /// Print the figures a path needs: BDP, buffers, loss tolerance, recovery times.
     Plan(cmd::plan::Args),
-    /// Memory-to-memory path test against a `longhaul serve`, window sized to the path.
+    /// Memory-to-memory path test against a `longhaul serve` or a host reached over ssh,
+    /// window sized to the path.
     Bench(cmd::bench::Args),
     /// Serve bench runs and (with --root DIR) file transfers to longhaul clients.
     Serve(cmd::serve::Args),
-    /// Copy files and trees to or from a `longhaul serve --root`, verified and resumable.
+    /// Copy files and trees to or from a host over ssh or a `longhaul serve --root`,
+    /// verified and resumable.
     Cp(cmd::cp::Args),
     /// Emulate a long fat path (rate, buffer, RTT, loss) between two network namespaces.
     Emulate(cmd::emulate::Args),
@@ -38,6 +40,9 @@ enum Command {
     /// Re-enact a Land Speed Record on this machine: an emulated path with the record's RTT,
     /// stock TCP then longhaul side by side, an HTML report (root; about three minutes).
     Demo(cmd::demo::Args),
+    /// The far end that `cp` and `bench` start over ssh (not for direct use).
+    #[command(hide = true)]
+    SshServer(cmd::ssh_server::Args),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +57,7 @@ fn main() -> ExitCode {
         Command::Record(args) => cmd::record::run(args),
         Command::Plot(args) => cmd::plot::run(args),
         Command::Demo(args) => cmd::demo::run(args),
+        Command::SshServer(args) => cmd::ssh_server::run(args),
     };
     match result {
         Ok(code) => code,

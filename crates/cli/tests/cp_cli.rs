@@ -991,7 +991,7 @@ fn token_file_shared_and_a_wrong_token_refused() {
     assert!(!root.join("b").exists());
 }
 
-/// `[V6ADDR]:PORT:PATH` reaches a server listening on `::1`, both ways.
+/// `longhaul://[V6ADDR]:PORT/PATH` reaches a server listening on `::1`, both ways.
 #[test]
 fn ipv6_remote_syntax_works_both_ways() {
     let mut rng = Rng::from_env("ipv6");

@@ -133,7 +133,7 @@ fn a_pull_refuses_a_file_list_naming_what_was_not_asked_for() {
             let (token, lie) = (token.clone(), vec![dotfile(lie)]);
             std::thread::spawn(move || lying_server(listener, token, lie))
         };
-        let run = cp!(&home; "--token-file", &token, format!("127.0.0.1:{port}:big.h5"), &dest);
+        let run = cp!(&home; "--token-file", &token, format!("longhaul://127.0.0.1:{port}/big.h5"), &dest);
         assert!(
             names_under(&dest).is_empty(),
             "{lie}: the destination must stay empty, found {:?}; {}",

@@ -86,15 +86,28 @@ fn tampered_push_is_refused_then_rerun_completes(extra: &[&str], want_in_error: 
     let target = format!("{}:big.bin", relay.addr);
     let push = || {
         let mut c = cp_command(&home);
-        c.args(["--chunk", "1MiB", "-P", "1"]).args(extra).arg(&src).arg(&target);
+        c.args(["--chunk", "1MiB", "-P", "1"])
+            .args(extra)
+            .arg(&src)
+            .arg(&target);
         run(&mut c, CP_LIMIT)
     };
     let first = push();
-    assert_eq!(relay.flips.load(Ordering::SeqCst), 1, "{}", first.describe());
+    assert_eq!(
+        relay.flips.load(Ordering::SeqCst),
+        1,
+        "{}",
+        first.describe()
+    );
     let committed = root.join("big.bin");
     if first.code() == Some(0) {
         // Only acceptable if the altered chunk was caught and sent again.
-        assert_eq!(std::fs::read(&committed).unwrap(), data, "{}", first.describe());
+        assert_eq!(
+            std::fs::read(&committed).unwrap(),
+            data,
+            "{}",
+            first.describe()
+        );
     } else {
         assert!(
             !committed.exists() || std::fs::read(&committed).unwrap() == data,

@@ -1,12 +1,13 @@
 //! Drivers that move real bytes: the transport under bench and cp (connections,
 //! handshake, data streams, the control link), bench streams, cp's file ends, pacing,
-//! telemetry sampling and the emulator's packet loop.
+//! telemetry sampling, the emulator's packet loop, and starting the far end over ssh.
 #![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod cp;
 pub mod emulate;
 pub mod host;
+pub mod ssh;
 pub mod telemetry;
 pub mod token;
 pub mod transport;

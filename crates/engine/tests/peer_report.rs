@@ -35,7 +35,7 @@ fn a_server_reports_its_findings_for_the_path_asked_about() {
             token: token(),
             once: false,
             rx_rate_bps: None,
-            root: None,
+            files: Default::default(),
             tls: server_tls(),
         },
         Arc::new(move |line: &str| l2.lock().unwrap().push(line.to_string())),

@@ -32,6 +32,7 @@ mod error;
 pub mod limits;
 mod message;
 mod session;
+pub mod ssh_ready;
 pub mod transfer;
 mod wire;
 
@@ -45,6 +46,7 @@ pub use message::{
     Message, Results, SendMode, StreamResult, StreamSample,
 };
 pub use session::{ClientEvent, ClientSession, DataAttachments, ServerEvent, ServerSession};
+pub use ssh_ready::SshReady;
 
 /// The protocol version this build speaks (2: chunk headers carry a 32-byte BLAKE3
 /// chunk hash instead of xxh3; 3: a transfer request names the sender's congestion

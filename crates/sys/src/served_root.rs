@@ -10,6 +10,11 @@
 //!   (`ENOSYS`, `EPERM` from seccomp): walk component by component with `O_NOFOLLOW`,
 //!   refusing every symlink.
 //!
+//! - [`Resolver::Unconfined`]: plain `openat(2)` from the root, symlinks followed. Only for
+//!   `longhaul ssh-server`, which serves `/` with the ssh user's own rights: there is
+//!   nothing to escape from, and the user's symlinks should work as in scp. A daemon never
+//!   uses it ([`ServedRoot::open`] picks one of the two above).
+//!
 //! Callers pass relative paths already validated as peer input (`longhaul-transfer`'s
 //! `parse_peer_path`); this module checks again (absolute, `..`, empty, NUL) because it is
 //! the last line of defence.
@@ -28,6 +33,8 @@ pub enum Resolver {
     Openat2,
     /// Component by component with `O_NOFOLLOW`: no symlink is followed at all.
     NoSymlinks,
+    /// `openat` with the whole path, symlinks followed anywhere (no confinement).
+    Unconfined,
 }
 
 /// How a file below the root is opened.
@@ -93,6 +100,13 @@ impl ServedRoot {
             root.resolver = Resolver::NoSymlinks;
         }
         Ok(root)
+    }
+
+    /// The whole file system as the calling user sees it: `/` with
+    /// [`Resolver::Unconfined`]. Paths are still relative (to `/`) and still refused with
+    /// `..`; the caller resolves `..` by name first.
+    pub fn open_unconfined() -> io::Result<Self> {
+        Self::open_with(Path::new("/"), Resolver::Unconfined)
     }
 
     /// Opens `path` as a root with a given resolver (tests exercise both).
@@ -367,6 +381,10 @@ impl ServedRoot {
                 let at = dir.as_ref().map_or(self.dir.as_raw_fd(), |d| d.as_raw_fd());
                 self.at(at, &c, flags | libc::O_NOFOLLOW, mode, rel)
             }
+            Resolver::Unconfined => {
+                let c = cstring(rel.as_os_str().as_bytes(), rel)?;
+                self.at(self.dir.as_raw_fd(), &c, flags, mode, rel)
+            }
         }
     }
 
@@ -429,14 +447,13 @@ impl ServedRoot {
             Some(libc::ELOOP) => " (a symlink loop or a magic link)".to_string(),
             _ => String::new(),
         };
-        io::Error::new(
-            e.kind(),
-            format!(
-                "cannot {what} {} below {}: {e}{why}",
-                rel.display(),
-                self.path.display()
-            ),
-        )
+        let place = if self.resolver == Resolver::Unconfined {
+            // No root to speak of: the path as the user knows it.
+            format!("{}", self.path.join(rel).display())
+        } else {
+            format!("{} below {}", rel.display(), self.path.display())
+        };
+        io::Error::new(e.kind(), format!("cannot {what} {place}: {e}{why}"))
     }
 }
 

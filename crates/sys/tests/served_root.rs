@@ -248,3 +248,38 @@ fn sparse_files_keep_their_holes() {
     assert!(file_io::allocated_bytes(&dst).unwrap() <= 4 * MIB);
     assert_eq!(dst.metadata().unwrap().len(), 64 * MIB);
 }
+
+/// `ssh-server`'s root: `/` as the user sees it, every symlink followed (there is nothing
+/// to escape from), `..` and absolute paths still refused (the caller resolves names).
+#[test]
+fn unconfined_root_follows_symlinks_from_slash() {
+    let tmp = setup();
+    let all = ServedRoot::open_unconfined().unwrap();
+    assert_eq!(all.resolver(), Resolver::Unconfined);
+    let rel = |p: &Path| p.strip_prefix("/").unwrap().to_path_buf();
+    let through_up = rel(&tmp.path().join("root/up/secret"));
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut all.open_file(&through_up, Access::Read).unwrap(),
+        &mut text,
+    )
+    .unwrap();
+    assert_eq!(text, "outside");
+    let new = rel(&tmp.path().join("root/sub_link/new"));
+    all.open_file(&new, RW).unwrap();
+    assert!(tmp.path().join("root/sub/new").exists());
+    for bad in ["../etc/passwd", "/etc/passwd"] {
+        assert!(
+            all.open_file(Path::new(bad), Access::Read).is_err(),
+            "{bad}"
+        );
+    }
+    let e = all
+        .open_file(&rel(&tmp.path().join("nothing")), Access::Read)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&tmp.path().join("nothing").display().to_string()),
+        "{e}"
+    );
+}

@@ -193,7 +193,7 @@ pub enum Error {
 
     // --- command-line locations (`cp SRC... DST`) ---
     /// An empty command-line argument.
-    #[error("an empty argument is not a path; name a local path or HOST:PATH")]
+    #[error("an empty argument is not a path; name a local path, [USER@]HOST:PATH or longhaul://HOST/PATH")]
     EmptyLocation,
     /// `:path` with nothing before the colon.
     #[error("{arg:?} has an empty host; write HOST:PATH (or ./{arg} for a local file)")]
@@ -202,7 +202,7 @@ pub enum Error {
         arg: String,
     },
     /// `[...` without the `]:` that closes an IPv6 address.
-    #[error("{arg:?}: an IPv6 host is written [ADDR]:PATH or [ADDR]:PORT:PATH")]
+    #[error("{arg:?}: an IPv6 host is written [ADDR]:PATH (ssh) or longhaul://[ADDR]:PORT/PATH (daemon)")]
     BadBracketHost {
         /// The argument, lossily decoded.
         arg: String,
@@ -212,6 +212,25 @@ pub enum Error {
     NonUtf8Host {
         /// The argument, lossily decoded.
         arg: String,
+    },
+    /// The daemon form of longhaul before ssh start-up, `host:PORT:path`: now an ssh path
+    /// `PORT:path`, refused so that it does not silently change meaning.
+    #[error("{host}:{port}:{rest} is the old daemon form; to reach a daemon write longhaul://{host}:{port}/{rest}; for a remote file named {port}:{rest} (over ssh) write {host}:./{port}:{rest}")]
+    OldDaemonForm {
+        /// The host (IPv6 in brackets).
+        host: String,
+        /// The digits after the host.
+        port: String,
+        /// The rest, lossily decoded.
+        rest: String,
+    },
+    /// A `[user@]host` that ssh must not get (an option, white space, a bad character).
+    #[error("{arg:?}: {why}")]
+    BadSshHost {
+        /// The argument, lossily decoded.
+        arg: String,
+        /// What is wrong with it.
+        why: String,
     },
     /// A port of 0 or above 65535.
     #[error("port {value} in {arg:?} is not in 1..=65535")]

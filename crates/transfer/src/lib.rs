@@ -6,7 +6,8 @@
 //! - [`receiver`]: one file's receiving side: resume or start over, chunk checks, the
 //!   order of sync and manifest record, the digest gate before the rename.
 //! - [`path`]: turning a peer-supplied relative path into safe components.
-//! - [`location`]: reading a `cp` argument as a local path or `HOST[:PORT]:PATH`.
+//! - [`location`]: reading a `cp` argument as a local path, an ssh `[USER@]HOST:PATH` or a
+//!   daemon's `longhaul://HOST[:PORT]/PATH`; the far end's reading of an ssh path.
 //! - [`place`]: cp's placement of received entries and the receiver's work-file names.
 //! - [`integrity`]: per-chunk xxh3 and whole-file BLAKE3 helpers.
 //! - [`file_hashes`]: a file's chunk hashes merged into its BLAKE3, in any order.
@@ -34,7 +35,7 @@ pub use file_hashes::FileHashes;
 pub use integrity::{
     chunk_hash, digest_hex, file_digest, source_fingerprint, ChunkHash, ChunkHasher, Digest,
 };
-pub use location::{parse_location, remote_path, Location, RemoteSpec};
+pub use location::{parse_location, remote_path, Location, RemoteSpec, SshHost, SshSpec};
 pub use manifest::{
     decide_resume, Loaded, ResumeDecision, ResumeManifest, SourceIdentity, StartOverReason,
 };

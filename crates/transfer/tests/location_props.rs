@@ -1,11 +1,13 @@
 //! Property tests of `cp` argument parsing: arbitrary bytes never panic, a generated
-//! host/port/path written as an argument reads back as the same remote, and an argument
-//! with no `:` before its first `/` is always local.
+//! daemon host/port/path written as a `longhaul://` argument reads back as the same spec,
+//! an ssh `host:path` reads back as itself (or as the refused old daemon form when the
+//! path starts with `DIGITS:`), and an argument with no `:` before its first `/` is
+//! always local.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
-use longhaul_transfer::{parse_location, remote_path, Location, RemoteSpec};
+use longhaul_transfer::{parse_location, remote_path, Error, Location, RemoteSpec};
 use proptest::prelude::*;
 
 fn host() -> impl Strategy<Value = String> {
@@ -28,27 +30,44 @@ fn path() -> impl Strategy<Value = Vec<u8>> {
 proptest! {
     #[test]
     fn arbitrary_arguments_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
-        if let Ok(Location::Remote(spec)) = parse_location(OsStr::from_bytes(&bytes)) {
-            prop_assert!(!spec.host.is_empty());
-            prop_assert!(spec.port != Some(0));
-            let _ = remote_path(&spec);
+        match parse_location(OsStr::from_bytes(&bytes)) {
+            Ok(Location::Daemon(spec)) => {
+                prop_assert!(!spec.host.is_empty());
+                prop_assert!(spec.port != Some(0));
+                let _ = remote_path(&spec);
+            }
+            Ok(Location::Ssh(spec)) => {
+                prop_assert!(!spec.host.host.is_empty());
+                prop_assert!(!spec.host.host.starts_with('-'));
+            }
+            _ => {}
         }
     }
 
     #[test]
-    fn remote_specs_round_trip(host in host(), port in proptest::option::of(1u16..), path in path()) {
+    fn daemon_specs_round_trip(host in host(), port in proptest::option::of(1u16..), path in path()) {
         let spec = RemoteSpec { host, port, path };
         let arg = spec.to_arg();
         match parse_location(&arg) {
-            Ok(Location::Remote(back)) => {
-                prop_assert_eq!(&back.host, &spec.host);
-                prop_assert_eq!(back.port, spec.port);
-                prop_assert_eq!(remote_path(&back), remote_path(&spec));
-                if port.is_some() || back.path.len() == spec.path.len() {
-                    prop_assert_eq!(&back.path, &spec.path);
-                }
-            }
+            Ok(Location::Daemon(back)) => prop_assert_eq!(back, spec),
             other => prop_assert!(false, "{:?} read as {:?}", arg, other),
+        }
+    }
+
+    #[test]
+    fn ssh_specs_read_back(host in host(), path in path()) {
+        let shown = if host.contains(':') { format!("[{host}]") } else { host.clone() };
+        let mut arg = format!("{shown}:").into_bytes();
+        arg.extend_from_slice(&path);
+        let digits = path.iter().take_while(|b| b.is_ascii_digit()).count();
+        let old_form = digits > 0 && path.get(digits) == Some(&b':');
+        match parse_location(OsStr::from_bytes(&arg)) {
+            Ok(Location::Ssh(back)) if !old_form => {
+                prop_assert_eq!(&back.host.host, &host);
+                prop_assert_eq!(&back.path, &path);
+            }
+            Err(Error::OldDaemonForm { .. }) if old_form => {}
+            other => prop_assert!(false, "{:?} read as {:?}", String::from_utf8_lossy(&arg), other),
         }
     }
 
@@ -60,11 +79,9 @@ proptest! {
         let mut arg = head.into_bytes();
         arg.push(b'/');
         arg.extend_from_slice(&tail);
-        if arg[0] != b'[' {
-            match parse_location(OsStr::from_bytes(&arg)) {
-                Ok(Location::Local(p)) => prop_assert_eq!(p.as_os_str().as_bytes(), &arg[..]),
-                other => prop_assert!(false, "{:?}", other),
-            }
+        match parse_location(OsStr::from_bytes(&arg)) {
+            Ok(Location::Local(p)) => prop_assert_eq!(p.as_os_str().as_bytes(), &arg[..]),
+            other => prop_assert!(false, "{:?}", other),
         }
     }
 }

@@ -1,5 +1,9 @@
-//! `longhaul bench`: a memory-to-memory path test against a `longhaul serve`, with the
-//! window sized to the path and a verdict on what limited it.
+//! `longhaul bench`: a memory-to-memory path test against a `longhaul serve` or a longhaul
+//! started over ssh, with the window sized to the path and a verdict on what limited it.
+//!
+//! TARGET: `longhaul://HOST[:PORT]` or a bare `HOST[:PORT]` is a daemon (as iperf3);
+//! `USER@HOST`, `ssh://[USER@]HOST[:PORT]`, or any target with `-e/--rsh` is started over
+//! ssh.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,11 +15,17 @@ use longhaul_proto::SendMode;
 use serde_json::json;
 
 use super::common::{duration, emit_json, rate, say, size, SecurityArgs, TokenArgs};
+use super::ssh::SshArgs;
+use longhaul_engine::ssh::launch::FarEnd;
+use longhaul_transfer::location::{
+    parse_daemon, parse_ssh_host, parse_ssh_url, SshHost, DAEMON_SCHEME,
+};
 
 /// Arguments of `longhaul bench`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The server: HOST, HOST:PORT, [IPv6]:PORT (default port 5290).
+    /// A daemon: HOST, HOST:PORT, [IPv6]:PORT or longhaul://HOST[:PORT] (default port
+    /// 5290). Over ssh: USER@HOST, ssh://[USER@]HOST[:PORT], or any HOST with -e.
     pub target: String,
     /// Parallel TCP streams.
     #[arg(short = 'P', long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -57,6 +67,47 @@ pub struct Args {
     pub token: TokenArgs,
     #[command(flatten)]
     pub security: SecurityArgs,
+    #[command(flatten)]
+    pub ssh: SshArgs,
+}
+
+/// Where a bench run goes.
+#[derive(Debug, PartialEq, Eq)]
+enum Target {
+    /// A running daemon: the address as `dial` takes it.
+    Daemon(String),
+    /// A host reached over ssh.
+    Ssh(SshHost),
+}
+
+/// Reads TARGET (see the module docs).
+fn parse_target(target: &str, rsh_given: bool) -> anyhow::Result<Target> {
+    let bytes = target.as_bytes();
+    let err = |e: longhaul_transfer::Error| anyhow::anyhow!("{e}");
+    if let Some(rest) = target.strip_prefix(DAEMON_SCHEME) {
+        let spec = parse_daemon(rest.as_bytes(), bytes).map_err(err)?;
+        if !spec.path.is_empty() {
+            anyhow::bail!("{target:?}: bench takes no path; write longhaul://HOST[:PORT]");
+        }
+        let host = if spec.host.contains(':') {
+            format!("[{}]", spec.host)
+        } else {
+            spec.host
+        };
+        return Ok(Target::Daemon(match spec.port {
+            Some(p) => format!("{host}:{p}"),
+            None => host,
+        }));
+    }
+    if let Some(rest) = target.strip_prefix("ssh://") {
+        return parse_ssh_url(rest.as_bytes(), bytes)
+            .map(Target::Ssh)
+            .map_err(err);
+    }
+    if target.contains('@') || rsh_given {
+        return parse_ssh_host(bytes, bytes).map(Target::Ssh).map_err(err);
+    }
+    Ok(Target::Daemon(target.to_string()))
 }
 
 /// `--send-mode` values.
@@ -83,8 +134,18 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     if args.time.is_zero() || args.time > Duration::from_secs(86_400) {
         anyhow::bail!("--time must be between 1 ms and one day");
     }
+    let target = parse_target(&args.target, args.ssh.rsh.is_some())?;
+    // Over ssh the far longhaul is started first; its guard ends it on every path.
+    let (target, token, security, far) = match target {
+        Target::Daemon(t) => (t, args.token.load()?, args.security.security()?, None),
+        Target::Ssh(host) => {
+            let end = FarEnd::start(&host, &args.ssh.options())?;
+            let security = args.security.pinned(end.fingerprint());
+            (end.target().to_string(), end.token(), security, Some(end))
+        }
+    };
     let cfg = BenchConfig {
-        target: args.target.clone(),
+        target,
         streams: args.streams,
         duration: args.time,
         bytes: args.bytes,
@@ -100,16 +161,19 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
             Mode::Zerocopy => SendMode::MsgZerocopy,
         },
         read_rate_bps: args.read_rate,
-        token: args.token.load()?,
-        security: args.security.security()?,
+        token,
+        security,
     };
     let mut out: Box<dyn Printer> = if args.json {
         Box::new(JsonPrinter)
     } else {
         Box::new(TextPrinter::default())
     };
-    let end = run_bench(&cfg, &mut Observer(out.as_mut()))?;
-    out.end(&end);
+    let end = run_bench(&cfg, &mut Observer(out.as_mut()));
+    if let Some(far) = far {
+        far.finish();
+    }
+    out.end(&end?);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -288,5 +352,42 @@ fn buf(b: u64) -> String {
         "autotuning".into()
     } else {
         format_bytes(b as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn daemon(t: &str) -> String {
+        match parse_target(t, false).unwrap() {
+            Target::Daemon(a) => a,
+            other => panic!("{t}: {other:?}"),
+        }
+    }
+
+    fn ssh(t: &str, rsh: bool) -> SshHost {
+        match parse_target(t, rsh).unwrap() {
+            Target::Ssh(h) => h,
+            other => panic!("{t}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn targets() {
+        assert_eq!(daemon("far.example"), "far.example");
+        assert_eq!(daemon("far.example:5291"), "far.example:5291");
+        assert_eq!(daemon("[::1]:7"), "[::1]:7");
+        assert_eq!(daemon("longhaul://h"), "h");
+        assert_eq!(daemon("longhaul://h:9/"), "h:9");
+        assert_eq!(daemon("longhaul://[::1]:9"), "[::1]:9");
+        assert!(parse_target("longhaul://h/x", false).is_err());
+        let h = ssh("me@h", false);
+        assert_eq!((h.user.as_deref(), h.host.as_str()), (Some("me"), "h"));
+        let h = ssh("ssh://me@h:2222", false);
+        assert_eq!((h.host.as_str(), h.port), ("h", Some(2222)));
+        let h = ssh("h", true);
+        assert_eq!((h.user, h.host.as_str()), (None, "h"));
+        assert!(parse_target("-oProxyCommand=x@h", false).is_err());
     }
 }

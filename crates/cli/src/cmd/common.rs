@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use longhaul_engine::transport::tls::{Encryption, Security, ServerTrust};
+use longhaul_engine::transport::tls::{Encryption, Fingerprint, Security, ServerTrust};
 use longhaul_model::units;
 
 /// Where the shared token comes from (see `longhaul serve --help`).
@@ -52,6 +52,22 @@ pub enum EncryptionArg {
 }
 
 impl SecurityArgs {
+    /// Over ssh: exactly the certificate the far end announced on the ssh channel
+    /// (`--ca` and the known-servers file play no part).
+    pub fn pinned(&self, fp: Fingerprint) -> Security {
+        Security {
+            trust: ServerTrust::Pinned(fp),
+            encryption: self.encryption(),
+        }
+    }
+
+    fn encryption(&self) -> Encryption {
+        match self.encryption {
+            EncryptionArg::On => Encryption::On,
+            EncryptionArg::Off => Encryption::Off,
+        }
+    }
+
     /// The engine's form.
     pub fn security(&self) -> anyhow::Result<Security> {
         let trust = match (&self.ca, &self.known_servers) {
@@ -61,10 +77,7 @@ impl SecurityArgs {
         };
         Ok(Security {
             trust,
-            encryption: match self.encryption {
-                EncryptionArg::On => Encryption::On,
-                EncryptionArg::Off => Encryption::Off,
-            },
+            encryption: self.encryption(),
         })
     }
 }

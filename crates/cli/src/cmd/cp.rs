@@ -1,5 +1,7 @@
-//! `longhaul cp`: copy files and trees to or from a `longhaul serve --root DIR`, verified
-//! (a BLAKE3 subtree hash per chunk, merged into each file's BLAKE3) and resumable (run the same command again).
+//! `longhaul cp`: copy files and trees to or from a host reached over ssh (`[user@]host:path`,
+//! the far longhaul started through the user's ssh) or a `longhaul serve --root DIR`
+//! (`longhaul://host[:port]/path`), verified (a BLAKE3 subtree hash per chunk, merged into
+//! each file's BLAKE3) and resumable (run the same command again).
 //!
 //! `--json` prints JSON Lines (schema in the README): `{"type":"start",...}`, an
 //! `{"type":"interval",...}` every `--interval` (bench's per-stream TCP_INFO figures and
@@ -30,17 +32,22 @@ use longhaul_engine::cp::send::SendItem;
 use longhaul_engine::cp::telemetry::{CpTelemetry, CpVerdict};
 use longhaul_engine::cp::walk::walk_local;
 use longhaul_engine::cp::Progress;
+use longhaul_engine::ssh::launch::FarEnd;
 use longhaul_model::units::{format_bytes, format_rate_bps};
-use longhaul_transfer::location::{parse_location, remote_path, Location, RemoteSpec};
+use longhaul_transfer::location::{parse_location, remote_path, Location, RemoteSpec, SshSpec};
 use serde_json::json;
 
 use super::common::{duration, emit_json, rate, say, size, SecurityArgs, TokenArgs};
+use super::ssh::SshArgs;
+use longhaul_engine::transport::tls::Security;
 
 /// Arguments of `longhaul cp`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Sources then the destination; exactly one side is remote: HOST:PATH,
-    /// HOST:PORT:PATH or [IPv6]:PORT:PATH, PATH relative to the server's --root.
+    /// Sources then the destination; exactly one side is remote. Over ssh:
+    /// [USER@]HOST:PATH or [USER@][IPv6]:PATH, PATH absolute or relative to the remote
+    /// home (empty: the home; a ':' after the first '/' makes an argument local). A
+    /// running daemon: longhaul://HOST[:PORT]/PATH, PATH below its --root.
     #[arg(required = true, num_args = 2.., value_name = "SRC... DST")]
     pub paths: Vec<std::ffi::OsString>,
     /// Copy directories and their contents.
@@ -86,6 +93,42 @@ pub struct Args {
     pub token: TokenArgs,
     #[command(flatten)]
     pub security: SecurityArgs,
+    #[command(flatten)]
+    pub ssh: SshArgs,
+}
+
+/// The far side of one transfer.
+#[derive(Debug, Clone)]
+enum Far {
+    /// A running `longhaul serve --root`.
+    Daemon(RemoteSpec),
+    /// A host reached over ssh, its longhaul started for this transfer.
+    Ssh(SshSpec),
+}
+
+impl Far {
+    fn of(location: &Location) -> Option<Far> {
+        match location {
+            Location::Local(_) => None,
+            Location::Daemon(spec) => Some(Far::Daemon(spec.clone())),
+            Location::Ssh(spec) => Some(Far::Ssh(spec.clone())),
+        }
+    }
+
+    fn path(&self) -> &[u8] {
+        match self {
+            Far::Daemon(spec) => &spec.path,
+            Far::Ssh(spec) => &spec.path,
+        }
+    }
+
+    /// The argument as the user would write it (for messages).
+    fn shown(&self) -> String {
+        match self {
+            Far::Daemon(spec) => spec.to_string(),
+            Far::Ssh(spec) => spec.to_string(),
+        }
+    }
 }
 
 /// Runs `longhaul cp`.
@@ -113,13 +156,14 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     if args.interval < Duration::from_millis(10) {
         bail!("--interval must be at least 10ms");
     }
-    let jobs: Vec<(RemoteSpec, CpJob)> = match (&dst, srcs.as_slice()) {
-        (Location::Remote(spec), srcs) => {
+    let is_remote = |l: &Location| !matches!(l, Location::Local(_));
+    let jobs: Vec<(Far, CpJob)> = match (Far::of(&dst), srcs.as_slice()) {
+        (Some(far), srcs) => {
             let mut locals = Vec::new();
             for s in srcs {
                 match s {
                     Location::Local(p) => locals.push(p.clone()),
-                    Location::Remote(_) => {
+                    _ => {
                         bail!("both sides are remote; one side of longhaul cp must be a local path")
                     }
                 }
@@ -132,18 +176,18 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
                     origin: s.origin,
                 })
                 .collect();
-            vec![(spec.clone(), CpJob::Push { items })]
+            vec![(far, CpJob::Push { items })]
         }
-        (Location::Local(dest), [Location::Remote(spec)]) => vec![(
-            spec.clone(),
+        (None, [src]) if is_remote(src) => vec![(
+            Far::of(src).context("a remote source")?,
             CpJob::Pull {
-                dest: PathBuf::from(dest),
+                dest: dst_path(&dst)?,
             },
         )],
-        (Location::Local(dest), srcs) if srcs.iter().all(|s| matches!(s, Location::Remote(_))) => {
+        (None, srcs) if srcs.iter().all(is_remote) => {
             // Several remote sources, as cp: into an existing directory, one transfer
             // after another.
-            let dest = PathBuf::from(dest);
+            let dest = dst_path(&dst)?;
             if !dest.is_dir() {
                 bail!(
                     "{} is not an existing directory; several sources are copied into one (create it first)",
@@ -151,40 +195,43 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
                 );
             }
             srcs.iter()
-                .filter_map(|s| match s {
-                    Location::Remote(spec) => {
-                        Some((spec.clone(), CpJob::Pull { dest: dest.clone() }))
-                    }
-                    Location::Local(_) => None,
-                })
+                .filter_map(Far::of)
+                .map(|far| (far, CpJob::Pull { dest: dest.clone() }))
                 .collect()
         }
-        (Location::Local(_), srcs) if srcs.iter().any(|s| matches!(s, Location::Remote(_))) => {
-            bail!("the sources mix local and remote paths; copy from a server (all sources HOST:PATH) or to one (DST HOST:PATH), one command each")
+        (None, srcs) if srcs.iter().any(is_remote) => {
+            bail!("the sources mix local and remote paths; copy from a host (all sources HOST:PATH) or to one (DST HOST:PATH), one command each")
         }
-        (Location::Local(_), _) => {
-            bail!("no side is remote; name the server as HOST:PATH (for local copies use cp)")
+        (None, _) => {
+            bail!("no side is remote; name the far side as [USER@]HOST:PATH (over ssh) or longhaul://HOST/PATH (a daemon); for local copies use cp")
         }
     };
-    for (spec, _) in &jobs {
-        remote_path(spec).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for (far, _) in &jobs {
+        if let Far::Daemon(spec) = far {
+            remote_path(spec).map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
     }
     let window = super::common::window(&args.window)?;
-    let token = args.token.load()?;
+    // Only a daemon needs the shared token; an ssh start-up makes a one-time one.
+    let token = if jobs.iter().any(|(far, _)| matches!(far, Far::Daemon(_))) {
+        Some(args.token.load()?)
+    } else {
+        None
+    };
     if jobs.len() == 1 {
-        let (spec, job) = jobs.into_iter().next().context("no transfer")?;
-        let report = run_one(&args, &spec, job, token, window)?;
+        let (far, job) = jobs.into_iter().next().context("no transfer")?;
+        let report = run_one(&args, &far, job, token, window)?;
         return Ok(ExitCode::from(status_of(&report)));
     }
     // Several sources: an error in one is reported and the others still go, as cp does;
     // the exit status is the worst.
     let mut worst = 0;
-    for (spec, job) in jobs {
-        match run_one(&args, &spec, job, token.clone(), window) {
+    for (far, job) in jobs {
+        match run_one(&args, &far, job, token.clone(), window) {
             Ok(report) => worst = worst.max(status_of(&report)),
             Err(e) => {
                 worst = 2;
-                let what = format!("{}:{}", spec.host, String::from_utf8_lossy(&spec.path));
+                let what = far.shown();
                 if json {
                     emit_json(&json!({"type": "error", "source": what, "error": format!("{e:#}")}));
                 } else {
@@ -194,6 +241,14 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::from(worst))
+}
+
+/// The local destination of a pull.
+fn dst_path(dst: &Location) -> anyhow::Result<PathBuf> {
+    match dst {
+        Location::Local(p) => Ok(p.clone()),
+        _ => bail!("both sides are remote; one side of longhaul cp must be a local path"),
+    }
 }
 
 fn warn(json: bool, w: String) {
@@ -209,12 +264,43 @@ fn status_of(report: &CpReport) -> u8 {
     u8::from(!report.failed.is_empty())
 }
 
-/// One transfer with one server: progress while it runs, then its end line.
+/// One transfer with one far side: over ssh its longhaul is started first (and closed
+/// after); then progress while it runs, then its end line.
 fn run_one(
     args: &Args,
-    spec: &RemoteSpec,
+    far: &Far,
     job: CpJob,
-    token: longhaul_proto::Token,
+    token: Option<longhaul_proto::Token>,
+    window: Option<u64>,
+) -> anyhow::Result<CpReport> {
+    let (server, token, security, ssh) = match far {
+        Far::Daemon(spec) => (
+            server_of(spec),
+            token.context("a daemon needs the shared token")?,
+            args.security.security()?,
+            None,
+        ),
+        Far::Ssh(spec) => {
+            let end = FarEnd::start(&spec.host, &args.ssh.options())?;
+            let security = args.security.pinned(end.fingerprint());
+            (end.target().to_string(), end.token(), security, Some(end))
+        }
+    };
+    let report = transfer(args, far, server, (token, security), job, window);
+    // The orderly end of the far process, after success or failure alike (an early
+    // return or a panic drops the guard instead, which kills ssh and so ends it too).
+    if let Some(end) = ssh {
+        end.finish();
+    }
+    report
+}
+
+fn transfer(
+    args: &Args,
+    far: &Far,
+    server: String,
+    (token, security): (longhaul_proto::Token, Security),
+    job: CpJob,
     window: Option<u64>,
 ) -> anyhow::Result<CpReport> {
     let json = args.json;
@@ -223,11 +309,12 @@ fn run_one(
         user + sys
     };
     let cfg = CpConfig {
-        server: server_of(spec),
-        remote_path: spec.path.clone(),
+        server,
+        remote_path: far.path().to_vec(),
+        user_paths: matches!(far, Far::Ssh(_)),
         job,
         token,
-        security: args.security.security()?,
+        security,
         recursive: args.recursive,
         no_clobber: args.no_clobber,
         sync: args.sync,

@@ -10,4 +10,6 @@ pub mod plot;
 mod png;
 pub mod record;
 pub mod serve;
+pub mod ssh;
+pub mod ssh_server;
 pub mod tune;

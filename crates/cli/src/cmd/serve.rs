@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use longhaul_engine::bench::{ServeConfig, Server, DEFAULT_PORT};
+use longhaul_engine::cp::serve::ServedFiles;
 use longhaul_engine::transport::tls::{ServerIdentity, ServerTls};
 
 use super::common::{rate, TokenArgs};
@@ -43,8 +44,8 @@ pub struct Args {
 /// Runs `longhaul serve`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let token = args.token.load()?;
-    let root = match &args.root {
-        Some(dir) => Some(Arc::new(
+    let files = match &args.root {
+        Some(dir) => ServedFiles::Root(Arc::new(
             longhaul_sys::served_root::ServedRoot::open(dir).with_context(|| {
                 format!(
                     "cannot serve {} (--root must name an existing directory)",
@@ -52,7 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 )
             })?,
         )),
-        None => None,
+        None => ServedFiles::Nothing,
     };
     let id_dir = match &args.identity_dir {
         Some(d) => d.clone(),
@@ -78,7 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             token,
             once: args.once,
             rx_rate_bps: args.rx_rate,
-            root,
+            files,
             tls,
         },
         log,

@@ -11,6 +11,8 @@
 //! file keeps its own copy of these.
 #![allow(dead_code)]
 
+pub mod sshd;
+
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
@@ -247,14 +249,14 @@ impl Server {
         }
     }
 
-    /// `ADDR:PORT:PATH`, the remote argument of `longhaul cp`.
+    /// `longhaul://ADDR:PORT/PATH`, the remote argument of `longhaul cp`.
     pub fn remote(&self, path: &str) -> String {
-        format!("{}:{path}", self.addr)
+        format!("longhaul://{}/{path}", self.addr)
     }
 
-    /// `ADDR:PORT:PATH` with a path that may not be UTF-8.
+    /// `longhaul://ADDR:PORT/PATH` with a path that may not be UTF-8.
     pub fn remote_os(&self, path: &OsStr) -> OsString {
-        let mut s = OsString::from(format!("{}:", self.addr));
+        let mut s = OsString::from(format!("longhaul://{}/", self.addr));
         s.push(path);
         s
     }

@@ -17,7 +17,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::run::{DataRun, Role, SenderPlan};
 use super::serve_conn::handle_connection;
 use super::serve_error::ServeError;
-use crate::cp::serve::{serve_transfer, StreamAttach};
+use crate::cp::serve::{serve_transfer, ServedFiles, StreamAttach};
 use crate::host;
 use crate::transport::attach::{AttachError, AttachTable, Expected};
 use crate::transport::control::{ControlLink, Incoming};
@@ -27,7 +27,6 @@ use crate::transport::tls::ServerTls;
 use longhaul_policy::{Side, TransportRequest, Window, MAX_WINDOW};
 use longhaul_proto::transfer::TransferMessage;
 use longhaul_proto::SessionSecret;
-use longhaul_sys::served_root::ServedRoot;
 
 /// Longest wait of the accept loop before it looks at its stop flag again.
 const STOP_CHECK: Duration = Duration::from_millis(100);
@@ -47,9 +46,9 @@ pub struct ServeConfig {
     pub once: bool,
     /// Receiver-side pacing applied to every run this server receives, bit/s.
     pub rx_rate_bps: Option<u64>,
-    /// The directory `longhaul cp` may read and write (`serve --root`); `None` refuses
-    /// transfers.
-    pub root: Option<Arc<ServedRoot>>,
+    /// What `longhaul cp` may read and write: nothing, a daemon's `--root`, or (for
+    /// `ssh-server`) the ssh user's own files.
+    pub files: ServedFiles,
     /// The certificate and key every connection's TLS presents.
     pub tls: ServerTls,
 }
@@ -121,6 +120,14 @@ impl Server {
             shared,
             log,
         })
+    }
+
+    /// A count of the sessions begun so far (control connections that said hello),
+    /// readable while [`Server::serve`] runs: what `ssh-server` watches to give up when
+    /// no client comes. Only its changes mean anything.
+    pub fn sessions_begun(&self) -> impl Fn() -> u64 + Send + Sync + 'static {
+        let shared = self.shared.clone();
+        move || shared.next_id.load(Ordering::Relaxed)
     }
 
     /// The address actually bound (port 0 becomes the chosen port).
@@ -349,7 +356,7 @@ pub(super) fn run_session(
                         plain_data,
                         expected: None,
                     };
-                    let out = serve_transfer(conn, p, cfg.root.as_ref(), &mut attach);
+                    let out = serve_transfer(conn, p, &cfg.files, &mut attach);
                     return out.map_err(|e| e.with_peer(peer));
                 }
                 Ok(Frame::Transfer(other)) => {

@@ -46,8 +46,12 @@ pub enum CpJob {
 pub struct CpConfig {
     /// `HOST:PORT` or `[V6]:PORT` of the server.
     pub server: String,
-    /// Path below the server's root (raw bytes; empty = the root).
+    /// Path below the server's root (raw bytes; empty = the root), or with `user_paths`
+    /// the ssh user's path (absolute or from the home; empty = the home).
     pub remote_path: Vec<u8>,
+    /// The server is a `longhaul ssh-server` serving the user's own files (see
+    /// `ServedFiles::User`), not a daemon's root.
+    pub user_paths: bool,
     /// Push or pull.
     pub job: CpJob,
     /// Shared token.
@@ -317,7 +321,11 @@ pub fn run_cp(
             // base name; the root's own name when the root was asked for), and
             // directories only with -r.
             target.expect = Some(ExpectedList {
-                top: requested_top(&cfg.remote_path)?,
+                top: if cfg.user_paths {
+                    longhaul_transfer::location::ssh_top(&cfg.remote_path)
+                } else {
+                    requested_top(&cfg.remote_path)?
+                },
                 recursive: cfg.recursive,
             });
             let out = run_receiver(target, chunk_size, link, || Ok(socks), chunk_key, progress)?;

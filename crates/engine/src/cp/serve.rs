@@ -1,12 +1,15 @@
-//! The server end of `longhaul cp`: checks a `TransferParams` against the served root,
+//! The server end of `longhaul cp`: checks a `TransferParams` against the served files
+//! ([`ServedFiles`]: a daemon's root, or an ssh user's own file system),
 //! prepares the receiving target (push) or lists the source (pull), and runs that end.
 
 use crate::transport::secure::SecureStream;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferParams};
 use longhaul_sys::served_root::ServedRoot;
+use longhaul_transfer::location::user_path;
 use longhaul_transfer::{chunk_size_for, parse_peer_path};
 
 use super::recv::{run_receiver, RecvTarget};
@@ -33,12 +36,32 @@ pub trait StreamAttach {
     fn chunk_key(&self) -> longhaul_proto::ChunkKey;
 }
 
+/// The files a server's transfers may reach.
+#[derive(Debug, Clone, Default)]
+pub enum ServedFiles {
+    /// None: transfers are refused (`longhaul serve` without `--root`).
+    #[default]
+    Nothing,
+    /// Everything below a root and nothing outside it (`longhaul serve --root DIR`): the
+    /// client's path is relative to the root, `..` and absolute paths refused.
+    Root(Arc<ServedRoot>),
+    /// The ssh user's own files (`longhaul ssh-server`, started by the user over ssh, with
+    /// the user's rights): the client's path is absolute or relative to `home`, `..`
+    /// allowed, symlinks followed ([`ServedRoot::open_unconfined`]).
+    User {
+        /// `/`, unconfined.
+        root: Arc<ServedRoot>,
+        /// Where relative paths start (the process's `$HOME`, as sshd set it).
+        home: PathBuf,
+    },
+}
+
 /// Runs one transfer for an authenticated session; returns a log line. A request this
 /// server will not serve is [`ServeError::Refused`] with the words the client was sent.
 pub fn serve_transfer(
     mut conn: FramedConn,
     params: TransferParams,
-    root: Option<&Arc<ServedRoot>>,
+    files: &ServedFiles,
     attach: &mut dyn StreamAttach,
 ) -> Result<String, ServeError> {
     let refuse = |conn: &mut FramedConn, why: String| -> Result<String, ServeError> {
@@ -51,11 +74,27 @@ pub fn serve_transfer(
         crate::transport::control::close_gracefully(conn.stream(), Duration::from_secs(2));
         Err(ServeError::Refused { reason: why })
     };
-    let Some(root) = root else {
-        return refuse(
-            &mut conn,
-            "this server serves no files; start it with `longhaul serve --root DIR`".into(),
-        );
+    let (root, path) = match files {
+        ServedFiles::Nothing => {
+            return refuse(
+                &mut conn,
+                "this server serves no files; start it with `longhaul serve --root DIR`".into(),
+            )
+        }
+        ServedFiles::Root(root) => {
+            if params.path.is_empty() || params.path == b"." {
+                (root, None)
+            } else {
+                match parse_peer_path(&params.path) {
+                    Ok(p) => (root, Some(p)),
+                    Err(e) => return refuse(&mut conn, format!("refused path: {e}")),
+                }
+            }
+        }
+        ServedFiles::User { root, home } => match user_path(home, &params.path) {
+            Ok(p) => (root, p),
+            Err(e) => return refuse(&mut conn, format!("refused path: {e}")),
+        },
     };
     if params.streams == 0 || params.streams > longhaul_proto::limits::MAX_STREAMS {
         return refuse(
@@ -63,14 +102,6 @@ pub fn serve_transfer(
             format!("{} streams is outside 1..=256", params.streams),
         );
     }
-    let path = if params.path.is_empty() || params.path == b"." {
-        None
-    } else {
-        match parse_peer_path(&params.path) {
-            Ok(p) => Some(p),
-            Err(e) => return refuse(&mut conn, format!("refused path: {e}")),
-        }
-    };
     let opts = params.options;
     let checksum_only = opts.checksum_only;
     let recursive = opts.recursive;

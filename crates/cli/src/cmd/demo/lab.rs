@@ -164,7 +164,7 @@ impl ServeGuard {
                     token: keys.token,
                     once: false,
                     rx_rate_bps: None,
-                    root: None,
+                    files: Default::default(),
                     tls: keys.tls,
                 };
                 match Server::bind(cfg, log) {

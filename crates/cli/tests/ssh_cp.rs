@@ -1,0 +1,214 @@
+//! `longhaul cp` over ssh against a real OpenSSH server in a network namespace (root;
+//! skipped with a message otherwise): push and pull a file, trees with `-r`, several
+//! sources both ways, `..` in a far path, `-e` with quoted options, and the clear error
+//! when longhaul is missing on the far host. After each transfer the far process must be
+//! gone and no port but sshd's left listening. The grammar's refusals that need no sshd
+//! (the old daemon form) run everywhere.
+
+#[macro_use]
+mod support;
+
+use std::fs;
+use std::time::Duration;
+
+use support::sshd::SshLab;
+use support::*;
+
+/// How long the far end may take to go once the client is done.
+const GONE: Duration = Duration::from_secs(10);
+
+#[test]
+fn push_then_pull_a_file() {
+    let Some(lab) = SshLab::start("push_then_pull_a_file") else {
+        return;
+    };
+    let mut rng = Rng::from_env("ssh push pull");
+    let s = Scratch::new("ssh-file");
+    let (home, far) = (s.dir("home"), s.dir("far"));
+    let src = s.join("big.h5");
+    let data = write_random(&src, &mut rng, 5 * MIB as usize + 17);
+    set_mtime(&src, 1_650_000_000, 7);
+    let push = run(
+        lab.cp(&home)
+            .args(["--chunk", "1MiB", "--json"])
+            .arg(&src)
+            .arg(lab.remote(&far)),
+        CP_LIMIT,
+    );
+    push.assert_ok();
+    assert_eq!(push.end_u64("files"), 1, "{}", push.describe());
+    assert_same_bytes(&src, &far.join("big.h5"));
+    lab.assert_far_gone(GONE, "after the push");
+
+    let got = s.join("got.h5");
+    run(
+        lab.cp(&home).arg(lab.remote(&far.join("big.h5"))).arg(&got),
+        CP_LIMIT,
+    )
+    .assert_ok();
+    assert_eq!(fs::read(&got).unwrap(), data);
+    assert_same_bytes(&src, &got);
+    lab.assert_far_gone(GONE, "after the pull");
+}
+
+#[test]
+fn trees_and_several_sources_both_ways() {
+    let Some(lab) = SshLab::start("trees_and_several_sources_both_ways") else {
+        return;
+    };
+    let mut rng = Rng::from_env("ssh trees");
+    let s = Scratch::new("ssh-tree");
+    let (home, far) = (s.dir("home"), s.dir("far"));
+    let tree = s.dir("tree");
+    for (i, rel) in ["a", "sub/b", "sub/deeper/c", "empty-dir/.keep"]
+        .iter()
+        .enumerate()
+    {
+        let p = tree.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        write_random(&p, &mut rng, 1000 * i + 1);
+    }
+    // -r push of a tree; the far path climbs with `..` as scp allows.
+    let climbing = far.join("x/../incoming");
+    fs::create_dir_all(far.join("x")).unwrap();
+    fs::create_dir_all(far.join("incoming")).unwrap();
+    run(
+        lab.cp(&home)
+            .arg("-r")
+            .arg(&tree)
+            .arg(lab.remote(&climbing)),
+        CP_LIMIT,
+    )
+    .assert_ok();
+    assert_same_tree(&tree, &far.join("incoming/tree"), EXACT);
+
+    // Several local sources into one far directory.
+    let one = write_random(&s.join("one"), &mut rng, 3000);
+    let two = write_random(&s.join("two"), &mut rng, 5000);
+    run(
+        lab.cp(&home)
+            .arg(s.join("one"))
+            .arg(s.join("two"))
+            .arg(lab.remote(&far.join("incoming"))),
+        CP_LIMIT,
+    )
+    .assert_ok();
+    assert_eq!(fs::read(far.join("incoming/one")).unwrap(), one);
+    assert_eq!(fs::read(far.join("incoming/two")).unwrap(), two);
+
+    // -r pull of the tree and a file at once, into an existing local directory.
+    let back = s.dir("back");
+    run(
+        lab.cp(&home)
+            .arg("-r")
+            .arg(lab.remote(&far.join("incoming/tree")))
+            .arg(lab.remote(&far.join("incoming/one")))
+            .arg(&back),
+        CP_LIMIT,
+    )
+    .assert_ok();
+    assert_same_tree(&tree, &back.join("tree"), EXACT);
+    assert_eq!(fs::read(back.join("one")).unwrap(), one);
+    lab.assert_far_gone(GONE, "after the tree copies");
+}
+
+#[test]
+fn missing_far_longhaul_says_so() {
+    let Some(lab) = SshLab::start("missing_far_longhaul_says_so") else {
+        return;
+    };
+    let s = Scratch::new("ssh-missing");
+    let home = s.dir("home");
+    write_file(&s.join("f"), b"data", 0o644);
+    let mut c = cp_command(&home);
+    c.args([
+        "-e",
+        &lab.rsh(),
+        "--remote-longhaul",
+        "/nonexistent/longhaul",
+    ])
+    .arg(s.join("f"))
+    .arg(lab.remote(&s.join("far")));
+    let r = run(&mut c, Duration::from_secs(60));
+    r.assert_code(2);
+    assert!(
+        r.stderr.contains("longhaul is not installed on root@")
+            && r.stderr.contains("/nonexistent/longhaul")
+            && r.stderr.contains("--remote-longhaul PATH"),
+        "{}",
+        r.describe()
+    );
+}
+
+#[test]
+fn ssh_failing_shows_what_ssh_said() {
+    let Some(lab) = SshLab::start("ssh_failing_shows_what_ssh_said") else {
+        return;
+    };
+    let s = Scratch::new("ssh-fail");
+    let home = s.dir("home");
+    write_file(&s.join("f"), b"data", 0o644);
+    // A port nothing listens on: ssh itself fails (exit 255).
+    let rsh = lab.rsh().replace("-p 2222", "-p 2223");
+    let mut c = cp_command(&home);
+    c.args(["-e", &rsh, "--remote-longhaul", BIN])
+        .arg(s.join("f"))
+        .arg(lab.remote(&s.join("far")));
+    let r = run(&mut c, Duration::from_secs(60));
+    r.assert_code(2);
+    assert!(
+        r.stderr.contains("ssh to root@") && r.stderr.contains("refused"),
+        "{}",
+        r.describe()
+    );
+}
+
+#[test]
+fn the_old_daemon_form_is_refused_with_both_ways_out() {
+    let s = Scratch::new("old-form");
+    let home = s.dir("home");
+    write_file(&s.join("f"), b"data", 0o644);
+    let r = cp!(&home; s.join("f"), "far.example:5290:incoming");
+    r.assert_code(2);
+    assert!(
+        r.stderr.contains("longhaul://far.example:5290/incoming")
+            && r.stderr.contains("far.example:./5290:incoming"),
+        "{}",
+        r.describe()
+    );
+}
+
+/// The far longhaul starts (ssh works) but its port cannot be reached: the error names the
+/// port, which comes from `--port-range`, and the host, and says how to fix it; the far
+/// process does not stay behind.
+#[test]
+fn an_unreachable_far_port_is_named_with_the_fix() {
+    let Some(lab) = SshLab::start_isolated("an_unreachable_far_port_is_named_with_the_fix") else {
+        return;
+    };
+    let s = Scratch::new("ssh-unreachable");
+    let home = s.dir("home");
+    write_file(&s.join("f"), b"data", 0o644);
+    let r = run(
+        lab.cp(&home)
+            .args(["--port-range", "45000-45009"])
+            .arg(s.join("f"))
+            .arg(lab.remote(&s.join("far"))),
+        Duration::from_secs(90),
+    );
+    r.assert_code(2);
+    let port = r
+        .stderr
+        .split("TCP port ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|p| p.parse::<u16>().ok());
+    assert!(
+        matches!(port, Some(45000..=45009))
+            && r.stderr.contains(&format!("on {}", lab.addr))
+            && r.stderr.contains("--port-range"),
+        "{}",
+        r.describe()
+    );
+    lab.assert_far_gone(GONE, "after the unreachable port");
+}

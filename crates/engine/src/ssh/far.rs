@@ -1,0 +1,162 @@
+//! The far end of an ssh start-up, `longhaul ssh-server` (what `rsync --server` is to
+//! rsync): started by the client through the user's ssh, with the ssh user's rights.
+//!
+//! It binds a port (ephemeral, or the first free one of `--port-range`), makes a one-time
+//! token, prints the [`SshReady`] line on stdout and serves exactly one bench or cp
+//! session with the user's own files ([`ServedFiles::User`]), then exits. It also exits
+//! when its stdin ends (the ssh channel closed: the client finished, died or was killed)
+//! and when no client comes within [`super::FAR_CONNECT_TIMEOUT`]. Partial files and
+//! resume manifests stay where they are, for the next run to resume.
+
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use longhaul_proto::{SshReady, Token, PROTOCOL_VERSION};
+use longhaul_sys::served_root::ServedRoot;
+
+use crate::bench::serve_error::ServeError;
+use crate::bench::server::LogFn;
+use crate::bench::{ServeConfig, Server};
+use crate::cp::serve::ServedFiles;
+use crate::transport::tls::ServerTls;
+
+/// How the far end runs.
+#[derive(Debug, Clone)]
+pub struct FarConfig {
+    /// Ports to listen on, first free one wins (`None`: an ephemeral port).
+    pub port_range: Option<(u16, u16)>,
+    /// How long to wait for the client.
+    pub connect_timeout: Duration,
+}
+
+/// How the far end ended (it may also end the process itself, see the module docs).
+#[derive(Debug)]
+pub enum FarOutcome {
+    /// The session ran to its end.
+    Served,
+    /// The session failed.
+    Failed(ServeError),
+    /// No client came in time.
+    NoClient,
+}
+
+/// Runs the far end: binds, announces itself on `out`, serves one session (or gives up
+/// when no client comes). Watching stdin is the caller's ([`watch_stdin`]), since ending
+/// the process is.
+pub fn run_far_end(cfg: &FarConfig, out: &mut dyn Write, log: LogFn) -> io::Result<FarOutcome> {
+    let mut secret = [0u8; 32];
+    getrandom::getrandom(&mut secret).map_err(|e| io::Error::other(e.to_string()))?;
+    // A key and certificate for this session only; the client pins the fingerprint it
+    // reads from the ssh channel, which only ssh's own authentication protects.
+    let tls = ServerTls::ephemeral().map_err(io::Error::other)?;
+    let cert = tls.fingerprint().0;
+    let ready = |port| SshReady {
+        proto: PROTOCOL_VERSION,
+        port,
+        addr: ssh_connection_addr(),
+        token: secret,
+        cert: Some(cert),
+    };
+    let token =
+        Token::new(ready(1).token_hex().as_bytes()).map_err(|e| io::Error::other(e.to_string()))?;
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .map_or_else(std::env::current_dir, Ok)?;
+    let files = ServedFiles::User {
+        root: Arc::new(ServedRoot::open_unconfined()?),
+        home,
+    };
+    let server = bind(cfg, token, files, tls, log)?;
+    let port = server.local_addr()?.port();
+    out.write_all(ready(port).encode().as_bytes())?;
+    out.flush()?;
+
+    // Give up when nobody comes: stop the accept loop unless a session began.
+    let stop = Arc::new(AtomicBool::new(false));
+    let begun = server.sessions_begun();
+    let before = begun();
+    let idle = Arc::new(AtomicBool::new(false));
+    {
+        let (stop, idle, limit) = (stop.clone(), idle.clone(), cfg.connect_timeout);
+        std::thread::Builder::new()
+            .name("lh-far-idle".into())
+            .spawn(move || {
+                std::thread::sleep(limit);
+                if begun() == before {
+                    idle.store(true, Ordering::Relaxed);
+                    stop.store(true, Ordering::Relaxed);
+                }
+            })?;
+    }
+    let outcome = server.serve(Some(stop))?;
+    Ok(match outcome {
+        _ if idle.load(Ordering::Relaxed) => FarOutcome::NoClient,
+        Ok(()) => FarOutcome::Served,
+        Err(e) => FarOutcome::Failed(e),
+    })
+}
+
+/// Starts a thread that reads stdin to its end (the ssh channel closing), then calls
+/// `on_end` (which ends the process).
+pub fn watch_stdin(on_end: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name("lh-far-stdin".into())
+        .spawn(move || {
+            let mut stdin = io::stdin().lock();
+            let mut buf = [0u8; 512];
+            // Anything the client writes is ignored; only the end matters.
+            while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+            on_end();
+        })
+        .map(drop)
+}
+
+/// Binds `[::]` (IPv4 too) on an ephemeral port or the first free one of the range.
+fn bind(
+    cfg: &FarConfig,
+    token: Token,
+    files: ServedFiles,
+    tls: ServerTls,
+    log: LogFn,
+) -> io::Result<Server> {
+    let config = |port| ServeConfig {
+        listen: SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port),
+        token: token.clone(),
+        once: true,
+        rx_rate_bps: None,
+        files: files.clone(),
+        tls: tls.clone(),
+    };
+    let Some((lo, hi)) = cfg.port_range else {
+        return Server::bind(config(0), log);
+    };
+    let mut last = None;
+    for port in lo..=hi {
+        match Server::bind(config(port), log.clone()) {
+            Ok(s) => return Ok(s),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!(
+            "every port of --port-range {lo}-{hi} is in use on this host ({}); give a wider range",
+            last.map_or_else(|| "empty range".to_string(), |e| e.to_string())
+        ),
+    ))
+}
+
+/// This host's address on the ssh connection: the third field of `SSH_CONNECTION`
+/// (`client_ip client_port server_ip server_port`).
+fn ssh_connection_addr() -> Option<IpAddr> {
+    let v = std::env::var("SSH_CONNECTION").ok()?;
+    let ip = v.split_whitespace().nth(2)?;
+    // A link-local IPv6 address may carry a scope (`fe80::1%eth0`) useless to the client.
+    ip.parse().ok()
+}

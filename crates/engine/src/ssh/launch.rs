@@ -1,0 +1,443 @@
+//! This end of an ssh start-up: runs `ssh [-e opts] [user@]host REMOTE ssh-server`, reads
+//! the far end's ready line, finds an address that reaches its port, and owns the ssh
+//! process for the whole session.
+//!
+//! ssh's stdin and stdout are pipes held here: stdin stays open while the session runs
+//! (closing it is how the far process learns to exit), stdout carries the one ready line.
+//! ssh's stderr goes on to this process's stderr (password prompts use the terminal, not
+//! these pipes) and its last few KiB are kept for error messages. [`FarEnd`] kills ssh
+//! when dropped, so every error path leaves no ssh behind; [`FarEnd::finish`] is the
+//! orderly end.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::transport::tls::Fingerprint;
+use longhaul_proto::ssh_ready::MAX_READY_LINE;
+use longhaul_proto::{ProtoError, SshReady, Token, PROTOCOL_VERSION};
+use longhaul_transfer::SshHost;
+
+use super::rsh::{split_rsh, ssh_argv, DEFAULT_RSH};
+use super::SshError;
+
+/// ssh's stderr kept for messages.
+const STDERR_TAIL: usize = 4096;
+/// Other output the far side may print before its ready line (a chatty login script).
+const MAX_NOISE: usize = 64 * 1024;
+/// How long ssh gets to end once its stdin is closed.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// Per-address limit of the reachability check.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How to start the far end.
+#[derive(Debug, Clone)]
+pub struct SshOptions {
+    /// `-e/--rsh`: the ssh command with options (`None`: `ssh`).
+    pub rsh: Option<String>,
+    /// `--remote-longhaul`: the far command (default `longhaul`).
+    pub remote_longhaul: String,
+    /// `--port-range LO-HI` for the far end's listening port.
+    pub port_range: Option<(u16, u16)>,
+    /// How long to wait for the ready line.
+    pub ready_timeout: Duration,
+}
+
+impl Default for SshOptions {
+    fn default() -> Self {
+        Self {
+            rsh: None,
+            remote_longhaul: "longhaul".into(),
+            port_range: None,
+            ready_timeout: super::READY_TIMEOUT,
+        }
+    }
+}
+
+/// A running far end: the ssh process, what it announced, and where it can be reached.
+pub struct FarEnd {
+    /// Declared first so that it drops first: ssh is killed, the far end sees its
+    /// channel close.
+    ssh: Guard,
+    stdin: Option<ChildStdin>,
+    ready: SshReady,
+    /// `ADDR:PORT` that answered the reachability check.
+    target: String,
+}
+
+impl FarEnd {
+    /// Starts the far end on `host` and checks that its port can be reached.
+    pub fn start(host: &SshHost, opts: &SshOptions) -> Result<FarEnd, SshError> {
+        let rsh = split_rsh(opts.rsh.as_deref().unwrap_or(DEFAULT_RSH))?;
+        let far_args: Vec<String> = match opts.port_range {
+            Some((lo, hi)) => vec!["--port-range".into(), format!("{lo}-{hi}")],
+            None => Vec::new(),
+        };
+        let dest = host.destination();
+        let argv = ssh_argv(&rsh, host.port, &dest, &opts.remote_longhaul, &far_args);
+        let mut child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|cause| SshError::Spawn {
+                program: argv[0].clone(),
+                cause,
+            })?;
+        // From here on a guard kills ssh on every error path.
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        let mut guard = Guard(Some(child));
+        let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+        if let Some(err) = stderr {
+            let tail = tail.clone();
+            spawn("lh-ssh-stderr", move || pass_stderr(err, &tail))?;
+        }
+        let (tx, rx) = mpsc::channel();
+        if let Some(out) = stdout {
+            spawn("lh-ssh-stdout", move || read_ready(out, &tx))?;
+        }
+        let said = |noise: &[u8]| said(noise, &tail);
+        let ready = match rx.recv_timeout(opts.ready_timeout) {
+            Ok(Stdout::Ready(line)) => SshReady::parse(&line).map_err(|cause| match cause {
+                ProtoError::VersionMismatch { theirs, .. } => SshError::Version {
+                    host: dest.clone(),
+                    theirs,
+                    ours: PROTOCOL_VERSION,
+                },
+                cause => SshError::BadReady {
+                    host: dest.clone(),
+                    cause,
+                },
+            })?,
+            Ok(Stdout::Ended(noise)) => {
+                let status = guard.wait_for(Duration::from_secs(5));
+                return Err(classify(
+                    status,
+                    &said(&noise),
+                    &dest,
+                    &opts.remote_longhaul,
+                    &argv,
+                ));
+            }
+            Err(_) => {
+                return Err(SshError::NoReady {
+                    host: dest,
+                    after: opts.ready_timeout,
+                    said: said(&[]),
+                })
+            }
+        };
+        if ready.cert.is_none() {
+            return Err(SshError::BadReady {
+                host: dest,
+                cause: ProtoError::InvalidField {
+                    field: "cert",
+                    why: "no certificate fingerprint to pin: every connection needs TLS".into(),
+                },
+            });
+        }
+        let target = reach(&ready, &host.host)?;
+        Ok(FarEnd {
+            ssh: guard,
+            stdin,
+            ready,
+            target,
+        })
+    }
+
+    /// `ADDR:PORT` to connect to (what `dial` takes).
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    /// The session's one-time token.
+    pub fn token(&self) -> Token {
+        // 64 hex digits are always a valid token (at least 16 bytes).
+        Token::new(self.ready.token_hex().as_bytes()).unwrap_or_else(|_| unreachable!())
+    }
+
+    /// The far end's certificate, as announced over the ssh channel (pinned: nothing
+    /// else is trusted for this session).
+    pub fn fingerprint(&self) -> Fingerprint {
+        // `start` refused a ready line without one.
+        Fingerprint(self.ready.cert.unwrap_or_default())
+    }
+
+    /// What the far end announced.
+    pub fn ready(&self) -> &SshReady {
+        &self.ready
+    }
+
+    /// The orderly end: closes ssh's stdin (the far process exits on that), waits a
+    /// grace period for ssh to end, then kills it.
+    pub fn finish(mut self) {
+        self.stdin.take();
+        self.ssh.wait_for(CLOSE_GRACE);
+    }
+}
+
+/// Kills and reaps ssh unless taken.
+struct Guard(Option<Child>);
+
+impl Guard {
+    /// Waits up to `limit` for ssh to end on its own (then kills it) and reaps it: its
+    /// exit status.
+    fn wait_for(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let mut child = self.0.take()?;
+        let deadline = Instant::now() + limit;
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                _ => {
+                    let _ = child.kill();
+                    return child.wait().ok();
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// What ssh's stdout brought.
+enum Stdout {
+    /// A line that starts like a ready line (parsed by the caller).
+    Ready(Vec<u8>),
+    /// The end (or too much noise) before any: the noise seen, bounded.
+    Ended(Vec<u8>),
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), SshError> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map(drop)
+        .map_err(|cause| SshError::Io {
+            what: "starting a thread for ssh's output",
+            cause,
+        })
+}
+
+/// Reads lines until the ready line (each line read at most [`MAX_READY_LINE`] + 1 bytes
+/// at a time, at most [`MAX_NOISE`] bytes of other output), then drains to the end.
+fn read_ready(out: impl Read, tx: &mpsc::Sender<Stdout>) {
+    let mut reader = BufReader::new(out);
+    let mut noise = Vec::new();
+    let mut seen = 0usize;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        // A read error ends the wait like the end of the stream.
+        let n = (&mut reader)
+            .take(MAX_READY_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .unwrap_or_default();
+        if n == 0 || seen > MAX_NOISE {
+            let _ = tx.send(Stdout::Ended(noise));
+            return;
+        }
+        if SshReady::is_ready_line(&line) {
+            let _ = tx.send(Stdout::Ready(line.clone()));
+            break;
+        }
+        seen += n;
+        if noise.len() < 1024 {
+            noise.extend_from_slice(&line[..line.len().min(1024 - noise.len())]);
+        }
+    }
+    // Nothing more is expected; keep the pipe from filling up.
+    let _ = std::io::copy(&mut reader, &mut std::io::sink());
+}
+
+/// Copies ssh's stderr to ours as it comes and keeps the last [`STDERR_TAIL`] bytes.
+fn pass_stderr(mut err: impl Read, tail: &Mutex<VecDeque<u8>>) {
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = match err.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let _ = std::io::stderr().write_all(&buf[..n]);
+        if let Ok(mut t) = tail.lock() {
+            t.extend(&buf[..n]);
+            let excess = t.len().saturating_sub(STDERR_TAIL);
+            t.drain(..excess);
+        }
+    }
+}
+
+/// `: it said: ...` from the stdout noise and the stderr tail, or nothing.
+fn said(noise: &[u8], tail: &Mutex<VecDeque<u8>>) -> String {
+    // The stderr thread may still be copying the last words; give it a moment.
+    std::thread::sleep(Duration::from_millis(50));
+    let err: Vec<u8> = tail
+        .lock()
+        .map(|t| t.iter().copied().collect())
+        .unwrap_or_default();
+    let text = format!(
+        "{} {}",
+        String::from_utf8_lossy(noise).trim(),
+        String::from_utf8_lossy(&err).trim()
+    );
+    let text = text.trim().replace('\n', " | ");
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!("; it said: {text}")
+    }
+}
+
+/// Why ssh ended without a ready line.
+fn classify(
+    status: Option<ExitStatus>,
+    said: &str,
+    host: &str,
+    remote: &str,
+    argv: &[String],
+) -> SshError {
+    let code = status.and_then(|s| s.code());
+    let shown = match (code, status) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(s)) => format!("{s}"),
+        (None, None) => "still running".into(),
+    };
+    let lower = said.to_lowercase();
+    if code == Some(127)
+        || lower.contains("command not found")
+        || (lower.contains("no such file or directory") && said.contains(remote))
+    {
+        return SshError::FarMissing {
+            host: host.into(),
+            remote: remote.into(),
+            said: said.into(),
+        };
+    }
+    if lower.contains("unrecognized subcommand") {
+        return SshError::FarTooOld {
+            host: host.into(),
+            remote: remote.into(),
+            said: said.into(),
+        };
+    }
+    if code == Some(255) {
+        // Show the ssh part of the command (without the far command) to try by hand.
+        let n = argv.len().saturating_sub(2).max(1);
+        return SshError::SshFailed {
+            host: host.into(),
+            status: shown,
+            said: said.into(),
+            command: argv[..n.min(argv.len())].join(" "),
+        };
+    }
+    SshError::FarFailed {
+        host: host.into(),
+        status: shown,
+        said: said.into(),
+    }
+}
+
+/// The first address that accepts a TCP connection on the far end's port: the address it
+/// reported (its side of the ssh connection), then `host` resolved here.
+fn reach(ready: &SshReady, host: &str) -> Result<String, SshError> {
+    let mut candidates: Vec<SocketAddr> = Vec::new();
+    if let Some(ip) = ready.addr.filter(|ip| !ip.is_unspecified()) {
+        candidates.push(SocketAddr::new(ip, ready.port));
+    }
+    let mut tried = Vec::new();
+    match (host, ready.port).to_socket_addrs() {
+        Ok(addrs) => candidates.extend(addrs),
+        Err(e) => tried.push(format!("{host}: {e}")),
+    }
+    candidates.dedup();
+    for addr in candidates {
+        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            Ok(_) => return Ok(addr.to_string()),
+            Err(e) => tried.push(format!("{addr}: {e}")),
+        }
+    }
+    Err(SshError::Unreachable {
+        host: host.into(),
+        port: ready.port,
+        tried: tried.join("; "),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    fn status(code: i32) -> Option<ExitStatus> {
+        Some(ExitStatus::from_raw(code << 8))
+    }
+
+    #[test]
+    fn classifies_why_ssh_ended() {
+        let argv: Vec<String> = ["ssh", "-p", "22", "h", "longhaul", "ssh-server"]
+            .map(String::from)
+            .to_vec();
+        let c = |code, said: &str| classify(status(code), said, "h", "longhaul", &argv);
+        assert!(matches!(c(127, ""), SshError::FarMissing { .. }));
+        assert!(matches!(
+            c(1, "; it said: bash: longhaul: command not found"),
+            SshError::FarMissing { .. }
+        ));
+        assert!(matches!(
+            c(2, "; it said: error: unrecognized subcommand 'ssh-server'"),
+            SshError::FarTooOld { .. }
+        ));
+        let e = c(255, "; it said: Connection refused");
+        assert!(matches!(e, SshError::SshFailed { .. }));
+        let msg = e.to_string();
+        assert!(
+            msg.contains("Connection refused") && msg.contains("`ssh -p 22 h`"),
+            "{msg}"
+        );
+        assert!(matches!(c(1, "boom"), SshError::FarFailed { .. }));
+        let missing = c(127, "").to_string();
+        assert!(missing.contains("--remote-longhaul"), "{missing}");
+    }
+
+    #[test]
+    fn ready_reader_skips_noise_and_bounds_it() {
+        let (tx, rx) = mpsc::channel();
+        let good = SshReady {
+            proto: PROTOCOL_VERSION,
+            port: 9,
+            addr: None,
+            token: [1; 32],
+            cert: None,
+        }
+        .encode();
+        let input = format!("Welcome!\nmotd line\n{good}");
+        read_ready(input.as_bytes(), &tx);
+        match rx.recv().unwrap() {
+            Stdout::Ready(l) => assert_eq!(l, good.as_bytes()),
+            Stdout::Ended(_) => panic!("no ready line"),
+        }
+        // Endless noise without newlines ends the wait instead of growing memory.
+        let noise = vec![b'x'; 3 * MAX_NOISE];
+        read_ready(&noise[..], &tx);
+        match rx.recv().unwrap() {
+            Stdout::Ended(n) => assert!(n.len() <= 1024),
+            Stdout::Ready(_) => panic!("noise read as ready"),
+        }
+    }
+}
