@@ -379,6 +379,17 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool) {
     let bps = moved as f64 * 8.0 / secs;
     // CPU per GB of the files' bytes (stable across resumes and --checksum-only).
     let gb = (r.bytes.max(1) as f64) / 1e9;
+    if r.rejected_chunks > 0 {
+        warn(
+            json,
+            format!(
+                "{} chunk(s) failed the receiver's BLAKE3 check and were sent again: the \
+                 source changed while it was read, or the bytes were altered on the way \
+                 (nothing wrong was written; the files' digests matched)",
+                r.rejected_chunks
+            ),
+        );
+    }
     if json {
         let mut end = json!({
             "type": "end", "ok": r.failed.is_empty(),

@@ -1,0 +1,180 @@
+//! How a client trusts a daemon, with real `longhaul serve` and `longhaul cp` processes:
+//! the certificate pinned on first contact in the known-servers file, a changed one
+//! refused with ssh's warning (nothing sent, nothing written), `--ca` for a
+//! certificate a CA issued (made here with openssl), and an older longhaul that does not
+//! speak TLS named as such.
+
+#[macro_use]
+mod support;
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::Command;
+
+use support::*;
+
+fn known_servers(home: &std::path::Path) -> String {
+    fs::read_to_string(home.join(".config/longhaul/known_servers")).unwrap_or_default()
+}
+
+#[test]
+fn first_contact_pins_the_certificate_and_a_changed_one_is_refused() {
+    let s = Scratch::new("tls-pin");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    let src = s.join("a.txt");
+    write_file(&src, b"first", 0o644);
+    let server = Server::start(&home, &root);
+    let fp = server
+        .log()
+        .lines()
+        .find_map(|l| l.split_once("TLS certificate ").map(|x| x.1.to_string()))
+        .and_then(|rest| rest.split_whitespace().next().map(str::to_string))
+        .expect("serve prints its certificate's fingerprint");
+    assert!(fp.starts_with("sha256:") && fp.len() == 71, "{fp}");
+
+    let first = cp!(&home; "--json", &src, server.remote("a.txt"));
+    first.assert_ok();
+    assert!(first.stdout.contains("now pinned"), "{}", first.describe());
+    let pinned = known_servers(&home);
+    assert_eq!(pinned.trim(), format!("{} {fp}", server.addr));
+    // A second contact finds the same certificate: nothing new is said or written.
+    let second = cp!(&home; "--json", &src, server.remote("b.txt"));
+    second.assert_ok();
+    assert!(
+        !second.stdout.contains("now pinned"),
+        "{}",
+        second.describe()
+    );
+    assert_eq!(known_servers(&home), pinned);
+
+    // The server's certificate "changed" (as a server in the middle would present):
+    // the record says something else now.
+    let other = format!("sha256:{}", "ab".repeat(32));
+    fs::write(
+        home.join(".config/longhaul/known_servers"),
+        format!("# pinned by longhaul\n{} {other}\n", server.addr),
+    )
+    .unwrap();
+    let refused = cp!(&home; &src, server.remote("c.txt"));
+    refused.assert_failed();
+    for want in [
+        "WARNING: LONGHAUL SERVER IDENTITY HAS CHANGED",
+        &fp,
+        &other,
+        "line 2",
+    ] {
+        assert!(
+            refused.stderr.contains(want),
+            "{want}: {}",
+            refused.describe()
+        );
+    }
+    assert!(!root.join("c.txt").exists());
+    // The record is left as it was: only the user removes a pin.
+    assert!(known_servers(&home).contains(&other));
+}
+
+#[test]
+fn a_certificate_issued_by_a_ca_is_verified_with_ca() {
+    let s = Scratch::new("tls-ca");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    let ids = s.dir("identity");
+    let sh = |script: &str| {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(&ids)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // A CA, and a certificate for 127.0.0.1 it signed, in the server's identity dir.
+    sh(
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -keyout ca.key -out ca.pem -days 2 -subj /CN=test-ca 2>/dev/null",
+    );
+    sh(
+        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -keyout server.key -out server.csr -subj /CN=127.0.0.1 2>/dev/null",
+    );
+    sh(
+        "printf 'subjectAltName=IP:127.0.0.1\\nbasicConstraints=CA:FALSE\\n' > ext.cnf && \
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+        -out server.crt -days 2 -extfile ext.cnf 2>/dev/null",
+    );
+    let server = Server::start_args(
+        &[],
+        &home,
+        &[
+            "--listen",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--root",
+            root.to_str().unwrap(),
+            "--identity-dir",
+            ids.to_str().unwrap(),
+        ],
+    );
+    let src = s.join("f");
+    write_file(&src, b"verified by a CA", 0o644);
+    let ca = ids.join("ca.pem");
+    cp!(&home; "--ca", &ca, &src, server.remote("f")).assert_ok();
+    assert_eq!(fs::read(root.join("f")).unwrap(), b"verified by a CA");
+    // --ca pins nothing.
+    assert_eq!(known_servers(&home), "");
+    // Another CA's certificate does not vouch for this server.
+    sh(
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -keyout other.key -out other.pem -days 2 -subj /CN=other-ca 2>/dev/null",
+    );
+    let refused = cp!(&home; "--ca", ids.join("other.pem"), &src, server.remote("g"));
+    refused.assert_failed();
+    assert!(
+        refused.stderr.contains("TLS handshake"),
+        "{}",
+        refused.describe()
+    );
+    assert!(!root.join("g").exists());
+}
+
+#[test]
+fn a_server_that_does_not_speak_tls_is_named_an_older_longhaul() {
+    // What a longhaul of protocol 4 answers to a TLS ClientHello: its frame decoder
+    // reads the record header as an absurd length and sends an Error frame in clear.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let old = std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        let mut first = [0u8; 5];
+        c.read_exact(&mut first).unwrap();
+        let mut frame = Vec::new();
+        longhaul_proto::encode_frame(
+            &longhaul_proto::Message::Error {
+                code: longhaul_proto::ErrorCode::Protocol,
+                message: "frame of 369295616 bytes exceeds the limit".into(),
+            },
+            &mut frame,
+        );
+        let _ = c.write_all(&frame);
+    });
+    let s = Scratch::new("tls-old");
+    let home = s.dir("home");
+    let src = s.join("f");
+    write_file(&src, b"x", 0o644);
+    let run = cp!(&home; &src, format!("longhaul://{addr}/f"));
+    run.assert_failed();
+    assert!(
+        run.stderr.contains("without TLS") && run.stderr.contains("protocol 5"),
+        "{}",
+        run.describe()
+    );
+    old.join().unwrap();
+}
