@@ -39,6 +39,7 @@ impl TestServer {
                 once: false,
                 rx_rate_bps: None,
                 root: None,
+                keep_setuid: false,
             },
             Arc::new(move |line: &str| l2.lock().unwrap().push(line.to_string())),
         )
@@ -379,6 +380,7 @@ fn a_second_server_on_the_same_port_says_the_port_is_in_use() {
             once: false,
             rx_rate_bps: None,
             root: None,
+            keep_setuid: false,
         },
         Arc::new(|_: &str| {}),
     )

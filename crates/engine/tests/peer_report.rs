@@ -26,6 +26,7 @@ fn a_server_reports_its_findings_for_the_path_asked_about() {
             once: false,
             rx_rate_bps: None,
             root: None,
+            keep_setuid: false,
         },
         Arc::new(move |line: &str| l2.lock().unwrap().push(line.to_string())),
     )

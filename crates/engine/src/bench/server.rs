@@ -48,6 +48,10 @@ pub struct ServeConfig {
     /// The directory `longhaul cp` may read and write (`serve --root`); `None` refuses
     /// transfers.
     pub root: Option<Arc<ServedRoot>>,
+    /// Keep set-user-ID, set-group-ID and sticky bits of pushed files and directories
+    /// (`serve --keep-setuid`); by default they are dropped, so a token holder cannot
+    /// place a setuid program (see `longhaul_transfer::mode`).
+    pub keep_setuid: bool,
 }
 
 /// One line the server logs about a session.
@@ -332,7 +336,8 @@ pub(super) fn run_session(
                         secret: s,
                         expected: None,
                     };
-                    let out = serve_transfer(conn, p, cfg.root.as_ref(), &mut attach);
+                    let out =
+                        serve_transfer(conn, p, cfg.root.as_ref(), cfg.keep_setuid, &mut attach);
                     return out.map_err(|e| e.with_peer(peer));
                 }
                 Ok(Frame::Transfer(other)) => {

@@ -59,6 +59,9 @@ pub struct CpConfig {
     pub sync: bool,
     /// Only compare digests.
     pub checksum_only: bool,
+    /// On a pull, keep set-user-ID, set-group-ID and sticky bits the server names
+    /// (`--keep-setuid`); dropped otherwise.
+    pub keep_setuid: bool,
     /// Data streams (`None`: from the path).
     pub streams: Option<u16>,
     /// Total pacing rate, bit/s.
@@ -301,6 +304,7 @@ pub fn run_cp(
             // The server may send only what was asked for: the requested source (its
             // base name; the root's own name when the root was asked for), and
             // directories only with -r.
+            target.keep_setuid = cfg.keep_setuid;
             target.expect = Some(ExpectedList {
                 top: requested_top(&cfg.remote_path)?,
                 recursive: cfg.recursive,
@@ -416,6 +420,7 @@ fn local_target(
         checksum_only,
         sync,
         expect: None,
+        keep_setuid: false,
     })
 }
 

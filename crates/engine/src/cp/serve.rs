@@ -37,6 +37,7 @@ pub fn serve_transfer(
     mut conn: FramedConn,
     params: TransferParams,
     root: Option<&Arc<ServedRoot>>,
+    keep_setuid: bool,
     attach: &mut dyn StreamAttach,
 ) -> Result<String, ServeError> {
     let refuse = |conn: &mut FramedConn, why: String| -> Result<String, ServeError> {
@@ -175,6 +176,7 @@ pub fn serve_transfer(
             no_clobber: opts.no_clobber,
             checksum_only,
             sync: opts.sync,
+            keep_setuid,
             // A push's list is the client's own choice of files; the root confines it.
             expect: None,
         };

@@ -164,6 +164,7 @@ impl ServeGuard {
                     once: false,
                     rx_rate_bps: None,
                     root: None,
+                    keep_setuid: false,
                 };
                 match Server::bind(cfg, log) {
                     Ok(server) => {

@@ -10,6 +10,7 @@ use super::types::{DirFix, LookResult, OpenPlan, RecvEvent};
 use super::{FileState, Phase, RecvFile, RecvSession};
 use crate::file_hashes::FileHashes;
 use crate::manifest::{chunk_count, HEADER_LEN, RECORD_LEN};
+use crate::mode::received_mode;
 use crate::path::{parse_peer_path, SafeRelPath};
 use crate::place::{is_work_name, manifest_name, part_name, place_entry};
 use crate::receiver::{FileReceiver, PartStart};
@@ -97,6 +98,8 @@ impl RecvSession {
         let mtime = (entry.mtime_secs, entry.mtime_nanos);
         if entry.kind == EntryKind::Dir {
             if !self.cfg.checksum_only {
+                // Created writable by its owner and without special bits; its own mode
+                // is set once its contents are in place (FixDirs).
                 self.events.push_back(RecvEvent::CreateDir {
                     rel: final_rel.clone(),
                     mode: 0o700 | (entry.mode & 0o777),
@@ -105,7 +108,7 @@ impl RecvSession {
                 self.dirs.push(DirFix {
                     rel: final_rel,
                     depth: placed.depth(),
-                    mode: entry.mode & 0o7777,
+                    mode: received_mode(entry.mode, EntryKind::Dir, self.cfg.keep_setuid),
                     mtime,
                 });
             }
