@@ -56,8 +56,16 @@ fn a_pushed_setuid_file_arrives_without_the_bit_unless_the_server_keeps_it() {
     assert_eq!(fs::read(plain_root.join("tool")).unwrap(), bytes);
     assert_eq!(mode_of(&plain_root.join("tool")), 0o755, "setuid dropped");
     cp!(&home; "-r", src.join("tree"), plain.remote("")).assert_ok();
-    assert_eq!(mode_of(&plain_root.join("tree")), 0o755, "setgid dir dropped");
-    assert_eq!(mode_of(&plain_root.join("tree/tool")), 0o755, "setgid dropped");
+    assert_eq!(
+        mode_of(&plain_root.join("tree")),
+        0o755,
+        "setgid dir dropped"
+    );
+    assert_eq!(
+        mode_of(&plain_root.join("tree/tool")),
+        0o755,
+        "setgid dropped"
+    );
     // --keep-setuid on the client of a push changes nothing, and says so.
     let r = cp!(&home; "--keep-setuid", src.join("tool"), plain.remote("again"));
     r.assert_ok();

@@ -7,6 +7,7 @@
 //!   order of sync and manifest record, the digest gate before the rename.
 //! - [`path`]: turning a peer-supplied relative path into safe components.
 //! - [`location`]: reading a `cp` argument as a local path or `HOST[:PORT]:PATH`.
+//! - [`requested`]: the path a request names below a root, and its trailing `/`.
 //! - [`place`]: cp's placement of received entries and the receiver's work-file names.
 //! - [`mode`]: the permission bits a receiver sets (setuid and setgid dropped by default).
 //! - [`integrity`]: per-chunk xxh3 and whole-file BLAKE3 helpers.
@@ -27,6 +28,7 @@ pub mod mode;
 pub mod path;
 pub mod place;
 pub mod receiver;
+pub mod requested;
 pub mod scheduler;
 pub mod session;
 pub mod sparse;
@@ -44,6 +46,7 @@ pub use mode::received_mode;
 pub use path::{parse_peer_path, SafeRelPath, MAX_NAME_BYTES, MAX_PATH_BYTES};
 pub use place::{manifest_name, part_name, place_entry};
 pub use receiver::{ChunkCheck, FileReceiver, Opened, PartStart};
+pub use requested::{names_a_directory, require_directory, RequestedPath};
 pub use scheduler::{
     chunk_size_for, Chunk, ChunkId, ChunkScheduler, FileCompleted, FileId, Retry, SchedulerConfig,
     StreamId, WorkUnit,

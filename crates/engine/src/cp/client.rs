@@ -3,6 +3,7 @@
 //! pull, opens the data streams and runs the sending or receiving end.
 
 use std::net::TcpStream;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,7 +12,9 @@ use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferOptions, 
 use longhaul_proto::Token;
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::session::ExpectedList;
-use longhaul_transfer::{chunk_size_for, parse_peer_path};
+use longhaul_transfer::{
+    chunk_size_for, names_a_directory, parse_peer_path, require_directory, RequestedPath,
+};
 
 use super::recv::{run_receiver, RecvTarget};
 use super::send::{run_sender, SendItem, Sender, SourceRoot};
@@ -125,6 +128,17 @@ pub fn run_cp(
     progress: Arc<Progress>,
     on_start: &mut dyn FnMut(&CpStart),
 ) -> Result<CpReport, CpError> {
+    // The request's path, canonical on the wire (`dir/` keeps its trailing slash), and
+    // cp's `cp host:f nodir/`: a local destination written as a directory must be one.
+    // Both are checked before anything is asked of the server.
+    let wire_path = RequestedPath::from_typed(&cfg.remote_path)
+        .map_err(|e| remote_refused(&cfg, e))?
+        .to_wire();
+    if let CpJob::Pull { dest } = &cfg.job {
+        let typed = dest.as_os_str().as_bytes();
+        let shown = typed.strip_suffix(b"/").unwrap_or(typed);
+        require_directory(names_a_directory(typed), dest.is_dir(), shown).map_err(CpError::Path)?;
+    }
     // Round trips are the cost of a long path (180 ms each), so the set-up overlaps
     // them: the RTT comes from hello -> server hello; the request and the file list go
     // right behind our proof; the data streams connect meanwhile.
@@ -207,12 +221,8 @@ pub fn run_cp(
         } else {
             cfg.congestion.clone().unwrap_or_default()
         },
-        // The wire needs a non-empty path: "." names the root.
-        path: if cfg.remote_path.is_empty() {
-            b".".to_vec()
-        } else {
-            cfg.remote_path.clone()
-        },
+        // "." names the root; "dir/" a directory.
+        path: wire_path,
     };
     let connecting = DataDialer::start(addr, streams, plan.side, &plan.buffer, None);
     session
@@ -389,7 +399,6 @@ fn local_target(
     checksum_only: bool,
     sync: bool,
 ) -> Result<RecvTarget, CpError> {
-    use std::os::unix::ffi::OsStrExt;
     let (root, target) = if dest.is_dir() {
         (dest.to_path_buf(), None)
     } else {
@@ -427,14 +436,19 @@ fn local_target(
 /// The base name every entry of a pull of `remote_path` starts with (`None`: the served
 /// root was asked for, whose name only the server knows).
 fn requested_top(remote_path: &[u8]) -> Result<Option<Vec<u8>>, CpError> {
-    if remote_path.is_empty() || remote_path == b"." {
-        return Ok(None);
-    }
-    let p = parse_peer_path(remote_path).map_err(|e| {
+    let requested = RequestedPath::from_typed(remote_path).map_err(|e| {
         CpError::Protocol(format!(
             "the remote path {}: {e}",
             String::from_utf8_lossy(remote_path)
         ))
     })?;
-    Ok(Some(p.file_name().to_vec()))
+    Ok(requested.path.map(|p| p.file_name().to_vec()))
+}
+
+/// The remote path as typed is refused (before anything is sent).
+fn remote_refused(cfg: &CpConfig, e: longhaul_transfer::Error) -> CpError {
+    CpError::Protocol(format!(
+        "the remote path {}: {e}",
+        String::from_utf8_lossy(&cfg.remote_path)
+    ))
 }

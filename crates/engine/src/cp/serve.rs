@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferParams};
 use longhaul_sys::served_root::ServedRoot;
-use longhaul_transfer::{chunk_size_for, parse_peer_path};
+use longhaul_transfer::{chunk_size_for, require_directory, RequestedPath};
 
 use super::recv::{run_receiver, RecvTarget};
 use super::send::{run_sender, SendItem, Sender, SourceRoot};
@@ -62,19 +62,28 @@ pub fn serve_transfer(
             format!("{} streams is outside 1..=256", params.streams),
         );
     }
-    let path = if params.path.is_empty() || params.path == b"." {
-        None
-    } else {
-        match parse_peer_path(&params.path) {
-            Ok(p) => Some(p),
-            Err(e) => return refuse(&mut conn, format!("refused path: {e}")),
-        }
+    let requested = match RequestedPath::from_wire(&params.path) {
+        Ok(r) => r,
+        Err(e) => return refuse(&mut conn, format!("refused path: {e}")),
     };
+    let path = requested.path;
     let opts = params.options;
     let checksum_only = opts.checksum_only;
     let recursive = opts.recursive;
     let rtt = Duration::from_micros(u64::from(params.rtt_us));
     let push = params.direction == CopyDirection::Push;
+    // `dir/` must be an existing directory: a push's destination, or a pull's source
+    // (a missing source is the walk's to report, as for any source).
+    if let (true, Some(p)) = (requested.dir_required, &path) {
+        let is_dir = match root.metadata(&p.to_path_buf()) {
+            Ok(m) => Some(m.is_dir()),
+            Err(_) if push => Some(false),
+            Err(_) => None,
+        };
+        if let Some(Err(e)) = is_dir.map(|d| require_directory(true, d, p.as_bytes())) {
+            return refuse(&mut conn, e.to_string());
+        }
+    }
 
     // Pull: list the source now, to choose the chunk size from its size.
     let mut warnings = Vec::new();
