@@ -124,7 +124,21 @@ impl RecvSession {
                 self.dirs_known.insert(parent);
             }
         }
-        self.outcome.total_bytes += entry.size;
+        // The sizes are the peer's word: a list whose total does not fit is refused, not
+        // wrapped (found by fuzz/fuzz_targets/transfer_sessions.rs).
+        self.outcome.total_bytes = self
+            .outcome
+            .total_bytes
+            .checked_add(entry.size)
+            .ok_or_else(|| {
+                SessionError::Refused(format!(
+                    "the file list's sizes add up to more than {} bytes at {} ({} bytes): \
+                     not a list of real files",
+                    u64::MAX,
+                    show(path.as_bytes()),
+                    entry.size
+                ))
+            })?;
         let chunks = chunk_count(entry.size, self.cfg.chunk_size);
         let part_rel = part_name(&placed)
             .map_err(|e| SessionError::Refused(e.to_string()))?
@@ -383,5 +397,51 @@ impl RecvSession {
                     .push_back(RecvEvent::FixDirs(std::mem::take(&mut self.dirs)));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use longhaul_proto::transfer::{EntryKind, FileEntry, TransferMessage};
+
+    use crate::session::{RecvConfig, RecvSession, SessionError};
+
+    fn file(path: &str, size: u64) -> FileEntry {
+        FileEntry {
+            path: path.as_bytes().to_vec(),
+            kind: EntryKind::File,
+            size,
+            mtime_secs: 1,
+            mtime_nanos: 0,
+            mode: 0o644,
+            fingerprint: 0,
+        }
+    }
+
+    /// Regression (fuzz target `transfer_sessions`): two entries of 2^63 bytes overflowed
+    /// the list's total (a panic with overflow checks, a wrapped total without).
+    #[test]
+    fn sizes_that_overflow_the_total_are_refused() {
+        let mut rx = RecvSession::new(RecvConfig {
+            chunk_size: 4096,
+            target: None,
+            target_is_dir: true,
+            no_clobber: false,
+            checksum_only: false,
+            sync: false,
+            expect: None,
+            keep_setuid: false,
+        });
+        let r = rx.handle(TransferMessage::FileEntries {
+            first_id: 0,
+            entries: vec![file("a", 1 << 63), file("b", 1 << 63)],
+        });
+        let Err(SessionError::Refused(why)) = r else {
+            panic!("accepted: {r:?}")
+        };
+        assert!(
+            why.contains("add up to more than") && why.contains('b'),
+            "{why}"
+        );
     }
 }
