@@ -1,0 +1,35 @@
+//! Fuzzes the 64-byte chunk header of a data stream (`ChunkHeader::decode`): raw bytes
+//! (what a peer sends) decode only to a header that encodes back to the same bytes, and
+//! headers built from the input's fields (so their check is right, which random bytes
+//! almost never are) decode back exactly when they are within the protocol's bounds.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use longhaul_fuzz::take;
+use longhaul_proto::transfer::{ChunkHeader, CHUNK_FLAG_HOLE, MAX_CHUNK_BYTES, MAX_FILE_ID};
+
+fuzz_target!(|data: &[u8]| {
+    if let Some(raw) = data.first_chunk::<{ ChunkHeader::LEN }>() {
+        if let Ok(h) = ChunkHeader::decode(raw) {
+            assert_eq!(&h.encode(), raw, "{h:?} has two encodings");
+            assert!(h.payload_len() <= MAX_CHUNK_BYTES);
+        }
+    }
+    let mut rest = data;
+    let h = ChunkHeader {
+        file: u32::from_be_bytes(take(&mut rest)),
+        index: u32::from_be_bytes(take(&mut rest)),
+        flags: u32::from_be_bytes(take(&mut rest)),
+        offset: u64::from_be_bytes(take(&mut rest)),
+        len: u32::from_be_bytes(take(&mut rest)),
+        hash: take(&mut rest),
+    };
+    let in_bounds = h.file <= MAX_FILE_ID
+        && h.flags & !CHUNK_FLAG_HOLE == 0
+        && u64::from(h.len) <= MAX_CHUNK_BYTES
+        && h.offset.checked_add(u64::from(h.len)).is_some();
+    match ChunkHeader::decode(&h.encode()) {
+        Ok(back) => assert!(in_bounds && back == h, "{h:?} decoded as {back:?}"),
+        Err(e) => assert!(!in_bounds, "{h:?} refused: {e}"),
+    }
+});
