@@ -11,11 +11,15 @@
 
 use std::fmt::Debug;
 
+/// What a frame decoder returns: `Ok(None)` until a whole frame is there, else the message
+/// and the bytes it used.
+pub type Decoded<M> = Result<Option<(M, usize)>, longhaul_proto::ProtoError>;
+
 /// A frame decoder and its encoder, as the targets check them.
 pub struct FrameCodec<M> {
     /// Decodes the first frame of a buffer: `Ok(None)` until it is complete, else the
     /// message and the bytes it used.
-    pub decode: fn(&[u8]) -> Result<Option<(M, usize)>, longhaul_proto::ProtoError>,
+    pub decode: fn(&[u8]) -> Decoded<M>,
     /// Encodes one message as a whole frame; every decoded message must encode.
     pub encode: fn(&M) -> Vec<u8>,
     /// Whether each message has exactly one encoding (then re-encoding a decoded frame
@@ -45,12 +49,18 @@ pub fn check_frames<M: PartialEq + Debug>(codec: &FrameCodec<M>, data: &[u8]) ->
 fn check_one<M: PartialEq + Debug>(codec: &FrameCodec<M>, frame: &[u8], msg: &M) {
     // Self-delimiting: the frame alone is the same message; any shorter cut needs more.
     let alone = (codec.decode)(frame).expect("a frame that decoded in a stream decodes alone");
-    assert_eq!(alone.as_ref().map(|(m, n)| (m, *n)), Some((msg, frame.len())));
+    assert_eq!(
+        alone.as_ref().map(|(m, n)| (m, *n)),
+        Some((msg, frame.len()))
+    );
     let header = longhaul_proto::FRAME_HEADER_LEN.min(frame.len() - 1);
     for cut in [0, header, frame.len() / 2, frame.len() - 1] {
         match (codec.decode)(&frame[..cut]) {
             Ok(None) => {}
-            other => panic!("a cut at {cut} of a {}-byte frame gave {other:?}", frame.len()),
+            other => panic!(
+                "a cut at {cut} of a {}-byte frame gave {other:?}",
+                frame.len()
+            ),
         }
     }
     // Round trip: decode -> encode -> decode is the same message.
@@ -58,7 +68,10 @@ fn check_one<M: PartialEq + Debug>(codec: &FrameCodec<M>, frame: &[u8], msg: &M)
     let back = (codec.decode)(&again)
         .unwrap_or_else(|e| panic!("{msg:?} re-encoded does not decode: {e}"))
         .unwrap_or_else(|| panic!("{msg:?} re-encoded is incomplete"));
-    assert_eq!(&back.0, msg, "decode -> encode -> decode changed the message");
+    assert_eq!(
+        &back.0, msg,
+        "decode -> encode -> decode changed the message"
+    );
     assert_eq!(back.1, again.len(), "the re-encoded frame is used whole");
     if codec.canonical {
         assert_eq!(again, frame, "{msg:?} has two encodings");
