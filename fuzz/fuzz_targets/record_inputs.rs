@@ -34,6 +34,7 @@ fuzz_target!(|data: &[u8]| {
             history: history(),
             settings: Vec::new(),
             extra_sections: Vec::new(),
+            counted_distance_km: None,
         });
     }
 });

@@ -62,6 +62,7 @@ impl TestServer {
                 rx_rate_bps: None,
                 files: Default::default(),
                 tls: server_tls(),
+                keep_setuid: false,
             },
             Arc::new(move |line: &str| l2.lock().unwrap().push(line.to_string())),
         )
@@ -404,6 +405,7 @@ fn a_second_server_on_the_same_port_says_the_port_is_in_use() {
             rx_rate_bps: None,
             files: Default::default(),
             tls: server_tls(),
+            keep_setuid: false,
         },
         Arc::new(|_: &str| {}),
     )

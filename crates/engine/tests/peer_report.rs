@@ -37,6 +37,7 @@ fn a_server_reports_its_findings_for_the_path_asked_about() {
             rx_rate_bps: None,
             files: Default::default(),
             tls: server_tls(),
+            keep_setuid: false,
         },
         Arc::new(move |line: &str| l2.lock().unwrap().push(line.to_string())),
     )

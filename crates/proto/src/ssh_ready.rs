@@ -3,8 +3,8 @@
 //! the fingerprint of its certificate.
 //!
 //! ```text
-//! LONGHAUL-READY proto=4 port=40123 addr=10.0.0.2 token=<64 hex> cert=sha256:<64 hex>
-//! LONGHAUL-READY proto=4 port=40123 addr=- token=<64 hex> cert=-
+//! LONGHAUL-READY proto=5 port=40123 addr=10.0.0.2 token=<64 hex> cert=sha256:<64 hex>
+//! LONGHAUL-READY proto=5 port=40123 addr=- token=<64 hex> cert=-   (refused by a client: no TLS to pin)
 //! ```
 //!
 //! `proto` comes first and is checked before anything else, so that a far end of another
@@ -35,7 +35,8 @@ pub struct SshReady {
     pub addr: Option<IpAddr>,
     /// The one-time token of this session (32 random bytes).
     pub token: [u8; 32],
-    /// SHA-256 of its TLS certificate, once TLS exists (`cert=-` until then).
+    /// SHA-256 of its TLS certificate (the client pins it; `cert=-`, which this build never
+    /// sends, is refused by its client).
     pub cert: Option<[u8; 32]>,
 }
 

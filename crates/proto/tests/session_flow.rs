@@ -59,7 +59,7 @@ fn full_session_runs_and_data_streams_attach_once() {
         c.poll_event(),
         Some(ClientEvent::Authenticated {
             session_id: 42,
-            features: features::ALL
+            features: features::DEFAULT
         })
     );
     let Some(ServerEvent::Authenticated { secret, .. }) = s.poll_event() else {

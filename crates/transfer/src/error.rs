@@ -242,6 +242,12 @@ pub enum Error {
     },
 
     // --- placement of received entries ---
+    /// A path written with a trailing `/` (`dir/`) is not an existing directory.
+    #[error("{path}/: Not a directory (a trailing / names an existing directory to copy into or from; create it first, or drop the / to name a file)")]
+    NotADirectory {
+        /// The path, lossily decoded, without the trailing `/`.
+        path: String,
+    },
     /// Several sources, and the destination is not an existing directory.
     #[error("target {target} is not a directory; several sources need an existing directory")]
     TargetNotDirectory {

@@ -8,7 +8,9 @@
 //! - [`path`]: turning a peer-supplied relative path into safe components.
 //! - [`location`]: reading a `cp` argument as a local path, an ssh `[USER@]HOST:PATH` or a
 //!   daemon's `longhaul://HOST[:PORT]/PATH`; the far end's reading of an ssh path.
+//! - [`requested`]: the path a request names below a root, and its trailing `/`.
 //! - [`place`]: cp's placement of received entries and the receiver's work-file names.
+//! - [`mode`]: the permission bits a receiver sets (setuid and setgid dropped by default).
 //! - [`integrity`]: per-chunk xxh3 and whole-file BLAKE3 helpers.
 //! - [`file_hashes`]: a file's chunk hashes merged into its BLAKE3, in any order.
 //! - [`session`]: both ends of a transfer as state machines (messages and chunk events
@@ -23,9 +25,11 @@ pub mod file_hashes;
 pub mod integrity;
 pub mod location;
 pub mod manifest;
+pub mod mode;
 pub mod path;
 pub mod place;
 pub mod receiver;
+pub mod requested;
 pub mod scheduler;
 pub mod session;
 pub mod sparse;
@@ -39,9 +43,11 @@ pub use location::{parse_location, remote_path, Location, RemoteSpec, SshHost, S
 pub use manifest::{
     decide_resume, Loaded, ResumeDecision, ResumeManifest, SourceIdentity, StartOverReason,
 };
+pub use mode::received_mode;
 pub use path::{parse_peer_path, SafeRelPath, MAX_NAME_BYTES, MAX_PATH_BYTES};
 pub use place::{manifest_name, part_name, place_entry};
 pub use receiver::{ChunkCheck, FileReceiver, Opened, PartStart};
+pub use requested::{names_a_directory, require_directory, RequestedPath};
 pub use scheduler::{
     chunk_size_for, Chunk, ChunkId, ChunkScheduler, FileCompleted, FileId, Retry, SchedulerConfig,
     StreamId, WorkUnit,

@@ -28,6 +28,7 @@ fn session(expect: Option<ExpectedList>) -> RecvSession {
         checksum_only: false,
         sync: false,
         expect,
+        keep_setuid: false,
     })
 }
 

@@ -136,6 +136,7 @@ fn run(case: &Case) -> Result<Report, SessionError> {
         checksum_only: false,
         sync: false,
         expect: None,
+        keep_setuid: false,
     });
     let mut rng = Rng(case.seed | 1);
     let mut report = Report::default();
@@ -547,6 +548,7 @@ fn last_commit_waits_for_dirs_fixed() {
         checksum_only: false,
         sync: false,
         expect: None,
+        keep_setuid: false,
     });
     let pump_tx = |tx: &mut SendSession, rx: &mut RecvSession| {
         while let Some(m) = tx.poll_transmit() {
@@ -643,6 +645,7 @@ fn a_message_out_of_place_is_a_protocol_error() {
         checksum_only: false,
         sync: false,
         expect: None,
+        keep_setuid: false,
     });
     let r = rx.handle(TransferMessage::ChunkVerified { file: 0, index: 0 });
     assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");

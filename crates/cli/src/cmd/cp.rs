@@ -80,6 +80,12 @@ pub struct Args {
     /// Send nothing: compare BLAKE3 digests of the sources and an existing copy.
     #[arg(long)]
     pub checksum_only: bool,
+    /// On a pull, keep the set-user-ID, set-group-ID and sticky bits the server names
+    /// (dropped by default, as an rsync daemon does: a server could otherwise place a
+    /// setuid program here). Only for a server trusted as much as this user. A push's
+    /// bits are the server's choice: `longhaul serve --keep-setuid`.
+    #[arg(long)]
+    pub keep_setuid: bool,
     /// Time between interval reports (`interval` lines with --json), at least 10ms.
     #[arg(short = 'i', long, default_value = "1s", value_parser = duration)]
     pub interval: Duration,
@@ -211,6 +217,14 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
             remote_path(spec).map_err(|e| anyhow::anyhow!("{e}"))?;
         }
     }
+    if args.keep_setuid && matches!(dst, Location::Daemon(_) | Location::Ssh(_)) {
+        warn(
+            json,
+            "--keep-setuid applies to pulls only: on a push the server drops set-user-ID \
+             and set-group-ID bits unless it runs with `longhaul serve --keep-setuid`"
+                .into(),
+        );
+    }
     let window = super::common::window(&args.window)?;
     // Only a daemon needs the shared token; an ssh start-up makes a one-time one.
     let token = if jobs.iter().any(|(far, _)| matches!(far, Far::Daemon(_))) {
@@ -319,6 +333,7 @@ fn transfer(
         no_clobber: args.no_clobber,
         sync: args.sync,
         checksum_only: args.checksum_only,
+        keep_setuid: args.keep_setuid,
         streams: args.streams,
         rate_bps: args.rate,
         window,

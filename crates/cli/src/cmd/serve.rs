@@ -37,6 +37,12 @@ pub struct Args {
     /// certificate's fingerprint, printed at start, on first contact.
     #[arg(long, value_name = "DIR")]
     pub identity_dir: Option<std::path::PathBuf>,
+    /// Keep the set-user-ID, set-group-ID and sticky bits of pushed files and
+    /// directories. By default they are dropped (as an rsync daemon does), so a token
+    /// holder cannot place a setuid program, which a server running as root would own.
+    /// Only for token holders trusted as much as this server's user.
+    #[arg(long, requires = "root")]
+    pub keep_setuid: bool,
     #[command(flatten)]
     pub token: TokenArgs,
 }
@@ -81,6 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             rx_rate_bps: args.rx_rate,
             files,
             tls,
+            keep_setuid: args.keep_setuid,
         },
         log,
     )

@@ -51,6 +51,10 @@ pub struct ServeConfig {
     pub files: ServedFiles,
     /// The certificate and key every connection's TLS presents.
     pub tls: ServerTls,
+    /// Keep set-user-ID, set-group-ID and sticky bits of pushed files and directories
+    /// (`serve --keep-setuid`); by default they are dropped, so a token holder cannot
+    /// place a setuid program (see `longhaul_transfer::mode`).
+    pub keep_setuid: bool,
 }
 
 /// One line the server logs about a session.
@@ -356,7 +360,7 @@ pub(super) fn run_session(
                         plain_data,
                         expected: None,
                     };
-                    let out = serve_transfer(conn, p, &cfg.files, &mut attach);
+                    let out = serve_transfer(conn, p, &cfg.files, cfg.keep_setuid, &mut attach);
                     return out.map_err(|e| e.with_peer(peer));
                 }
                 Ok(Frame::Transfer(other)) => {

@@ -3,6 +3,7 @@
 //! pull, opens the data streams and runs the sending or receiving end.
 
 use crate::transport::secure::SecureStream;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,7 +12,9 @@ use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferOptions, 
 use longhaul_proto::Token;
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::session::ExpectedList;
-use longhaul_transfer::{chunk_size_for, parse_peer_path};
+use longhaul_transfer::{
+    chunk_size_for, names_a_directory, parse_peer_path, require_directory, RequestedPath,
+};
 
 use super::recv::{run_receiver, RecvTarget};
 use super::send::{run_sender, SendItem, Sender, SourceRoot};
@@ -64,6 +67,9 @@ pub struct CpConfig {
     pub sync: bool,
     /// Only compare digests.
     pub checksum_only: bool,
+    /// On a pull, keep set-user-ID, set-group-ID and sticky bits the server names
+    /// (`--keep-setuid`); dropped otherwise.
+    pub keep_setuid: bool,
     /// Data streams (`None`: from the path).
     pub streams: Option<u16>,
     /// Total pacing rate, bit/s.
@@ -129,6 +135,27 @@ pub fn run_cp(
     progress: Arc<Progress>,
     on_start: &mut dyn FnMut(&CpStart),
 ) -> Result<CpReport, CpError> {
+    // The request's path, canonical on the wire (`dir/` keeps its trailing slash), and
+    // cp's `cp host:f nodir/`: a local destination written as a directory must be one.
+    // Both are checked before anything is asked of the server.
+    // Over ssh the far end reads the path as typed (absolute or from the home, `..`
+    // allowed); a daemon gets the canonical form.
+    let wire_path = if cfg.user_paths {
+        if cfg.remote_path.is_empty() {
+            b".".to_vec()
+        } else {
+            cfg.remote_path.clone()
+        }
+    } else {
+        RequestedPath::from_typed(&cfg.remote_path)
+            .map_err(|e| remote_refused(&cfg, e))?
+            .to_wire()
+    };
+    if let CpJob::Pull { dest } = &cfg.job {
+        let typed = dest.as_os_str().as_bytes();
+        let shown = typed.strip_suffix(b"/").unwrap_or(typed);
+        require_directory(names_a_directory(typed), dest.is_dir(), shown).map_err(CpError::Path)?;
+    }
     // Round trips are the cost of a long path (180 ms each), so the set-up overlaps
     // them: the RTT comes from hello -> server hello; the request and the file list go
     // right behind our proof; the data streams connect meanwhile.
@@ -220,12 +247,8 @@ pub fn run_cp(
         } else {
             cfg.congestion.clone().unwrap_or_default()
         },
-        // The wire needs a non-empty path: "." names the root.
-        path: if cfg.remote_path.is_empty() {
-            b".".to_vec()
-        } else {
-            cfg.remote_path.clone()
-        },
+        // "." names the root; "dir/" a directory.
+        path: wire_path,
     };
     let connecting = DataDialer::start(addr, streams, plan.side, &plan.buffer, None, data_tls);
     session
@@ -320,6 +343,7 @@ pub fn run_cp(
             // The server may send only what was asked for: the requested source (its
             // base name; the root's own name when the root was asked for), and
             // directories only with -r.
+            target.keep_setuid = cfg.keep_setuid;
             target.expect = Some(ExpectedList {
                 top: if cfg.user_paths {
                     longhaul_transfer::location::ssh_top(&cfg.remote_path)
@@ -408,7 +432,6 @@ fn local_target(
     checksum_only: bool,
     sync: bool,
 ) -> Result<RecvTarget, CpError> {
-    use std::os::unix::ffi::OsStrExt;
     let (root, target) = if dest.is_dir() {
         (dest.to_path_buf(), None)
     } else {
@@ -439,20 +462,26 @@ fn local_target(
         checksum_only,
         sync,
         expect: None,
+        keep_setuid: false,
     })
 }
 
 /// The base name every entry of a pull of `remote_path` starts with (`None`: the served
 /// root was asked for, whose name only the server knows).
 fn requested_top(remote_path: &[u8]) -> Result<Option<Vec<u8>>, CpError> {
-    if remote_path.is_empty() || remote_path == b"." {
-        return Ok(None);
-    }
-    let p = parse_peer_path(remote_path).map_err(|e| {
+    let requested = RequestedPath::from_typed(remote_path).map_err(|e| {
         CpError::Protocol(format!(
             "the remote path {}: {e}",
             String::from_utf8_lossy(remote_path)
         ))
     })?;
-    Ok(Some(p.file_name().to_vec()))
+    Ok(requested.path.map(|p| p.file_name().to_vec()))
+}
+
+/// The remote path as typed is refused (before anything is sent).
+fn remote_refused(cfg: &CpConfig, e: longhaul_transfer::Error) -> CpError {
+    CpError::Protocol(format!(
+        "the remote path {}: {e}",
+        String::from_utf8_lossy(&cfg.remote_path)
+    ))
 }

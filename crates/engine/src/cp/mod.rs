@@ -67,6 +67,9 @@ pub enum CpError {
         /// The destination as given.
         path: PathBuf,
     },
+    /// A path as given cannot be used (a `dir/` that is not a directory).
+    #[error(transparent)]
+    Path(longhaul_transfer::Error),
     /// The local destination's file name cannot be received into.
     #[error("destination {}: {cause}", path.display())]
     DestinationName {

@@ -44,6 +44,9 @@ pub struct RecvTarget {
     pub sync: bool,
     /// On a pull, what the list may hold (the server may name nothing else).
     pub expect: Option<longhaul_transfer::session::ExpectedList>,
+    /// Keep set-user-ID, set-group-ID and sticky bits the sender names (see
+    /// `longhaul_transfer::mode`); dropped otherwise.
+    pub keep_setuid: bool,
 }
 
 /// Chunks of a file to hash from disk: (file id, chunk indices).
@@ -168,6 +171,7 @@ pub fn run_receiver(
         checksum_only: target.checksum_only,
         sync: target.sync,
         expect: target.expect.clone(),
+        keep_setuid: target.keep_setuid,
     });
     let (hash_tx, hash_rx) = mpsc::channel();
     let shared = Arc::new(Shared {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferParams};
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::location::user_path;
-use longhaul_transfer::{chunk_size_for, parse_peer_path};
+use longhaul_transfer::{chunk_size_for, require_directory, RequestedPath};
 
 use super::recv::{run_receiver, RecvTarget};
 use super::send::{run_sender, SendItem, Sender, SourceRoot};
@@ -62,6 +62,7 @@ pub fn serve_transfer(
     mut conn: FramedConn,
     params: TransferParams,
     files: &ServedFiles,
+    keep_setuid: bool,
     attach: &mut dyn StreamAttach,
 ) -> Result<String, ServeError> {
     let refuse = |conn: &mut FramedConn, why: String| -> Result<String, ServeError> {
@@ -74,25 +75,23 @@ pub fn serve_transfer(
         crate::transport::control::close_gracefully(conn.stream(), Duration::from_secs(2));
         Err(ServeError::Refused { reason: why })
     };
-    let (root, path) = match files {
+    // The path asked for, and whether a trailing `/` requires a directory there.
+    let (root, path, dir_required) = match files {
         ServedFiles::Nothing => {
             return refuse(
                 &mut conn,
                 "this server serves no files; start it with `longhaul serve --root DIR`".into(),
             )
         }
-        ServedFiles::Root(root) => {
-            if params.path.is_empty() || params.path == b"." {
-                (root, None)
-            } else {
-                match parse_peer_path(&params.path) {
-                    Ok(p) => (root, Some(p)),
-                    Err(e) => return refuse(&mut conn, format!("refused path: {e}")),
-                }
-            }
-        }
+        ServedFiles::Root(root) => match RequestedPath::from_wire(&params.path) {
+            Ok(r) => (root, r.path, r.dir_required),
+            Err(e) => return refuse(&mut conn, format!("refused path: {e}")),
+        },
         ServedFiles::User { root, home } => match user_path(home, &params.path) {
-            Ok(p) => (root, p),
+            Ok(p) => {
+                let dir = params.path.len() > 1 && params.path.ends_with(b"/");
+                (root, p, dir)
+            }
             Err(e) => return refuse(&mut conn, format!("refused path: {e}")),
         },
     };
@@ -107,6 +106,18 @@ pub fn serve_transfer(
     let recursive = opts.recursive;
     let rtt = Duration::from_micros(u64::from(params.rtt_us));
     let push = params.direction == CopyDirection::Push;
+    // `dir/` must be an existing directory: a push's destination, or a pull's source
+    // (a missing source is the walk's to report, as for any source).
+    if let (true, Some(p)) = (dir_required, &path) {
+        let is_dir = match root.metadata(&p.to_path_buf()) {
+            Ok(m) => Some(m.is_dir()),
+            Err(_) if push => Some(false),
+            Err(_) => None,
+        };
+        if let Some(Err(e)) = is_dir.map(|d| require_directory(true, d, p.as_bytes())) {
+            return refuse(&mut conn, e.to_string());
+        }
+    }
 
     // Pull: list the source now, to choose the chunk size from its size.
     let mut warnings = Vec::new();
@@ -209,6 +220,7 @@ pub fn serve_transfer(
             no_clobber: opts.no_clobber,
             checksum_only,
             sync: opts.sync,
+            keep_setuid,
             // A push's list is the client's own choice of files; the root confines it.
             expect: None,
         };

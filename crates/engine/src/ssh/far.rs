@@ -131,6 +131,9 @@ fn bind(
         rx_rate_bps: None,
         files: files.clone(),
         tls: tls.clone(),
+        // The user's own files with the user's rights; special bits dropped as a
+        // daemon drops them (cp --keep-setuid keeps them on pulls).
+        keep_setuid: false,
     };
     let Some((lo, hi)) = cfg.port_range else {
         return Server::bind(config(0), log);

@@ -69,6 +69,7 @@ impl SimReceiver {
             checksum_only: false,
             sync: false,
             expect: None,
+            keep_setuid: false,
         });
         SimReceiver {
             session,

@@ -26,7 +26,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
 use crate::error::{display_path, Error, Result};
-use crate::path::{parse_peer_path, SafeRelPath};
+use crate::path::SafeRelPath;
 
 pub use ssh::{parse_ssh_host, parse_ssh_url, ssh_top, user_path, SshHost, SshSpec};
 
@@ -133,21 +133,10 @@ pub fn parse_location(arg: &OsStr) -> Result<Location> {
 /// The path of a daemon spec below the served root: `None` for the root itself (empty or
 /// `.`), else a [`SafeRelPath`]. `.` and empty components are dropped (`dir/` = `dir`,
 /// `./a//b` = `a/b`); absolute paths, `..`, NUL and over-long paths are refused with
-/// [`parse_peer_path`]'s errors.
+/// [`parse_peer_path`](crate::path::parse_peer_path)'s errors. Whether a trailing `/` asks for a directory:
+/// [`RequestedPath::from_typed`](crate::requested::RequestedPath::from_typed).
 pub fn remote_path(spec: &RemoteSpec) -> Result<Option<SafeRelPath>> {
-    let raw = spec.path.as_slice();
-    if raw.first() == Some(&b'/') {
-        // Let the validator say why (absolute) with the value as typed.
-        return parse_peer_path(raw).map(Some);
-    }
-    let kept: Vec<&[u8]> = raw
-        .split(|&b| b == b'/')
-        .filter(|c| !c.is_empty() && *c != b".")
-        .collect();
-    if kept.is_empty() {
-        return Ok(None);
-    }
-    parse_peer_path(&kept.join(&b'/')).map(Some)
+    crate::requested::RequestedPath::from_typed(&spec.path).map(|r| r.path)
 }
 
 /// Reads what follows `longhaul://`: `host[:port][/path]` or `[v6][:port][/path]`.

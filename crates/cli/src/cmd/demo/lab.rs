@@ -166,6 +166,7 @@ impl ServeGuard {
                     rx_rate_bps: None,
                     files: Default::default(),
                     tls: keys.tls,
+                    keep_setuid: false,
                 };
                 match Server::bind(cfg, log) {
                     Ok(server) => {

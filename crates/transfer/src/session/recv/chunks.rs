@@ -3,13 +3,14 @@
 //! times set before the last commit goes out.
 
 use longhaul_proto::transfer::{
-    ChunkHeader, RejectReason, TransferMessage, CHUNK_FLAG_HOLE, MAX_REASON_BYTES,
+    ChunkHeader, EntryKind, RejectReason, TransferMessage, CHUNK_FLAG_HOLE, MAX_REASON_BYTES,
 };
 
 use super::types::{Arrival, ChunkPlan, CommitJob, DirFix, RecvEvent};
 use super::{FileState, RecvSession};
 use crate::integrity::ChunkHash;
 use crate::manifest::RECORD_LEN;
+use crate::mode::received_mode;
 use crate::receiver::ChunkCheck;
 use crate::session::SessionError;
 use crate::Error as TransferError;
@@ -152,6 +153,7 @@ impl RecvSession {
     pub(super) fn try_commit(&mut self, id: u32) {
         let checksum_only = self.cfg.checksum_only;
         let (replace, sync) = (!self.cfg.no_clobber, self.cfg.sync);
+        let keep_setuid = self.cfg.keep_setuid;
         let Some(f) = self.file_mut(id).filter(|f| f.state == FileState::Open) else {
             return;
         };
@@ -186,7 +188,7 @@ impl RecvSession {
             final_rel: f.final_rel.clone(),
             part_rel: f.part_rel.clone(),
             manifest_rel: f.manifest_rel.clone(),
-            mode: f.entry.mode & 0o7777,
+            mode: received_mode(f.entry.mode, EntryKind::File, keep_setuid),
             mtime: (f.entry.mtime_secs, f.entry.mtime_nanos),
             replace,
             sync,

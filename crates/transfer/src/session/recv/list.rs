@@ -10,6 +10,7 @@ use super::types::{DirFix, LookResult, OpenPlan, RecvEvent};
 use super::{FileState, Phase, RecvFile, RecvSession};
 use crate::file_hashes::FileHashes;
 use crate::manifest::{chunk_count, HEADER_LEN, RECORD_LEN};
+use crate::mode::received_mode;
 use crate::path::{parse_peer_path, SafeRelPath};
 use crate::place::{is_work_name, manifest_name, part_name, place_entry};
 use crate::receiver::{FileReceiver, PartStart};
@@ -97,6 +98,8 @@ impl RecvSession {
         let mtime = (entry.mtime_secs, entry.mtime_nanos);
         if entry.kind == EntryKind::Dir {
             if !self.cfg.checksum_only {
+                // Created writable by its owner and without special bits; its own mode
+                // is set once its contents are in place (FixDirs).
                 self.events.push_back(RecvEvent::CreateDir {
                     rel: final_rel.clone(),
                     mode: 0o700 | (entry.mode & 0o777),
@@ -105,7 +108,7 @@ impl RecvSession {
                 self.dirs.push(DirFix {
                     rel: final_rel,
                     depth: placed.depth(),
-                    mode: entry.mode & 0o7777,
+                    mode: received_mode(entry.mode, EntryKind::Dir, self.cfg.keep_setuid),
                     mtime,
                 });
             }
@@ -121,7 +124,21 @@ impl RecvSession {
                 self.dirs_known.insert(parent);
             }
         }
-        self.outcome.total_bytes += entry.size;
+        // The sizes are the peer's word: a list whose total does not fit is refused, not
+        // wrapped (found by fuzz/fuzz_targets/transfer_sessions.rs).
+        self.outcome.total_bytes = self
+            .outcome
+            .total_bytes
+            .checked_add(entry.size)
+            .ok_or_else(|| {
+                SessionError::Refused(format!(
+                    "the file list's sizes add up to more than {} bytes at {} ({} bytes): \
+                     not a list of real files",
+                    u64::MAX,
+                    show(path.as_bytes()),
+                    entry.size
+                ))
+            })?;
         let chunks = chunk_count(entry.size, self.cfg.chunk_size);
         let part_rel = part_name(&placed)
             .map_err(|e| SessionError::Refused(e.to_string()))?
@@ -380,5 +397,51 @@ impl RecvSession {
                     .push_back(RecvEvent::FixDirs(std::mem::take(&mut self.dirs)));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use longhaul_proto::transfer::{EntryKind, FileEntry, TransferMessage};
+
+    use crate::session::{RecvConfig, RecvSession, SessionError};
+
+    fn file(path: &str, size: u64) -> FileEntry {
+        FileEntry {
+            path: path.as_bytes().to_vec(),
+            kind: EntryKind::File,
+            size,
+            mtime_secs: 1,
+            mtime_nanos: 0,
+            mode: 0o644,
+            fingerprint: 0,
+        }
+    }
+
+    /// Regression (fuzz target `transfer_sessions`): two entries of 2^63 bytes overflowed
+    /// the list's total (a panic with overflow checks, a wrapped total without).
+    #[test]
+    fn sizes_that_overflow_the_total_are_refused() {
+        let mut rx = RecvSession::new(RecvConfig {
+            chunk_size: 4096,
+            target: None,
+            target_is_dir: true,
+            no_clobber: false,
+            checksum_only: false,
+            sync: false,
+            expect: None,
+            keep_setuid: false,
+        });
+        let r = rx.handle(TransferMessage::FileEntries {
+            first_id: 0,
+            entries: vec![file("a", 1 << 63), file("b", 1 << 63)],
+        });
+        let Err(SessionError::Refused(why)) = r else {
+            panic!("accepted: {r:?}")
+        };
+        assert!(
+            why.contains("add up to more than") && why.contains('b'),
+            "{why}"
+        );
     }
 }

@@ -28,6 +28,9 @@ pub struct RecvConfig {
     /// What the list may hold when this end asked for it (a pull: the sender may name
     /// nothing else); `None` for a push, whose list is the client's own.
     pub expect: Option<ExpectedList>,
+    /// Keep set-user-ID, set-group-ID and sticky bits of received entries (see
+    /// [`crate::mode::received_mode`]); only for a peer trusted as much as this host's user.
+    pub keep_setuid: bool,
 }
 
 /// The entries a pull asked for (scp's CVE-2019-6111 lesson: a server answering

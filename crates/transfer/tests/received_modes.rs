@@ -1,0 +1,151 @@
+//! The modes a receiving session asks its driver to set, end to end through both sessions
+//! in memory: a setuid file and a setgid directory arrive without those bits unless the
+//! receiver keeps them (`keep_setuid`), and the directory created while the tree is
+//! written never carries them either.
+
+use std::time::Instant;
+
+use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry};
+use longhaul_transfer::session::recv::Arrival;
+use longhaul_transfer::session::{
+    LookResult, RecvConfig, RecvEvent, RecvSession, SendConfig, SendSession, Work,
+};
+
+/// What the receiver asked for: (path, mode) of directories created, directories fixed
+/// and files committed.
+#[derive(Debug, Default)]
+struct Modes {
+    created: Vec<(String, u32)>,
+    fixed: Vec<(String, u32)>,
+    committed: Vec<(String, u32)>,
+}
+
+fn entry(path: &str, kind: EntryKind, size: u64, mode: u32) -> FileEntry {
+    FileEntry {
+        path: path.as_bytes().to_vec(),
+        kind,
+        size,
+        mtime_secs: 1_700_000_000,
+        mtime_nanos: 0,
+        mode,
+        fingerprint: 7,
+    }
+}
+
+/// Sends `top/` (mode `dir_mode`) holding `top/tool` (mode `file_mode`) through both
+/// sessions and collects every mode the receiver asked its driver to set.
+fn transfer(dir_mode: u32, file_mode: u32, keep_setuid: bool) -> Modes {
+    let data = vec![0x5a_u8; 3000];
+    let entries = vec![
+        entry("top", EntryKind::Dir, 0, dir_mode),
+        entry("top/tool", EntryKind::File, data.len() as u64, file_mode),
+    ];
+    let cfg = SendConfig {
+        chunk_size: 4096,
+        checksum_only: false,
+        streams: 1,
+    };
+    let mut tx = SendSession::new(entries, cfg).unwrap();
+    let mut rx = RecvSession::new(RecvConfig {
+        chunk_size: 4096,
+        target: None,
+        target_is_dir: true,
+        no_clobber: false,
+        checksum_only: false,
+        sync: false,
+        expect: None,
+        keep_setuid,
+    });
+    let mut modes = Modes::default();
+    let show = |p: &std::path::Path| p.display().to_string();
+    let pump = |tx: &mut SendSession, rx: &mut RecvSession, modes: &mut Modes| loop {
+        let mut busy = false;
+        while let Some(m) = tx.poll_transmit() {
+            rx.handle(m).unwrap();
+            busy = true;
+        }
+        while let Some(ev) = rx.poll_event() {
+            busy = true;
+            match ev {
+                RecvEvent::CreateDir { rel, mode } => modes.created.push((show(&rel), mode)),
+                RecvEvent::Look { id, .. } => rx.looked(id, LookResult::default()).unwrap(),
+                RecvEvent::Open { id, .. } => rx.opened(id, true).unwrap(),
+                RecvEvent::Commit(job) => {
+                    modes.committed.push((show(&job.final_rel), job.mode));
+                    rx.placed(job.id, Ok(()));
+                }
+                RecvEvent::FixDirs(dirs) => {
+                    modes
+                        .fixed
+                        .extend(dirs.iter().map(|d| (show(&d.rel), d.mode)));
+                    rx.dirs_fixed();
+                }
+                _ => {}
+            }
+        }
+        while let Some(m) = rx.poll_transmit() {
+            tx.handle(m).unwrap();
+            busy = true;
+        }
+        if !busy {
+            break;
+        }
+    };
+    pump(&mut tx, &mut rx, &mut modes);
+    while let Work::Send(unit) = tx.next_work(0, Instant::now()) {
+        for c in &unit.chunks {
+            let d = &data[c.offset as usize..(c.offset + c.len) as usize];
+            let mut h = tx.hasher(c);
+            h.update(d);
+            let hash = h.finish();
+            tx.chunk_sent(c, hash, c.len);
+            let header = ChunkHeader {
+                file: tx.entry_of(c),
+                index: c.id.index,
+                flags: 0,
+                offset: c.offset,
+                len: c.len as u32,
+                hash,
+            };
+            let mut plan = rx.chunk_header(&header).unwrap();
+            plan.hasher.update(d);
+            let arrival = rx.chunk_arrived(&header, plan.hasher.finish()).unwrap();
+            assert_eq!(arrival, Arrival::Write);
+            rx.chunk_written(header.file, header.index, hash).unwrap();
+            rx.chunk_recorded(header.file, header.index, hash, c.len);
+        }
+        pump(&mut tx, &mut rx, &mut modes);
+    }
+    pump(&mut tx, &mut rx, &mut modes);
+    assert!(tx.is_done(), "the transfer finished: {modes:?}");
+    assert_eq!(tx.outcome().files_ok, 1, "{modes:?}");
+    modes
+}
+
+#[test]
+fn setuid_and_setgid_are_dropped_by_default() {
+    let m = transfer(0o2755, 0o4755, false);
+    assert_eq!(m.committed, vec![("top/tool".into(), 0o755)]);
+    assert_eq!(m.fixed, vec![("top".into(), 0o755)]);
+    for (path, mode) in &m.created {
+        assert_eq!(mode & 0o7000, 0, "{path} created with {mode:o}");
+    }
+}
+
+#[test]
+fn a_sticky_file_loses_the_bit_and_a_sticky_directory_keeps_it() {
+    let m = transfer(0o1777, 0o1644, false);
+    assert_eq!(m.committed, vec![("top/tool".into(), 0o644)]);
+    assert_eq!(m.fixed, vec![("top".into(), 0o1777)]);
+}
+
+#[test]
+fn keep_setuid_keeps_the_senders_bits() {
+    let m = transfer(0o2755, 0o6755, true);
+    assert_eq!(m.committed, vec![("top/tool".into(), 0o6755)]);
+    assert_eq!(m.fixed, vec![("top".into(), 0o2755)]);
+    // The directory is still created plain; its bits come once its contents are in.
+    for (path, mode) in &m.created {
+        assert_eq!(mode & 0o7000, 0, "{path} created with {mode:o}");
+    }
+}
