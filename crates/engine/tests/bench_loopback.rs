@@ -395,6 +395,71 @@ fn absurd_parameters_from_a_raw_client_are_refused_after_authentication() {
 }
 
 #[test]
+fn data_streams_go_without_tls_only_when_the_client_asked() {
+    // Asked for (--encryption off): the run works on plain data connections.
+    let server = TestServer::start("127.0.0.1:0");
+    let mut cfg = config(server.target());
+    cfg.security.encryption = longhaul_engine::transport::tls::Encryption::Off;
+    cfg.duration = Duration::from_millis(500);
+    let end = run_bench(&cfg, &mut Collect::default()).unwrap();
+    assert!(end.summary.bytes > 0);
+
+    // Not asked for: a plain data connection carrying the session's valid proof (a
+    // downgrade by someone who could make one) is refused.
+    let mut s = tls_connect(server.addr);
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut session = longhaul_proto::ClientSession::new(token(), [4; 32]);
+    let mut buf = Vec::new();
+    let mut exchange = |session: &mut longhaul_proto::ClientSession, s: &mut SecureStream| {
+        while let Some(m) = session.poll_transmit() {
+            let mut b = Vec::new();
+            encode_frame(&m, &mut b);
+            s.write_all(&b).unwrap();
+        }
+        loop {
+            if let Some((m, used)) = longhaul_proto::decode_frame(&buf).unwrap() {
+                buf.drain(..used);
+                return m;
+            }
+            let mut b = [0u8; 4096];
+            let n = s.read(&mut b).unwrap();
+            assert!(n > 0, "server closed");
+            buf.extend_from_slice(&b[..n]);
+        }
+    };
+    let hello = exchange(&mut session, &mut s);
+    session.handle(hello).unwrap();
+    let welcome = exchange(&mut session, &mut s);
+    session.handle(welcome).unwrap();
+    let params = BenchParams {
+        streams: 1,
+        duration_ms: 1000,
+        bytes: 0,
+        direction: Direction::ClientToServer,
+        congestion: String::new(),
+        rate_bps: 0,
+        window_bytes: 0,
+        window_fixed: false,
+        rx_rate_bps: 0,
+        read_rate_bps: 0,
+        rtt_us: 100,
+        interval_ms: 1000,
+        send_mode: SendMode::Write,
+    };
+    session.request(params).unwrap();
+    let ready = exchange(&mut session, &mut s);
+    assert!(matches!(ready, Message::BenchReady(_)), "{ready:?}");
+    let mut b = Vec::new();
+    encode_frame(&session.data_hello(0).unwrap(), &mut b);
+    let reply = send_raw(server.addr, &b);
+    assert!(
+        error_text(&reply).contains("without TLS for a session that encrypts"),
+        "{}",
+        error_text(&reply)
+    );
+}
+
+#[test]
 fn a_second_server_on_the_same_port_says_the_port_is_in_use() {
     let server = TestServer::start("127.0.0.1:0");
     let err = Server::bind(
