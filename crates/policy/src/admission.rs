@@ -6,7 +6,10 @@
 //! is capped; but refusing newcomers when the cap is full lets a flood of idle
 //! connections lock real clients out. Instead the **oldest** pending connection makes
 //! room: a real client proves itself within a few round trips of connecting, an idle one
-//! sits until it is the oldest and goes. Floods from one source cannot push out the
+//! sits until it is the oldest and goes. Among the candidates, those that got least far
+//! ([`Stage`]: said nothing, then began TLS, then finished it, then said hello) go first,
+//! so a sustained flood of bare TCP connections only ever pushes out its own kind, never
+//! a client already in its handshake. Floods from one source cannot push out the
 //! others: each source (an IPv4 address, an IPv6 /64) may hold at most
 //! [`DoorLimits::max_per_source`] pending connections, and when the whole set is full the
 //! victim comes from the source holding the most. A real client that shares its address
@@ -88,10 +91,25 @@ pub struct Admitted {
     pub evicted: Vec<PendingId>,
 }
 
+/// How far a pending connection got; the least far are evicted first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum Stage {
+    /// Accepted; nothing received yet.
+    #[default]
+    Connected,
+    /// Its first bytes began a TLS handshake (or a plain frame).
+    Handshaking,
+    /// TLS is up; no hello yet.
+    Secured,
+    /// It said hello; the proof is outstanding.
+    Hello,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     source: Source,
     since: Instant,
+    stage: Stage,
 }
 
 /// The set of connections that have not yet proved the token.
@@ -144,9 +162,23 @@ impl Doorway {
         }
         let id = PendingId(self.next);
         self.next += 1;
-        self.pending.insert(id, Entry { source, since: now });
+        self.pending.insert(
+            id,
+            Entry {
+                source,
+                since: now,
+                stage: Stage::Connected,
+            },
+        );
         *self.per_source.entry(source).or_default() += 1;
         Admitted { id, evicted }
+    }
+
+    /// The connection got as far as `stage` (a connection never goes back).
+    pub fn progress(&mut self, id: PendingId, stage: Stage) {
+        if let Some(e) = self.pending.get_mut(&id) {
+            e.stage = e.stage.max(stage);
+        }
     }
 
     /// The connection proved itself, or ended: it no longer counts. False when it was no
@@ -206,11 +238,14 @@ impl Doorway {
         e.since + patience
     }
 
+    /// Evicts the connection of `source` that got least far, the oldest among those.
     fn evict_oldest_of(&mut self, source: Source) -> Option<PendingId> {
         let id = self
             .pending
             .iter()
-            .find(|(_, e)| e.source == source)
+            .filter(|(_, e)| e.source == source)
+            // Ids grow with age: the smallest key is the oldest.
+            .min_by_key(|(id, e)| (e.stage, **id))
             .map(|(id, _)| *id)?;
         self.leave(id);
         Some(id)

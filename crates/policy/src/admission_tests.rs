@@ -36,6 +36,41 @@ fn a_flood_from_the_clients_own_address_evicts_the_oldest_not_the_newcomer() {
 }
 
 #[test]
+fn connections_that_got_least_far_go_first_so_a_bare_tcp_flood_spares_handshakes() {
+    let t0 = crate::test_epoch();
+    let mut door = Doorway::new(small());
+    let client = door.admit(t0, v4(1)).id;
+    door.progress(client, Stage::Handshaking);
+    let staller = door.admit(t0, v4(1)).id;
+    door.progress(staller, Stage::Secured);
+    // A sustained flood of bare connections from the same address only evicts its own.
+    let mut flood = Vec::new();
+    for _ in 0..100 {
+        let a = door.admit(t0, v4(1));
+        for e in &a.evicted {
+            assert!(
+                *e != client && *e != staller,
+                "a handshaking connection was evicted"
+            );
+        }
+        flood.push(a.id);
+    }
+    door.progress(client, Stage::Connected);
+    // With no bare connections left, the oldest of the least advanced goes.
+    door.progress(client, Stage::Hello);
+    for id in flood.iter().rev().take(2) {
+        door.progress(*id, Stage::Hello);
+    }
+    let mut evicted = Vec::new();
+    for _ in 0..2 {
+        let a = door.admit(t0, v4(1));
+        door.progress(a.id, Stage::Hello);
+        evicted.extend(a.evicted);
+    }
+    assert_eq!(evicted, vec![staller, client]);
+}
+
+#[test]
 fn a_full_door_evicts_from_the_heaviest_source_and_spares_the_others() {
     let t0 = crate::test_epoch();
     let mut door = Doorway::new(small());

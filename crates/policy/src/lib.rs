@@ -23,7 +23,7 @@ pub mod watchdog;
 pub mod window;
 
 pub use admission::{
-    Admitted, Arrival, DoorLimits, Doorway, PendingId, SessionQueue, Source, Ticket,
+    Admitted, Arrival, DoorLimits, Doorway, PendingId, SessionQueue, Source, Stage, Ticket,
 };
 pub use congestion::{check_congestion, default_congestion};
 pub use error::PolicyError;

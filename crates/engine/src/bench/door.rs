@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use longhaul_policy::{Arrival, DoorLimits, Doorway, PendingId, SessionQueue};
+use longhaul_policy::{Arrival, DoorLimits, Doorway, PendingId, SessionQueue, Stage};
 
 /// How many sessions run at once, how many wait for a slot, and the rules for connections
 /// that have not proved anything yet.
@@ -209,6 +209,13 @@ impl PendingConn {
             p.sockets.remove(&self.id);
             drop(p);
             self.door.preauth_threads.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// The connection got as far as `stage`: it is evicted after those that did not.
+    pub(super) fn reached(&self, stage: Stage) {
+        if self.counted {
+            self.door.pending().rules.progress(self.id, stage);
         }
     }
 

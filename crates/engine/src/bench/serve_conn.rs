@@ -14,6 +14,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use longhaul_policy::Stage;
 use longhaul_proto::{ErrorCode, Message, ProtoError};
 
 use super::door::PendingConn;
@@ -39,10 +40,17 @@ pub(super) fn handle_connection(
     let _ = tcp.set_read_timeout(Some(FIRST_MESSAGE_TIMEOUT));
     let _ = tcp.set_nodelay(true);
     let mut first_byte = [0u8; 1];
-    let stream = match tcp.peek(&mut first_byte) {
+    let peeked = tcp.peek(&mut first_byte);
+    if let Ok(1) = peeked {
+        pending.reached(Stage::Handshaking);
+    }
+    let stream = match peeked {
         Ok(1) if crate::transport::tls::starts_tls(first_byte[0]) => {
             match cfg.tls.accept(tcp, FIRST_MESSAGE_TIMEOUT) {
-                Ok(s) => s,
+                Ok(s) => {
+                    pending.reached(Stage::Secured);
+                    s
+                }
                 Err(e) => {
                     log(&format!("{peer}: TLS handshake failed: {e}"));
                     return None;
@@ -86,6 +94,7 @@ pub(super) fn handle_connection(
             None
         }
         Ok(hello @ Message::ClientHello { .. }) => {
+            pending.reached(Stage::Hello);
             let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
             // The session takes a slot once the client proved the token (waiting in line
             // for one when all are taken), and leaves the door then.
