@@ -6,13 +6,17 @@
 //! is capped; but refusing newcomers when the cap is full lets a flood of idle
 //! connections lock real clients out. Instead the **oldest** pending connection makes
 //! room: a real client proves itself within a few round trips of connecting, an idle one
-//! sits until it is the oldest and goes. Among the candidates, those that got least far
+//! sits until it is the oldest and goes. The caps come in two steps, because a burst of
+//! real clients (64 at once from one host, each with its data connections) may pass the
+//! first while all are still in their handshakes: past the soft caps a newcomer makes
+//! room only by evicting a connection that has been waiting longer than
+//! [`DoorLimits::grace`]; past the hard caps, whatever its age. Among the candidates, those that got least far
 //! ([`Stage`]: said nothing, then began TLS, then finished it, then said hello) go first,
 //! so a sustained flood of bare TCP connections only ever pushes out its own kind, never
 //! a client already in its handshake. Floods from one source cannot push out the
-//! others: each source (an IPv4 address, an IPv6 /64) may hold at most
-//! [`DoorLimits::max_per_source`] pending connections, and when the whole set is full the
-//! victim comes from the source holding the most. A real client that shares its address
+//! others: each source (an IPv4 address, an IPv6 /64) has caps of its own
+//! ([`DoorLimits::soft_per_source`], [`DoorLimits::max_per_source`]), and when the whole
+//! set is full the victim comes from the source holding the most. A real client that shares its address
 //! with a flood still gets in, since its connection is the newest there. Every pending
 //! connection also has a deadline for the whole pre-authentication phase (TLS handshake,
 //! hello, proof), longer for sources that already run an authenticated session (their
@@ -27,10 +31,18 @@ use std::time::{Duration, Instant};
 /// The caps and deadlines of the door.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DoorLimits {
-    /// Connections that have not yet proved anything, in all.
+    /// Connections that have not yet proved anything, in all: past this many, each
+    /// newcomer evicts one whatever its age (threads and sockets are bounded by it).
     pub max_pending: usize,
     /// Of those, from one source.
     pub max_per_source: usize,
+    /// Past this many in all, each newcomer evicts one that has waited [`Self::grace`].
+    pub soft_pending: usize,
+    /// The same, from one source.
+    pub soft_per_source: usize,
+    /// How long a connection is spared by the soft caps: longer than a real client's
+    /// handshake takes on a busy host.
+    pub grace: Duration,
     /// How long a connection may take from accept to proof (TLS, hello, proof).
     pub preauth: Duration,
     /// The same, for a source with an authenticated session: its data connections may
@@ -41,8 +53,11 @@ pub struct DoorLimits {
 impl Default for DoorLimits {
     fn default() -> Self {
         Self {
-            max_pending: 64,
-            max_per_source: 32,
+            max_pending: 256,
+            max_per_source: 192,
+            soft_pending: 64,
+            soft_per_source: 32,
+            grace: Duration::from_secs(1),
             // A handshake takes two or three round trips; 5 s covers a 600 ms
             // geostationary path on a loaded host several times over.
             preauth: Duration::from_secs(5),
@@ -142,23 +157,32 @@ impl Doorway {
         self.pending.len()
     }
 
-    /// Lets in a connection from `ip` accepted at `now`, evicting the oldest pending
-    /// connection of its source when that source is at its cap, else of the source with
-    /// the most pending connections when the whole set is full.
+    /// Lets in a connection from `ip` accepted at `now`. When its source is at a cap, one
+    /// of the source's connections makes room; when the whole set is, one of the source
+    /// holding the most. The newcomer is never refused.
     pub fn admit(&mut self, now: Instant, ip: IpAddr) -> Admitted {
         let source = Source::from(ip);
+        let l = self.limits;
         let mut evicted = Vec::new();
-        if self.per_source.get(&source).copied().unwrap_or(0) >= self.limits.max_per_source.max(1) {
-            evicted.extend(self.evict_oldest_of(source));
+        let mut make_room = |door: &mut Self, of: Option<Source>, hard: bool| {
+            let id = door.victim(now, of, hard)?;
+            door.leave(id);
+            evicted.push(id);
+            Some(id)
+        };
+        let here = self.per_source.get(&source).copied().unwrap_or(0);
+        if here >= l.max_per_source.max(1) {
+            make_room(self, Some(source), true);
+        } else if here >= l.soft_per_source.max(1) {
+            make_room(self, Some(source), false);
         }
-        while self.pending.len() >= self.limits.max_pending.max(1) {
-            let Some(heaviest) = self.heaviest_source() else {
+        while self.pending.len() >= l.max_pending.max(1) {
+            if make_room(self, None, true).is_none() {
                 break;
-            };
-            match self.evict_oldest_of(heaviest) {
-                Some(id) => evicted.push(id),
-                None => break,
             }
+        }
+        if self.pending.len() >= l.soft_pending.max(1) {
+            make_room(self, None, false);
         }
         let id = PendingId(self.next);
         self.next += 1;
@@ -238,27 +262,20 @@ impl Doorway {
         e.since + patience
     }
 
-    /// Evicts the connection of `source` that got least far, the oldest among those.
-    fn evict_oldest_of(&mut self, source: Source) -> Option<PendingId> {
-        let id = self
-            .pending
-            .iter()
-            .filter(|(_, e)| e.source == source)
-            // Ids grow with age: the smallest key is the oldest.
-            .min_by_key(|(id, e)| (e.stage, **id))
-            .map(|(id, _)| *id)?;
-        self.leave(id);
-        Some(id)
-    }
-
-    /// The source holding the most pending connections; among equals, the one whose
-    /// oldest connection is oldest.
-    fn heaviest_source(&self) -> Option<Source> {
-        let most = self.per_source.values().copied().max()?;
+    /// Who makes room: a connection of `of` (any source when `None`), of the source
+    /// holding the most, that got least far, the oldest among those; past a soft cap
+    /// (`hard` false) only one that has waited [`DoorLimits::grace`].
+    fn victim(&self, now: Instant, of: Option<Source>, hard: bool) -> Option<PendingId> {
         self.pending
-            .values()
-            .find(|e| self.per_source.get(&e.source) == Some(&most))
-            .map(|e| e.source)
+            .iter()
+            .filter(|(_, e)| of.map_or(true, |s| s == e.source))
+            .filter(|(_, e)| hard || now.saturating_duration_since(e.since) >= self.limits.grace)
+            // Ids grow with age: the smallest is the oldest.
+            .min_by_key(|(id, e)| {
+                let load = self.per_source.get(&e.source).copied().unwrap_or(0);
+                (std::cmp::Reverse(load), e.stage, **id)
+            })
+            .map(|(id, _)| *id)
     }
 
     fn forget_one(&mut self, source: Source) {

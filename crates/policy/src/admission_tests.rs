@@ -12,6 +12,9 @@ fn small() -> DoorLimits {
     DoorLimits {
         max_pending: 8,
         max_per_source: 4,
+        soft_pending: 6,
+        soft_per_source: 3,
+        grace: Duration::from_secs(1),
         preauth: Duration::from_secs(5),
         preauth_known_source: Duration::from_secs(20),
     }
@@ -68,6 +71,25 @@ fn connections_that_got_least_far_go_first_so_a_bare_tcp_flood_spares_handshakes
         evicted.extend(a.evicted);
     }
     assert_eq!(evicted, vec![staller, client]);
+}
+
+#[test]
+fn past_the_soft_caps_only_connections_past_their_grace_make_room() {
+    let t0 = crate::test_epoch();
+    let mut door = Doorway::new(small());
+    let old = door.admit(t0, v4(1)).id;
+    let t1 = t0 + Duration::from_millis(1500);
+    let young: Vec<PendingId> = (0..2).map(|_| door.admit(t1, v4(1)).id).collect();
+    // Source at its soft cap (3): the one past its grace goes, though the young are
+    // still in their handshakes and the old one said hello.
+    door.progress(old, Stage::Hello);
+    let a = door.admit(t1, v4(1));
+    assert_eq!(a.evicted, vec![old]);
+    // Now all are young: the soft cap lets the burst grow to the hard cap (4).
+    assert!(door.admit(t1, v4(1)).evicted.is_empty());
+    assert_eq!(door.pending(), 4);
+    let b = door.admit(t1, v4(1));
+    assert_eq!(b.evicted, vec![young[0]]);
 }
 
 #[test]
