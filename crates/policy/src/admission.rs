@@ -4,16 +4,16 @@
 //!
 //! An unauthenticated connection costs the server a thread and a socket, so their number
 //! is capped; but refusing newcomers when the cap is full lets a flood of idle
-//! connections lock real clients out. Instead the **oldest** pending connection makes
+//! connections lock real clients out. Instead the **stalest** pending connection makes
 //! room: a real client proves itself within a few round trips of connecting, an idle one
-//! sits until it is the oldest and goes. The caps come in two steps, because a burst of
+//! sits until it is the stalest and goes. The caps come in two steps, because a burst of
 //! real clients (64 at once from one host, each with its data connections) may pass the
 //! first while all are still in their handshakes: past the soft caps a newcomer makes
-//! room only by evicting a connection that has been waiting longer than
-//! [`DoorLimits::grace`]; past the hard caps, whatever its age. Among the candidates, those that got least far
-//! ([`Stage`]: said nothing, then began TLS, then finished it, then said hello) go first,
-//! so a sustained flood of bare TCP connections only ever pushes out its own kind, never
-//! a client already in its handshake. Floods from one source cannot push out the
+//! room only by evicting a connection that has not got further for
+//! [`DoorLimits::grace`]; past the hard caps, whatever its age. The victim is the one
+//! that has gone longest without getting further ([`Stage`]: said nothing, began TLS,
+//! finished it, said hello), so a sustained flood of bare connections, or of handshakes
+//! that stall, pushes out its own kind before a client moving through its handshake. Floods from one source cannot push out the
 //! others: each source (an IPv4 address, an IPv6 /64) has caps of its own
 //! ([`DoorLimits::soft_per_source`], [`DoorLimits::max_per_source`]), and when the whole
 //! set is full the victim comes from the source holding the most. A real client that shares its address
@@ -57,7 +57,7 @@ impl Default for DoorLimits {
             max_per_source: 192,
             soft_pending: 64,
             soft_per_source: 32,
-            grace: Duration::from_secs(1),
+            grace: Duration::from_secs(2),
             // A handshake takes two or three round trips; 5 s covers a 600 ms
             // geostationary path on a loaded host several times over.
             preauth: Duration::from_secs(5),
@@ -125,6 +125,8 @@ struct Entry {
     source: Source,
     since: Instant,
     stage: Stage,
+    /// When it last got further (its accept, at first).
+    moved: Instant,
 }
 
 /// The set of connections that have not yet proved the token.
@@ -192,16 +194,20 @@ impl Doorway {
                 source,
                 since: now,
                 stage: Stage::Connected,
+                moved: now,
             },
         );
         *self.per_source.entry(source).or_default() += 1;
         Admitted { id, evicted }
     }
 
-    /// The connection got as far as `stage` (a connection never goes back).
-    pub fn progress(&mut self, id: PendingId, stage: Stage) {
+    /// The connection got as far as `stage` at `now` (a connection never goes back).
+    pub fn progress(&mut self, id: PendingId, stage: Stage, now: Instant) {
         if let Some(e) = self.pending.get_mut(&id) {
-            e.stage = e.stage.max(stage);
+            if stage > e.stage {
+                e.stage = stage;
+                e.moved = e.moved.max(now);
+            }
         }
     }
 
@@ -263,17 +269,18 @@ impl Doorway {
     }
 
     /// Who makes room: a connection of `of` (any source when `None`), of the source
-    /// holding the most, that got least far, the oldest among those; past a soft cap
-    /// (`hard` false) only one that has waited [`DoorLimits::grace`].
+    /// holding the most, the one that has gone longest without getting further (then
+    /// the least far, then the oldest); past a soft cap (`hard` false) only one that has
+    /// not got further for [`DoorLimits::grace`].
     fn victim(&self, now: Instant, of: Option<Source>, hard: bool) -> Option<PendingId> {
         self.pending
             .iter()
             .filter(|(_, e)| of.map_or(true, |s| s == e.source))
-            .filter(|(_, e)| hard || now.saturating_duration_since(e.since) >= self.limits.grace)
-            // Ids grow with age: the smallest is the oldest.
+            .filter(|(_, e)| hard || now.saturating_duration_since(e.moved) >= self.limits.grace)
             .min_by_key(|(id, e)| {
                 let load = self.per_source.get(&e.source).copied().unwrap_or(0);
-                (std::cmp::Reverse(load), e.stage, **id)
+                // Ids grow with age: the smallest is the oldest.
+                (std::cmp::Reverse(load), e.moved, e.stage, **id)
             })
             .map(|(id, _)| *id)
     }

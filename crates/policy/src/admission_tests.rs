@@ -43,9 +43,9 @@ fn connections_that_got_least_far_go_first_so_a_bare_tcp_flood_spares_handshakes
     let t0 = crate::test_epoch();
     let mut door = Doorway::new(small());
     let client = door.admit(t0, v4(1)).id;
-    door.progress(client, Stage::Handshaking);
+    door.progress(client, Stage::Handshaking, t0);
     let staller = door.admit(t0, v4(1)).id;
-    door.progress(staller, Stage::Secured);
+    door.progress(staller, Stage::Secured, t0);
     // A sustained flood of bare connections from the same address only evicts its own.
     let mut flood = Vec::new();
     for _ in 0..100 {
@@ -58,16 +58,16 @@ fn connections_that_got_least_far_go_first_so_a_bare_tcp_flood_spares_handshakes
         }
         flood.push(a.id);
     }
-    door.progress(client, Stage::Connected);
+    door.progress(client, Stage::Connected, t0);
     // With no bare connections left, the oldest of the least advanced goes.
-    door.progress(client, Stage::Hello);
+    door.progress(client, Stage::Hello, t0);
     for id in flood.iter().rev().take(2) {
-        door.progress(*id, Stage::Hello);
+        door.progress(*id, Stage::Hello, t0);
     }
     let mut evicted = Vec::new();
     for _ in 0..2 {
         let a = door.admit(t0, v4(1));
-        door.progress(a.id, Stage::Hello);
+        door.progress(a.id, Stage::Hello, t0);
         evicted.extend(a.evicted);
     }
     assert_eq!(evicted, vec![staller, client]);
@@ -82,7 +82,7 @@ fn past_the_soft_caps_only_connections_past_their_grace_make_room() {
     let young: Vec<PendingId> = (0..2).map(|_| door.admit(t1, v4(1)).id).collect();
     // Source at its soft cap (3): the one past its grace goes, though the young are
     // still in their handshakes and the old one said hello.
-    door.progress(old, Stage::Hello);
+    door.progress(old, Stage::Hello, t0);
     let a = door.admit(t1, v4(1));
     assert_eq!(a.evicted, vec![old]);
     // Now all are young: the soft cap lets the burst grow to the hard cap (4).

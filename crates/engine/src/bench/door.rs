@@ -215,7 +215,10 @@ impl PendingConn {
     /// The connection got as far as `stage`: it is evicted after those that did not.
     pub(super) fn reached(&self, stage: Stage) {
         if self.counted {
-            self.door.pending().rules.progress(self.id, stage);
+            self.door
+                .pending()
+                .rules
+                .progress(self.id, stage, Instant::now());
         }
     }
 
