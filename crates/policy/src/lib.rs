@@ -3,7 +3,8 @@
 //! ([`transport`]); the socket buffer each stream needs and what to do when the kernel
 //! caps it ([`window`]), which congestion control to run ([`congestion`]), the rate probe that finds the bottleneck when the user gave no rate
 //! ([`probe`]), the verdict on what limited a run ([`verdict`]) and the watchdog that gives
-//! up on a stuck one ([`watchdog`]).
+//! up on a stuck one ([`watchdog`]); and who the server lets wait at its door, and for how
+//! long ([`admission`]).
 //!
 //! Nothing here reads a clock or a sysctl: the drivers in `longhaul-engine` pass in the
 //! measured RTT, this host's [`BufferCaps`] and congestion controls, and `now` (a
@@ -12,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod congestion;
 mod error;
 pub mod probe;
@@ -20,6 +22,9 @@ pub mod verdict;
 pub mod watchdog;
 pub mod window;
 
+pub use admission::{
+    Admitted, Arrival, DoorLimits, Doorway, PendingId, SessionQueue, Source, Stage, Ticket,
+};
 pub use congestion::{check_congestion, default_congestion};
 pub use error::PolicyError;
 pub use probe::{drain_time, ProbeAction, ProbeSample, RateProbe, DRAIN_GAIN};

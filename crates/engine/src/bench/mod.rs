@@ -1,6 +1,7 @@
 //! `longhaul bench`: memory-to-memory path tests, client and server.
 
 pub mod client;
+mod door;
 pub mod pacer;
 pub mod peer;
 pub mod report;
@@ -13,4 +14,4 @@ pub mod stream;
 pub use client::{run_bench, BenchConfig, BenchError, BenchObserver, DEFAULT_PORT};
 pub use peer::{peer_report, PeerReport};
 pub use serve_error::ServeError;
-pub use server::{ServeConfig, Server};
+pub use server::{ServeConfig, ServeLimits, Server};

@@ -66,7 +66,7 @@ impl DataRun {
                     None => Budget::Until(stop.clone()),
                 };
                 (
-                    Some(Arc::new(Payload::new(plan.mode)?)),
+                    Some(Payload::shared(plan.mode)?),
                     Some(budget),
                     plan.mode,
                     plan.probe,

@@ -3,41 +3,55 @@
 //! client, told which version this server speaks); then its first message decides what it is —
 //! a data stream attaching to a session ([`AttachTable`](crate::transport::attach::AttachTable)),
 //! a control connection starting a session (bench run, transfer or host report), or
-//! something to refuse — within [`FIRST_MESSAGE_TIMEOUT`].
+//! something to refuse. Until it proves the token (or its session's secret) it holds a
+//! place at the server's door ([`PendingConn`]), which closes it when its pre-authentication
+//! deadline passes or when it is the oldest in a full door.
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 
 use crate::transport::secure::SecureStream;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use longhaul_policy::Stage;
 use longhaul_proto::{ErrorCode, Message, ProtoError};
 
+use super::door::PendingConn;
 use super::serve_error::ServeError;
-use super::server::{run_session, LogFn, ServeConfig, Shared, MAX_SESSIONS};
+use super::server::{run_session, LogFn, ServeConfig, Shared};
 use crate::transport::framed::{FramedConn, RecvError};
 
-/// How long an accepted connection may take to send its first message.
-pub const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one read of the TLS handshake or the first message may take. Only a backstop:
+/// the door closes the connection at its pre-authentication deadline (see
+/// [`longhaul_policy::DoorLimits`]), which is shorter except for the data connections of
+/// a source whose session waits for a slot.
+const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Handles one accepted connection; returns a session outcome for control connections.
 pub(super) fn handle_connection(
     tcp: TcpStream,
-    peer: SocketAddr,
+    mut pending: PendingConn,
     shared: &Arc<Shared>,
     cfg: &ServeConfig,
     log: &LogFn,
 ) -> Option<Result<(), ServeError>> {
+    let peer = pending.peer();
     let _ = tcp.set_read_timeout(Some(FIRST_MESSAGE_TIMEOUT));
     let _ = tcp.set_nodelay(true);
     let mut first_byte = [0u8; 1];
-    let stream = match tcp.peek(&mut first_byte) {
+    let peeked = tcp.peek(&mut first_byte);
+    if let Ok(1) = peeked {
+        pending.reached(Stage::Handshaking);
+    }
+    let stream = match peeked {
         Ok(1) if crate::transport::tls::starts_tls(first_byte[0]) => {
             match cfg.tls.accept(tcp, FIRST_MESSAGE_TIMEOUT) {
-                Ok(s) => s,
+                Ok(s) => {
+                    pending.reached(Stage::Secured);
+                    s
+                }
                 Err(e) => {
-                    shared.pending.fetch_sub(1, Ordering::AcqRel);
                     log(&format!("{peer}: TLS handshake failed: {e}"));
                     return None;
                 }
@@ -45,7 +59,6 @@ pub(super) fn handle_connection(
         }
         Ok(1) => SecureStream::plain(tcp),
         other => {
-            shared.pending.fetch_sub(1, Ordering::AcqRel);
             if let Err(e) = other {
                 log(&format!("{peer}: no hello: {e}"));
             }
@@ -55,7 +68,6 @@ pub(super) fn handle_connection(
     let tls = stream.is_tls();
     let mut conn = FramedConn::new(stream);
     let first = conn.recv();
-    shared.pending.fetch_sub(1, Ordering::AcqRel);
     if let (false, Ok(Message::ClientHello { version, .. })) = (tls, &first) {
         let why = format!(
             "this server speaks longhaul protocol {}, which starts every connection with TLS; \
@@ -76,27 +88,21 @@ pub(super) fn handle_connection(
             stream,
             mac,
         }) => {
+            // Checked against the session's secret at once; the thread ends after.
+            pending.proved();
             attach_data(conn, session_id, stream, &mac, shared, peer, log);
             None
         }
         Ok(hello @ Message::ClientHello { .. }) => {
-            if shared.active.fetch_add(1, Ordering::AcqRel) >= MAX_SESSIONS {
-                shared.active.fetch_sub(1, Ordering::AcqRel);
-                let _ = conn.send(&Message::Error {
-                    code: ErrorCode::Busy,
-                    message: format!(
-                        "the server already runs {MAX_SESSIONS} sessions; try again later"
-                    ),
-                });
-                log(&format!(
-                    "{peer}: refused, {MAX_SESSIONS} sessions already running"
-                ));
-                return Some(Err(ServeError::Busy));
-            }
+            pending.reached(Stage::Hello);
             let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-            let outcome = run_session(conn, hello, id, peer, shared, cfg, log);
-            shared.active.fetch_sub(1, Ordering::AcqRel);
+            // The session takes a slot once the client proved the token (waiting in line
+            // for one when all are taken), and leaves the door then.
+            let outcome = run_session(conn, hello, id, pending, shared, cfg, log);
             match &outcome {
+                Err(ServeError::Busy) => {
+                    log(&format!("{peer}: refused, no session slot free"));
+                }
                 Ok(summary) => log(&format!("session {id} from {peer}: {summary}")),
                 Err(e) => log(&format!("session {id} from {peer}: error: {e}")),
             }
@@ -135,7 +141,7 @@ fn attach_data(
     stream: u16,
     mac: &[u8; 32],
     shared: &Shared,
-    peer: SocketAddr,
+    peer: std::net::SocketAddr,
     log: &LogFn,
 ) {
     let reply = conn.stream().try_clone();

@@ -4,7 +4,7 @@
 use crate::transport::secure::SecureStream;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,8 @@ use longhaul_proto::{
 };
 use socket2::{Domain, Protocol, Socket, Type};
 
+pub use super::door::ServeLimits;
+use super::door::{Door, NoSlot, PendingConn, SessionSlot};
 use super::run::{DataRun, Role, SenderPlan};
 use super::serve_conn::handle_connection;
 use super::serve_error::ServeError;
@@ -30,10 +32,12 @@ use longhaul_proto::SessionSecret;
 
 /// Longest wait of the accept loop before it looks at its stop flag again.
 const STOP_CHECK: Duration = Duration::from_millis(100);
-/// Concurrent sessions a server runs; more are refused with "busy".
-pub const MAX_SESSIONS: usize = 16;
-/// Connections that have not yet proved anything; more are closed at once.
-pub const MAX_PENDING: usize = 64;
+/// Concurrent sessions a server runs by default; more wait in line for a slot (see
+/// [`ServeLimits`]).
+pub const MAX_SESSIONS: usize = 64;
+/// Stack of a connection's thread: the handshake, then (for a control connection) the
+/// session's own loop; the heavy lifting runs on the session's stream threads.
+const CONN_STACK: usize = 256 * 1024;
 
 /// How the server runs.
 #[derive(Debug, Clone)]
@@ -60,16 +64,13 @@ pub struct ServeConfig {
 /// One line the server logs about a session.
 pub type LogFn = Arc<dyn Fn(&str) + Send + Sync>;
 
-#[derive(Default)]
 pub(super) struct Shared {
     /// The listening socket, so a session can raise its receive buffer (see
     /// [`widen_window_scale`]).
     listener: Option<Socket>,
     pub(super) attach: Arc<AttachTable>,
-    /// Sessions running now.
-    pub(super) active: AtomicUsize,
-    /// Accepted connections that have not yet sent their first message.
-    pub(super) pending: AtomicUsize,
+    /// Who is waiting at the door, and the session slots.
+    door: Arc<Door>,
     pub(super) next_id: AtomicU64,
 }
 
@@ -111,7 +112,9 @@ impl Server {
         let listener: TcpListener = sock.into();
         let shared = Arc::new(Shared {
             listener: listener.try_clone().ok().map(Socket::from),
-            ..Shared::default()
+            attach: Arc::default(),
+            door: Arc::new(Door::new(ServeLimits::default())),
+            next_id: AtomicU64::new(0),
         });
         let mut seed = [0u8; 8];
         getrandom::getrandom(&mut seed).map_err(|e| io::Error::other(e.to_string()))?;
@@ -124,6 +127,14 @@ impl Server {
             shared,
             log,
         })
+    }
+
+    /// Replaces the default [`ServeLimits`] (before [`Server::serve`]).
+    pub fn with_limits(mut self, limits: ServeLimits) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.door = Arc::new(Door::new(limits));
+        }
+        self
     }
 
     /// A count of the sessions begun so far (control connections that said hello),
@@ -153,9 +164,14 @@ impl Server {
             if stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
                 return Ok(Ok(()));
             }
-            // Wake at once for a connection; at least every STOP_CHECK for `stop` and
-            // `once` (no sleeping between looks).
-            if !longhaul_sys::socket::wait_readable(&self.listener, STOP_CHECK)? {
+            // Close the pending connections past their deadline. Wake at once for a
+            // connection; at least every STOP_CHECK for `stop`, `once` and the next
+            // deadline (no sleeping between looks).
+            let wait = self.shared.door.expire().map_or(STOP_CHECK, |due| {
+                due.saturating_duration_since(Instant::now())
+                    .clamp(Duration::from_millis(1), STOP_CHECK)
+            });
+            if !longhaul_sys::socket::wait_readable(&self.listener, wait)? {
                 continue;
             }
             let (stream, peer) = match self.listener.accept() {
@@ -171,25 +187,25 @@ impl Server {
             };
             // Accepted sockets do not inherit O_NONBLOCK on Linux; make sure anyway.
             stream.set_nonblocking(false)?;
-            if self.shared.pending.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING {
-                self.shared.pending.fetch_sub(1, Ordering::AcqRel);
-                drop(stream);
+            // Room is made by evicting the oldest pending connection, never by refusing
+            // this one (see `longhaul_policy::admission`).
+            let Some(pending) = self.shared.door.admit(&stream, peer) else {
                 continue;
-            }
+            };
             let shared = self.shared.clone();
             let cfg = self.cfg.clone();
             let log = self.log.clone();
             let done = done_tx.clone();
-            let spawned = std::thread::Builder::new()
+            // On failure the closure (and with it the connection and its place at the
+            // door) is dropped.
+            let _ = std::thread::Builder::new()
                 .name("lh-conn".into())
+                .stack_size(CONN_STACK)
                 .spawn(move || {
-                    if let Some(outcome) = handle_connection(stream, peer, &shared, &cfg, &log) {
+                    if let Some(outcome) = handle_connection(stream, pending, &shared, &cfg, &log) {
                         let _ = done.send(outcome);
                     }
                 });
-            if spawned.is_err() {
-                self.shared.pending.fetch_sub(1, Ordering::AcqRel);
-            }
         }
     }
 }
@@ -296,29 +312,76 @@ impl StreamAttach for Attach {
     }
 }
 
+/// Takes a session slot for a client that just proved the token, waiting in line when
+/// every slot is taken; tells the client "busy" when none comes.
+fn take_slot(
+    pending: &mut PendingConn,
+    session: &mut ServerSession,
+    conn: &mut FramedConn,
+) -> Result<SessionSlot, ServeError> {
+    pending.proved();
+    let limits = pending.door().limits();
+    match pending.door().session_slot(pending.peer()) {
+        Ok(slot) => Ok(slot),
+        Err(why) => {
+            let message = match why {
+                NoSlot::LineFull => format!(
+                    "the server runs {} sessions and {} more wait for one; try again later",
+                    limits.max_sessions, limits.max_waiting
+                ),
+                NoSlot::Waited(w) => format!(
+                    "the server runs {} sessions and none ended within {:.0} s; try again later",
+                    limits.max_sessions,
+                    w.as_secs_f64()
+                ),
+            };
+            // Drop the welcome the session queued: the client gets the refusal instead.
+            while session.poll_transmit().is_some() {}
+            let _ = conn.send(&Message::Error {
+                code: ErrorCode::Busy,
+                message,
+            });
+            Err(ServeError::Busy)
+        }
+    }
+}
+
 pub(super) fn run_session(
     mut conn: FramedConn,
     hello: Message,
     id: u64,
-    peer: SocketAddr,
+    mut pending: PendingConn,
     shared: &Arc<Shared>,
     cfg: &ServeConfig,
     _log: &LogFn,
 ) -> Result<String, ServeError> {
+    let peer = pending.peer();
     let mut nonce = [0u8; 32];
     getrandom::getrandom(&mut nonce).map_err(ServeError::Random)?;
     let mut session = ServerSession::new(cfg.token.clone(), nonce, id);
     let mut msg = hello;
+    // Held from the proof of the token to the end of the session.
+    let mut slot: Option<SessionSlot> = None;
     // Handshake and parameters.
     let (secret, params, plain_data) = {
         let mut secret = None;
         let mut plain_data = false;
         loop {
             let r = session.handle(msg);
+            let events: Vec<ServerEvent> = std::iter::from_fn(|| session.poll_event()).collect();
+            if r.is_ok()
+                && slot.is_none()
+                && events
+                    .iter()
+                    .any(|e| matches!(e, ServerEvent::Authenticated { .. }))
+            {
+                // The welcome goes out once the session has a slot.
+                slot = Some(take_slot(&mut pending, &mut session, &mut conn)?);
+            }
             send_all(&mut session, &mut conn).map_err(ServeError::io("answering the handshake"))?;
             r?;
             let mut params = None;
-            while let Some(ev) = session.poll_event() {
+            for ev in events {
                 match ev {
                     ServerEvent::Authenticated {
                         secret: s,

@@ -1,0 +1,285 @@
+//! `longhaul serve` under load and abuse, over real loopback sockets with the server in
+//! this process: floods of connections that never authenticate (bare TCP, stalled mid-TLS,
+//! silent after TLS, and a sustained stream of new ones) do not lock out real bench and cp
+//! clients from the same address; 64 concurrent clients on a server with 16 session slots
+//! all finish (the rest wait in line); a full line is told "busy".
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use longhaul_engine::bench::report::{IntervalView, StartReport};
+use longhaul_engine::bench::{
+    run_bench, BenchConfig, BenchObserver, ServeConfig, ServeLimits, Server,
+};
+use longhaul_engine::cp::client::{run_cp, CpConfig, CpJob};
+use longhaul_engine::cp::serve::ServedFiles;
+use longhaul_engine::cp::Progress;
+use longhaul_engine::transport::dial::dial;
+use longhaul_engine::transport::tls::{ClientTls, Security, ServerTls, ServerTrust};
+use longhaul_proto::{SendMode, Token};
+use longhaul_sys::served_root::ServedRoot;
+
+/// One server identity for every test server here; clients pin it.
+fn server_tls() -> ServerTls {
+    static TLS: std::sync::OnceLock<ServerTls> = std::sync::OnceLock::new();
+    TLS.get_or_init(|| ServerTls::ephemeral().unwrap()).clone()
+}
+
+fn token() -> Token {
+    Token::new(b"abuse-test-token-0123456789abcdef").unwrap()
+}
+
+/// The file every cp client pulls, and its bytes.
+const FILE: &str = "payload.bin";
+
+fn payload() -> Vec<u8> {
+    (0..3 << 20)
+        .map(|i: u32| (i * 31 + i / 777) as u8)
+        .collect()
+}
+
+/// A server on an ephemeral loopback port serving `root`, stopped and joined on drop.
+struct TestServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+    _root: tempfile::TempDir,
+}
+
+impl TestServer {
+    fn start(limits: ServeLimits) -> Self {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join(FILE), payload()).unwrap();
+        let server = Server::bind(
+            ServeConfig {
+                listen: "127.0.0.1:0".parse().unwrap(),
+                token: token(),
+                once: false,
+                rx_rate_bps: None,
+                files: ServedFiles::Root(Arc::new(ServedRoot::open(root.path()).unwrap())),
+                tls: server_tls(),
+            },
+            Arc::new(|_: &str| {}),
+        )
+        .unwrap()
+        .with_limits(limits);
+        let addr = server.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let handle = std::thread::spawn(move || {
+            server.serve(Some(s2)).unwrap().unwrap();
+        });
+        Self {
+            addr,
+            stop,
+            handle: Some(handle),
+            _root: root,
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+struct Quiet;
+
+impl BenchObserver for Quiet {
+    fn start(&mut self, _: &StartReport) {}
+    fn interval(&mut self, _: &IntervalView) {}
+}
+
+fn bench(addr: SocketAddr, reverse: bool) -> BenchConfig {
+    BenchConfig {
+        target: addr.to_string(),
+        streams: 2,
+        duration: Duration::from_secs(10),
+        bytes: Some(8 << 20),
+        reverse,
+        congestion: None,
+        rate_bps: None,
+        window: None,
+        rx_rate_bps: None,
+        interval: Duration::from_millis(500),
+        send_mode: SendMode::Write,
+        read_rate_bps: None,
+        token: token(),
+        security: Security::pinned(server_tls().fingerprint()),
+    }
+}
+
+/// Pulls [`FILE`] into a new directory and checks every byte.
+fn cp_pull(addr: SocketAddr) -> Result<(), String> {
+    let dest = tempfile::tempdir().unwrap();
+    let cfg = CpConfig {
+        server: addr.to_string(),
+        remote_path: FILE.as_bytes().to_vec(),
+        user_paths: false,
+        job: CpJob::Pull {
+            dest: dest.path().to_path_buf(),
+        },
+        token: token(),
+        recursive: false,
+        no_clobber: false,
+        sync: false,
+        checksum_only: false,
+        streams: Some(2),
+        rate_bps: None,
+        window: None,
+        congestion: None,
+        chunk_size: None,
+        security: Security::pinned(server_tls().fingerprint()),
+    };
+    let report =
+        run_cp(cfg, Arc::new(Progress::default()), &mut |_| {}).map_err(|e| e.to_string())?;
+    if report.files_ok != 1 || !report.failed.is_empty() {
+        return Err(format!("{report:?}"));
+    }
+    let got = std::fs::read(dest.path().join(FILE)).map_err(|e| e.to_string())?;
+    if got != payload() {
+        return Err("the pulled file differs".into());
+    }
+    Ok(())
+}
+
+/// Whether the server closes this flood connection (EOF, reset or an alert) within
+/// `wait`: the pre-authentication deadline is 5 s, the wait a bound well past it.
+fn closed_by_server(s: &TcpStream, wait: Duration) -> bool {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut b = [0u8; 64];
+    match std::io::Read::read(&mut &*s, &mut b) {
+        Ok(_) => true,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+#[test]
+fn floods_that_never_authenticate_do_not_lock_out_real_clients_from_the_same_address() {
+    let server = TestServer::start(ServeLimits::default());
+    let addr = server.addr;
+    // 200 bare TCP connections that never send a byte.
+    let mut raw: Vec<TcpStream> = (0..200)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    // 50 that begin a TLS ClientHello (a record header promising 512 bytes) and stall.
+    for _ in 0..50 {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(&[22, 3, 1, 2, 0, 1, 0, 1]).unwrap();
+        raw.push(s);
+    }
+    // 50 that finish TLS and say nothing (a handshake may fail if the server evicted
+    // the connection first: the flood does not care).
+    let silent: Vec<_> = (0..50)
+        .filter_map(|_| {
+            let tcp = TcpStream::connect(addr).ok()?;
+            let tls = ClientTls::new(
+                "localhost",
+                0,
+                ServerTrust::Pinned(server_tls().fingerprint()),
+            )
+            .ok()?;
+            tls.connect(tcp, "flood", Duration::from_secs(10)).ok()
+        })
+        .collect();
+    assert!(!silent.is_empty(), "no flood connection finished TLS");
+    // And a sustained flood of new bare connections while the clients run: bounded in
+    // count, holding the newest 100 open.
+    let flooding = Arc::new(AtomicBool::new(true));
+    let sustained = {
+        let flooding = flooding.clone();
+        std::thread::spawn(move || {
+            let mut held = std::collections::VecDeque::new();
+            let mut opened = 0u32;
+            while flooding.load(Ordering::Relaxed) && opened < 20_000 {
+                if let Ok(s) = TcpStream::connect(addr) {
+                    held.push_back(s);
+                    if held.len() > 100 {
+                        held.pop_front();
+                    }
+                }
+                opened += 1;
+            }
+            opened
+        })
+    };
+
+    // Real clients, from 127.0.0.1 like the flood, while all of it is still open.
+    let end = run_bench(&bench(addr, false), &mut Quiet).expect("bench run during the flood");
+    assert_eq!(end.summary.bytes, 8 << 20);
+    let end = run_bench(&bench(addr, true), &mut Quiet).expect("reverse run during the flood");
+    assert_eq!(end.summary.bytes, 8 << 20);
+    cp_pull(addr).expect("cp pull during the flood");
+
+    flooding.store(false, Ordering::Relaxed);
+    let opened = sustained.join().unwrap();
+    // Every flood connection goes: evicted to make room, or at its deadline.
+    let open = raw
+        .iter()
+        .filter(|s| !closed_by_server(s, Duration::from_secs(30)))
+        .count();
+    assert_eq!(open, 0, "flood connections the server never closed");
+    eprintln!("sustained flood: {opened} connections opened while the clients ran");
+    drop(silent);
+}
+
+#[test]
+fn sixty_four_concurrent_clients_all_finish_on_sixteen_slots() {
+    let server = TestServer::start(ServeLimits {
+        max_sessions: 16,
+        ..ServeLimits::default()
+    });
+    let addr = server.addr;
+    // 56 bench runs (half reversed) and 8 cp pulls, all at once.
+    let clients: Vec<JoinHandle<Result<String, String>>> = (0..64)
+        .map(|i| {
+            std::thread::spawn(move || {
+                if i % 8 == 7 {
+                    cp_pull(addr).map(|()| "cp".into())
+                } else {
+                    run_bench(&bench(addr, i % 2 == 1), &mut Quiet)
+                        .map(|e| format!("{} bytes", e.summary.bytes))
+                        .map_err(|e| e.to_string())
+                }
+            })
+        })
+        .collect();
+    let outcomes: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let failed: Vec<_> = outcomes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, o)| o.as_ref().err().map(|e| format!("client {i}: {e}")))
+        .collect();
+    assert!(failed.is_empty(), "{} failed: {failed:#?}", failed.len());
+}
+
+#[test]
+fn a_full_line_is_told_busy_and_an_unproved_connection_holds_no_slot() {
+    let server = TestServer::start(ServeLimits {
+        max_sessions: 1,
+        max_waiting: 0,
+        ..ServeLimits::default()
+    });
+    let addr = server.addr;
+    let security = Security::pinned(server_tls().fingerprint());
+    // Said hello but never proved the token: holds no slot.
+    let unproved = dial(&addr.to_string(), &token(), &security).unwrap();
+    run_bench(&bench(addr, false), &mut Quiet).expect("a run beside an unproved client");
+    // Proved the token: holds the only slot until it goes.
+    let mut holder = dial(&addr.to_string(), &token(), &security).unwrap();
+    holder.authenticate().unwrap();
+    let err = run_bench(&bench(addr, false), &mut Quiet).unwrap_err();
+    assert!(err.to_string().contains("try again later"), "{err}");
+    drop((holder, unproved));
+}
