@@ -62,6 +62,7 @@ impl TestServer {
                 rx_rate_bps: None,
                 files: ServedFiles::Root(Arc::new(ServedRoot::open(root.path()).unwrap())),
                 tls: server_tls(),
+                keep_setuid: false,
             },
             Arc::new(|_: &str| {}),
         )
@@ -132,6 +133,7 @@ fn cp_pull(addr: SocketAddr) -> Result<(), String> {
         no_clobber: false,
         sync: false,
         checksum_only: false,
+        keep_setuid: false,
         streams: Some(2),
         rate_bps: None,
         window: None,
