@@ -14,6 +14,7 @@
 #
 # Needs root (namespaces, TUN, sshd). Installs openssh-server, openssh-client, rsync if
 # missing. A trap stops sshd, the daemon and the emulator and deletes the scratch files.
+# longhaul's --json logs of every copy are kept in OUT-logs/ (plot them: longhaul plot).
 # Usage: bench/ssh-compare.sh [--sizes 1GiB,2GiB] [--tools scp,sftp,rsync,lh,lh-off,lh-daemon]
 #                             [--dirs push,pull] [--rate 1G] [--rtt 180ms] [--dir /var/tmp]
 #                             [--out target/ssh-compare.jsonl] [--no-loopback]
@@ -43,6 +44,8 @@ fi
 if [ -n "${LONGHAUL_BIN:-}" ]; then lh=$(readlink -f "$LONGHAUL_BIN"); else
   cargo build --release -q -p longhaul; lh=$PWD/target/release/longhaul; fi
 mkdir -p "$(dirname "$out")"; : > "$out"
+# longhaul's own --json logs of each copy (start line, intervals, verdict) go beside --out.
+logs=${out%.jsonl}-logs; mkdir -p "$logs"
 
 work=$(mktemp -d "$dir/ssh-compare.XXXXXX"); name="shc$$"
 cleanup() {
@@ -73,6 +76,7 @@ PermitRootLogin prohibit-password
 StrictModes no
 UsePAM no
 PidFile $work/sshd.pid
+Subsystem sftp /usr/lib/openssh/sftp-server
 EOF
 in_b /usr/sbin/sshd -f "$work/ssh/sshd_config"
 sshopts="-p 2222 -i $work/ssh/user -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
@@ -81,8 +85,9 @@ for _ in $(seq 50); do in_a ssh $sshopts "root@$far" true 2>/dev/null && break; 
 # The daemon in b (its own token and identity under the scratch HOME).
 export HOME=$work/home
 "$lh" serve --help >/dev/null
-in_b env HOME="$work/home" sh -c "exec -a '$work/serve-marker' '$lh' serve --listen '$far' --root '$work/far' >'$work/serve.log' 2>&1 &"
-sleep 1
+in_b env HOME="$work/home" bash -c "exec -a '$work/serve-marker' '$lh' serve --listen '$far' --root '$work/far' >'$work/serve.log' 2>&1 &"
+for _ in $(seq 50); do grep -q "listening on" "$work/serve.log" 2>/dev/null && break; sleep 0.1; done
+grep -q "listening on" "$work/serve.log" || { echo "the daemon did not start:" >&2; cat "$work/serve.log" >&2; exit 2; }
 
 to_bytes() { python3 -c "
 import sys; t = sys.argv[1].lower().rstrip('b'); m = 'kmgt'
@@ -101,10 +106,10 @@ run_one() { # tool direction file bytes
           echo "$cmd" | in_a timeout 900 sftp -q -b - -P 2222 ${sshopts#-p 2222} "root@$far" >/dev/null || rc=$? ;;
     rsync) in_a timeout 900 rsync --whole-file -e "ssh $sshopts" "$src" "$dst" || rc=$? ;;
     lh|lh-off) local extra=(); [ "$tool" = lh-off ] && extra=(--encryption off)
-          in_a env HOME="$work/home" timeout 900 "$lh" cp --no-progress "${extra[@]}" -e "ssh $sshopts" \
-            --remote-longhaul "$lh" "$src" "$dst" >/dev/null || rc=$? ;;
+          in_a env HOME="$work/home" timeout 900 "$lh" cp --json "${extra[@]}" -e "ssh $sshopts" \
+            --remote-longhaul "$lh" "$src" "$dst" > "$logs/$tool-$d-$f.jsonl" || rc=$? ;;
     lh-daemon) local r="longhaul://$far/$f"; [ "$d" = push ] && { s2=$src; d2=$r; } || { s2=$r; d2=$dst; }
-          in_a env HOME="$work/home" timeout 900 "$lh" cp --no-progress "$s2" "$d2" >/dev/null || rc=$? ;;
+          in_a env HOME="$work/home" timeout 900 "$lh" cp --json "$s2" "$d2" > "$logs/$tool-$d-$f.jsonl" || rc=$? ;;
   esac
   t1=$(date +%s.%N)
   local got; [ "$d" = push ] && got=$work/far/$f || got=$work/back/$f
@@ -116,9 +121,14 @@ secs = float(t1) - float(t0); n = int(n)
 rec = {"tool": tool, "direction": d, "bytes": n, "seconds": round(secs, 2),
        "mbit_s": round(n * 8 / secs / 1e6, 1), "of_bottleneck": round(n * 8 / secs / int(bps), 3),
        "verified": ok == "true"}
+if not rec["verified"]:
+    rec["mbit_s"] = rec["of_bottleneck"] = None
 open(out, "a").write(json.dumps(rec) + "\n")
-print(f"{tool:10} {d:5} {n/2**30:5.1f} GiB {secs:8.1f} s {rec['mbit_s']:8.1f} Mbit/s "
-      f"{100*rec['of_bottleneck']:5.1f} % {'ok' if rec['verified'] else 'FAILED'}", flush=True)
+if rec["verified"]:
+    print(f"{tool:10} {d:5} {n/2**30:5.1f} GiB {secs:8.1f} s {rec['mbit_s']:8.1f} Mbit/s "
+          f"{100*rec['of_bottleneck']:5.1f} % ok", flush=True)
+else:
+    print(f"{tool:10} {d:5} {n/2**30:5.1f} GiB {secs:8.1f} s   FAILED (see its message above)", flush=True)
 PY
 }
 
@@ -135,14 +145,14 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 print("\nratios to scp (same size and direction, wall clock):")
 for r in rows:
     base = [x for x in rows if x["tool"] == "scp" and x["direction"] == r["direction"] and x["bytes"] == r["bytes"]]
-    if base and r["tool"] != "scp":
+    if base and r["tool"] != "scp" and r["verified"] and base[0]["verified"]:
         print(f"  {r['tool']:10} {r['direction']:5} {r['bytes']/2**30:4.1f} GiB  {base[0]['seconds']/r['seconds']:5.2f}x scp")
 PY
 
 if [ "$loopback" = 1 ]; then
   echo; echo "loopback 127.0.0.1 (the CPU is the limit): longhaul bench --bytes 4GB, one stream, encrypted vs not, alternating"
-  env HOME="$work/home" sh -c "exec -a '$work/serve-marker' '$lh' serve --listen 127.0.0.1 --port 5399 >'$work/serve-lo.log' 2>&1 &"
-  sleep 1
+  env HOME="$work/home" bash -c "exec -a '$work/serve-marker' '$lh' serve --listen 127.0.0.1 --port 5399 >'$work/serve-lo.log' 2>&1 &"
+  for _ in $(seq 50); do grep -q "listening on" "$work/serve-lo.log" 2>/dev/null && break; sleep 0.1; done
   for rep in 1 2 3; do for enc in on off; do
     HOME="$work/home" "$lh" bench 127.0.0.1:5399 --bytes 4GB --encryption $enc --json | python3 -c "
 import json, sys
