@@ -11,6 +11,10 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(ready) = SshReady::parse(data) {
         let line = ready.encode();
         assert!(line.len() <= 1024, "{line:?} is longer than the bound");
-        assert_eq!(SshReady::parse(line.as_bytes()).as_ref(), Ok(&ready), "{line:?}");
+        assert_eq!(
+            SshReady::parse(line.as_bytes()).as_ref(),
+            Ok(&ready),
+            "{line:?}"
+        );
     }
 });
