@@ -18,16 +18,18 @@
 # Usage: bench/ssh-compare.sh [--sizes 1GiB,2GiB] [--tools scp,sftp,rsync,lh,lh-off,lh-daemon]
 #                             [--dirs push,pull] [--rate 1G] [--rtt 180ms] [--dir /var/tmp]
 #                             [--out target/ssh-compare.jsonl] [--no-loopback]
+#                             [--ssh-extra "-o ControlMaster=auto -o ControlPath=/tmp/cm-%C -o ControlPersist=60"]
 # Bounded: each copy is stopped after 15 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sizes=1GiB,2GiB; tools=scp,sftp,rsync,lh,lh-off,lh-daemon; dirs=push,pull
-rate=1G; rtt=180ms; dir=/var/tmp; out=$PWD/target/ssh-compare.jsonl; loopback=1
+rate=1G; rtt=180ms; dir=/var/tmp; out=$PWD/target/ssh-compare.jsonl; loopback=1; ssh_extra=
 while [ $# -gt 0 ]; do
   case $1 in
     --sizes) sizes=$2; shift 2 ;; --tools) tools=$2; shift 2 ;; --dirs) dirs=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;; --rtt) rtt=$2; shift 2 ;; --dir) dir=$2; shift 2 ;;
     --out) out=$(realpath -m "$2"); shift 2 ;; --no-loopback) loopback=0; shift ;;
+    --ssh-extra) ssh_extra=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -80,7 +82,9 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 EOF
 in_b /usr/sbin/sshd -f "$work/ssh/sshd_config"
 sshopts="-p 2222 -i $work/ssh/user -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
-for _ in $(seq 50); do in_a ssh $sshopts "root@$far" true 2>/dev/null && break; sleep 0.2; done
+ready_opts=$sshopts
+sshopts="$sshopts $ssh_extra"
+for _ in $(seq 50); do in_a ssh $ready_opts "root@$far" true 2>/dev/null && break; sleep 0.2; done
 
 # The daemon in b (its own token and identity under the scratch HOME).
 export HOME=$work/home
