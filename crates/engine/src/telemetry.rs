@@ -73,7 +73,16 @@ struct Tracked {
     base: TcpInfo,
     prev: TcpInfo,
     prev_bytes: u64,
+    /// The counter when sampling started.
+    base_bytes: u64,
+    /// A sender's payload bytes reported so far (acknowledged, never more than written).
+    reported: u64,
 }
+
+/// Payload bytes in a full TLS 1.3 record, and the record on the wire (5-byte header,
+/// content type, 16-byte AEAD tag): a TLS sender's acknowledged bytes include this framing.
+const TLS_RECORD_PAYLOAD: u64 = 16_384;
+const TLS_RECORD_WIRE: u64 = TLS_RECORD_PAYLOAD + 22;
 
 /// Samples the TCP_INFO of a set of data streams, interval after interval.
 pub struct Sampler {
@@ -103,6 +112,8 @@ impl Sampler {
                     base,
                     prev: base,
                     prev_bytes: counters.get(i),
+                    base_bytes: counters.get(i),
+                    reported: 0,
                 }
             })
             .collect();
@@ -133,13 +144,25 @@ impl Sampler {
             // A socket the kernel no longer answers for keeps its last figures.
             let info = tcp_info(&*s.sock).unwrap_or(s.prev);
             let counted = self.counters.get(i);
-            streams.push(stream_sample(
+            let mut sample = stream_sample(
                 i as u16,
                 self.role,
                 &s.prev,
                 &info,
                 counted.saturating_sub(s.prev_bytes),
-            ));
+            );
+            if self.role == Role::Sender {
+                // What the kernel acknowledged is wire bytes: under TLS less the records'
+                // framing, and never more payload than was written.
+                if s.sock.is_tls() {
+                    sample.bytes = sample.bytes / TLS_RECORD_WIRE * TLS_RECORD_PAYLOAD
+                        + sample.bytes % TLS_RECORD_WIRE * TLS_RECORD_PAYLOAD / TLS_RECORD_WIRE;
+                }
+                let written = counted.saturating_sub(s.base_bytes);
+                sample.bytes = sample.bytes.min(written.saturating_sub(s.reported));
+                s.reported += sample.bytes;
+            }
+            streams.push(sample);
             s.prev = info;
             s.prev_bytes = counted;
         }
