@@ -12,17 +12,19 @@
 //! - [`sockopts`]: applying a [`longhaul_policy::TransportPlan`] to a data socket
 //!   (buffers before connect, congestion control, pacing, the receiver's window clamp).
 //! - [`framed`]: reading and writing whole protocol frames on a stream.
+//! - [`secure`]: the stream every connection runs on, plain TCP or TLS 1.3 over it, with
+//!   `TcpStream`'s surface (shared clones, one reader and several writers, half-close).
+//! - [`tls`]: the provider and configs, the server's identity, the client's trust
+//!   (pinned, known-servers, CA).
 //!
 //! The decisions (buffers, congestion control, probe, pacing) are made once, without
 //! I/O, by [`longhaul_policy::plan_transport`], at both ends of both commands.
 //!
-//! **Seams for what comes next.** A byte-stream wrapper (TLS) goes where a connection
-//! is made or accepted: [`dial::dial`] and [`dial::DataDialer::attach`] on the client,
-//! the server's accept loop before the first frame is read; everything after works on
-//! the framed stream and on the data sockets these return. A different way of starting
-//! the far end (ssh) replaces what [`dial::dial`] is given — an address and a token —
-//! by what the far process reports over its ssh channel; nothing after the handshake
-//! changes. Both commands get either once.
+//! TLS wraps a connection where it is made or accepted ([`dial::dial`],
+//! [`dial::DataDialer`], the server's per-connection handler); everything after works on
+//! [`secure::SecureStream`]. ssh start-up (`crate::ssh`) only changes what [`dial::dial`]
+//! is given: the far end's address, one-time token and pinned certificate instead of a
+//! daemon's address, the shared token and the known-servers file.
 
 pub mod attach;
 pub mod control;
