@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use longhaul_engine::bench::report::{IntervalView, StartReport};
 use longhaul_engine::bench::{run_bench, BenchConfig, BenchObserver, ServeConfig, Server};
+use longhaul_engine::transport::dial::{dial, flush, recv};
 use longhaul_engine::transport::secure::SecureStream;
 use longhaul_engine::transport::tls::{ClientTls, Security, ServerTls, ServerTrust};
 use longhaul_proto::{encode_frame, BenchParams, Direction, Message, SendMode, Token};
@@ -404,33 +405,15 @@ fn data_streams_go_without_tls_only_when_the_client_asked() {
     let end = run_bench(&cfg, &mut Collect::default()).unwrap();
     assert!(end.summary.bytes > 0);
 
-    // Not asked for: a plain data connection carrying the session's valid proof (a
-    // downgrade by someone who could make one) is refused.
-    let mut s = tls_connect(server.addr);
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut session = longhaul_proto::ClientSession::new(token(), [4; 32]);
-    let mut buf = Vec::new();
-    let mut exchange = |session: &mut longhaul_proto::ClientSession, s: &mut SecureStream| {
-        while let Some(m) = session.poll_transmit() {
-            let mut b = Vec::new();
-            encode_frame(&m, &mut b);
-            s.write_all(&b).unwrap();
-        }
-        loop {
-            if let Some((m, used)) = longhaul_proto::decode_frame(&buf).unwrap() {
-                buf.drain(..used);
-                return m;
-            }
-            let mut b = [0u8; 4096];
-            let n = s.read(&mut b).unwrap();
-            assert!(n > 0, "server closed");
-            buf.extend_from_slice(&b[..n]);
-        }
-    };
-    let hello = exchange(&mut session, &mut s);
-    session.handle(hello).unwrap();
-    let welcome = exchange(&mut session, &mut s);
-    session.handle(welcome).unwrap();
+    // Not asked for (the real client, encryption on): a plain data connection carrying
+    // the session's valid proof (a downgrade by someone who could make one) is refused.
+    let mut dialed = dial(
+        &server.target(),
+        &token(),
+        &config(server.target()).security,
+    )
+    .unwrap();
+    dialed.authenticate().unwrap();
     let params = BenchParams {
         streams: 1,
         duration_ms: 1000,
@@ -446,9 +429,11 @@ fn data_streams_go_without_tls_only_when_the_client_asked() {
         interval_ms: 1000,
         send_mode: SendMode::Write,
     };
-    session.request(params).unwrap();
-    let ready = exchange(&mut session, &mut s);
+    dialed.session.request(params).unwrap();
+    flush(&mut dialed.session, &mut dialed.conn).unwrap();
+    let ready = recv(&mut dialed.conn, "waiting for BenchReady").unwrap();
     assert!(matches!(ready, Message::BenchReady(_)), "{ready:?}");
+    let session = dialed.session;
     let mut b = Vec::new();
     encode_frame(&session.data_hello(0).unwrap(), &mut b);
     let reply = send_raw(server.addr, &b);

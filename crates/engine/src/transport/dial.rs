@@ -69,9 +69,11 @@ pub fn dial(target: &str, token: &Token, security: &Security) -> Result<Dialed, 
     let mut conn = FramedConn::new(stream);
     let mut nonce = [0u8; 32];
     getrandom::getrandom(&mut nonce).map_err(|e| BenchError::Refused(e.to_string()))?;
+    // PLAIN_DATA only when asked for: the server lets a session's data connections
+    // go without TLS exactly when the hello announced it.
     let features = match encryption {
-        Encryption::On => longhaul_proto::features::ALL,
-        Encryption::Off => longhaul_proto::features::ALL | longhaul_proto::features::PLAIN_DATA,
+        Encryption::On => longhaul_proto::features::DEFAULT,
+        Encryption::Off => longhaul_proto::features::DEFAULT | longhaul_proto::features::PLAIN_DATA,
     };
     let mut session = ClientSession::with_features(token.clone(), nonce, features);
     let t0 = Instant::now();
