@@ -53,7 +53,7 @@ pub fn dial(target: &str, token: &Token, security: &Security) -> Result<Dialed, 
     let (host, port) = split_target(target, DEFAULT_PORT)?;
     let tls = ClientTls::new(&host, port, security.trust.clone())?;
     let encryption = security.encryption;
-    let addrs = resolve(target, DEFAULT_PORT)?;
+    let addrs = resolve_parts(target, &host, port)?;
     let t_connect = Instant::now();
     let (stream, addr) = connect_any(&addrs)?;
     let connect_rtt = t_connect.elapsed();
@@ -204,11 +204,16 @@ impl DataDialer {
 /// Parses `HOST`, `HOST:PORT`, `[V6]` or `[V6]:PORT` or a bare IPv6 address, and resolves it.
 pub fn resolve(target: &str, default_port: u16) -> Result<Vec<SocketAddr>, BenchError> {
     let (host, port) = split_target(target, default_port)?;
+    resolve_parts(target, &host, port)
+}
+
+/// Resolves `host` and `port`, already split from `target` (named in errors).
+fn resolve_parts(target: &str, host: &str, port: u16) -> Result<Vec<SocketAddr>, BenchError> {
     let err = |why: &str| BenchError::Resolve {
         target: target.into(),
         why: why.into(),
     };
-    let addrs: Vec<SocketAddr> = (host.as_str(), port)
+    let addrs: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
         .map_err(|e| err(&e.to_string()))?
         .collect();
