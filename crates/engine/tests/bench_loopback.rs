@@ -11,28 +11,13 @@ use std::time::Duration;
 use longhaul_engine::bench::report::{IntervalView, StartReport};
 use longhaul_engine::bench::{run_bench, BenchConfig, BenchObserver, ServeConfig, Server};
 use longhaul_engine::transport::dial::{dial, flush, recv};
-use longhaul_engine::transport::secure::SecureStream;
-use longhaul_engine::transport::tls::{ClientTls, Security, ServerTls, ServerTrust};
+use longhaul_engine::transport::tls::{Security, ServerTls};
 use longhaul_proto::{encode_frame, BenchParams, Direction, Message, SendMode, Token};
 
 /// One server identity for every test server here; clients pin it.
 fn server_tls() -> ServerTls {
     static TLS: std::sync::OnceLock<ServerTls> = std::sync::OnceLock::new();
     TLS.get_or_init(|| ServerTls::ephemeral().unwrap()).clone()
-}
-
-/// A raw TLS connection to a test server (for clients that speak the protocol by hand).
-fn tls_connect(addr: SocketAddr) -> SecureStream {
-    let tcp = TcpStream::connect(addr).unwrap();
-    let tls = ClientTls::new(
-        "localhost",
-        0,
-        ServerTrust::Pinned(server_tls().fingerprint()),
-    )
-    .unwrap();
-    tls.connect(tcp, "test server", Duration::from_secs(10))
-        .unwrap()
-        .0
 }
 
 fn token() -> Token {
@@ -345,32 +330,15 @@ fn hostile_input_gets_an_error_and_does_not_stop_the_server() {
 #[test]
 fn absurd_parameters_from_a_raw_client_are_refused_after_authentication() {
     let server = TestServer::start("127.0.0.1:0");
-    let mut s = tls_connect(server.addr);
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut session = longhaul_proto::ClientSession::new(token(), [3; 32]);
-    let mut conn_buf = Vec::new();
-    let pump = |session: &mut longhaul_proto::ClientSession, s: &mut SecureStream| {
-        while let Some(m) = session.poll_transmit() {
-            let mut b = Vec::new();
-            encode_frame(&m, &mut b);
-            s.write_all(&b).unwrap();
-        }
-    };
-    let mut recv = |s: &mut SecureStream| loop {
-        if let Some((m, used)) = longhaul_proto::decode_frame(&conn_buf).unwrap() {
-            conn_buf.drain(..used);
-            return m;
-        }
-        let mut b = [0u8; 4096];
-        let n = s.read(&mut b).unwrap();
-        assert!(n > 0, "server closed");
-        conn_buf.extend_from_slice(&b[..n]);
-    };
-    pump(&mut session, &mut s);
-    session.handle(recv(&mut s)).unwrap(); // ServerHello
-    pump(&mut session, &mut s);
-    session.handle(recv(&mut s)).unwrap(); // Welcome
-                                           // Bypass local validation: 5000 streams.
+    // The real client's handshake, then a request it would never send itself.
+    let mut dialed = dial(
+        &server.target(),
+        &token(),
+        &config(server.target()).security,
+    )
+    .unwrap();
+    dialed.authenticate().unwrap();
+    // Bypass local validation: 5000 streams.
     let bad = BenchParams {
         streams: 5000,
         duration_ms: 1000,
@@ -386,10 +354,8 @@ fn absurd_parameters_from_a_raw_client_are_refused_after_authentication() {
         interval_ms: 1000,
         send_mode: SendMode::Write,
     };
-    let mut b = Vec::new();
-    encode_frame(&Message::BenchParams(bad), &mut b);
-    s.write_all(&b).unwrap();
-    match recv(&mut s) {
+    dialed.conn.send(&Message::BenchParams(bad)).unwrap();
+    match dialed.conn.recv().unwrap() {
         Message::Error { message, .. } => assert!(message.contains("streams"), "{message}"),
         other => panic!("expected an error, got {other:?}"),
     }
