@@ -370,19 +370,13 @@ fn stream_loop(sh: &Arc<Shared>, stream: usize, mut sock: SecureStream) {
             let _ = sock.shutdown(Shutdown::Both);
             return;
         }
-        match read_header(&mut sock, &mut hdr) {
-            Ok(true) => {}
-            // Bytes that fail TLS authentication were altered on the way: an attack or a
-            // broken middlebox, not a lost connection; the transfer stops and says so.
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                sh.fail(altered(stream, &e));
-                return;
-            }
-            // A clean end, or the stream failed: the sender reassigns its chunks; only
-            // a protocol error (below) ends the transfer here.
-            Ok(false) | Err(_) => return,
-        }
-        match receive_chunk(sh, stream, &mut sock, &hdr, &mut buf) {
+        let chunk = match read_header(&mut sock, &mut hdr) {
+            Ok(true) => receive_chunk(sh, stream, &mut sock, &hdr, &mut buf),
+            // A clean end: the sender is done with this stream.
+            Ok(false) => return,
+            Err(e) => Err(read_failed(stream, e)),
+        };
+        match chunk {
             Ok(()) => {}
             Err(ChunkFail::Stream) => return,
             Err(ChunkFail::Stop(why)) => {
@@ -394,13 +388,19 @@ fn stream_loop(sh: &Arc<Shared>, stream: usize, mut sock: SecureStream) {
     }
 }
 
-/// The reason a transfer stops when a data stream's bytes failed authentication.
-fn altered(stream: usize, e: &io::Error) -> String {
-    format!(
+/// What a failed read of a data stream means. Bytes that fail TLS authentication were
+/// altered on the way (an attack or a broken middlebox, not a lost connection): the
+/// transfer stops and says so. Anything else is the stream failing: the sender
+/// reassigns its chunks to the others.
+fn read_failed(stream: usize, e: io::Error) -> ChunkFail {
+    if e.kind() != io::ErrorKind::InvalidData {
+        return ChunkFail::Stream;
+    }
+    ChunkFail::Stop(format!(
         "data stream {stream}: {e}; no file was committed from it (verified chunks are kept: \
          run the same command again to resume, and look for what alters traffic between \
          the hosts)"
-    )
+    ))
 }
 
 enum ChunkFail {
@@ -446,13 +446,7 @@ fn receive_chunk(
         // Hash each piece as it arrives, while it is in cache; write after the check.
         buf.resize(plan.payload as usize);
         for piece in buf.chunks_mut(PIECE) {
-            sock.read_exact(piece).map_err(|e| {
-                if e.kind() == io::ErrorKind::InvalidData {
-                    ChunkFail::Stop(altered(stream, &e))
-                } else {
-                    ChunkFail::Stream
-                }
-            })?;
+            sock.read_exact(piece).map_err(|e| read_failed(stream, e))?;
             sh.progress.stream_bytes(stream, piece.len() as u64);
             hasher.update(piece);
         }
