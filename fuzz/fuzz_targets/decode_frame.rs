@@ -8,7 +8,7 @@ use longhaul_fuzz::{check_frames, BENCH_FRAMES};
 use longhaul_proto::{ClientSession, ServerSession, Token};
 
 fuzz_target!(|data: &[u8]| {
-    let token = Token::new(b"fuzzing-token-0123456").expect("static token is long enough");
+    let token = Token::new(b"fuzzing-token-0123456789abcdef").expect("static token is long enough");
     let mut server = ServerSession::new(token.clone(), [1; 32], 1);
     let mut client = ClientSession::new(token, [2; 32]);
     for msg in check_frames(&BENCH_FRAMES, data) {

@@ -2,11 +2,14 @@
 //! created on first use with mode 0600 so two processes of one user work with no setup.
 
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use longhaul_proto::Token;
+
+/// The longest token file read (a token is one line).
+const MAX_TOKEN_FILE: u64 = 4096;
 
 /// Environment variable holding the token itself.
 pub const TOKEN_ENV: &str = "LONGHAUL_TOKEN";
@@ -29,6 +32,14 @@ pub enum TokenError {
         origin: String,
         /// What was wrong.
         cause: longhaul_proto::ProtoError,
+    },
+    /// The token file can be read by other users, who could then act as this user.
+    #[error("token file {} has mode {mode:04o}: other users can read it, and whoever reads it can act as you; run `chmod 600 {}` (and make a new token if others may have read it)", path.display(), path.display())]
+    TooOpen {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
     },
     /// No home directory to keep the default token in.
     #[error("no token given and $HOME is not set: pass --token-file FILE or set LONGHAUL_TOKEN")]
@@ -73,7 +84,25 @@ fn read_token(path: &Path) -> Result<Token, TokenError> {
         path: path.to_path_buf(),
         cause,
     };
-    let bytes = fs::read(path).map_err(io)?;
+    let mut file = fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    let mode = meta.permissions().mode();
+    if meta.is_file() && mode & 0o077 != 0 {
+        return Err(TokenError::TooOpen {
+            path: path.to_path_buf(),
+            mode: mode & 0o777,
+        });
+    }
+    // A token is a line; a bounded read keeps a wrong path (a log, a disk image) cheap.
+    let mut bytes = Vec::new();
+    std::io::Read::take(&mut file, MAX_TOKEN_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_TOKEN_FILE {
+        return Err(io(std::io::Error::other(format!(
+            "longer than {MAX_TOKEN_FILE} bytes: not a token file"
+        ))));
+    }
     Token::new(&bytes).map_err(|cause| TokenError::Invalid {
         origin: path.display().to_string(),
         cause,
@@ -92,14 +121,23 @@ fn create_token_file(path: &Path) -> Result<(), TokenError> {
     let mut raw = [0u8; 32];
     getrandom::getrandom(&mut raw).map_err(|e| io(std::io::Error::other(e.to_string())))?;
     let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
-    // create_new: two processes racing to create it both end up reading the winner's file.
-    match fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-    {
-        Ok(mut f) => f.write_all(format!("{hex}\n").as_bytes()).map_err(io),
+    // Written whole under a private name, then linked to the real one: a reader never sees
+    // a half-written token, and of two processes racing to create it, both end up reading
+    // the winner's file (link fails with EEXIST for the loser).
+    let tmp = path.with_file_name(format!(".token.{}.{}.tmp", std::process::id(), &hex[..8]));
+    let written = (|| {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(format!("{hex}\n").as_bytes())?;
+        f.sync_all()
+    })();
+    let linked = written.and_then(|()| fs::hard_link(&tmp, path));
+    let _ = fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(io(e)),
     }
@@ -125,10 +163,51 @@ mod tests {
     }
 
     #[test]
+    fn a_token_file_others_can_read_is_refused() {
+        let path = std::env::temp_dir().join(format!("longhaul-open-token-{}", std::process::id()));
+        fs::write(&path, "0123456789abcdef0123456789abcdef0123456789abcdef\n").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        let err = load_token(Some(&path)).unwrap_err().to_string();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        let ok = load_token(Some(&path));
+        fs::remove_file(&path).unwrap();
+        assert!(err.contains("0644") && err.contains("chmod 600"), "{err}");
+        assert!(ok.is_ok());
+    }
+
+    #[test]
+    fn racing_creators_agree_on_one_whole_token() {
+        let dir = std::env::temp_dir().join(format!("longhaul-token-race-{}", std::process::id()));
+        let path = dir.join("token");
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    create_token_file(&path).unwrap();
+                    read_token(&path).unwrap().server_proof(&[0; 32], &[0; 32])
+                })
+            })
+            .collect();
+        let proofs: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        assert!(proofs.windows(2).all(|w| w[0] == w[1]));
+        let left: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            left,
+            vec![std::ffi::OsString::from("token")],
+            "temporary files left"
+        );
+    }
+
+    #[test]
     fn explicit_file_with_a_short_token_is_refused() {
         let path =
             std::env::temp_dir().join(format!("longhaul-short-token-{}", std::process::id()));
         fs::write(&path, "abc\n").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
         let err = load_token(Some(&path)).unwrap_err().to_string();
         fs::remove_file(&path).unwrap();
         assert!(err.contains("too short"), "{err}");

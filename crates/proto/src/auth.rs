@@ -3,6 +3,7 @@
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use subtle::ConstantTimeEq;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -10,6 +11,11 @@ type HmacSha256 = Hmac<Sha256>;
 pub const NONCE_LEN: usize = 32;
 /// Length of an HMAC-SHA256 tag in bytes.
 pub const MAC_LEN: usize = 32;
+
+/// The fewest bits of secret a token may hold. A server's proof is an HMAC of the token
+/// over public nonces, so anyone who connects once can test guesses offline at GPU speed:
+/// the token must resist that on its own.
+pub const MIN_TOKEN_BITS: u32 = 128;
 
 /// A random challenge chosen by one end for one session.
 pub type Nonce = [u8; NONCE_LEN];
@@ -22,11 +28,14 @@ impl Token {
     /// Wraps token bytes; surrounding whitespace is ignored so token files may end in a newline.
     pub fn new(bytes: &[u8]) -> Result<Self, crate::ProtoError> {
         let trimmed = trim_ascii(bytes);
-        if trimmed.len() < 16 {
+        let bits = estimated_bits(trimmed);
+        if bits < MIN_TOKEN_BITS {
             return Err(crate::ProtoError::InvalidField {
                 field: "token",
                 why: format!(
-                    "{} bytes is too short to be a secret; use at least 16 (longhaul creates 64 hex digits by default)",
+                    "{} bytes is too short or too regular to be a secret (about {bits} bits; at least {MIN_TOKEN_BITS} are needed, \
+                     since anyone who sees one server proof can guess offline): use 32 or more random hex digits, \
+                     e.g. `head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'` (longhaul creates 64 by default)",
                     trimmed.len()
                 ),
             });
@@ -121,9 +130,41 @@ pub fn data_mac(secret: &SessionSecret, session_id: u64, stream: u16) -> [u8; MA
     )
 }
 
-/// Compares two tags in constant time.
+/// Compares two tags in constant time (`subtle`, which keeps the compiler from turning the
+/// comparison into an early exit).
 pub(crate) fn tags_equal(a: &[u8; MAC_LEN], b: &[u8; MAC_LEN]) -> bool {
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.ct_eq(b).into()
+}
+
+/// A generous estimate of the secret bits in a token, from the smallest alphabet its
+/// characters fit: decimal digits 3.3 bits a character, hex 4, the base64 alphabet 6, any
+/// other text 6.5, and raw bytes 8; a token of fewer than 8 distinct bytes counts as none
+/// (`aaaa...`, `abab...`). Only an upper bound: nothing can tell a random token from a
+/// chosen one.
+pub fn estimated_bits(token: &[u8]) -> u32 {
+    let per_char_x10: u32 = if token.iter().all(u8::is_ascii_digit) {
+        33
+    } else if token.iter().all(u8::is_ascii_hexdigit) {
+        40
+    } else if token
+        .iter()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'-' | b'_' | b'='))
+    {
+        60
+    } else if token.iter().all(|c| c.is_ascii_graphic() || *c == b' ') {
+        65
+    } else {
+        80
+    };
+    let mut seen = [false; 256];
+    token.iter().for_each(|&c| seen[c as usize] = true);
+    if seen.iter().filter(|&&s| s).count() < 8 {
+        return 0;
+    }
+    u32::try_from(token.len())
+        .unwrap_or(u32::MAX)
+        .saturating_mul(per_char_x10)
+        / 10
 }
 
 fn mac_with_key(key: &[u8], label: &[u8], parts: &[&[u8]]) -> [u8; MAC_LEN] {
@@ -167,19 +208,19 @@ mod tests {
     #[test]
     fn proofs_differ_by_role_and_token() {
         let (c, s) = ([1u8; 32], [2u8; 32]);
-        let t = token("0123456789abcdef0123");
+        let t = token("0123456789abcdef0123456789abcdef");
         assert_ne!(t.server_proof(&c, &s), t.client_proof(&c, &s));
         assert_ne!(
             t.server_proof(&c, &s),
-            token("0123456789abcdef0124").server_proof(&c, &s)
+            token("0123456789abcdef0123456789abcdee").server_proof(&c, &s)
         );
         assert_ne!(t.server_proof(&c, &s), t.server_proof(&s, &c));
     }
 
     #[test]
     fn token_whitespace_is_ignored_and_short_tokens_refused() {
-        let a = Token::new(b"  0123456789abcdef\n").unwrap();
-        let b = token("0123456789abcdef");
+        let a = Token::new(b"  0123456789abcdef0123456789abcdef\n").unwrap();
+        let b = token("0123456789abcdef0123456789abcdef");
         assert_eq!(
             a.server_proof(&[0; 32], &[0; 32]),
             b.server_proof(&[0; 32], &[0; 32])
@@ -188,8 +229,28 @@ mod tests {
     }
 
     #[test]
+    fn tokens_under_128_bits_are_refused() {
+        // 31 hex digits: 124 bits; 32: 128.
+        assert!(Token::new(b"0123456789abcdef0123456789abcde").is_err());
+        assert!(Token::new(b"0123456789abcdef0123456789abcdef").is_ok());
+        // The old minimum, 16 characters, held 64 bits of hex.
+        assert!(Token::new(b"0123456789abcdef").is_err());
+        // Decimal digits: 39 needed.
+        assert!(Token::new(b"12345678901234567890123456789012345678").is_err());
+        assert!(Token::new(b"123456789012345678901234567890123456789").is_ok());
+        // base64 of 16 random bytes (22 characters) passes; 21 does not.
+        assert!(Token::new(b"q3Jx9VbL2mTz8RkW4yNcPd").is_ok());
+        assert!(Token::new(b"q3Jx9VbL2mTz8RkW4yNcP").is_err());
+        // Long but repetitive.
+        assert!(Token::new(&[b'a'; 200]).is_err());
+        assert!(Token::new(b"abababababababababababababababababababababababab").is_err());
+        let err = Token::new(b"password-password").unwrap_err().to_string();
+        assert!(err.contains("128") && err.contains("/dev/urandom"), "{err}");
+    }
+
+    #[test]
     fn data_mac_binds_session_and_stream() {
-        let t = token("0123456789abcdef0123");
+        let t = token("0123456789abcdef0123456789abcdef");
         let secret = t.session_secret(&[1; 32], &[2; 32]);
         let m = data_mac(&secret, 7, 0);
         assert!(tags_equal(&m, &data_mac(&secret, 7, 0)));

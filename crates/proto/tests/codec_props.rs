@@ -225,7 +225,7 @@ proptest! {
 
     #[test]
     fn sessions_survive_arbitrary_messages(msgs in prop::collection::vec(arb_message(), 0..12)) {
-        let t = Token::new(b"property-test-token").unwrap();
+        let t = Token::new(b"property-test-token-0123456789").unwrap();
         let mut s = ServerSession::new(t.clone(), [1; 32], 5);
         let mut c = ClientSession::new(t, [2; 32]);
         for m in msgs {

@@ -52,8 +52,8 @@ fn pump(c: &mut ClientSession, s: &mut ServerSession) -> Result<(), ProtoError> 
 
 #[test]
 fn full_session_runs_and_data_streams_attach_once() {
-    let mut c = ClientSession::new(token("shared-secret-0123"), [7; 32]);
-    let mut s = ServerSession::new(token("shared-secret-0123"), [9; 32], 42);
+    let mut c = ClientSession::new(token("shared-secret-0123456789abcdef"), [7; 32]);
+    let mut s = ServerSession::new(token("shared-secret-0123456789abcdef"), [9; 32], 42);
     pump(&mut c, &mut s).unwrap();
     assert_eq!(
         c.poll_event(),
@@ -122,8 +122,8 @@ fn full_session_runs_and_data_streams_attach_once() {
 
 #[test]
 fn wrong_token_fails_on_the_client_before_it_proves_anything() {
-    let mut c = ClientSession::new(token("client-token-0123456"), [1; 32]);
-    let mut s = ServerSession::new(token("server-token-0123456"), [2; 32], 1);
+    let mut c = ClientSession::new(token("client-token-0123456789abcdef"), [1; 32]);
+    let mut s = ServerSession::new(token("server-token-0123456789abcdef"), [2; 32], 1);
     let err = pump(&mut c, &mut s).unwrap_err();
     assert_eq!(err, ProtoError::AuthFailed);
     assert!(err.to_string().contains("token"), "{err}");
@@ -131,7 +131,7 @@ fn wrong_token_fails_on_the_client_before_it_proves_anything() {
 
 #[test]
 fn a_client_that_fakes_its_proof_is_refused() {
-    let mut s = ServerSession::new(token("server-token-0123456"), [2; 32], 1);
+    let mut s = ServerSession::new(token("server-token-0123456789abcdef"), [2; 32], 1);
     s.handle(Message::ClientHello {
         version: PROTOCOL_VERSION,
         features: 0,
@@ -155,7 +155,7 @@ fn a_client_that_fakes_its_proof_is_refused() {
 
 #[test]
 fn version_mismatch_is_reported_to_the_peer() {
-    let mut s = ServerSession::new(token("server-token-0123456"), [2; 32], 1);
+    let mut s = ServerSession::new(token("server-token-0123456789abcdef"), [2; 32], 1);
     let err = s
         .handle(Message::ClientHello {
             version: 99,
@@ -179,12 +179,12 @@ fn version_mismatch_is_reported_to_the_peer() {
 
 #[test]
 fn messages_out_of_order_are_refused() {
-    let mut s = ServerSession::new(token("server-token-0123456"), [2; 32], 1);
+    let mut s = ServerSession::new(token("server-token-0123456789abcdef"), [2; 32], 1);
     assert!(matches!(
         s.handle(Message::BenchParams(params())),
         Err(ProtoError::Unexpected { .. })
     ));
-    let mut c = ClientSession::new(token("server-token-0123456"), [2; 32]);
+    let mut c = ClientSession::new(token("server-token-0123456789abcdef"), [2; 32]);
     assert!(matches!(
         c.handle(Message::Start),
         Err(ProtoError::Unexpected { .. })
@@ -213,7 +213,7 @@ fn absurd_parameters_are_refused_with_the_field_named() {
 
 #[test]
 fn peer_error_ends_the_session_with_its_message() {
-    let mut c = ClientSession::new(token("server-token-0123456"), [2; 32]);
+    let mut c = ClientSession::new(token("server-token-0123456789abcdef"), [2; 32]);
     let err = c
         .handle(Message::Error {
             code: ErrorCode::Busy,
@@ -224,8 +224,8 @@ fn peer_error_ends_the_session_with_its_message() {
 }
 
 fn authenticated_pair() -> (ClientSession, ServerSession) {
-    let mut c = ClientSession::new(token("shared-secret-0123"), [7; 32]);
-    let mut s = ServerSession::new(token("shared-secret-0123"), [9; 32], 42);
+    let mut c = ClientSession::new(token("shared-secret-0123456789abcdef"), [7; 32]);
+    let mut s = ServerSession::new(token("shared-secret-0123456789abcdef"), [9; 32], 42);
     pump(&mut c, &mut s).unwrap();
     assert!(matches!(
         c.poll_event(),
@@ -274,7 +274,7 @@ fn host_report_is_asked_for_after_authentication_and_ends_the_session() {
 
 #[test]
 fn host_report_before_authentication_or_unasked_is_refused() {
-    let mut s = ServerSession::new(token("server-token-0123456"), [2; 32], 1);
+    let mut s = ServerSession::new(token("server-token-0123456789abcdef"), [2; 32], 1);
     assert!(matches!(
         s.handle(Message::HostReportRequest {
             rate_bps: 1,
@@ -282,7 +282,7 @@ fn host_report_before_authentication_or_unasked_is_refused() {
         }),
         Err(ProtoError::Unexpected { .. })
     ));
-    let mut c = ClientSession::new(token("server-token-0123456"), [2; 32]);
+    let mut c = ClientSession::new(token("server-token-0123456789abcdef"), [2; 32]);
     assert!(c.request_host_report(1_000_000_000, 1000).is_err());
     let (mut c, _s) = authenticated_pair();
     assert!(matches!(
@@ -330,14 +330,14 @@ fn absurd_report_paths_are_refused_with_the_field_named() {
 
 #[test]
 fn transfer_takes_over_an_authenticated_session_only() {
-    let mut c = ClientSession::new(token("shared-secret-0123"), [7; 32]);
-    let mut s = ServerSession::new(token("shared-secret-0123"), [9; 32], 5);
+    let mut c = ClientSession::new(token("shared-secret-0123456789abcdef"), [7; 32]);
+    let mut s = ServerSession::new(token("shared-secret-0123456789abcdef"), [9; 32], 5);
     // Not yet authenticated: both ends refuse.
     assert!(c.begin_transfer().is_err());
     assert!(s.begin_transfer().is_err());
 
-    let mut c = ClientSession::new(token("shared-secret-0123"), [7; 32]);
-    let mut s = ServerSession::new(token("shared-secret-0123"), [9; 32], 5);
+    let mut c = ClientSession::new(token("shared-secret-0123456789abcdef"), [7; 32]);
+    let mut s = ServerSession::new(token("shared-secret-0123456789abcdef"), [9; 32], 5);
     pump(&mut c, &mut s).unwrap();
     c.begin_transfer().unwrap();
     s.begin_transfer().unwrap();
@@ -353,8 +353,8 @@ fn transfer_takes_over_an_authenticated_session_only() {
     assert!(c.request(params()).is_err());
     assert!(s.handle(Message::BenchParams(params())).is_err());
     // A second hand-off is refused.
-    let mut c2 = ClientSession::new(token("shared-secret-0123"), [7; 32]);
-    let mut s2 = ServerSession::new(token("shared-secret-0123"), [9; 32], 6);
+    let mut c2 = ClientSession::new(token("shared-secret-0123456789abcdef"), [7; 32]);
+    let mut s2 = ServerSession::new(token("shared-secret-0123456789abcdef"), [9; 32], 6);
     pump(&mut c2, &mut s2).unwrap();
     s2.begin_transfer().unwrap();
     assert!(s2.begin_transfer().is_err());
@@ -362,8 +362,8 @@ fn transfer_takes_over_an_authenticated_session_only() {
 
 #[test]
 fn a_transfer_may_be_requested_right_behind_the_proof() {
-    let mut c = ClientSession::new(token("shared-secret-0123"), [7; 32]);
-    let mut s = ServerSession::new(token("shared-secret-0123"), [9; 32], 8);
+    let mut c = ClientSession::new(token("shared-secret-0123456789abcdef"), [7; 32]);
+    let mut s = ServerSession::new(token("shared-secret-0123456789abcdef"), [9; 32], 8);
     // Client hello to the server, server hello back: the client now sends its proof.
     let hello = c.poll_transmit().unwrap();
     s.handle(hello).unwrap();
