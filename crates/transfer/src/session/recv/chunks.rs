@@ -42,6 +42,22 @@ impl RecvSession {
                 h.flags
             )));
         }
+        // On the grid before anything is hashed: a chunk hasher of a multi-chunk file
+        // given no bytes panics in blake3 (an empty subtree), and a hasher for an index
+        // past the end hashes at a meaningless offset.
+        let on_grid =
+            h.index < f.hashes.chunks() && f.hashes.chunk_range(h.index) == (h.offset, len);
+        if !on_grid {
+            return Err(SessionError::Protocol(format!(
+                "chunk {} of {} at offset {} with length {len}: off the file's chunk grid \
+                 ({} chunks of {cfg_chunk} bytes, {} bytes in all)",
+                h.index,
+                f.final_rel.display(),
+                h.offset,
+                f.hashes.chunks(),
+                f.hashes.size()
+            )));
+        }
         let hole = h.flags & CHUNK_FLAG_HOLE != 0;
         Ok(ChunkPlan {
             id: h.file,

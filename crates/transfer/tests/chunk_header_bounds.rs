@@ -1,0 +1,142 @@
+//! A chunk header is checked against the file's chunk grid before anything is hashed: a
+//! token holder that sends `len = 0` for a chunk of a multi-chunk file (or a length or
+//! offset off the grid, or an index past the end) gets a protocol error, not a plan whose
+//! hasher panics in blake3 ("empty subtree") and kills the stream thread.
+
+use std::time::Instant;
+
+use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry};
+use longhaul_transfer::session::{
+    LookResult, RecvConfig, RecvEvent, RecvSession, SendConfig, SendSession, SessionError, Work,
+};
+
+const CHUNK: u64 = 4096;
+const SIZE: u64 = 3 * CHUNK - 100;
+
+/// A receiving session with one 3-chunk file open, and the sender's first header for it.
+fn open_file() -> (RecvSession, ChunkHeader) {
+    let entries = vec![FileEntry {
+        path: b"data.bin".to_vec(),
+        kind: EntryKind::File,
+        size: SIZE,
+        mtime_secs: 1_700_000_000,
+        mtime_nanos: 0,
+        mode: 0o644,
+        fingerprint: 7,
+    }];
+    let mut tx = SendSession::new(
+        entries,
+        SendConfig {
+            chunk_size: CHUNK,
+            checksum_only: false,
+            streams: 1,
+        },
+    )
+    .unwrap();
+    let mut rx = RecvSession::new(RecvConfig {
+        chunk_size: CHUNK,
+        target: None,
+        target_is_dir: true,
+        no_clobber: false,
+        checksum_only: false,
+        sync: false,
+        expect: None,
+        keep_setuid: false,
+    });
+    loop {
+        let mut busy = false;
+        while let Some(m) = tx.poll_transmit() {
+            rx.handle(m).unwrap();
+            busy = true;
+        }
+        while let Some(ev) = rx.poll_event() {
+            busy = true;
+            match ev {
+                RecvEvent::Look { id, .. } => rx.looked(id, LookResult::default()).unwrap(),
+                RecvEvent::Open { id, .. } => rx.opened(id, true).unwrap(),
+                _ => {}
+            }
+        }
+        while let Some(m) = rx.poll_transmit() {
+            tx.handle(m).unwrap();
+            busy = true;
+        }
+        if !busy {
+            break;
+        }
+    }
+    let Work::Send(unit) = tx.next_work(0, Instant::now()) else {
+        panic!("the sender has work once the file is open");
+    };
+    let c = &unit.chunks[0];
+    let mut hasher = tx.hasher(c);
+    hasher.update(&vec![0; c.len as usize]);
+    let header = ChunkHeader {
+        file: tx.entry_of(c),
+        index: c.id.index,
+        flags: 0,
+        offset: c.offset,
+        len: c.len as u32,
+        hash: hasher.finish(),
+    };
+    (rx, header)
+}
+
+fn refused(h: ChunkHeader) -> String {
+    let (mut rx, _) = open_file();
+    match rx.chunk_header(&h) {
+        Err(SessionError::Protocol(why)) => why,
+        Err(e) => panic!("{h:?}: not a protocol error: {e}"),
+        Ok(mut plan) => {
+            // Before the fix, this is where the stream thread died.
+            plan.hasher.update(&vec![0; plan.payload as usize]);
+            let _ = plan.hasher.finish();
+            panic!("{h:?} was accepted")
+        }
+    }
+}
+
+#[test]
+fn headers_off_the_chunk_grid_are_refused_before_hashing() {
+    let (_, good) = open_file();
+    assert_eq!(
+        (good.index, good.offset, u64::from(good.len)),
+        (0, 0, CHUNK)
+    );
+    let why = refused(ChunkHeader { len: 0, ..good });
+    assert!(why.contains("chunk grid"), "{why}");
+    refused(ChunkHeader { len: 1, ..good });
+    refused(ChunkHeader {
+        index: 1,
+        offset: 0,
+        ..good
+    });
+    refused(ChunkHeader {
+        index: 2,
+        offset: 2 * CHUNK,
+        len: CHUNK as u32,
+        ..good
+    });
+    refused(ChunkHeader {
+        index: 3,
+        offset: 3 * CHUNK,
+        len: 1,
+        ..good
+    });
+    refused(ChunkHeader {
+        index: u32::MAX,
+        offset: u64::MAX - 5,
+        len: 4,
+        ..good
+    });
+    // The last chunk's own length is fine.
+    let (mut rx, _) = open_file();
+    let last = ChunkHeader {
+        index: 2,
+        offset: 2 * CHUNK,
+        len: (SIZE - 2 * CHUNK) as u32,
+        ..good
+    };
+    rx.chunk_header(&last)
+        .expect("the last, short chunk is on the grid");
+}
