@@ -62,7 +62,9 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("longhaul: error: {err:#}");
+            // Errors can quote a peer's words and file names: never raw to the terminal.
+            let text = format!("{err:#}");
+            eprintln!("longhaul: error: {}", longhaul_proto::printable(&text));
             ExitCode::from(2)
         }
     }

@@ -85,7 +85,7 @@ pub fn encode_frame(msg: &Message, out: &mut Vec<u8>) {
                 Direction::ClientToServer => 0,
                 Direction::ServerToClient => 1,
             });
-            w.str(&p.congestion, limits::MAX_CONGESTION_NAME);
+            w.text(&p.congestion, limits::MAX_CONGESTION_NAME);
             w.u64(p.rate_bps);
             w.u64(p.window_bytes);
             w.u8(p.window_fixed as u8);
@@ -106,7 +106,7 @@ pub fn encode_frame(msg: &Message, out: &mut Vec<u8>) {
             w.u64(r.facts.tcp_wmem_max);
             w.u64(r.facts.tcp_rmem_max);
             w.u8(r.facts.can_force_buffers as u8);
-            w.str(&r.facts.default_congestion, limits::MAX_CONGESTION_NAME);
+            w.text(&r.facts.default_congestion, limits::MAX_CONGESTION_NAME);
             w.u64(r.rcvbuf_bytes);
             w.u64(r.sndbuf_bytes);
             w.u64(r.rx_rate_bps);
@@ -174,7 +174,7 @@ pub fn encode_frame(msg: &Message, out: &mut Vec<u8>) {
         Message::Error { code, message } => {
             w.u8(ty::ERROR);
             w.u16(*code as u16);
-            w.str(message, limits::MAX_TEXT);
+            w.text(message, limits::MAX_TEXT);
         }
     }
     let body_len = (out.len() - start - FRAME_HEADER_LEN) as u32;
@@ -236,7 +236,7 @@ fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
                 1 => Direction::ServerToClient,
                 v => return Err(invalid("direction", format!("unknown value {v}"))),
             },
-            congestion: r.str("congestion", limits::MAX_CONGESTION_NAME)?,
+            congestion: r.text("congestion", limits::MAX_CONGESTION_NAME)?,
             rate_bps: r.u64("rate")?,
             window_bytes: r.u64("window")?,
             window_fixed: r.bool("window fixed")?,
@@ -258,7 +258,7 @@ fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
                 tcp_wmem_max: r.u64("tcp_wmem")?,
                 tcp_rmem_max: r.u64("tcp_rmem")?,
                 can_force_buffers: r.bool("can_force")?,
-                default_congestion: r.str("congestion", limits::MAX_CONGESTION_NAME)?,
+                default_congestion: r.text("congestion", limits::MAX_CONGESTION_NAME)?,
             },
             rcvbuf_bytes: r.u64("rcvbuf")?,
             sndbuf_bytes: r.u64("sndbuf")?,
@@ -332,7 +332,7 @@ fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
         },
         ty::ERROR => Message::Error {
             code: ErrorCode::from_wire(r.u16("error code")?),
-            message: r.str("error message", limits::MAX_TEXT)?,
+            message: r.text("error message", limits::MAX_TEXT)?,
         },
         other => return Err(ProtoError::UnknownType(other)),
     };

@@ -35,6 +35,7 @@ mod session;
 pub mod ssh_ready;
 pub mod transfer;
 mod wire;
+pub use wire::{is_unsafe_char, printable};
 
 pub use auth::{
     data_mac, ChunkKey, Nonce, SessionSecret, Token, CHUNK_MAC_LEN, MAC_LEN, NONCE_LEN,

@@ -8,6 +8,30 @@ pub(crate) fn invalid(field: &'static str, why: String) -> ProtoError {
     ProtoError::InvalidField { field, why }
 }
 
+/// A character that must not reach a terminal or a log from a peer: C0 and C1 controls
+/// (escape sequences, newlines that forge log lines, carriage returns that overwrite
+/// them) and the bidirectional overrides and isolates (text that displays reordered).
+pub fn is_unsafe_char(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every [`is_unsafe_char`] written as a Rust escape (`\u{1b}`), for
+/// printing what may hold a peer's words or file names to a terminal or a log.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(is_unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if is_unsafe_char(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Appends big-endian fields to a frame body.
 pub(crate) struct Writer<'a>(pub(crate) &'a mut Vec<u8>);
 
@@ -26,6 +50,24 @@ impl Writer<'_> {
     }
     pub(crate) fn bytes(&mut self, v: &[u8]) {
         self.0.extend_from_slice(v);
+    }
+    /// Text a person will read (an error, a reason, a name): characters that could steer
+    /// a terminal or forge a log line are sent as a space (newlines and tabs) or `?`
+    /// (see [`is_unsafe_char`]).
+    pub(crate) fn text(&mut self, s: &str, max: usize) {
+        if s.chars().any(is_unsafe_char) {
+            let clean: String = s
+                .chars()
+                .map(|c| match c {
+                    '\n' | '\t' | '\r' => ' ',
+                    c if is_unsafe_char(c) => '?',
+                    c => c,
+                })
+                .collect();
+            self.str(&clean, max);
+        } else {
+            self.str(s, max);
+        }
     }
     pub(crate) fn str(&mut self, s: &str, max: usize) {
         let mut end = s.len().min(max);
@@ -97,5 +139,18 @@ impl Reader<'_> {
         }
         let raw = self.take(n, what)?;
         String::from_utf8(raw.to_vec()).map_err(|_| invalid(what, "not valid UTF-8".into()))
+    }
+    /// Text a person will read, from a peer that may be hostile: refused if it holds a
+    /// control or bidirectional-override character (terminal escapes, forged log lines,
+    /// text that reads other than it is), which longhaul's own writer never sends.
+    pub(crate) fn text(&mut self, what: &'static str, max: usize) -> Result<String, ProtoError> {
+        let s = self.str(what, max)?;
+        match s.chars().find(|&c| is_unsafe_char(c)) {
+            Some(c) => Err(invalid(
+                what,
+                format!("holds the control character U+{:04X}", c as u32),
+            )),
+            None => Ok(s),
+        }
     }
 }

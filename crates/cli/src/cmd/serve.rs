@@ -78,7 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     let listen = SocketAddr::new(args.listen, args.port);
     let log: longhaul_engine::bench::server::LogFn =
-        Arc::new(|line: &str| eprintln!("longhaul serve: {line}"));
+        Arc::new(|line: &str| eprintln!("longhaul serve: {}", longhaul_proto::printable(line)));
     let server = Server::bind(
         ServeConfig {
             listen,
@@ -97,7 +97,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match server.serve(None).context("accepting connections")? {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) => {
-            eprintln!("longhaul serve: the session failed: {e}");
+            let text = e.to_string();
+            eprintln!(
+                "longhaul serve: the session failed: {}",
+                longhaul_proto::printable(&text)
+            );
             Ok(ExitCode::from(1))
         }
     }

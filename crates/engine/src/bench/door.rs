@@ -252,3 +252,32 @@ impl Drop for SessionSlot {
         self.door.pending().rules.session_ended(self.peer.ip());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session thread that panics gives its slot back as it unwinds: the next session
+    /// gets it at once instead of waiting in line.
+    #[test]
+    fn a_panicking_session_frees_its_slot() {
+        let door = Arc::new(Door::new(ServeLimits {
+            max_sessions: 1,
+            max_waiting: 1,
+            slot_wait: Duration::from_millis(300),
+            ..ServeLimits::default()
+        }));
+        let peer: SocketAddr = "192.0.2.7:4000".parse().unwrap();
+        let d = door.clone();
+        let died = std::thread::spawn(move || {
+            let _slot = d.session_slot(peer).expect("the only slot is free");
+            panic!("a bug in a session");
+        })
+        .join();
+        assert!(died.is_err(), "the session thread panicked");
+        // Were it still taken, this would wait 300 ms in line and be told "busy".
+        let _slot = door
+            .session_slot(peer)
+            .unwrap_or_else(|_| panic!("the slot was not freed by the panic"));
+    }
+}

@@ -52,7 +52,7 @@ pub(super) fn handle_connection(
                     s
                 }
                 Err(e) => {
-                    log(&format!("{peer}: TLS handshake failed: {e}"));
+                    shared.log_conn(log, &format!("{peer}: TLS handshake failed: {e}"));
                     return None;
                 }
             }
@@ -60,7 +60,7 @@ pub(super) fn handle_connection(
         Ok(1) => SecureStream::plain(tcp),
         other => {
             if let Err(e) = other {
-                log(&format!("{peer}: no hello: {e}"));
+                shared.log_conn(log, &format!("{peer}: no hello: {e}"));
             }
             return None;
         }
@@ -79,7 +79,7 @@ pub(super) fn handle_connection(
             code: ErrorCode::Version,
             message: why.clone(),
         });
-        log(&format!("{peer}: refused: {why}"));
+        shared.log_conn(log, &format!("{peer}: refused: {why}"));
         return None;
     }
     match first {
@@ -101,10 +101,12 @@ pub(super) fn handle_connection(
             let outcome = run_session(conn, hello, id, pending, shared, cfg, log);
             match &outcome {
                 Err(ServeError::Busy) => {
-                    log(&format!("{peer}: refused, no session slot free"));
+                    shared.log_conn(log, &format!("{peer}: refused, no session slot free"));
                 }
-                Ok(summary) => log(&format!("session {id} from {peer}: {summary}")),
-                Err(e) => log(&format!("session {id} from {peer}: error: {e}")),
+                Ok(summary) => {
+                    shared.log_always(log, &format!("session {id} from {peer}: {summary}"))
+                }
+                Err(e) => shared.log_conn(log, &format!("session {id} from {peer}: error: {e}")),
             }
             Some(outcome.map(|_| ()))
         }
@@ -117,7 +119,7 @@ pub(super) fn handle_connection(
                 code: ErrorCode::Protocol,
                 message: e.to_string(),
             });
-            log(&format!("{peer}: {e}"));
+            shared.log_conn(log, &format!("{peer}: {e}"));
             None
         }
         Err(RecvError::Proto(e)) => {
@@ -125,11 +127,11 @@ pub(super) fn handle_connection(
                 code: ErrorCode::Protocol,
                 message: format!("{e}; is this a longhaul client?"),
             });
-            log(&format!("{peer}: malformed first message: {e}"));
+            shared.log_conn(log, &format!("{peer}: malformed first message: {e}"));
             None
         }
         Err(e) => {
-            log(&format!("{peer}: no hello: {e}"));
+            shared.log_conn(log, &format!("{peer}: no hello: {e}"));
             None
         }
     }
@@ -146,7 +148,7 @@ fn attach_data(
 ) {
     let reply = conn.stream().try_clone();
     if let Err(e) = shared.attach.attach(conn, session_id, stream, mac) {
-        log(&format!("{peer}: data connection refused: {e}"));
+        shared.log_conn(log, &format!("{peer}: data connection refused: {e}"));
         if let Ok(sock) = reply {
             let _ = FramedConn::new(sock).send(&Message::Error {
                 code: ErrorCode::Auth,

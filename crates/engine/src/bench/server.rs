@@ -72,6 +72,44 @@ pub(super) struct Shared {
     /// Who is waiting at the door, and the session slots.
     door: Arc<Door>,
     pub(super) next_id: AtomicU64,
+    /// Lines about connections (refused, failed handshakes, session errors) are limited,
+    /// so a flood cannot fill the log.
+    conn_log: std::sync::Mutex<longhaul_policy::LogLimiter>,
+}
+
+impl Shared {
+    /// Logs a line about one connection, within the server's log budget; the next line
+    /// printed after some were left out says how many.
+    pub(super) fn log_conn(&self, log: &LogFn, line: &str) {
+        let verdict = self
+            .conn_log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .line(std::time::Instant::now());
+        match verdict {
+            longhaul_policy::LogLine::Drop => {}
+            longhaul_policy::LogLine::Print { suppressed: 0 } => log(line),
+            longhaul_policy::LogLine::Print { suppressed } => log(&left_out(suppressed, line)),
+        }
+    }
+
+    /// Logs a line that is always printed (a session's outcome), with the count of lines
+    /// about connections left out before it, if any.
+    pub(super) fn log_always(&self, log: &LogFn, line: &str) {
+        let suppressed = self
+            .conn_log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take_suppressed();
+        match suppressed {
+            0 => log(line),
+            n => log(&left_out(n, line)),
+        }
+    }
+}
+
+fn left_out(suppressed: u64, line: &str) -> String {
+    format!("({suppressed} lines about connections left out: too many to log) {line}")
 }
 
 /// A bound server.
@@ -115,6 +153,9 @@ impl Server {
             attach: Arc::default(),
             door: Arc::new(Door::new(ServeLimits::default())),
             next_id: AtomicU64::new(0),
+            conn_log: std::sync::Mutex::new(longhaul_policy::LogLimiter::for_server(
+                std::time::Instant::now(),
+            )),
         });
         let mut seed = [0u8; 8];
         getrandom::getrandom(&mut seed).map_err(|e| io::Error::other(e.to_string()))?;

@@ -13,6 +13,7 @@
 use crate::transport::secure::SecureStream;
 use std::io::{self, Read};
 use std::net::Shutdown;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -210,7 +211,17 @@ pub fn run_receiver(
         .enumerate()
         .map(|(i, s)| {
             let sh = shared.clone();
-            std::thread::spawn(move || stream_loop(&sh, i, s))
+            std::thread::spawn(move || {
+                // A bug must stop the transfer with a message, not kill one stream after
+                // another as the sender reassigns the same chunk to each.
+                if let Err(p) = catch_unwind(AssertUnwindSafe(|| stream_loop(&sh, i, s))) {
+                    sh.fail(format!(
+                        "data stream {i} stopped on an internal error ({}); this is a bug \
+                         in longhaul: please report it",
+                        panic_text(p.as_ref())
+                    ));
+                }
+            })
         })
         .collect();
     let sync_stop = Arc::new(AtomicBool::new(false));
@@ -386,6 +397,14 @@ fn stream_loop(sh: &Arc<Shared>, stream: usize, mut sock: SecureStream) {
             }
         }
     }
+}
+
+/// The message of a caught panic.
+fn panic_text(p: &(dyn std::any::Any + Send)) -> &str {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic")
 }
 
 /// What a failed read of a data stream means. Bytes that fail TLS authentication were

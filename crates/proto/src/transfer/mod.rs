@@ -273,7 +273,7 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
             w.u64(p.window_bytes);
             w.u32(p.rtt_us);
             w.u32(p.options.bits());
-            w.str(&p.congestion, crate::limits::MAX_CONGESTION_NAME);
+            w.text(&p.congestion, crate::limits::MAX_CONGESTION_NAME);
             w.path(&p.path);
         }
         TransferMessage::TransferReady { chunk_size } => {
@@ -349,7 +349,7 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
             w.u8(ty::FILE_COMMITTED);
             w.u32(*file);
             w.u8(u8::from(*ok));
-            w.str(reason, MAX_REASON_BYTES);
+            w.text(reason, MAX_REASON_BYTES);
         }
         TransferMessage::TransferDone { files, bytes } => {
             w.u8(ty::TRANSFER_DONE);
@@ -404,7 +404,7 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
             window_bytes: r.u64("window")?,
             rtt_us: r.u32("rtt")?,
             options: TransferOptions::from_bits(r.u32("flags")?)?,
-            congestion: r.str("congestion", crate::limits::MAX_CONGESTION_NAME)?,
+            congestion: r.text("congestion", crate::limits::MAX_CONGESTION_NAME)?,
             path: r.path()?,
         }),
         ty::TRANSFER_READY => TransferMessage::TransferReady {
@@ -484,7 +484,7 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
                 1 => true,
                 v => return Err(invalid("ok", format!("{v} is not a boolean"))),
             },
-            reason: r.str("reason", MAX_REASON_BYTES)?,
+            reason: r.text("reason", MAX_REASON_BYTES)?,
         },
         ty::TRANSFER_DONE => TransferMessage::TransferDone {
             files: r.u32("files")?,
