@@ -217,13 +217,12 @@ fn down_cleans_up_after_a_crash() {
     let _guard = Down(name.clone());
     let out = lh(&["emulate", "up", &name, "--daemon"]);
     assert!(out.status.success(), "{}", text(&out));
-    let pid = std::fs::read_to_string(format!("/run/longhaul/emulate-{name}.pid")).unwrap();
-    let kill = Command::new("kill")
-        .args(["-9", pid.trim()])
-        .status()
-        .unwrap();
+    let pid_file = format!("/run/longhaul/emulate-{name}.pid");
+    let recorded = std::fs::read_to_string(&pid_file).unwrap();
+    let (pid, start) = recorded.trim().split_once(' ').expect("PID START");
+    let kill = Command::new("kill").args(["-9", pid]).status().unwrap();
     assert!(kill.success());
-    let pid: u32 = pid.trim().parse().unwrap();
+    let pid: u32 = pid.parse().unwrap();
     for _ in 0..200 {
         if !longhaul_sys::process::process_alive(pid) {
             break;
@@ -241,12 +240,24 @@ fn down_cleans_up_after_a_crash() {
         "stats of a dead emulator must fail: {}",
         text(&stats)
     );
+    // The dead emulator's pid now belongs to another process (made so here: the file
+    // names a live bystander with the dead emulator's start time). `down` must leave
+    // it alone.
+    let mut bystander = Command::new("sleep").arg("30").spawn().unwrap();
+    std::fs::write(&pid_file, format!("{} {start}\n", bystander.id())).unwrap();
     let up = lh(&["emulate", "up", &name]);
     assert_eq!(up.status.code(), Some(2));
     assert!(text(&up).contains("emulate down"), "{}", text(&up));
     let down = lh(&["emulate", "down", &name]);
     assert!(down.status.success(), "{}", text(&down));
     assert!(text(&down).contains("removed namespace"), "{}", text(&down));
+    let spared = bystander.try_wait().unwrap().is_none();
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+    assert!(
+        spared,
+        "down signalled a process that reused the emulator's pid"
+    );
     assert!(!ns_exists(&format!("lh-{name}-a")) && !ns_exists(&format!("lh-{name}-b")));
     assert!(!std::path::Path::new(&format!("/run/longhaul/emulate-{name}.pid")).exists());
 }

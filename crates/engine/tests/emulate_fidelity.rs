@@ -530,6 +530,51 @@ fn bad_configurations_and_names_in_use_leave_nothing() {
     let err = Emulator::start(EmulatorConfig::symmetric(&name, LinkConfig::default())).unwrap_err();
     assert!(matches!(err, EmulateError::NameInUse { .. }), "{err}");
     assert!(emu.is_running());
+    assert_loops_pinned();
     drop(emu);
     assert!(!netns::exists(&format!("lh-{name}-a")) && !netns::exists(&format!("lh-{name}-b")));
+}
+
+/// The two real-time packet loops of a running emulator (threads `lh-emulate-ab` and
+/// `-ba` of this process) are pinned so they cannot hold every core of a small host:
+/// both on the last CPU with fewer than four, each its own CPU otherwise.
+fn assert_loops_pinned() {
+    let cpus = longhaul_sys::process::allowed_cpus().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut pinned = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if !comm.starts_with("lh-emulate-") {
+                continue;
+            }
+            let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+            let list = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .unwrap_or("")
+                .trim()
+                .to_string();
+            pinned.push(list);
+        }
+        let want = if cpus.len() >= 4 {
+            vec![
+                cpus[cpus.len() - 1].to_string(),
+                cpus[cpus.len() - 2].to_string(),
+            ]
+        } else {
+            vec![cpus[cpus.len() - 1].to_string(); 2]
+        };
+        pinned.sort();
+        let mut want_sorted = want.clone();
+        want_sorted.sort();
+        if pinned == want_sorted {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "packet loops allowed on {pinned:?}, expected {want:?} (of {cpus:?})"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -74,6 +74,16 @@ pub fn process_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid)
 }
 
+/// When process `pid` started, in clock ticks after boot (field 22 of `/proc/PID/stat`):
+/// with the pid, it names one process for good, where a pid alone is reused.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: fields 3.. follow the
+    // last ')'.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
 fn is_zombie(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
@@ -127,6 +137,39 @@ pub fn set_realtime_priority(priority: i32) -> io::Result<()> {
     let rc = unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
     if rc != 0 {
         return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+/// The CPUs the calling thread may run on (`sched_getaffinity(2)`), in order.
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; the kernel fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: set is a valid cpu_set_t of the size passed; 0 is the calling thread.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((0..libc::CPU_SETSIZE as usize)
+        // SAFETY: cpu is below CPU_SETSIZE.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect())
+}
+
+/// Pins the calling thread to one CPU (`sched_setaffinity(2)`).
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: a zeroed cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: cpu is below CPU_SETSIZE (checked above).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: set is a valid cpu_set_t of the size passed; 0 is the calling thread.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }

@@ -288,9 +288,7 @@ fn config_from(up: &UpArgs) -> Result<EmulatorConfig> {
 fn run_up(up: UpArgs) -> Result<ExitCode> {
     let cfg = config_from(&up)?;
     emulate::preflight()?;
-    if let Some(pid) =
-        state::read_pid(&up.name).filter(|&p| longhaul_sys::process::process_alive(p))
-    {
+    if let Some(pid) = state::running_pid(&up.name) {
         bail!(
             "emulator {:?} is already up (pid {pid}); run `longhaul emulate down {}` first or pick another name",
             up.name,
@@ -304,8 +302,7 @@ fn run_up(up: UpArgs) -> Result<ExitCode> {
     let signals = longhaul_sys::process::TerminationSignals::block().context("block signals")?;
     let emu = Emulator::start(cfg.clone())?;
     let pid = std::process::id();
-    state::write_atomic(&state::pid_path(&up.name), format!("{pid}\n").as_bytes())
-        .context("write the pid file under /run/longhaul")?;
+    state::write_pid(&up.name).context("write the pid file under /run/longhaul")?;
     let ready = if up.json {
         serde_json::json!({
             "type": "ready", "name": up.name, "pid": pid,
@@ -443,7 +440,8 @@ fn describe(cfg: &EmulatorConfig) -> String {
 fn run_down(name: &str) -> Result<ExitCode> {
     emulate::topology::check_name(name)?;
     let mut did = Vec::new();
-    let daemon = state::read_pid(name).filter(|&p| longhaul_sys::process::process_alive(p));
+    // Only the process that wrote the pid file: a pid reused since is someone else's.
+    let daemon = state::running_pid(name);
     if longhaul_sys::process::is_root() {
         // Before the emulator goes: it deletes the namespaces on its way out, and a
         // process left in a deleted namespace runs on, unreachable, holding it.

@@ -191,7 +191,9 @@ impl Emulator {
             ),
         ];
         me.topology = Some(topology);
-        for (dir, rx, tx, link, stats, seed) in pumps {
+        let cpus =
+            super::pump::loop_cpus(&longhaul_sys::process::allowed_cpus().unwrap_or_default());
+        for (i, (dir, rx, tx, link, stats, seed)) in pumps.into_iter().enumerate() {
             let pacing = WirePacing {
                 rate_bps: link.rate_bps,
                 overhead_bytes: link.per_segment_overhead_bytes,
@@ -207,6 +209,7 @@ impl Emulator {
                 stop: stop.clone(),
                 epoch_ns,
                 realtime: cfg.realtime,
+                cpu: cpus[i],
                 max_held_bytes: cfg.max_held_bytes,
                 pacing,
                 log: log_file.as_ref().map(|f| PacketLog::new(f.clone(), dir)),

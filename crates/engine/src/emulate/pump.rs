@@ -47,6 +47,8 @@ pub(crate) struct Pump {
     pub stop: Arc<AtomicBool>,
     pub epoch_ns: u64,
     pub realtime: bool,
+    /// The CPU this loop is pinned to when it runs real-time (see [`loop_cpus`]).
+    pub cpu: Option<usize>,
     pub max_held_bytes: u64,
     pub pacing: WirePacing,
     pub log: Option<PacketLog>,
@@ -59,6 +61,8 @@ struct State {
     scratch: Vec<u8>,
     /// Bytes of the packets in `line`.
     held_bytes: u64,
+    /// Memory those packets hold (their buffers' capacity): what the limit bounds.
+    held_memory: u64,
     /// Latest release of an in-order packet.
     last_release_ns: u64,
     /// Chunks of the packet being handled (reused).
@@ -66,6 +70,20 @@ struct State {
     counters: DirectionStats,
     /// How long before its time a packet is released: see [`learn_early`].
     early_ns: u64,
+}
+
+/// The CPUs the two real-time packet loops are pinned to, given the CPUs this process may
+/// use: each its own among the last two when there are four or more, both on the last one
+/// otherwise. Two SCHED_FIFO loops free to spread over a 2-core host could hold both
+/// cores at once (each spins before a release), leaving the TCP endpoints under test and
+/// everything else only the kernel's 5 % real-time throttling margin; on one core they
+/// leave the other whole. `None` when the set is empty (nothing to pin to).
+pub(crate) fn loop_cpus(allowed: &[usize]) -> [Option<usize>; 2] {
+    match allowed {
+        [] => [None, None],
+        [.., a, b] if allowed.len() >= 4 => [Some(*b), Some(*a)],
+        [.., last] => [Some(*last), Some(*last)],
+    }
 }
 
 /// The next early-release allowance after a timed sleep woke `late_ns` past its
@@ -89,15 +107,25 @@ impl State {
         self.last_release_ns
     }
 
-    /// Puts a packet into the delay line unless that would hold more than `max` bytes
-    /// (then it is dropped and counted as a fault: memory is bounded whatever the config).
+    /// Puts a packet into the delay line unless its buffer would take the memory held past
+    /// `max` bytes (then it is dropped and counted as a fault: memory is bounded whatever
+    /// the config). The buffer's capacity counts, not the packet's length: a 5 kB packet
+    /// in a 64 KiB buffer holds 64 KiB.
     fn hold(&mut self, release_ns: u64, pkt: Vec<u8>, max: u64) {
-        if self.held_bytes + pkt.len() as u64 > max {
+        let memory = pkt.capacity() as u64;
+        if self.held_memory + memory > max {
             self.counters.overflow_drops += 1;
             return;
         }
+        self.held_memory += memory;
         self.held_bytes += pkt.len() as u64;
         self.line.push(release_ns, pkt);
+    }
+
+    /// Takes a released packet off the books.
+    fn released(&mut self, pkt: &[u8], capacity: usize) {
+        self.held_bytes -= pkt.len() as u64;
+        self.held_memory -= capacity as u64;
     }
 }
 
@@ -108,6 +136,9 @@ impl Pump {
         let mut counters = DirectionStats::default();
         if self.realtime {
             // Not fatal: without it releases are late by up to a time slice under load.
+            if let Some(cpu) = self.cpu {
+                let _ = longhaul_sys::process::pin_to_cpu(cpu);
+            }
             counters.realtime =
                 longhaul_sys::process::set_realtime_priority(REALTIME_PRIORITY).is_ok();
         }
@@ -118,6 +149,7 @@ impl Pump {
             pool: Vec::new(),
             scratch: Vec::with_capacity(MAX_PACKET_LEN),
             held_bytes: 0,
+            held_memory: 0,
             last_release_ns: 0,
             chunks: Vec::new(),
             counters,
@@ -269,7 +301,7 @@ impl Pump {
     /// Writes every packet due at `now`, counting the early-release allowance.
     fn release_due(&mut self, st: &mut State, now: u64) {
         while let Some((release_ns, pkt)) = st.line.pop_due(now + st.early_ns) {
-            st.held_bytes -= pkt.len() as u64;
+            st.released(&pkt, pkt.capacity());
             self.write(st, release_ns, pkt);
         }
     }
@@ -323,9 +355,11 @@ impl Pump {
     }
 }
 
-/// Moves the just-read packet out of the scratch buffer into a buffer for the delay line.
+/// Moves the just-read packet out of the scratch buffer into a buffer for the delay line:
+/// a copy of its own size unless it fills a good part of a big buffer (a 9000-byte frame
+/// kept in a 64 KiB buffer would hold seven times its size).
 fn take_packet(st: &mut State) -> Vec<u8> {
-    if st.scratch.len() <= SMALL_PACKET {
+    if st.scratch.len() <= SMALL_PACKET.max(MAX_PACKET_LEN / 4) {
         return st.scratch.clone();
     }
     let fresh = st
@@ -338,6 +372,60 @@ fn take_packet(st: &mut State) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn state() -> State {
+        State {
+            verdict: Verdict::default(),
+            line: DelayLine::new(),
+            pool: Vec::new(),
+            scratch: Vec::new(),
+            held_bytes: 0,
+            held_memory: 0,
+            last_release_ns: 0,
+            chunks: Vec::new(),
+            counters: DirectionStats::default(),
+            early_ns: 0,
+        }
+    }
+
+    #[test]
+    fn the_delay_line_limit_counts_the_memory_packets_hold() {
+        let mut st = state();
+        let max = 1 << 20;
+        for i in 0..100 {
+            let mut pkt = Vec::with_capacity(MAX_PACKET_LEN);
+            pkt.resize(5000, 0);
+            st.hold(i, pkt, max);
+        }
+        // 5000-byte packets in 64 KiB buffers: 15 fit in 1 MiB, not 209.
+        assert_eq!(st.line.len() as u64, max / MAX_PACKET_LEN as u64);
+        assert_eq!(st.counters.overflow_drops, 100 - st.line.len() as u64);
+        assert!(st.held_memory <= max);
+        while let Some((_, pkt)) = st.line.pop_due(u64::MAX) {
+            st.released(&pkt, pkt.capacity());
+        }
+        assert_eq!((st.held_bytes, st.held_memory), (0, 0));
+    }
+
+    #[test]
+    fn a_mid_sized_packet_gets_a_buffer_of_its_own_size() {
+        let mut st = state();
+        st.scratch = Vec::with_capacity(MAX_PACKET_LEN);
+        st.scratch.resize(9000, 7);
+        let pkt = take_packet(&mut st);
+        assert_eq!(pkt.len(), 9000);
+        assert!(pkt.capacity() < 2 * 9000, "{}", pkt.capacity());
+    }
+
+    #[test]
+    fn real_time_loops_leave_a_core_to_the_rest() {
+        assert_eq!(loop_cpus(&[]), [None, None]);
+        assert_eq!(loop_cpus(&[0]), [Some(0), Some(0)]);
+        assert_eq!(loop_cpus(&[0, 1]), [Some(1), Some(1)]);
+        assert_eq!(loop_cpus(&[0, 1, 2]), [Some(2), Some(2)]);
+        assert_eq!(loop_cpus(&[0, 1, 2, 3]), [Some(3), Some(2)]);
+        assert_eq!(loop_cpus(&[2, 5, 7, 9, 11]), [Some(11), Some(9)]);
+    }
 
     #[test]
     fn early_release_follows_late_wakeups_within_bounds() {
