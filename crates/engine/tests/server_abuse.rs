@@ -285,3 +285,44 @@ fn a_full_line_is_told_busy_and_an_unproved_connection_holds_no_slot() {
     assert!(err.to_string().contains("try again later"), "{err}");
     drop((holder, unproved));
 }
+
+/// Slow-loris clients: 80 connections from the client's own address, each trickling a
+/// TLS ClientHello one byte a second, as a per-read timeout would let them do forever.
+/// The one pre-authentication deadline (5 s for TLS, hello and proof together) closes
+/// every one of them long before its 20th byte, and a real cp runs meanwhile.
+#[test]
+fn slow_loris_clients_are_cut_at_the_deadline_and_hold_nothing() {
+    let server = TestServer::start(ServeLimits::default());
+    let addr = server.addr;
+    let lorises: Vec<_> = (0..80)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                // A TLS handshake record promising 512 bytes, then a byte a second.
+                let mut hello = vec![22u8, 3, 1, 2, 0];
+                hello.resize(20, 1);
+                for (sent, b) in hello.iter().enumerate() {
+                    if s.write_all(&[*b]).is_err() {
+                        return sent;
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                // Writes can succeed into a closed peer's buffer once: check the socket.
+                if closed_by_server(&s, Duration::from_millis(100)) {
+                    hello.len() - 1
+                } else {
+                    hello.len()
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    cp_pull(addr).expect("cp pull while slow-loris clients trickle");
+    let sent: Vec<usize> = lorises.into_iter().map(|h| h.join().unwrap()).collect();
+    // Cut at the 5 s deadline: about 6 bytes in, never all 20 (a write or two may land
+    // in the buffer before the close is seen).
+    assert!(
+        sent.iter().all(|&n| n < 12),
+        "slow-loris bytes sent before the server cut them: {sent:?}"
+    );
+}
