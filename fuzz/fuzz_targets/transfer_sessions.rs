@@ -30,6 +30,7 @@ fuzz_target!(|data: &[u8]| {
             recursive: flags & 32 != 0,
         }),
         keep_setuid: flags & 64 != 0,
+        umask: 0o022,
     });
     for m in msgs.iter().cloned() {
         if rx.handle(m).is_err() {

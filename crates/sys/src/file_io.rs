@@ -1,12 +1,91 @@
 //! Positional file I/O for chunked transfers: reads and writes at an offset (any number
 //! of streams write one file at once), space reservation, holes and data segments of
-//! sparse files (`SEEK_DATA`/`SEEK_HOLE`), and durable syncs.
+//! sparse files (`SEEK_DATA`/`SEEK_HOLE`), durable syncs, opening only regular files
+//! without ever blocking on a FIFO ([`open_regular`], [`regular_only`]), and exclusive
+//! locks ([`try_lock_exclusive`]).
 
 use std::fs::File;
 use std::io;
 use std::ops::Range;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+/// Opens the local file `path` for reading, refusing anything but a regular file (see
+/// [`regular_only`]). The open itself never blocks: `O_NONBLOCK` (a FIFO opened for
+/// reading would wait for a writer forever).
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    regular_only(file, &path.display().to_string())
+}
+
+/// `file` if it is a regular file (checked with `fstat`), with `O_NONBLOCK` cleared (it
+/// means nothing for regular files on Linux; cleared so that no read depends on that);
+/// else an error of kind `InvalidInput` saying what `shown` is instead.
+pub fn regular_only(file: File, shown: &str) -> io::Result<File> {
+    let ft = file.metadata()?.file_type();
+    if !ft.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{shown} is {}, not a regular file: longhaul copies regular files, \
+                 directories and (later) symlinks",
+                kind_name(ft)
+            ),
+        ));
+    }
+    let fd = file.as_raw_fd();
+    // SAFETY: fd is an open descriptor owned by `file`; F_GETFL/F_SETFL take ints.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(file)
+}
+
+/// Takes an exclusive `flock(2)` on `file` without waiting: `Ok(false)` when another
+/// open file description holds a lock on it. Released when every descriptor sharing
+/// this description is closed.
+pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+    loop {
+        // SAFETY: the fd is open (owned by `file`); flock takes ints.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => return Ok(false),
+            Some(libc::EINTR) => continue,
+            _ => return Err(e),
+        }
+    }
+}
+
+/// What a file type is, for messages: "a FIFO", "a directory", ...
+pub fn kind_name(ft: std::fs::FileType) -> &'static str {
+    if ft.is_file() {
+        "a regular file"
+    } else if ft.is_dir() {
+        "a directory"
+    } else if ft.is_symlink() {
+        "a symlink"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else {
+        "a special file"
+    }
+}
 
 /// Writes all of `buf` at `offset` (`pwrite(2)`, retried on short writes and `EINTR`).
 pub fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {

@@ -1,4 +1,5 @@
-//! Process-level knobs: privileges, termination signals, timer slack, stdio redirection.
+//! Process-level knobs: privileges, the file-creation mask, termination signals, timer
+//! slack, stdio redirection.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -9,6 +10,20 @@ use std::time::Duration;
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// The process's file-creation mask (`umask`), read from `/proc/self/status` (Linux >=
+/// 4.7) rather than with `umask(2)`, which can only read it by changing it (a race with
+/// any thread creating a file meanwhile). 0o022 where it cannot be read.
+pub fn umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .map_or(0o022, |m| m & 0o777)
 }
 
 /// Sets the calling thread's timer slack (PR_SET_TIMERSLACK), in nanoseconds (>= 1).

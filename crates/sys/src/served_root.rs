@@ -18,6 +18,13 @@
 //! Callers pass relative paths already validated as peer input (`longhaul-transfer`'s
 //! `parse_peer_path`); this module checks again (absolute, `..`, empty, NUL) because it is
 //! the last line of defence.
+//!
+//! Files are opened without blocking (`O_NONBLOCK`: a FIFO opened for reading would wait
+//! for a writer forever) and must be regular files ([`ServedRoot::open_file`] checks with
+//! `fstat` before anything reads or writes them). A file opened for writing (the
+//! receiver's part files and manifests), [`Access::ReadOwn`] and
+//! [`ServedRoot::open_directory`] never follow a symlink in the last component, whatever
+//! the resolver.
 
 use std::ffi::{CStr, CString, OsString};
 use std::fs::{File, Metadata};
@@ -37,11 +44,15 @@ pub enum Resolver {
     Unconfined,
 }
 
-/// How a file below the root is opened.
+/// How a file below the root is opened (always a regular file, see
+/// [`ServedRoot::open_file`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
     /// Read only; the file must exist.
     Read,
+    /// Read only, never through a symlink in the last component: a file this end wrote
+    /// itself (a manifest), which a planted symlink must not stand in for.
+    ReadOwn,
     /// Read and write, created with `mode` if missing, never truncated (a partial file
     /// being resumed keeps its bytes).
     ReadWriteCreate {
@@ -57,10 +68,14 @@ pub enum Access {
 
 impl Access {
     fn flags(self) -> (libc::c_int, u32) {
+        // Writing never goes through a symlink: a part file or manifest planted as one
+        // would send the data elsewhere in the root.
+        let write = libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW;
         match self {
             Access::Read => (libc::O_RDONLY, 0),
-            Access::ReadWriteCreate { mode } => (libc::O_RDWR | libc::O_CREAT, mode),
-            Access::CreateNew { mode } => (libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, mode),
+            Access::ReadOwn => (libc::O_RDONLY | libc::O_NOFOLLOW, 0),
+            Access::ReadWriteCreate { mode } => (write, mode),
+            Access::CreateNew { mode } => (write | libc::O_EXCL, mode),
         }
     }
 }
@@ -144,34 +159,71 @@ impl ServedRoot {
         &self.path
     }
 
-    /// Opens a file below the root.
+    /// Opens a regular file below the root. The open never blocks (`O_NONBLOCK`, cleared
+    /// again once the file is known to be regular) and anything but a regular file (a
+    /// FIFO, a device, a socket, a directory) is refused with an error of kind
+    /// `InvalidInput` naming what it is.
     pub fn open_file(&self, rel: &Path, access: Access) -> io::Result<File> {
         let (flags, mode) = access.flags();
         let fd = self
-            .open_beneath(rel, flags | libc::O_CLOEXEC, mode)
+            .open_beneath(rel, flags | libc::O_NONBLOCK | libc::O_CLOEXEC, mode)
             .map_err(|e| self.describe(e, "open", rel))?;
+        crate::file_io::regular_only(File::from(fd), &self.place(rel))
+    }
+
+    /// Opens the directory `rel` (empty path: the root) for reading and for setting its
+    /// mode and times through the descriptor (`fchmod`, `futimens`): never through a
+    /// symlink in the last component, so a planted symlink cannot redirect a chmod.
+    pub fn open_directory(&self, rel: &Path) -> io::Result<File> {
+        let fd = if components(rel)?.is_empty() {
+            self.open_beneath_dir(rel, libc::O_RDONLY)?
+        } else {
+            self.open_beneath(
+                rel,
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0,
+            )?
+        };
         Ok(File::from(fd))
     }
 
+    /// The attributes of `rel` as an open of it sees them: a symlink in the last
+    /// component is followed where the resolver follows symlinks (unlike
+    /// [`Self::metadata`]). Never blocks, whatever `rel` is (`O_PATH`).
+    pub fn stat(&self, rel: &Path) -> io::Result<Metadata> {
+        let fd = if components(rel)?.is_empty() {
+            self.open_dir(Path::new(""))?
+        } else {
+            self.open_beneath(rel, libc::O_PATH | libc::O_CLOEXEC, 0)?
+        };
+        File::from(fd).metadata()
+    }
+
     /// Creates the directory `rel` and its missing parents (like `mkdir -p`) with `mode`.
-    pub fn create_dirs(&self, rel: &Path, mode: u32) -> io::Result<()> {
+    /// Returns the directories it created (parents first); those that existed are not
+    /// in it.
+    pub fn create_dirs(&self, rel: &Path, mode: u32) -> io::Result<Vec<PathBuf>> {
         let names = components(rel)?;
         let mut prefix = PathBuf::new();
+        let mut created = Vec::new();
         for name in names {
             let parent = self.open_dir(&prefix)?;
             let c = cstring(name.as_bytes(), rel)?;
+            prefix.push(name);
             // SAFETY: parent is an open directory fd and c a valid C string.
             let rc = unsafe { libc::mkdirat(parent.as_raw_fd(), c.as_ptr(), mode) };
-            if rc != 0 {
+            if rc == 0 {
+                created.push(prefix.clone());
+            } else {
                 let e = io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EEXIST) {
                     return Err(self.describe(e, "mkdir", rel));
                 }
             }
-            prefix.push(name);
         }
         // Check that what exists is a directory we may enter (not a symlink out).
-        self.open_dir(&prefix).map(drop)
+        self.open_dir(&prefix)?;
+        Ok(created)
     }
 
     /// Renames `from` to `to`, both below the root. With `replace == false` an existing
@@ -444,16 +496,23 @@ impl ServedRoot {
             Some(libc::ELOOP) | Some(libc::ENOTDIR) if self.resolver == Resolver::NoSymlinks => {
                 " (symlinks are refused below the served root)".to_string()
             }
-            Some(libc::ELOOP) => " (a symlink loop or a magic link)".to_string(),
+            Some(libc::ELOOP) => {
+                " (a symlink where none is followed, a symlink loop or a magic link)".to_string()
+            }
             _ => String::new(),
         };
-        let place = if self.resolver == Resolver::Unconfined {
+        let place = self.place(rel);
+        io::Error::new(e.kind(), format!("cannot {what} {place}: {e}{why}"))
+    }
+
+    /// `rel` as a message names it.
+    fn place(&self, rel: &Path) -> String {
+        if self.resolver == Resolver::Unconfined {
             // No root to speak of: the path as the user knows it.
             format!("{}", self.path.join(rel).display())
         } else {
             format!("{} below {}", rel.display(), self.path.display())
-        };
-        io::Error::new(e.kind(), format!("cannot {what} {place}: {e}{why}"))
+        }
     }
 }
 

@@ -9,6 +9,10 @@
 //! means nothing on Linux). A directory keeps its sticky bit (`/tmp`-like trees are
 //! harmless and common). `keep_setuid` (`serve --keep-setuid` for pushes, `cp
 //! --keep-setuid` for pulls) keeps all of them, for peers trusted as much as root.
+//!
+//! The receiving session then takes its process's umask off (`RecvConfig::umask`), as
+//! `cp -p` run by the receiving user would, and sets modes only on files it writes and
+//! directories it creates.
 
 use longhaul_proto::transfer::EntryKind;
 

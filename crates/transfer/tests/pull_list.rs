@@ -29,6 +29,7 @@ fn session(expect: Option<ExpectedList>) -> RecvSession {
         sync: false,
         expect,
         keep_setuid: false,
+        umask: 0o022,
     })
 }
 

@@ -35,6 +35,18 @@ fn entry(path: &str, kind: EntryKind, size: u64, mode: u32) -> FileEntry {
 /// Sends `top/` (mode `dir_mode`) holding `top/tool` (mode `file_mode`) through both
 /// sessions and collects every mode the receiver asked its driver to set.
 fn transfer(dir_mode: u32, file_mode: u32, keep_setuid: bool) -> Modes {
+    transfer_into(dir_mode, file_mode, keep_setuid, 0, false)
+}
+
+/// [`transfer`] by a receiver with `umask`, into a destination where `top/` already
+/// exists when `top_existed` (the driver then reports no directory created).
+fn transfer_into(
+    dir_mode: u32,
+    file_mode: u32,
+    keep_setuid: bool,
+    umask: u32,
+    top_existed: bool,
+) -> Modes {
     let data = vec![0x5a_u8; 3000];
     let entries = vec![
         entry("top", EntryKind::Dir, 0, dir_mode),
@@ -55,6 +67,7 @@ fn transfer(dir_mode: u32, file_mode: u32, keep_setuid: bool) -> Modes {
         sync: false,
         expect: None,
         keep_setuid,
+        umask,
     });
     let mut modes = Modes::default();
     let show = |p: &std::path::Path| p.display().to_string();
@@ -67,7 +80,10 @@ fn transfer(dir_mode: u32, file_mode: u32, keep_setuid: bool) -> Modes {
         while let Some(ev) = rx.poll_event() {
             busy = true;
             match ev {
-                RecvEvent::CreateDir { rel, mode } => modes.created.push((show(&rel), mode)),
+                RecvEvent::CreateDir { rel, mode } => {
+                    modes.created.push((show(&rel), mode));
+                    rx.dirs_created(if top_existed { vec![] } else { vec![rel] });
+                }
                 RecvEvent::Look { id, .. } => rx.looked(id, LookResult::default()).unwrap(),
                 RecvEvent::Open { id, .. } => rx.opened(id, true).unwrap(),
                 RecvEvent::Commit(job) => {
@@ -77,7 +93,7 @@ fn transfer(dir_mode: u32, file_mode: u32, keep_setuid: bool) -> Modes {
                 RecvEvent::FixDirs(dirs) => {
                     modes
                         .fixed
-                        .extend(dirs.iter().map(|d| (show(&d.rel), d.mode)));
+                        .extend(dirs.iter().filter_map(|d| Some((show(&d.rel), d.mode?))));
                     rx.dirs_fixed();
                 }
                 _ => {}
@@ -148,4 +164,22 @@ fn keep_setuid_keeps_the_senders_bits() {
     for (path, mode) in &m.created {
         assert_eq!(mode & 0o7000, 0, "{path} created with {mode:o}");
     }
+}
+
+#[test]
+fn the_umask_is_taken_from_files_and_created_directories() {
+    let m = transfer_into(0o777, 0o666, false, 0o027, false);
+    assert_eq!(m.committed, vec![("top/tool".into(), 0o640)]);
+    assert_eq!(m.fixed, vec![("top".into(), 0o750)]);
+}
+
+#[test]
+fn a_directory_that_existed_is_not_re_moded() {
+    let m = transfer_into(0o777, 0o644, false, 0o022, true);
+    assert_eq!(m.committed, vec![("top/tool".into(), 0o644)]);
+    assert_eq!(
+        m.fixed,
+        vec![],
+        "only directories the transfer created are fixed"
+    );
 }

@@ -137,6 +137,7 @@ fn run(case: &Case) -> Result<Report, SessionError> {
         sync: false,
         expect: None,
         keep_setuid: false,
+        umask: 0o022,
     });
     let mut rng = Rng(case.seed | 1);
     let mut report = Report::default();
@@ -172,6 +173,7 @@ fn run(case: &Case) -> Result<Report, SessionError> {
                         len: e.size,
                         mtime_secs,
                         mtime_nanos: i64::from(e.mtime_nanos),
+                        special: None,
                     };
                     let found = match &dest[id as usize] {
                         Dest::Empty => LookResult::default(),
@@ -549,6 +551,7 @@ fn last_commit_waits_for_dirs_fixed() {
         sync: false,
         expect: None,
         keep_setuid: false,
+        umask: 0o022,
     });
     let pump_tx = |tx: &mut SendSession, rx: &mut RecvSession| {
         while let Some(m) = tx.poll_transmit() {
@@ -562,6 +565,7 @@ fn last_commit_waits_for_dirs_fixed() {
             match ev {
                 RecvEvent::Look { id, .. } => rx.looked(id, LookResult::default()).unwrap(),
                 RecvEvent::Open { id, .. } => rx.opened(id, true).unwrap(),
+                RecvEvent::CreateDir { rel, .. } => rx.dirs_created(vec![rel]),
                 RecvEvent::Commit(job) => rx.placed(job.id, Ok(())),
                 RecvEvent::FixDirs(dirs) => {
                     assert_eq!(dirs.len(), 1, "the one directory");
@@ -646,6 +650,7 @@ fn a_message_out_of_place_is_a_protocol_error() {
         sync: false,
         expect: None,
         keep_setuid: false,
+        umask: 0o022,
     });
     let r = rx.handle(TransferMessage::ChunkVerified { file: 0, index: 0 });
     assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");

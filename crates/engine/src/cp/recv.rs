@@ -21,7 +21,7 @@ use std::time::Duration;
 use longhaul_proto::transfer::{ChunkHeader, TransferMessage};
 use longhaul_proto::ChunkKey;
 use longhaul_sys::aligned::AlignedBuf;
-use longhaul_sys::served_root::{Access, ServedRoot};
+use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::session::recv::Arrival;
 use longhaul_transfer::session::{RecvConfig, RecvEvent, RecvOutcome, RecvSession};
 use longhaul_transfer::{FileHashes, SafeRelPath};
@@ -126,6 +126,7 @@ impl Shared {
                     Answer::Opened(id, intact) => s.opened(id, intact)?,
                     Answer::Placed(id, r) => s.placed(id, r),
                     Answer::DirsFixed => s.dirs_fixed(),
+                    Answer::DirsCreated(made) => s.dirs_created(made),
                     Answer::None | Answer::Hash(..) => {}
                 }
             }
@@ -173,6 +174,7 @@ pub fn run_receiver(
         sync: target.sync,
         expect: target.expect.clone(),
         keep_setuid: target.keep_setuid,
+        umask: longhaul_sys::process::umask(),
     });
     let (hash_tx, hash_rx) = mpsc::channel();
     let shared = Arc::new(Shared {
@@ -268,8 +270,9 @@ pub fn run_receiver(
 fn target_is_dir(t: &RecvTarget) -> Result<bool, CpError> {
     match &t.target {
         None => Ok(true),
-        Some(p) => match t.root.open_file(&p.to_path_buf(), Access::Read) {
-            Ok(f) => Ok(f.metadata().map(|m| m.is_dir()).unwrap_or(false)),
+        // Looked at without opening it for reading (a FIFO would block).
+        Some(p) => match t.root.stat(&p.to_path_buf()) {
+            Ok(m) => Ok(m.is_dir()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(cause) => Err(CpError::Destination {
                 what: "looking at the destination",

@@ -47,18 +47,13 @@ pub enum SourceRoot {
 }
 
 impl SourceRoot {
+    /// Opens a source file to send: never blocking, and only a regular file (it may
+    /// have been replaced by a FIFO or anything else since the list was made).
     fn open(&self, origin: &std::path::Path) -> io::Result<File> {
-        let f = match self {
-            SourceRoot::Local => File::open(origin)?,
-            SourceRoot::Served(root) => root.open_file(origin, Access::Read)?,
-        };
-        if !f.metadata()?.is_file() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "not a regular file (it changed since the list was made)",
-            ));
+        match self {
+            SourceRoot::Local => file_io::open_regular(origin),
+            SourceRoot::Served(root) => root.open_file(origin, Access::Read),
         }
-        Ok(f)
     }
 }
 

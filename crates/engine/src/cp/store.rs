@@ -7,6 +7,14 @@
 //! is left behind when a transfer stops. Records of verified chunks go to
 //! `.NAME.longhaul-manifest` before their ack. This module holds no protocol decision: it
 //! answers the session's events ([`Store::perform`]) and does the data path's writes.
+//!
+//! Two sessions may aim at one destination (a rerun while the first still runs). A part
+//! file is locked (`flock`, exclusive) by the session writing it for as long as it holds
+//! it, and its manifest goes with it; a session finding the lock taken fails with
+//! [`part_locked`]'s message and never removes or rewrites that part file. Before a
+//! rename into place the part name must still be the very file that was verified (same
+//! device and inode). Work files and directory modes never go through a symlink, and
+//! a part file with another hard link is never written through (a new inode is made).
 
 use std::collections::HashMap;
 use std::fs::{File, FileTimes, Permissions};
@@ -134,6 +142,9 @@ impl DataFile {
         let dir = part_rel.parent().unwrap_or(Path::new(""));
         let file = match root.create_unnamed(dir, 0o600) {
             Ok(file) => {
+                // Locked from the start: it is named with the part name before a rename
+                // replaces an existing file, and must then be ours alone.
+                lock_part(&file, part_rel)?;
                 self.unnamed.store(true, Ordering::Release);
                 file
             }
@@ -145,14 +156,7 @@ impl DataFile {
                         | io::ErrorKind::InvalidInput
                 ) =>
             {
-                let access = Access::CreateNew { mode: 0o600 };
-                match root.open_file(part_rel, access) {
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                        remove_if_there(root, part_rel)?;
-                        root.open_file(part_rel, access)?
-                    }
-                    other => other?,
-                }
+                claim_part(root, part_rel, part_rel)?
             }
             Err(e) => return Err(e),
         };
@@ -183,6 +187,8 @@ pub enum Answer {
     Placed(u32, Result<(), String>),
     /// [`longhaul_transfer::session::RecvSession::dirs_fixed`].
     DirsFixed,
+    /// [`longhaul_transfer::session::RecvSession::dirs_created`].
+    DirsCreated(Vec<PathBuf>),
     /// Hash these chunks (on the hashing thread) and answer `hashed`.
     Hash(u32, Vec<u32>),
 }
@@ -216,10 +222,11 @@ impl Store {
         };
         match ev {
             RecvEvent::CreateDir { rel, mode } => {
-                self.root
+                let made = self
+                    .root
                     .create_dirs(&rel, mode)
                     .map_err(failed("creating directory", &rel))?;
-                Ok(Answer::None)
+                Ok(Answer::DirsCreated(made))
             }
             RecvEvent::Look {
                 id,
@@ -265,12 +272,20 @@ impl Store {
                 Ok(Answer::Placed(id, placed))
             }
             RecvEvent::Discard {
+                id,
                 part_rel,
                 manifest_rel,
             } => {
-                let _ = self.root.remove_file(&part_rel);
-                if let Some(m) = manifest_rel {
-                    let _ = self.root.remove_file(&m);
+                // Only our own (locked) part file, still under its name, and its manifest.
+                let ours = self.data(id).and_then(|d| {
+                    let f = d.data.get()?;
+                    same_file(&self.root, &part_rel, f).ok()
+                });
+                if ours == Some(true) {
+                    let _ = self.root.remove_file(&part_rel);
+                    if let Some(m) = manifest_rel {
+                        let _ = self.root.remove_file(&m);
+                    }
                 }
                 Ok(Answer::None)
             }
@@ -323,7 +338,10 @@ impl Store {
                 manifest_len,
                 verify,
             } => {
-                let part = root.open_file(part_rel, Access::ReadWriteCreate { mode: 0o600 })?;
+                let Some(part) = resume_part(root, part_rel, final_rel)? else {
+                    // Shared with another name (a hard link) or gone: start over.
+                    return Ok(false);
+                };
                 // Trust a record only if its chunk still hashes the same (a power cut can
                 // keep a record whose data never reached the disk).
                 if !recorded_chunks_intact(&part, size, verify, self.chunk_size)? {
@@ -337,8 +355,7 @@ impl Store {
                 (DataFile::with(Some(part), Some(m)), true)
             }
             OpenPlan::Fresh { manifest_header } => {
-                remove_if_there(root, part_rel)?;
-                let part = root.open_file(part_rel, Access::CreateNew { mode: 0o600 })?;
+                let part = claim_part(root, part_rel, final_rel)?;
                 part.set_len(size)?;
                 let manifest = match (manifest_rel, manifest_header) {
                     (Some(mrel), Some(header)) => {
@@ -458,6 +475,16 @@ impl Store {
             self.link_into_place(job, data)
                 .map_err(|cause| CommitError::Place { cause, kept: None })?;
         } else {
+            // The name must still be the file that was verified: whatever else is there
+            // now (another process's doing) is not put in place as verified.
+            if !same_file(&self.root, &job.part_rel, data)
+                .map_err(|cause| CommitError::Place { cause, kept: None })?
+            {
+                return Err(CommitError::Place {
+                    cause: replaced(&job.part_rel),
+                    kept: None,
+                });
+            }
             self.root
                 .rename(&job.part_rel, &job.final_rel, job.replace)
                 .map_err(|cause| CommitError::Place {
@@ -491,9 +518,22 @@ impl Store {
         let root = &self.root;
         match root.link_unnamed(data, &job.final_rel) {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && job.replace => {
-                remove_if_there(root, &job.part_rel)?;
-                root.link_unnamed(data, &job.part_rel)?;
-                root.rename(&job.part_rel, &job.final_rel, true)
+                let part = &job.part_rel;
+                for _ in 0..CLAIM_ATTEMPTS {
+                    match root.link_unnamed(data, part) {
+                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                            clear_stale_part(root, part, &job.final_rel)?;
+                            continue;
+                        }
+                        other => other?,
+                    }
+                    // `data` is locked: no other longhaul session touches the name now.
+                    if !same_file(root, part, data)? {
+                        return Err(replaced(part));
+                    }
+                    return root.rename(part, &job.final_rel, true);
+                }
+                Err(kept_changing(part))
             }
             other => other,
         }
@@ -510,9 +550,12 @@ impl Store {
 fn fix_dirs(root: &ServedRoot, dirs: &mut [DirFix]) {
     dirs.sort_by_key(|d| std::cmp::Reverse(d.depth));
     for d in dirs.iter() {
-        if let Ok(f) = root.open_file(&d.rel, Access::Read) {
+        // Through a descriptor of the directory itself, never through a symlink.
+        if let Ok(f) = root.open_directory(&d.rel) {
             let _ = f.set_times(FileTimes::new().set_modified(mtime_of(d.mtime)));
-            let _ = f.set_permissions(Permissions::from_mode(d.mode));
+            if let Some(mode) = d.mode {
+                let _ = f.set_permissions(Permissions::from_mode(mode));
+            }
         }
     }
 }
@@ -524,28 +567,45 @@ fn mtime_of((secs, nanos): (i64, u32)) -> SystemTime {
 
 fn meta_of(root: &ServedRoot, rel: &Path) -> io::Result<Option<Meta>> {
     match root.metadata(rel) {
-        Ok(m) => Ok(Some(Meta {
-            is_file: m.is_file(),
-            is_dir: m.is_dir(),
-            len: m.len(),
-            mtime_secs: m.mtime(),
-            mtime_nanos: m.mtime_nsec(),
-        })),
+        Ok(m) => {
+            let ft = m.file_type();
+            let ordinary = ft.is_file() || ft.is_dir() || ft.is_symlink();
+            Ok(Some(Meta {
+                is_file: m.is_file(),
+                is_dir: m.is_dir(),
+                len: m.len(),
+                mtime_secs: m.mtime(),
+                mtime_nanos: m.mtime_nsec(),
+                special: (!ordinary).then(|| file_io::kind_name(ft)),
+            }))
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
 }
 
-/// A regular file's bytes, at most `limit` + 1 (the caller treats more as foreign).
+/// A work file's bytes, at most `limit` + 1 (the caller treats more as foreign); `None`
+/// when it is missing or not a regular file (a symlink is not followed: it is foreign).
 fn read_bounded(root: &ServedRoot, rel: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
-    let f = match root.open_file(rel, Access::Read) {
-        Ok(f) => f,
+    match root.metadata(rel) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return Ok(None),
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
-    };
-    if !f.metadata()?.is_file() {
-        return Ok(None);
     }
+    let f = match root.open_file(rel, Access::ReadOwn) {
+        Ok(f) => f,
+        // Gone or replaced since the look: as good as missing.
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::InvalidInput
+            ) =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
+    };
     let mut bytes = Vec::new();
     f.take(limit + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
@@ -570,6 +630,123 @@ fn recorded_chunks_intact(
         }
     }
     Ok(true)
+}
+
+/// Rounds of claiming a part name before giving up (each lost only to another session
+/// or process changing the name at that very moment).
+const CLAIM_ATTEMPTS: usize = 8;
+
+/// A new, empty part file at `rel`, locked by this session. Whatever held the name is
+/// removed first: a stale part file only once its lock is ours (another session's is
+/// never touched: [`part_locked`]), a symlink or special file at once (never followed).
+fn claim_part(root: &ServedRoot, rel: &Path, shown: &Path) -> io::Result<File> {
+    for _ in 0..CLAIM_ATTEMPTS {
+        match root.open_file(rel, Access::CreateNew { mode: 0o600 }) {
+            Ok(f) => {
+                lock_part(&f, shown)?;
+                // Else another session took and renamed it between the create and the
+                // lock: try again.
+                if same_file(root, rel, &f)? {
+                    return Ok(f);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                clear_stale_part(root, rel, shown)?
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(kept_changing(rel))
+}
+
+/// Removes what holds the part name `rel` unless it is a part file another session has
+/// locked (then the error is [`part_locked`]'s). Nothing there is not an error.
+fn clear_stale_part(root: &ServedRoot, rel: &Path, shown: &Path) -> io::Result<()> {
+    let m = match root.metadata(rel) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    // Held only until the removal: nobody else claims the name meanwhile.
+    let _locked = if m.is_file() {
+        let f = match root.open_file(rel, Access::ReadOwn) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        lock_part(&f, shown)?;
+        if !same_file(root, rel, &f)? {
+            // Renamed away by the session that held it: the caller looks again.
+            return Ok(());
+        }
+        Some(f)
+    } else {
+        None
+    };
+    remove_if_there(root, rel)
+}
+
+/// The existing part file `rel`, locked by this session, to resume into; `None` when it
+/// cannot be resumed in place: gone, or with another hard link (writing would change
+/// that other name's bytes too).
+fn resume_part(root: &ServedRoot, rel: &Path, shown: &Path) -> io::Result<Option<File>> {
+    let f = match root.open_file(rel, Access::ReadWriteCreate { mode: 0o600 }) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    lock_part(&f, shown)?;
+    if !same_file(root, rel, &f)? || f.metadata()?.nlink() != 1 {
+        return Ok(None);
+    }
+    Ok(Some(f))
+}
+
+/// Takes the part file's lock for this session, or fails with [`part_locked`] (`shown`:
+/// the file being written, for the message).
+fn lock_part(f: &File, shown: &Path) -> io::Result<()> {
+    if file_io::try_lock_exclusive(f)? {
+        Ok(())
+    } else {
+        Err(part_locked(shown))
+    }
+}
+
+/// Another session holds the part file of `name`.
+fn part_locked(name: &Path) -> io::Error {
+    io::Error::other(format!(
+        "another longhaul transfer is writing {} right now (part file locked); wait for \
+             it to finish or stop it",
+        name.display()
+    ))
+}
+
+/// Whether `rel` (not followed if a symlink) is the file `f` is open on: same device and
+/// inode. Missing is `false`.
+fn same_file(root: &ServedRoot, rel: &Path, f: &File) -> io::Result<bool> {
+    let at = match root.metadata(rel) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let ours = f.metadata()?;
+    Ok(at.dev() == ours.dev() && at.ino() == ours.ino())
+}
+
+fn replaced(rel: &Path) -> io::Error {
+    io::Error::other(format!(
+        "{} is no longer the file that was written and verified (another process replaced \
+         it); nothing was put in place: run the copy again",
+        rel.display()
+    ))
+}
+
+fn kept_changing(rel: &Path) -> io::Error {
+    io::Error::other(format!(
+        "{} kept changing while this transfer tried to claim it ({CLAIM_ATTEMPTS} times); \
+         is another program writing there?",
+        rel.display()
+    ))
 }
 
 fn remove_if_there(root: &ServedRoot, rel: &Path) -> io::Result<()> {

@@ -70,6 +70,7 @@ impl SimReceiver {
             sync: false,
             expect: None,
             keep_setuid: false,
+            umask: 0o022,
         });
         SimReceiver {
             session,
@@ -135,6 +136,7 @@ impl SimReceiver {
                     }
                     Answer::Placed(id, r) => s.placed(id, r),
                     Answer::DirsFixed => s.dirs_fixed(),
+                    Answer::DirsCreated(made) => s.dirs_created(made),
                     Answer::None | Answer::Hash(..) => {}
                 }
             }

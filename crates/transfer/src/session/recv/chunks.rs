@@ -169,7 +169,7 @@ impl RecvSession {
     pub(super) fn try_commit(&mut self, id: u32) {
         let checksum_only = self.cfg.checksum_only;
         let (replace, sync) = (!self.cfg.no_clobber, self.cfg.sync);
-        let keep_setuid = self.cfg.keep_setuid;
+        let (keep_setuid, umask) = (self.cfg.keep_setuid, self.cfg.umask);
         let Some(f) = self.file_mut(id).filter(|f| f.state == FileState::Open) else {
             return;
         };
@@ -192,6 +192,7 @@ impl RecvSession {
             // Start the file over next time: its chunks disagree with the source as a
             // whole.
             let ev = RecvEvent::Discard {
+                id,
                 part_rel: f.part_rel.clone(),
                 manifest_rel: f.manifest_rel.clone(),
             };
@@ -204,7 +205,7 @@ impl RecvSession {
             final_rel: f.final_rel.clone(),
             part_rel: f.part_rel.clone(),
             manifest_rel: f.manifest_rel.clone(),
-            mode: received_mode(f.entry.mode, EntryKind::File, keep_setuid),
+            mode: received_mode(f.entry.mode, EntryKind::File, keep_setuid) & !umask,
             mtime: (f.entry.mtime_secs, f.entry.mtime_nanos),
             replace,
             sync,
@@ -252,8 +253,8 @@ impl RecvSession {
             // The last file: the tree is final (directory times set) before the sender
             // hears of this commit and reports success.
             self.held_commit = Some(msg);
-            self.events
-                .push_back(RecvEvent::FixDirs(std::mem::take(&mut self.dirs)));
+            let dirs = self.take_dirs();
+            self.events.push_back(RecvEvent::FixDirs(dirs));
         } else {
             self.outbox.push_back(msg);
         }
@@ -266,8 +267,22 @@ impl RecvSession {
         }
     }
 
-    /// Directories not yet fixed (after a failure: the driver sets them anyway).
+    /// The driver's answer to [`RecvEvent::CreateDir`]: the directories it created (those
+    /// that existed before keep their mode; only their times are set, as a rerun after
+    /// an interruption finds the directories the first run made).
+    pub fn dirs_created(&mut self, made: Vec<std::path::PathBuf>) {
+        self.dirs_made.extend(made);
+    }
+
+    /// Directories not yet fixed, a mode only for those this transfer created (after a
+    /// failure: the driver sets them anyway).
     pub fn take_dirs(&mut self) -> Vec<DirFix> {
-        std::mem::take(&mut self.dirs)
+        let mut dirs = std::mem::take(&mut self.dirs);
+        for d in &mut dirs {
+            if !self.dirs_made.contains(&d.rel) {
+                d.mode = None;
+            }
+        }
+        dirs
     }
 }

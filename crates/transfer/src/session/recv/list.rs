@@ -108,7 +108,10 @@ impl RecvSession {
                 self.dirs.push(DirFix {
                     rel: final_rel,
                     depth: placed.depth(),
-                    mode: received_mode(entry.mode, EntryKind::Dir, self.cfg.keep_setuid),
+                    mode: Some(
+                        received_mode(entry.mode, EntryKind::Dir, self.cfg.keep_setuid)
+                            & !self.cfg.umask,
+                    ),
                     mtime,
                 });
             }
@@ -186,6 +189,16 @@ impl RecvSession {
             )));
         };
         let e = &f.entry;
+        // Never written into (a FIFO would block) nor replaced: what it is matters to
+        // whoever made it there.
+        if let Some(what) = found.existing.and_then(|m| m.special) {
+            return Err(SessionError::Refused(format!(
+                "the destination {} is {what}, not a regular file: longhaul copies regular \
+                 files, directories and (later) symlinks; remove it or name another \
+                 destination",
+                f.final_rel.display()
+            )));
+        }
         // A one-chunk file whose name a directory holds fails alone, at its commit; a
         // larger one is refused before its part file is made next to the directory.
         if found.existing.is_some_and(|m| m.is_dir) && !f.lazy {
@@ -393,8 +406,8 @@ impl RecvSession {
             if self.uncommitted == 0 && !self.cfg.checksum_only {
                 // Nothing will be committed (only directories, or all skipped): the tree
                 // is final now, before the sender hears it is done.
-                self.events
-                    .push_back(RecvEvent::FixDirs(std::mem::take(&mut self.dirs)));
+                let dirs = self.take_dirs();
+                self.events.push_back(RecvEvent::FixDirs(dirs));
             }
         }
     }
@@ -431,6 +444,7 @@ mod tests {
             sync: false,
             expect: None,
             keep_setuid: false,
+            umask: 0o022,
         });
         let r = rx.handle(TransferMessage::FileEntries {
             first_id: 0,

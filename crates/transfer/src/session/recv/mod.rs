@@ -20,6 +20,12 @@
 //! in place ([`RecvEvent::Commit`]) and acks it with `FileCommitted`. The last commit of
 //! the transfer waits until the directories' modes and times are set
 //! ([`RecvEvent::FixDirs`]), so the sender never reports success before the tree is final.
+//! Only directories this transfer created get a mode (the driver reports them:
+//! [`RecvSession::dirs_created`]); one that existed keeps its mode (its time is set). Every mode
+//! set is [`received_mode`] without the receiver's umask ([`RecvConfig::umask`]).
+//!
+//! A destination that is a FIFO, socket or device ([`Meta::special`]) is refused: longhaul
+//! neither writes into nor replaces one.
 //!
 //! The state machine ([`RecvSession`]: phases, the message handler, the outbox and the
 //! driver's events) lives here; its calls are split by stage: `list` (admission of the
@@ -28,6 +34,7 @@
 //!
 //! [`parse_peer_path`]: crate::path::parse_peer_path
 //! [`place_entry`]: crate::place::place_entry
+//! [`received_mode`]: crate::mode::received_mode
 
 mod chunks;
 mod list;
@@ -98,6 +105,8 @@ pub struct RecvSession {
     first_source: Option<Vec<u8>>,
     multiple: bool,
     dirs_known: HashSet<PathBuf>,
+    /// Directories this transfer created: the only ones whose mode and times it sets.
+    dirs_made: HashSet<PathBuf>,
     dirs: Vec<DirFix>,
     uncommitted: u64,
     held_commit: Option<TransferMessage>,
@@ -121,6 +130,7 @@ impl RecvSession {
             first_source: None,
             multiple: false,
             dirs_known: HashSet::new(),
+            dirs_made: HashSet::new(),
             dirs: Vec::new(),
             uncommitted: 0,
             held_commit: None,

@@ -31,6 +31,10 @@ pub struct RecvConfig {
     /// Keep set-user-ID, set-group-ID and sticky bits of received entries (see
     /// [`crate::mode::received_mode`]); only for a peer trusted as much as this host's user.
     pub keep_setuid: bool,
+    /// The receiving process's file-creation mask: taken from every mode set on a
+    /// received file and on a directory this transfer created (as `cp -p` run by the
+    /// receiving user keeps modes).
+    pub umask: u32,
 }
 
 /// The entries a pull asked for (scp's CVE-2019-6111 lesson: a server answering
@@ -59,6 +63,9 @@ pub struct Meta {
     pub mtime_secs: i64,
     /// Modification time, nanoseconds.
     pub mtime_nanos: i64,
+    /// What it is when it is neither a regular file, a directory nor a symlink (e.g.
+    /// "a FIFO"): longhaul neither writes into nor replaces such a thing.
+    pub special: Option<&'static str>,
 }
 
 /// What the driver found for a [`RecvEvent::Look`].
@@ -105,8 +112,9 @@ pub struct DirFix {
     pub rel: PathBuf,
     /// Depth (deepest first).
     pub depth: usize,
-    /// Permission bits.
-    pub mode: u32,
+    /// Permission bits; `None` for a directory that existed before the transfer (its
+    /// mode is left as it is).
+    pub mode: Option<u32>,
     /// Modification time, seconds and nanoseconds.
     pub mtime: (i64, u32),
 }
@@ -135,7 +143,8 @@ pub struct CommitJob {
 /// Work the driver does for the session, answered by a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecvEvent {
-    /// Create this directory and its parents (no error if it exists).
+    /// Create this directory and its parents (no error if it exists); answer
+    /// [`RecvSession::dirs_created`] with those that did not exist.
     CreateDir {
         /// Path below the root.
         rel: PathBuf,
@@ -181,8 +190,11 @@ pub enum RecvEvent {
     /// Put a verified file in place; answer [`RecvSession::placed`].
     Commit(CommitJob),
     /// The file's chunks disagree with the source as a whole: remove its part file and
-    /// manifest so the next run starts it over.
+    /// manifest so the next run starts it over (only if the part name is still file
+    /// `id`'s own data: another session's is never removed).
     Discard {
+        /// The file's id.
+        id: u32,
         /// The part file.
         part_rel: PathBuf,
         /// The manifest.
