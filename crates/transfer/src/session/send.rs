@@ -236,11 +236,21 @@ impl SendSession {
             TransferMessage::HaveChunks { file, ranges } => {
                 let chunks = self.check_file(file)?;
                 let have = self.have.entry(file).or_default();
-                // Bounded: a file has at most `chunks` runs of verified chunks.
-                if have.len() + ranges.len() > chunks as usize {
-                    return Err(SessionError::Protocol(format!(
-                        "the receiver claims more chunk runs of file {file} than it has chunks"
-                    )));
+                // Runs come in order, disjoint, within the file (as a manifest's
+                // `verified_runs` gives them): a file then holds at most `chunks` runs and
+                // marking them costs one step per chunk, however the runs are framed.
+                let mut next_free = have.last().map_or(0, |&(first, count)| first + count);
+                for &(first, count) in &ranges {
+                    let end = first.checked_add(count).filter(|&end| end <= chunks);
+                    match end {
+                        Some(end) if first >= next_free => next_free = end,
+                        _ => {
+                            return Err(SessionError::Protocol(format!(
+                                "the receiver claims chunks {first}+{count} of file {file} \
+                                 (with {chunks} chunks) out of order, overlapping or past its end"
+                            )))
+                        }
+                    }
                 }
                 have.extend(ranges);
                 Ok(())
