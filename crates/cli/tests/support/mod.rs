@@ -261,6 +261,11 @@ impl Server {
         s
     }
 
+    /// The server's process id (for `/proc/PID/status`).
+    pub fn pid(&self) -> u32 {
+        self.proc.0.id()
+    }
+
     /// kill -9 the server and reap it.
     pub fn kill(&mut self) {
         self.proc.kill();

@@ -23,7 +23,7 @@ use crate::transport::control::ControlLink;
 use crate::transport::framed::FramedConn;
 use crate::transport::sockopts;
 use longhaul_model::buffers::bdp_bytes;
-use longhaul_policy::{Role, TransportRequest, Window};
+use longhaul_policy::{MemoryNeed, Role, TransportRequest, Window};
 
 /// How the server connects a session's data streams (implemented by the bench server).
 pub trait StreamAttach {
@@ -34,6 +34,10 @@ pub trait StreamAttach {
     fn collect(&mut self) -> Result<Vec<SecureStream>, AttachError>;
     /// The session's key for chunk MACs.
     fn chunk_key(&self) -> longhaul_proto::ChunkKey;
+    /// Reserves the session's memory from the server's budget for the rest of the
+    /// transfer; with `cut_chunk` (a push, whose chunks the server holds) the chunk may be
+    /// made smaller to fit. Returns the chunk size, or the words to refuse with.
+    fn reserve_memory(&mut self, need: MemoryNeed, cut_chunk: bool) -> Result<u64, String>;
 }
 
 /// The files a server's transfers may reach.
@@ -182,10 +186,22 @@ pub fn serve_transfer(
         },
         rtt,
     ) {
-        Ok((p, _)) => p,
+        Ok(planned) => planned,
         Err(e) => return refuse(&mut conn, format!("on the server, {e}")),
     };
+    let (plan, facts) = plan;
     let (side, choice) = (plan.side, plan.buffer.clone());
+    // A receiving stream holds a whole chunk: a push's chunks count, and may be cut.
+    let need = MemoryNeed {
+        streams: params.streams,
+        chunk_bytes: if push { chunk_size } else { 0 },
+        socket_bytes: crate::bench::memory::socket_bytes(side, &choice, &facts),
+    };
+    let chunk_size = match attach.reserve_memory(need, push) {
+        Ok(fitted) if push => fitted,
+        Ok(_) => chunk_size,
+        Err(why) => return refuse(&mut conn, why),
+    };
     let congestion = plan.congestion.clone().unwrap_or_default();
     attach.expect(
         params.streams,

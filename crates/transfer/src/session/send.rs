@@ -171,6 +171,24 @@ impl SendSession {
         self.cfg.chunk_size
     }
 
+    /// Takes the smaller chunk size the receiver chose (a server lowers a push's chunks to
+    /// fit its memory budget); only before any answer to the list, since answers name
+    /// chunks by index. Refused when larger, not a valid chunk size, or too late.
+    pub fn adopt_chunk_size(&mut self, chunk_size: u64) -> Result<(), SessionError> {
+        let fresh = self.phase == Phase::Listing && self.skipped.is_empty() && self.have.is_empty();
+        if !fresh
+            || chunk_size > self.cfg.chunk_size
+            || !longhaul_proto::transfer::valid_chunk_size(chunk_size)
+        {
+            return Err(SessionError::Protocol(format!(
+                "the receiver chose chunks of {chunk_size} bytes instead of {}",
+                self.cfg.chunk_size
+            )));
+        }
+        self.cfg.chunk_size = chunk_size;
+        Ok(())
+    }
+
     /// `--checksum-only`: no chunk crosses.
     pub fn checksum_only(&self) -> bool {
         self.cfg.checksum_only
