@@ -25,6 +25,9 @@ use crate::transport::sockopts;
 use longhaul_model::buffers::bdp_bytes;
 use longhaul_policy::{MemoryNeed, Role, TransportRequest, Window};
 
+/// How often a pull's walk of its source tells the client it is still at work.
+const WALK_KEEPALIVE: Duration = Duration::from_secs(5);
+
 /// How the server connects a session's data streams (implemented by the bench server).
 pub trait StreamAttach {
     /// Makes the session ready for `streams` data connections (before the client is told
@@ -128,10 +131,28 @@ pub fn serve_transfer(
     let items: Vec<SendItem> = if push {
         Vec::new()
     } else {
-        let listed = match &path {
-            Some(p) => walk_served(root, p, recursive, &mut |w| warnings.push(w)),
-            None => walk_served_root(root, recursive, &mut |w| warnings.push(w)),
-        };
+        // The client waits for TransferReady with a read timeout (15 s) while a large
+        // tree is walked: an unsolicited Pong every few seconds keeps it waiting (a
+        // client in a transfer takes a Pong at any time).
+        let walked = std::sync::mpsc::channel();
+        let listed = std::thread::scope(|scope| {
+            let (warnings, path) = (&mut warnings, &path);
+            scope.spawn(move || {
+                let listed = match path {
+                    Some(p) => walk_served(root, p, recursive, &mut |w| warnings.push(w)),
+                    None => walk_served_root(root, recursive, &mut |w| warnings.push(w)),
+                };
+                let _ = walked.0.send(listed);
+            });
+            loop {
+                match walked.1.recv_timeout(WALK_KEEPALIVE) {
+                    Ok(listed) => break listed,
+                    Err(_) => {
+                        let _ = conn.send(&longhaul_proto::Message::Pong { seq: 0 });
+                    }
+                }
+            }
+        });
         match listed {
             Ok(v) if v.is_empty() => {
                 let why = if warnings.is_empty() {
