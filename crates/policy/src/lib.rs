@@ -3,8 +3,9 @@
 //! ([`transport`]); the socket buffer each stream needs and what to do when the kernel
 //! caps it ([`window`]), which congestion control to run ([`congestion`]), the rate probe that finds the bottleneck when the user gave no rate
 //! ([`probe`]), the verdict on what limited a run ([`verdict`]) and the watchdog that gives
-//! up on a stuck one ([`watchdog`]); and who the server lets wait at its door, and for how
-//! long ([`admission`]), and how much it says about those it turns away ([`log_limit`]).
+//! up on a stuck one ([`watchdog`]); who the server lets wait at its door, and for how
+//! long ([`admission`]); how much memory it commits to sessions ([`memory`]); and how much
+//! it says about the connections it turns away ([`log_limit`]).
 //!
 //! Nothing here reads a clock or a sysctl: the drivers in `longhaul-engine` pass in the
 //! measured RTT, this host's [`BufferCaps`] and congestion controls, and `now` (a
@@ -17,6 +18,7 @@ pub mod admission;
 pub mod congestion;
 mod error;
 pub mod log_limit;
+pub mod memory;
 pub mod probe;
 pub mod transport;
 pub mod verdict;
@@ -29,6 +31,7 @@ pub use admission::{
 pub use congestion::{check_congestion, default_congestion};
 pub use error::PolicyError;
 pub use log_limit::{LogLimiter, LogLine};
+pub use memory::{MemoryBudget, MemoryNeed, MemoryRefusal, Reservation};
 pub use probe::{drain_time, ProbeAction, ProbeSample, RateProbe, DRAIN_GAIN};
 pub use transport::{
     plan_transport, Congestion, Role, TransportPlan, TransportRequest, Window, MIN_PROBE_RTT,

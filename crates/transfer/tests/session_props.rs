@@ -716,3 +716,60 @@ fn losing_every_stream_gives_up() {
     assert!(matches!(r, Err(SessionError::GaveUp(_))), "{r:?}");
     assert!(matches!(tx.next_work(0, now), Work::Finished));
 }
+
+/// A receiver's `HaveChunks` runs must come in order and not overlap: runs that each
+/// claim the whole file again would make the sender mark N chunks N times (quadratic
+/// work from a few frames), so they are refused as soon as they arrive.
+#[test]
+fn overlapping_or_unordered_have_chunks_are_refused() {
+    let chunks = 64u32;
+    let new_sender = || {
+        SendSession::new(
+            vec![entry("a", EntryKind::File, u64::from(chunks) * 4096)],
+            SendConfig {
+                chunk_size: 4096,
+                checksum_only: false,
+                streams: 1,
+            },
+        )
+        .unwrap()
+    };
+    // Honest runs, ascending and disjoint, over two frames: accepted.
+    let mut tx = new_sender();
+    tx.handle(TransferMessage::HaveChunks {
+        file: 0,
+        ranges: vec![(0, 2), (5, 3)],
+    })
+    .unwrap();
+    tx.handle(TransferMessage::HaveChunks {
+        file: 0,
+        ranges: vec![(9, 1)],
+    })
+    .unwrap();
+    // The whole file claimed twice.
+    let mut tx = new_sender();
+    let r = tx.handle(TransferMessage::HaveChunks {
+        file: 0,
+        ranges: vec![(0, chunks), (0, chunks)],
+    });
+    assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
+    // A later frame going back.
+    let mut tx = new_sender();
+    tx.handle(TransferMessage::HaveChunks {
+        file: 0,
+        ranges: vec![(10, 2)],
+    })
+    .unwrap();
+    let r = tx.handle(TransferMessage::HaveChunks {
+        file: 0,
+        ranges: vec![(3, 1)],
+    });
+    assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
+    // A run past the end of the file, refused on arrival.
+    let mut tx = new_sender();
+    let r = tx.handle(TransferMessage::HaveChunks {
+        file: 0,
+        ranges: vec![(chunks - 1, 2)],
+    });
+    assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
+}

@@ -10,7 +10,7 @@ use longhaul_engine::bench::{ServeConfig, Server, DEFAULT_PORT};
 use longhaul_engine::cp::serve::ServedFiles;
 use longhaul_engine::transport::tls::{ServerIdentity, ServerTls};
 
-use super::common::{rate, TokenArgs};
+use super::common::{rate, size, TokenArgs};
 
 /// Arguments of `longhaul serve`.
 #[derive(clap::Args, Debug)]
@@ -43,6 +43,13 @@ pub struct Args {
     /// Only for token holders trusted as much as this server's user.
     #[arg(long, requires = "root")]
     pub keep_setuid: bool,
+    /// Memory the server commits to sessions at once (e.g. `4GiB`; default a quarter of
+    /// the RAM): each session reserves its streams' socket buffers and, on a push, one
+    /// chunk per stream; a push's chunks are made smaller to fit, and a session that
+    /// cannot fit is refused with what to lower (`--streams`, `--chunk`, `--window`) or
+    /// told the server is full. Logged at start and in every session's line.
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub memory: Option<u64>,
     #[command(flatten)]
     pub token: TokenArgs,
 }
@@ -92,6 +99,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         log,
     )
     .with_context(|| format!("cannot listen on {listen}"))?;
+    let server = match args.memory {
+        Some(bytes) if bytes < 64 << 20 => {
+            anyhow::bail!("--memory {bytes} is below the 64 MiB a single session needs")
+        }
+        Some(bytes) => server.with_memory(bytes),
+        None => server,
+    };
+    eprintln!(
+        "longhaul serve: {}{}",
+        server.memory_report(),
+        if args.memory.is_none() {
+            " (default: a quarter of the RAM; --memory SIZE)"
+        } else {
+            ""
+        }
+    );
     let addr = server.local_addr()?;
     eprintln!("longhaul serve: listening on {addr}");
     match server.serve(None).context("accepting connections")? {

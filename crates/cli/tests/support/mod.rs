@@ -70,6 +70,17 @@ impl Scratch {
         Self::under(Path::new(env!("CARGO_TARGET_TMPDIR")), name)
     }
 
+    /// Creates `longhaul-test-NAME-PID-SEQ` in `/dev/shm` (tmpfs) when it exists, else
+    /// in the system temp dir: for trees of many small files made and read fast.
+    pub fn in_memory(name: &str) -> Self {
+        let shm = Path::new("/dev/shm");
+        if shm.is_dir() {
+            Self::under(shm, name)
+        } else {
+            Self::new(name)
+        }
+    }
+
     fn under(base: &Path, name: &str) -> Self {
         let seq = SCRATCH_SEQ.fetch_add(1, Ordering::Relaxed);
         let p = base.join(format!("longhaul-test-{name}-{}-{seq}", std::process::id()));
@@ -259,6 +270,11 @@ impl Server {
         let mut s = OsString::from(format!("longhaul://{}/", self.addr));
         s.push(path);
         s
+    }
+
+    /// The server's process id (for `/proc/PID/status`).
+    pub fn pid(&self) -> u32 {
+        self.proc.0.id()
     }
 
     /// kill -9 the server and reap it.

@@ -2,6 +2,7 @@
 
 pub mod client;
 mod door;
+pub mod memory;
 pub mod pacer;
 pub mod peer;
 pub mod report;

@@ -16,6 +16,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 pub use super::door::ServeLimits;
 use super::door::{Door, NoSlot, PendingConn, SessionSlot};
+use super::memory::{default_budget, socket_bytes, MemoryHold, ServerMemory};
 use super::run::{DataRun, Role, SenderPlan};
 use super::serve_conn::handle_connection;
 use super::serve_error::ServeError;
@@ -26,7 +27,7 @@ use crate::transport::control::{ControlLink, Incoming};
 use crate::transport::framed::{Frame, FramedConn, RecvError};
 use crate::transport::sockopts;
 use crate::transport::tls::ServerTls;
-use longhaul_policy::{Side, TransportRequest, Window, MAX_WINDOW};
+use longhaul_policy::{MemoryNeed, Side, TransportRequest, Window, MAX_WINDOW};
 use longhaul_proto::transfer::TransferMessage;
 use longhaul_proto::SessionSecret;
 
@@ -72,6 +73,8 @@ pub(super) struct Shared {
     /// Who is waiting at the door, and the session slots.
     door: Arc<Door>,
     pub(super) next_id: AtomicU64,
+    /// The memory budget, and the listener's buffer state (see [`super::memory`]).
+    pub(super) memory: Arc<ServerMemory>,
     /// Lines about connections (refused, failed handshakes, session errors) are limited,
     /// so a flood cannot fill the log.
     conn_log: std::sync::Mutex<longhaul_policy::LogLimiter>,
@@ -146,6 +149,9 @@ impl Server {
                 e
             }
         })?;
+        // What an accepted socket gets by default, before any session raises the
+        // listener's buffer.
+        let default_rcvbuf = longhaul_sys::socket::receive_buffer(&sock).unwrap_or(0);
         sock.listen(128)?;
         let listener: TcpListener = sock.into();
         let shared = Arc::new(Shared {
@@ -156,6 +162,7 @@ impl Server {
             conn_log: std::sync::Mutex::new(longhaul_policy::LogLimiter::for_server(
                 std::time::Instant::now(),
             )),
+            memory: Arc::new(ServerMemory::new(default_budget(), default_rcvbuf)),
         });
         let mut seed = [0u8; 8];
         getrandom::getrandom(&mut seed).map_err(|e| io::Error::other(e.to_string()))?;
@@ -176,6 +183,17 @@ impl Server {
             shared.door = Arc::new(Door::new(limits));
         }
         self
+    }
+
+    /// Sets the memory budget, bytes (`serve --memory`; default a quarter of the RAM).
+    pub fn with_memory(self, bytes: u64) -> Self {
+        self.shared.memory.set_total(bytes);
+        self
+    }
+
+    /// The memory budget and what is reserved of it, for logs.
+    pub fn memory_report(&self) -> String {
+        self.shared.memory.describe()
     }
 
     /// A count of the sessions begun so far (control connections that said hello),
@@ -228,6 +246,8 @@ impl Server {
             };
             // Accepted sockets do not inherit O_NONBLOCK on Linux; make sure anyway.
             stream.set_nonblocking(false)?;
+            // Not the listener's raised buffer: an unauthenticated peer gets the default.
+            self.shared.memory.shrink_accepted(&stream);
             // Room is made by evicting the oldest pending connection, never by refusing
             // this one (see `longhaul_policy::admission`).
             let Some(pending) = self.shared.door.admit(&stream, peer) else {
@@ -271,6 +291,8 @@ fn widen_window_scale(shared: &Shared, rcvbuf: u64, facts: &longhaul_proto::Host
     }
     let current = longhaul_sys::socket::receive_buffer(listener).unwrap_or(0);
     if current < 2 * rcvbuf {
+        // First, so that no socket accepted from now on keeps the raised buffer.
+        shared.memory.mark_widened();
         let _ = longhaul_sys::socket::set_receive_buffer(listener, rcvbuf.min(MAX_WINDOW), true);
     }
 }
@@ -326,6 +348,8 @@ struct Attach {
     secret: SessionSecret,
     plain_data: bool,
     expected: Option<Expected>,
+    /// The session's memory, held until the transfer ends.
+    hold: Option<MemoryHold>,
 }
 
 impl StreamAttach for Attach {
@@ -346,10 +370,26 @@ impl StreamAttach for Attach {
     }
 
     fn collect(&mut self) -> Result<Vec<SecureStream>, AttachError> {
-        self.expected
+        let socks = self
+            .expected
             .take()
             .ok_or(AttachError::NotExpecting)?
-            .collect()
+            .collect()?;
+        let facts = host::host_facts();
+        for s in &socks {
+            self.shared.memory.restore_data_socket(s, &facts);
+        }
+        Ok(socks)
+    }
+
+    fn reserve_memory(&mut self, mut need: MemoryNeed, cut_chunk: bool) -> Result<u64, String> {
+        if cut_chunk {
+            if let Some(chunk) = self.shared.memory.fit_chunk(need) {
+                need.chunk_bytes = chunk;
+            }
+        }
+        self.hold = Some(MemoryHold::reserve(&self.shared.memory, need)?);
+        Ok(need.chunk_bytes)
     }
 }
 
@@ -463,9 +503,16 @@ pub(super) fn run_session(
                         secret: s,
                         plain_data,
                         expected: None,
+                        hold: None,
                     };
                     let out = serve_transfer(conn, p, &cfg.files, cfg.keep_setuid, &mut attach);
-                    return out.map_err(|e| e.with_peer(peer));
+                    let memory = attach.hold.as_ref().map(MemoryHold::describe);
+                    return out
+                        .map(|line| match memory {
+                            Some(m) => format!("{line}; {m}"),
+                            None => line,
+                        })
+                        .map_err(|e| e.with_peer(peer));
                 }
                 Ok(Frame::Transfer(other)) => {
                     let e = ProtoError::Unexpected {
@@ -507,6 +554,19 @@ pub(super) fn run_session(
     let congestion = transport.congestion.clone();
     let side = transport.side;
     let choice = transport.buffer.clone();
+    let need = MemoryNeed {
+        streams: params.streams,
+        chunk_bytes: 0,
+        socket_bytes: socket_bytes(side, &choice, &facts),
+    };
+    let hold = match MemoryHold::reserve(&shared.memory, need) {
+        Ok(h) => h,
+        Err(reason) => {
+            session.reject(format!("on the server: {reason}"));
+            let _ = send_all(&mut session, &mut conn);
+            return Err(ServeError::Refused { reason });
+        }
+    };
     let rx_rate = match role {
         Role::Receiver if params.rx_rate_bps > 0 => Some(params.rx_rate_bps),
         Role::Receiver => cfg.rx_rate_bps,
@@ -520,7 +580,7 @@ pub(super) fn run_session(
         widen_window_scale(shared, chosen, &facts);
     }
     session.accept(BenchReady {
-        facts,
+        facts: facts.clone(),
         rcvbuf_bytes: if side == Side::Receive { chosen } else { 0 },
         sndbuf_bytes: if side == Side::Send { chosen } else { 0 },
         rx_rate_bps: rx_rate.unwrap_or(0),
@@ -537,6 +597,7 @@ pub(super) fn run_session(
         }
     };
     for s in &sockets {
+        shared.memory.restore_data_socket(s, &facts);
         sockopts::apply_buffer(s, side, &choice)
             .and_then(|()| sockopts::tune_connected(s.tcp(), congestion.as_deref()))
             .and_then(|()| match rx_rate {
@@ -560,7 +621,7 @@ pub(super) fn run_session(
     outcome
         .map(|(bytes, secs)| {
             format!(
-                "{} {} streams, {:.3} GB in {:.2} s = {:.3} Gbit/s",
+                "{} {} streams, {:.3} GB in {:.2} s = {:.3} Gbit/s; {}",
                 if role == Role::Sender {
                     "sent"
                 } else {
@@ -569,7 +630,8 @@ pub(super) fn run_session(
                 params.streams,
                 bytes as f64 / 1e9,
                 secs,
-                bytes as f64 * 8.0 / secs.max(1e-6) / 1e9
+                bytes as f64 * 8.0 / secs.max(1e-6) / 1e9,
+                hold.describe()
             )
         })
         .map_err(|e| e.with_peer(peer))

@@ -287,9 +287,20 @@ pub fn run_cp(
     // (proof -> welcome) is the better sample where they differ (a busy host, loopback).
     let rtt = rtt.min(welcome_at.saturating_duration_since(proof_sent));
     if push && chunk_size != chunk_request {
-        return Err(CpError::Protocol(format!(
-            "the server chose chunks of {chunk_size} bytes for a push of {chunk_request}"
-        )));
+        // A server may lower a push's chunks to fit its memory budget, never raise them.
+        let adopted = match sender.as_mut() {
+            Some(s) if chunk_size < chunk_request => s.session.adopt_chunk_size(chunk_size).ok(),
+            _ => None,
+        };
+        if adopted.is_none() {
+            return Err(CpError::Protocol(format!(
+                "the server chose chunks of {chunk_size} bytes for a push of {chunk_request}"
+            )));
+        }
+        warnings.push(format!(
+            "the server cut the chunks from {chunk_request} to {chunk_size} bytes to fit its \
+             memory budget (fewer --streams keep larger chunks)"
+        ));
     }
     let socks = connecting.attach(&session)?;
     let chunk_key = session

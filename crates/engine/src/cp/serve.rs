@@ -23,7 +23,10 @@ use crate::transport::control::ControlLink;
 use crate::transport::framed::FramedConn;
 use crate::transport::sockopts;
 use longhaul_model::buffers::bdp_bytes;
-use longhaul_policy::{Role, TransportRequest, Window};
+use longhaul_policy::{MemoryNeed, Role, TransportRequest, Window};
+
+/// How often a pull's walk of its source tells the client it is still at work.
+const WALK_KEEPALIVE: Duration = Duration::from_secs(5);
 
 /// How the server connects a session's data streams (implemented by the bench server).
 pub trait StreamAttach {
@@ -34,6 +37,10 @@ pub trait StreamAttach {
     fn collect(&mut self) -> Result<Vec<SecureStream>, AttachError>;
     /// The session's key for chunk MACs.
     fn chunk_key(&self) -> longhaul_proto::ChunkKey;
+    /// Reserves the session's memory from the server's budget for the rest of the
+    /// transfer; with `cut_chunk` (a push, whose chunks the server holds) the chunk may be
+    /// made smaller to fit. Returns the chunk size, or the words to refuse with.
+    fn reserve_memory(&mut self, need: MemoryNeed, cut_chunk: bool) -> Result<u64, String>;
 }
 
 /// The files a server's transfers may reach.
@@ -124,10 +131,28 @@ pub fn serve_transfer(
     let items: Vec<SendItem> = if push {
         Vec::new()
     } else {
-        let listed = match &path {
-            Some(p) => walk_served(root, p, recursive, &mut |w| warnings.push(w)),
-            None => walk_served_root(root, recursive, &mut |w| warnings.push(w)),
-        };
+        // The client waits for TransferReady with a read timeout (15 s) while a large
+        // tree is walked: an unsolicited Pong every few seconds keeps it waiting (a
+        // client in a transfer takes a Pong at any time).
+        let walked = std::sync::mpsc::channel();
+        let listed = std::thread::scope(|scope| {
+            let (warnings, path) = (&mut warnings, &path);
+            scope.spawn(move || {
+                let listed = match path {
+                    Some(p) => walk_served(root, p, recursive, &mut |w| warnings.push(w)),
+                    None => walk_served_root(root, recursive, &mut |w| warnings.push(w)),
+                };
+                let _ = walked.0.send(listed);
+            });
+            loop {
+                match walked.1.recv_timeout(WALK_KEEPALIVE) {
+                    Ok(listed) => break listed,
+                    Err(_) => {
+                        let _ = conn.send(&longhaul_proto::Message::Pong { seq: 0 });
+                    }
+                }
+            }
+        });
         match listed {
             Ok(v) if v.is_empty() => {
                 let why = if warnings.is_empty() {
@@ -182,10 +207,22 @@ pub fn serve_transfer(
         },
         rtt,
     ) {
-        Ok((p, _)) => p,
+        Ok(planned) => planned,
         Err(e) => return refuse(&mut conn, format!("on the server, {e}")),
     };
+    let (plan, facts) = plan;
     let (side, choice) = (plan.side, plan.buffer.clone());
+    // A receiving stream holds a whole chunk: a push's chunks count, and may be cut.
+    let need = MemoryNeed {
+        streams: params.streams,
+        chunk_bytes: if push { chunk_size } else { 0 },
+        socket_bytes: crate::bench::memory::socket_bytes(side, &choice, &facts),
+    };
+    let chunk_size = match attach.reserve_memory(need, push) {
+        Ok(fitted) if push => fitted,
+        Ok(_) => chunk_size,
+        Err(why) => return refuse(&mut conn, why),
+    };
     let congestion = plan.congestion.clone().unwrap_or_default();
     attach.expect(
         params.streams,

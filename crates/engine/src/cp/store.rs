@@ -21,7 +21,7 @@ use std::fs::{File, FileTimes, Permissions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -92,6 +92,31 @@ fn kept_note(kept: Option<&Path>) -> String {
         .unwrap_or_default()
 }
 
+/// Data files of one-chunk files open now, in this process (every session's): each
+/// waits, open, for its file's digest to commit it. Small files arrive faster than their
+/// commits on a tree of many (200,000 files filled a 20,000-descriptor limit), so a
+/// stream about to open one more waits while [`lazy_open_limit`] are open.
+static LAZY_OPEN: AtomicUsize = AtomicUsize::new(0);
+/// Longest wait for a descriptor to free before opening anyway (an error then says why).
+const LAZY_OPEN_WAIT: Duration = Duration::from_secs(60);
+
+/// Most one-chunk data files open at once: a quarter of the descriptor limit (soft
+/// `RLIMIT_NOFILE`, from `/proc/self/limits`), at most 4096, at least 64.
+fn lazy_open_limit() -> usize {
+    static LIMIT: OnceLock<usize> = OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let soft = std::fs::read_to_string("/proc/self/limits")
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find(|l| l.starts_with("Max open files"))
+                    .and_then(|l| l.split_whitespace().nth(3)?.parse::<usize>().ok())
+            })
+            .unwrap_or(1024);
+        (soft / 4).clamp(64, 4096)
+    })
+}
+
 /// One received file's data on disk.
 #[derive(Default)]
 pub struct DataFile {
@@ -100,6 +125,8 @@ pub struct DataFile {
     data: OnceLock<File>,
     /// `data` was created without a name (`O_TMPFILE`): it is linked into place.
     unnamed: AtomicBool,
+    /// `data` was created on first use and counts in [`LAZY_OPEN`].
+    counted: LazyCount,
     create: Mutex<()>,
     /// Held while writing to `data`: ext4 takes the inode lock for every buffered write
     /// and a stream waiting for it spins in the kernel, burning a core; waiting here
@@ -139,6 +166,12 @@ impl DataFile {
         if let Some(f) = self.data.get() {
             return Ok(f);
         }
+        let until = std::time::Instant::now() + LAZY_OPEN_WAIT;
+        while LAZY_OPEN.load(Ordering::SeqCst) >= lazy_open_limit()
+            && std::time::Instant::now() < until
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let dir = part_rel.parent().unwrap_or(Path::new(""));
         let file = match root.create_unnamed(dir, 0o600) {
             Ok(file) => {
@@ -163,7 +196,28 @@ impl DataFile {
         if size > 0 {
             file.set_len(size)?;
         }
+        self.counted.take();
         Ok(self.data.get_or_init(|| file))
+    }
+}
+
+/// A data file's place in [`LAZY_OPEN`], given back when the data file goes.
+#[derive(Default)]
+struct LazyCount(AtomicBool);
+
+impl LazyCount {
+    fn take(&self) {
+        if !self.0.swap(true, Ordering::SeqCst) {
+            LAZY_OPEN.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for LazyCount {
+    fn drop(&mut self) {
+        if self.0.load(Ordering::SeqCst) {
+            LAZY_OPEN.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 

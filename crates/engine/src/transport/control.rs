@@ -45,6 +45,10 @@ struct Outbox {
 
 /// Most bytes queued before a sender waits for the writer (bounds memory).
 const OUTBOX_LIMIT: usize = 8 << 20;
+/// Most items the reader thread queues before it stops reading (bounds memory: an item
+/// decodes from one frame of at most 64 KiB, so the queue holds a few MiB at most; a
+/// peer that sends faster than this end handles meets TCP's back-pressure instead).
+pub const INBOX_ITEMS: usize = 64;
 
 /// The writing half, cloneable across threads. Messages are queued and written by one
 /// thread, so thousands of small acks and digests leave in a few large writes.
@@ -247,7 +251,7 @@ impl ControlLink {
         sock.set_tcp_keepalive(&keepalive)?;
         longhaul_sys::socket::set_user_timeout(&stream, 45_000)?;
         let (control_tx, writer) = ControlTx::new(stream.try_clone()?)?;
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = mpsc::sync_channel(INBOX_ITEMS);
         let reader = std::thread::Builder::new()
             .name("cp-control".into())
             .spawn(move || {
@@ -314,6 +318,8 @@ impl Drop for ControlLink {
                 .stream
                 .set_read_timeout(Some(Duration::from_secs(2)));
         }
+        // A reader blocked on a full inbox wakes when the inbox goes away.
+        drop(std::mem::replace(&mut self.rx, mpsc::sync_channel(0).1));
         for h in [self.reader.take(), self.writer.take()]
             .into_iter()
             .flatten()

@@ -171,6 +171,24 @@ impl SendSession {
         self.cfg.chunk_size
     }
 
+    /// Takes the smaller chunk size the receiver chose (a server lowers a push's chunks to
+    /// fit its memory budget); only before any answer to the list, since answers name
+    /// chunks by index. Refused when larger, not a valid chunk size, or too late.
+    pub fn adopt_chunk_size(&mut self, chunk_size: u64) -> Result<(), SessionError> {
+        let fresh = self.phase == Phase::Listing && self.skipped.is_empty() && self.have.is_empty();
+        if !fresh
+            || chunk_size > self.cfg.chunk_size
+            || !longhaul_proto::transfer::valid_chunk_size(chunk_size)
+        {
+            return Err(SessionError::Protocol(format!(
+                "the receiver chose chunks of {chunk_size} bytes instead of {}",
+                self.cfg.chunk_size
+            )));
+        }
+        self.cfg.chunk_size = chunk_size;
+        Ok(())
+    }
+
     /// `--checksum-only`: no chunk crosses.
     pub fn checksum_only(&self) -> bool {
         self.cfg.checksum_only
@@ -236,11 +254,21 @@ impl SendSession {
             TransferMessage::HaveChunks { file, ranges } => {
                 let chunks = self.check_file(file)?;
                 let have = self.have.entry(file).or_default();
-                // Bounded: a file has at most `chunks` runs of verified chunks.
-                if have.len() + ranges.len() > chunks as usize {
-                    return Err(SessionError::Protocol(format!(
-                        "the receiver claims more chunk runs of file {file} than it has chunks"
-                    )));
+                // Runs come in order, disjoint, within the file (as a manifest's
+                // `verified_runs` gives them): a file then holds at most `chunks` runs and
+                // marking them costs one step per chunk, however the runs are framed.
+                let mut next_free = have.last().map_or(0, |&(first, count)| first + count);
+                for &(first, count) in &ranges {
+                    let end = first.checked_add(count).filter(|&end| end <= chunks);
+                    match end {
+                        Some(end) if first >= next_free => next_free = end,
+                        _ => {
+                            return Err(SessionError::Protocol(format!(
+                                "the receiver claims chunks {first}+{count} of file {file} \
+                                 (with {chunks} chunks) out of order, overlapping or past its end"
+                            )))
+                        }
+                    }
                 }
                 have.extend(ranges);
                 Ok(())
