@@ -42,6 +42,7 @@ fn open_file() -> (RecvSession, ChunkHeader) {
         sync: false,
         expect: None,
         keep_setuid: false,
+        umask: 0o022,
     });
     loop {
         let mut busy = false;
