@@ -97,11 +97,11 @@ fn the_memory_budget_holds_under_attack_and_a_real_client_is_served() {
             "--root",
             root.0.to_str().unwrap(),
             "--memory",
-            "2GiB",
+            "1GiB",
         ],
     );
     assert!(
-        server.log().contains("memory 0 of 2048 MiB reserved"),
+        server.log().contains("memory 0 of 1024 MiB reserved"),
         "the budget is logged at start:\n{}",
         server.log()
     );

@@ -43,7 +43,7 @@ pub struct Args {
     /// Only for token holders trusted as much as this server's user.
     #[arg(long, requires = "root")]
     pub keep_setuid: bool,
-    /// Memory the server commits to sessions at once (e.g. `4GiB`; default a quarter of
+    /// Memory the server commits to sessions at once (e.g. `4GiB`; default half of
     /// the RAM): each session reserves its streams' socket buffers and, on a push, one
     /// chunk per stream; a push's chunks are made smaller to fit, and a session that
     /// cannot fit is refused with what to lower (`--streams`, `--chunk`, `--window`) or
@@ -110,7 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "longhaul serve: {}{}",
         server.memory_report(),
         if args.memory.is_none() {
-            " (default: a quarter of the RAM; --memory SIZE)"
+            " (default: half of the RAM; --memory SIZE)"
         } else {
             ""
         }
