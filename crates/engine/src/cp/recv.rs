@@ -7,8 +7,9 @@
 //! per data stream reads a chunk header, asks the session about it, reads and hashes the
 //! payload in cache-sized pieces, writes it after the session's check, appends the
 //! manifest record, and only then lets the session ack it. Whoever completes a file does
-//! its commit. With `--sync` ([`RecvTarget::sync`]) data and records are flushed every few
-//! seconds and each file before its rename.
+//! its commit, which flushes the file before its rename (see [`Store`]). With `--sync`
+//! ([`RecvTarget::sync`]) data and records are also flushed every few seconds, and each
+//! directory after a rename.
 
 use crate::transport::secure::SecureStream;
 use std::io::{self, Read};
@@ -40,7 +41,8 @@ pub struct RecvTarget {
     pub no_clobber: bool,
     /// Only compare digests.
     pub checksum_only: bool,
-    /// Flush each file to disk before its rename, and the resume records as they go.
+    /// `--sync`: flush written chunks and the resume records as they go, and each
+    /// directory after a rename (files are flushed before their rename either way).
     pub sync: bool,
     /// On a pull, what the list may hold (the server may name nothing else).
     pub expect: Option<longhaul_transfer::session::ExpectedList>,

@@ -23,7 +23,10 @@ pub struct RecvConfig {
     pub no_clobber: bool,
     /// Only compare digests.
     pub checksum_only: bool,
-    /// Flush each file before its rename.
+    /// `--sync`: also flush each directory right after a rename, and written chunks with
+    /// their resume records as the transfer goes (so an interrupted transfer keeps its
+    /// progress through a power cut). A file's data is flushed before its rename either
+    /// way.
     pub sync: bool,
     /// What the list may hold when this end asked for it (a pull: the sender may name
     /// nothing else); `None` for a push, whose list is the client's own.
@@ -128,7 +131,8 @@ pub struct CommitJob {
     pub mtime: (i64, u32),
     /// Replace an existing file (not `--no-clobber`).
     pub replace: bool,
-    /// Flush data and the directory (`--sync`).
+    /// Flush the directory right after the rename (`--sync`); the data is flushed before
+    /// it in any case, and the directory before the last commit is answered.
     pub sync: bool,
 }
 
