@@ -124,6 +124,37 @@ pub fn start_write_back(file: &File, offset: u64, len: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// Room left on a file system, as an unprivileged user may use it (`fstatvfs(2)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsSpace {
+    /// Free bytes (`f_bavail * f_frsize`).
+    pub free_bytes: u64,
+    /// Free inodes (`f_favail`); `None` where the file system has no fixed number
+    /// (`f_files == 0`, e.g. btrfs).
+    pub free_inodes: Option<u64>,
+}
+
+/// The room left on the file system holding `file` (any open file or directory).
+pub fn fs_space(file: &impl AsRawFd) -> io::Result<FsSpace> {
+    // SAFETY: statvfs is plain old data; all-zero is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: the fd is open and `st` a valid, writable statvfs for the call.
+    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    #[allow(clippy::useless_conversion)] // the field widths differ between targets
+    let (bavail, frsize, files, favail) = (
+        u64::from(st.f_bavail),
+        u64::from(st.f_frsize),
+        u64::from(st.f_files),
+        u64::from(st.f_favail),
+    );
+    Ok(FsSpace {
+        free_bytes: bavail.saturating_mul(frsize),
+        free_inodes: (files > 0).then_some(favail),
+    })
+}
+
 fn to_off(v: u64) -> io::Result<libc::off_t> {
     libc::off_t::try_from(v).map_err(|_| {
         io::Error::new(

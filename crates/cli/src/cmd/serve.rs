@@ -10,7 +10,8 @@ use longhaul_engine::bench::{ServeConfig, Server, DEFAULT_PORT};
 use longhaul_engine::cp::serve::ServedFiles;
 use longhaul_engine::transport::tls::{ServerIdentity, ServerTls};
 
-use super::common::{rate, TokenArgs};
+use super::common::{rate, size, TokenArgs};
+use longhaul_transfer::session::ListCaps;
 
 /// Arguments of `longhaul serve`.
 #[derive(clap::Args, Debug)]
@@ -43,6 +44,14 @@ pub struct Args {
     /// Only for token holders trusted as much as this server's user.
     #[arg(long, requires = "root")]
     pub keep_setuid: bool,
+    /// Refuse a push whose files hold more than SIZE together (`500GB`, `2TiB`), before
+    /// any data is sent (files already in place count too: the cap is on the request).
+    #[arg(long, value_name = "SIZE", value_parser = size, requires = "root")]
+    pub max_bytes: Option<u64>,
+    /// Refuse a push that names more than N files and directories, before any data is
+    /// sent.
+    #[arg(long, value_name = "N", requires = "root")]
+    pub max_files: Option<u64>,
     #[command(flatten)]
     pub token: TokenArgs,
 }
@@ -88,6 +97,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             files,
             tls,
             keep_setuid: args.keep_setuid,
+            caps: ListCaps {
+                max_bytes: args.max_bytes,
+                max_files: args.max_files,
+            },
         },
         log,
     )

@@ -29,6 +29,7 @@ use crate::transport::tls::ServerTls;
 use longhaul_policy::{Side, TransportRequest, Window, MAX_WINDOW};
 use longhaul_proto::transfer::TransferMessage;
 use longhaul_proto::SessionSecret;
+use longhaul_transfer::session::ListCaps;
 
 /// Longest wait of the accept loop before it looks at its stop flag again.
 const STOP_CHECK: Duration = Duration::from_millis(100);
@@ -59,6 +60,8 @@ pub struct ServeConfig {
     /// (`serve --keep-setuid`); by default they are dropped, so a token holder cannot
     /// place a setuid program (see `longhaul_transfer::mode`).
     pub keep_setuid: bool,
+    /// Caps on what one push may write (`serve --max-bytes`, `--max-files`).
+    pub caps: ListCaps,
 }
 
 /// One line the server logs about a session.
@@ -423,7 +426,8 @@ pub(super) fn run_session(
                         plain_data,
                         expected: None,
                     };
-                    let out = serve_transfer(conn, p, &cfg.files, cfg.keep_setuid, &mut attach);
+                    let out =
+                        serve_transfer(conn, p, &cfg.files, cfg.keep_setuid, cfg.caps, &mut attach);
                     return out.map_err(|e| e.with_peer(peer));
                 }
                 Ok(Frame::Transfer(other)) => {

@@ -21,10 +21,11 @@ use std::time::Duration;
 use longhaul_proto::transfer::{ChunkHeader, TransferMessage};
 use longhaul_proto::ChunkKey;
 use longhaul_sys::aligned::AlignedBuf;
-use longhaul_sys::served_root::{Access, ServedRoot};
+use longhaul_sys::served_root::{Access, Resolver, ServedRoot};
 use longhaul_transfer::session::recv::Arrival;
-use longhaul_transfer::session::{RecvConfig, RecvEvent, RecvOutcome, RecvSession};
+use longhaul_transfer::session::{ListCaps, RecvConfig, RecvEvent, RecvOutcome, RecvSession, Room};
 use longhaul_transfer::{FileHashes, SafeRelPath};
+use std::path::{Path, PathBuf};
 
 use super::chunk_io::PIECE;
 use super::store::{Answer, Store};
@@ -49,6 +50,8 @@ pub struct RecvTarget {
     /// Keep set-user-ID, set-group-ID and sticky bits the sender names (see
     /// `longhaul_transfer::mode`); dropped otherwise.
     pub keep_setuid: bool,
+    /// Caps on what one list may ask to write (a daemon's `--max-bytes`, `--max-files`).
+    pub caps: ListCaps,
 }
 
 /// Chunks of a file to hash from disk: (file id, chunk indices).
@@ -174,7 +177,14 @@ pub fn run_receiver(
         sync: target.sync,
         expect: target.expect.clone(),
         keep_setuid: target.keep_setuid,
-    });
+    })
+    .with_caps(target.caps);
+    // Where the room cannot be measured, the transfer goes on unchecked (a disk that
+    // fills is then reported when it does).
+    let session = match room(&target, target_is_dir) {
+        Some(room) => session.with_room(room),
+        None => session,
+    };
     let (hash_tx, hash_rx) = mpsc::channel();
     let shared = Arc::new(Shared {
         session: Mutex::new(session),
@@ -269,6 +279,36 @@ fn target_is_dir(t: &RecvTarget) -> Result<bool, CpError> {
             }),
         },
     }
+}
+
+/// The room on the file system of the directory files will land in (the destination,
+/// or the directory a new name is made in), named for the message: a local path, or on a
+/// daemon the path below its root (its own location is not the client's business).
+fn room(t: &RecvTarget, target_is_dir: bool) -> Option<Room> {
+    let target = t.target.as_ref().map(|p| p.to_path_buf());
+    let dir = match (&target, target_is_dir) {
+        (Some(p), true) => p.clone(),
+        (Some(p), false) => p.parent().map(Path::to_path_buf).unwrap_or_default(),
+        (None, _) => PathBuf::new(),
+    };
+    let space = t.root.fs_space(&dir).ok()?;
+    let confined = t.root.resolver() != Resolver::Unconfined;
+    let on = if t.expect.is_none() && confined {
+        if dir.as_os_str().is_empty() {
+            "the server's root".to_string()
+        } else {
+            format!("the server's {}", dir.display())
+        }
+    } else if dir.as_os_str().is_empty() {
+        t.root.path().display().to_string()
+    } else {
+        t.root.path().join(&dir).display().to_string()
+    };
+    Some(Room {
+        free_bytes: space.free_bytes,
+        free_inodes: space.free_inodes,
+        on,
+    })
 }
 
 /// The next transfer message, waiting as long as it takes; the peer's error or a lost

@@ -36,6 +36,29 @@ pub struct RecvConfig {
     pub keep_setuid: bool,
 }
 
+/// The room on the destination's file system, measured by the driver before the list
+/// arrives ([`RecvSession::with_room`]): a transfer that cannot fit is refused before any
+/// data is sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Room {
+    /// Free bytes an unprivileged user may use.
+    pub free_bytes: u64,
+    /// Free inodes (`None`: the file system has no fixed number).
+    pub free_inodes: Option<u64>,
+    /// The destination, as the message names it.
+    pub on: String,
+}
+
+/// Caps on what one transfer's list may ask this end to write (a daemon's
+/// `serve --max-bytes` / `--max-files`, [`RecvSession::with_caps`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListCaps {
+    /// Most bytes the list's files may hold together.
+    pub max_bytes: Option<u64>,
+    /// Most entries (files and directories) the list may name.
+    pub max_files: Option<u64>,
+}
+
 /// The entries a pull asked for (scp's CVE-2019-6111 lesson: a server answering
 /// `cp host:big.h5 ~` must not be able to write `~/.bashrc`).
 #[derive(Debug, Clone, PartialEq, Eq)]
