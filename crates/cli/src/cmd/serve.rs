@@ -10,7 +10,7 @@ use longhaul_engine::bench::{ServeConfig, Server, DEFAULT_PORT};
 use longhaul_engine::cp::serve::ServedFiles;
 use longhaul_engine::transport::tls::{ServerIdentity, ServerTls};
 
-use super::common::{rate, size, TokenArgs};
+use super::common::{duration_long, rate, size, TokenArgs};
 use longhaul_transfer::session::ListCaps;
 
 /// Arguments of `longhaul serve`.
@@ -52,6 +52,10 @@ pub struct Args {
     /// sent.
     #[arg(long, value_name = "N", requires = "root")]
     pub max_files: Option<u64>,
+    /// At start, remove the work files (`.NAME.longhaul-part`, `.NAME.longhaul-manifest`)
+    /// below the root last changed longer ago than AGE (`7d`), as `longhaul clean` does.
+    #[arg(long, value_name = "AGE", value_parser = duration_long, requires = "root")]
+    pub clean_stale: Option<std::time::Duration>,
     #[command(flatten)]
     pub token: TokenArgs,
 }
@@ -70,6 +74,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )),
         None => ServedFiles::Nothing,
     };
+    if let (Some(age), ServedFiles::Root(root)) = (args.clean_stale, &files) {
+        super::clean::clean_root(root, age, false, &mut |line| {
+            eprintln!("longhaul serve: {line}")
+        })?;
+    }
     let id_dir = match &args.identity_dir {
         Some(d) => d.clone(),
         None => longhaul_engine::token::default_token_path()?
