@@ -40,7 +40,7 @@ fn clean_removes_only_old_unlocked_work_files_below_the_directory() {
     aged(&outside.join(".far.longhaul-part"), 30);
     symlink(&outside, root.join("link")).unwrap();
     let busy = File::open(root.join(".busy.longhaul-part")).unwrap();
-    busy.try_lock().unwrap();
+    assert!(longhaul_sys::file_io::try_lock_exclusive(&busy).unwrap());
 
     let dry = run(
         longhaul(&home)

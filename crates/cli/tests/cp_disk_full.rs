@@ -159,7 +159,8 @@ fn fill(path: &Path) {
     loop {
         match f.write_all(&block) {
             Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::StorageFull => break,
+            // ENOSPC (ErrorKind::StorageFull is newer than the MSRV).
+            Err(e) if e.raw_os_error() == Some(28) => break,
             Err(e) => panic!("filling {}: {e}", path.display()),
         }
     }

@@ -124,6 +124,21 @@ pub fn start_write_back(file: &File, offset: u64, len: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// Takes an exclusive `flock(2)` on `file` without waiting: `Ok(false)` if another open
+/// file description holds a lock on it. Released when `file` is closed.
+pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+    // SAFETY: the fd is open for the duration of the call; no memory arguments.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
 /// Room left on a file system, as an unprivileged user may use it (`fstatvfs(2)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FsSpace {

@@ -10,6 +10,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use longhaul_sys::file_io;
 use longhaul_sys::served_root::{Access, ServedRoot};
 use longhaul_transfer::place::is_work_name;
 
@@ -111,10 +112,10 @@ fn remove_unless_locked(root: &ServedRoot, rel: &Path, ino: u64, dry_run: bool) 
         Err(e) => return Found::Failed(format!("looking at it: {e}")),
     }
     // Held until the unlink: a writer that locks its part file waits or sees it gone.
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => return Found::InUse,
-        Err(std::fs::TryLockError::Error(e)) => return Found::Failed(format!("locking: {e}")),
+    match file_io::try_lock_exclusive(&file) {
+        Ok(true) => {}
+        Ok(false) => return Found::InUse,
+        Err(e) => return Found::Failed(format!("locking: {e}")),
     }
     if dry_run {
         return Found::Removed;
