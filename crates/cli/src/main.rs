@@ -28,6 +28,9 @@ enum Command {
     /// Copy files and trees to or from a host over ssh or a `longhaul serve --root`,
     /// verified and resumable.
     Cp(cmd::cp::Args),
+    /// Remove the work files (.NAME.longhaul-part, .NAME.longhaul-manifest) abandoned
+    /// transfers left below a directory.
+    Clean(cmd::clean::Args),
     /// Emulate a long fat path (rate, buffer, RTT, loss) between two network namespaces.
     Emulate(cmd::emulate::Args),
     /// Check this host's TCP settings for a path; --apply fixes them, --revert undoes that.
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Command::Tune(args) => cmd::tune::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Serve(args) => cmd::serve::run(args),
+        Command::Clean(args) => cmd::clean::run(args),
         Command::Cp(args) => cmd::cp::run(args),
         Command::Record(args) => cmd::record::run(args),
         Command::Plot(args) => cmd::plot::run(args),

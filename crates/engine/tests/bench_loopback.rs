@@ -49,6 +49,7 @@ impl TestServer {
                 files: Default::default(),
                 tls: server_tls(),
                 keep_setuid: false,
+                caps: Default::default(),
             },
             Arc::new(move |line: &str| l2.lock().unwrap().push(line.to_string())),
         )
@@ -422,6 +423,7 @@ fn a_second_server_on_the_same_port_says_the_port_is_in_use() {
             files: Default::default(),
             tls: server_tls(),
             keep_setuid: false,
+            caps: Default::default(),
         },
         Arc::new(|_: &str| {}),
     )

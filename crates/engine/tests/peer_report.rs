@@ -38,6 +38,7 @@ fn a_server_reports_its_findings_for_the_path_asked_about() {
             files: Default::default(),
             tls: server_tls(),
             keep_setuid: false,
+            caps: Default::default(),
         },
         Arc::new(move |line: &str| l2.lock().unwrap().push(line.to_string())),
     )

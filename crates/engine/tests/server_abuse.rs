@@ -63,6 +63,7 @@ impl TestServer {
                 files: ServedFiles::Root(Arc::new(ServedRoot::open(root.path()).unwrap())),
                 tls: server_tls(),
                 keep_setuid: false,
+                caps: Default::default(),
             },
             Arc::new(|_: &str| {}),
         )

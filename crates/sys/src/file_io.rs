@@ -1,8 +1,8 @@
 //! Positional file I/O for chunked transfers: reads and writes at an offset (any number
 //! of streams write one file at once), space reservation, holes and data segments of
-//! sparse files (`SEEK_DATA`/`SEEK_HOLE`), durable syncs, opening only regular files
-//! without ever blocking on a FIFO ([`open_regular`], [`regular_only`]), and exclusive
-//! locks ([`try_lock_exclusive`]).
+//! sparse files (`SEEK_DATA`/`SEEK_HOLE`), early write-back and durable syncs, opening
+//! only regular files without ever blocking on a FIFO ([`open_regular`],
+//! [`regular_only`]), and exclusive locks ([`try_lock_exclusive`]).
 
 use std::fs::File;
 use std::io;
@@ -186,6 +186,52 @@ pub fn sync_data(file: &File) -> io::Result<()> {
 /// Flushes data and all metadata (`fsync(2)`).
 pub fn sync_all(file: &File) -> io::Result<()> {
     file.sync_all()
+}
+
+/// Starts writing `len` bytes at `offset` back to disk without waiting
+/// (`sync_file_range(2)` with `SYNC_FILE_RANGE_WRITE`), so that a later [`sync_data`] or
+/// [`sync_all`] finds little left to do. Not a durability guarantee by itself: it flushes
+/// no metadata and does not wait.
+pub fn start_write_back(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let (off, len) = (to_off(offset)?, to_off(len)?);
+    // SAFETY: the fd is open for the duration of the call; no memory arguments.
+    let rc =
+        unsafe { libc::sync_file_range(file.as_raw_fd(), off, len, libc::SYNC_FILE_RANGE_WRITE) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Room left on a file system, as an unprivileged user may use it (`fstatvfs(2)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsSpace {
+    /// Free bytes (`f_bavail * f_frsize`).
+    pub free_bytes: u64,
+    /// Free inodes (`f_favail`); `None` where the file system has no fixed number
+    /// (`f_files == 0`, e.g. btrfs).
+    pub free_inodes: Option<u64>,
+}
+
+/// The room left on the file system holding `file` (any open file or directory).
+pub fn fs_space(file: &impl AsRawFd) -> io::Result<FsSpace> {
+    // SAFETY: statvfs is plain old data; all-zero is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: the fd is open and `st` a valid, writable statvfs for the call.
+    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    #[allow(clippy::useless_conversion)] // the field widths differ between targets
+    let (bavail, frsize, files, favail) = (
+        u64::from(st.f_bavail),
+        u64::from(st.f_frsize),
+        u64::from(st.f_files),
+        u64::from(st.f_favail),
+    );
+    Ok(FsSpace {
+        free_bytes: bavail.saturating_mul(frsize),
+        free_inodes: (files > 0).then_some(favail),
+    })
 }
 
 fn to_off(v: u64) -> io::Result<libc::off_t> {

@@ -318,6 +318,13 @@ impl ServedRoot {
         File::from(fd).sync_all()
     }
 
+    /// The room left on the file system holding the directory `rel` (empty path: the
+    /// root), see [`crate::file_io::fs_space`].
+    pub fn fs_space(&self, rel: &Path) -> io::Result<crate::file_io::FsSpace> {
+        let fd = self.open_beneath_dir(rel, libc::O_RDONLY)?;
+        crate::file_io::fs_space(&fd)
+    }
+
     /// The attributes of `rel` (empty path: the root) with `lstat(2)` semantics: the
     /// directories leading to it are resolved beneath the root like [`Self::open_file`],
     /// the last component is not followed (a symlink is reported as a symlink).

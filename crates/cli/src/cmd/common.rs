@@ -102,6 +102,15 @@ pub fn duration(s: &str) -> Result<std::time::Duration, String> {
     units::parse_duration(s).map_err(|e| e.to_string())
 }
 
+/// clap value parser for long durations (`7d`, `12h`, `30m`; a bare number is seconds),
+/// without [`duration`]'s one-day cap on bare numbers.
+pub fn duration_long(s: &str) -> Result<std::time::Duration, String> {
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(std::time::Duration::from_secs(secs));
+    }
+    units::parse_duration(s).map_err(|e| e.to_string())
+}
+
 /// Prints one JSON Lines object to stdout; a closed pipe ends the program quietly.
 pub fn emit_json(value: &serde_json::Value) {
     say(&value.to_string());

@@ -72,9 +72,11 @@ pub struct Args {
     /// Never replace an existing destination file.
     #[arg(long)]
     pub no_clobber: bool,
-    /// Flush every file to the receiver's disk before it is renamed into place, so a
-    /// finished file survives a power cut (without it, as with cp, rsync and GridFTP, a
-    /// finished file is verified in the page cache and the kernel writes it back).
+    /// Also keep an unfinished transfer's progress through a power cut: the receiver
+    /// flushes written chunks and their resume records every 2 s, and each directory
+    /// right after a file is renamed into it. Without it every file is still flushed to
+    /// disk before it is renamed into place, and the directories before the transfer
+    /// reports success, so a finished transfer survives a power cut either way.
     #[arg(long)]
     pub sync: bool,
     /// Send nothing: compare BLAKE3 digests of the sources and an existing copy.

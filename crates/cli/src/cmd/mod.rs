@@ -1,6 +1,7 @@
 //! One module per subcommand; each exposes `Args` (clap) and `run(Args) -> Result<ExitCode>`.
 
 pub mod bench;
+pub mod clean;
 pub mod common;
 pub mod cp;
 pub mod demo;

@@ -10,7 +10,8 @@ use longhaul_engine::bench::{ServeConfig, Server, DEFAULT_PORT};
 use longhaul_engine::cp::serve::ServedFiles;
 use longhaul_engine::transport::tls::{ServerIdentity, ServerTls};
 
-use super::common::{rate, size, TokenArgs};
+use super::common::{duration_long, rate, size, TokenArgs};
+use longhaul_transfer::session::ListCaps;
 
 /// Arguments of `longhaul serve`.
 #[derive(clap::Args, Debug)]
@@ -50,6 +51,18 @@ pub struct Args {
     /// told the server is full. Logged at start and in every session's line.
     #[arg(long, value_name = "SIZE", value_parser = size)]
     pub memory: Option<u64>,
+    /// Refuse a push whose files hold more than SIZE together (`500GB`, `2TiB`), before
+    /// any data is sent (files already in place count too: the cap is on the request).
+    #[arg(long, value_name = "SIZE", value_parser = size, requires = "root")]
+    pub max_bytes: Option<u64>,
+    /// Refuse a push that names more than N files and directories, before any data is
+    /// sent.
+    #[arg(long, value_name = "N", requires = "root")]
+    pub max_files: Option<u64>,
+    /// At start, remove the work files (`.NAME.longhaul-part`, `.NAME.longhaul-manifest`)
+    /// below the root last changed longer ago than AGE (`7d`), as `longhaul clean` does.
+    #[arg(long, value_name = "AGE", value_parser = duration_long, requires = "root")]
+    pub clean_stale: Option<std::time::Duration>,
     #[command(flatten)]
     pub token: TokenArgs,
 }
@@ -68,6 +81,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )),
         None => ServedFiles::Nothing,
     };
+    if let (Some(age), ServedFiles::Root(root)) = (args.clean_stale, &files) {
+        super::clean::clean_root(root, age, false, &mut |line| {
+            eprintln!("longhaul serve: {line}")
+        })?;
+    }
     let id_dir = match &args.identity_dir {
         Some(d) => d.clone(),
         None => longhaul_engine::token::default_token_path()?
@@ -95,6 +113,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             files,
             tls,
             keep_setuid: args.keep_setuid,
+            caps: ListCaps {
+                max_bytes: args.max_bytes,
+                max_files: args.max_files,
+            },
         },
         log,
     )

@@ -30,6 +30,7 @@ use crate::transport::tls::ServerTls;
 use longhaul_policy::{MemoryNeed, Side, TransportRequest, Window, MAX_WINDOW};
 use longhaul_proto::transfer::TransferMessage;
 use longhaul_proto::SessionSecret;
+use longhaul_transfer::session::ListCaps;
 
 /// Longest wait of the accept loop before it looks at its stop flag again.
 const STOP_CHECK: Duration = Duration::from_millis(100);
@@ -60,6 +61,8 @@ pub struct ServeConfig {
     /// (`serve --keep-setuid`); by default they are dropped, so a token holder cannot
     /// place a setuid program (see `longhaul_transfer::mode`).
     pub keep_setuid: bool,
+    /// Caps on what one push may write (`serve --max-bytes`, `--max-files`).
+    pub caps: ListCaps,
 }
 
 /// One line the server logs about a session.
@@ -505,7 +508,8 @@ pub(super) fn run_session(
                         expected: None,
                         hold: None,
                     };
-                    let out = serve_transfer(conn, p, &cfg.files, cfg.keep_setuid, &mut attach);
+                    let out =
+                        serve_transfer(conn, p, &cfg.files, cfg.keep_setuid, cfg.caps, &mut attach);
                     let memory = attach.hold.as_ref().map(MemoryHold::describe);
                     return out
                         .map(|line| match memory {

@@ -474,6 +474,7 @@ fn local_target(
         sync,
         expect: None,
         keep_setuid: false,
+        caps: Default::default(),
     })
 }
 

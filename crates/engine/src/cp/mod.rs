@@ -7,6 +7,7 @@
 //! hand it to the right end.
 
 pub mod chunk_io;
+pub mod clean;
 pub mod client;
 pub mod recv;
 pub mod send;

@@ -7,8 +7,9 @@
 //! per data stream reads a chunk header, asks the session about it, reads and hashes the
 //! payload in cache-sized pieces, writes it after the session's check, appends the
 //! manifest record, and only then lets the session ack it. Whoever completes a file does
-//! its commit. With `--sync` ([`RecvTarget::sync`]) data and records are flushed every few
-//! seconds and each file before its rename.
+//! its commit, which flushes the file before its rename (see [`Store`]). With `--sync`
+//! ([`RecvTarget::sync`]) data and records are also flushed every few seconds, and each
+//! directory after a rename.
 
 use crate::transport::secure::SecureStream;
 use std::io::{self, Read};
@@ -21,10 +22,11 @@ use std::time::Duration;
 use longhaul_proto::transfer::{ChunkHeader, TransferMessage};
 use longhaul_proto::ChunkKey;
 use longhaul_sys::aligned::AlignedBuf;
-use longhaul_sys::served_root::ServedRoot;
+use longhaul_sys::served_root::{Resolver, ServedRoot};
 use longhaul_transfer::session::recv::Arrival;
-use longhaul_transfer::session::{RecvConfig, RecvEvent, RecvOutcome, RecvSession};
+use longhaul_transfer::session::{ListCaps, RecvConfig, RecvEvent, RecvOutcome, RecvSession, Room};
 use longhaul_transfer::{FileHashes, SafeRelPath};
+use std::path::{Path, PathBuf};
 
 use super::chunk_io::PIECE;
 use super::store::{Answer, Store};
@@ -41,13 +43,16 @@ pub struct RecvTarget {
     pub no_clobber: bool,
     /// Only compare digests.
     pub checksum_only: bool,
-    /// Flush each file to disk before its rename, and the resume records as they go.
+    /// `--sync`: flush written chunks and the resume records as they go, and each
+    /// directory after a rename (files are flushed before their rename either way).
     pub sync: bool,
     /// On a pull, what the list may hold (the server may name nothing else).
     pub expect: Option<longhaul_transfer::session::ExpectedList>,
     /// Keep set-user-ID, set-group-ID and sticky bits the sender names (see
     /// `longhaul_transfer::mode`); dropped otherwise.
     pub keep_setuid: bool,
+    /// Caps on what one list may ask to write (a daemon's `--max-bytes`, `--max-files`).
+    pub caps: ListCaps,
 }
 
 /// Chunks of a file to hash from disk: (file id, chunk indices).
@@ -175,7 +180,14 @@ pub fn run_receiver(
         expect: target.expect.clone(),
         keep_setuid: target.keep_setuid,
         umask: longhaul_sys::process::umask(),
-    });
+    })
+    .with_caps(target.caps);
+    // Where the room cannot be measured, the transfer goes on unchecked (a disk that
+    // fills is then reported when it does).
+    let session = match room(&target, target_is_dir) {
+        Some(room) => session.with_room(room),
+        None => session,
+    };
     let (hash_tx, hash_rx) = mpsc::channel();
     let shared = Arc::new(Shared {
         session: Mutex::new(session),
@@ -281,6 +293,36 @@ fn target_is_dir(t: &RecvTarget) -> Result<bool, CpError> {
             }),
         },
     }
+}
+
+/// The room on the file system of the directory files will land in (the destination,
+/// or the directory a new name is made in), named for the message: a local path, or on a
+/// daemon the path below its root (its own location is not the client's business).
+fn room(t: &RecvTarget, target_is_dir: bool) -> Option<Room> {
+    let target = t.target.as_ref().map(|p| p.to_path_buf());
+    let dir = match (&target, target_is_dir) {
+        (Some(p), true) => p.clone(),
+        (Some(p), false) => p.parent().map(Path::to_path_buf).unwrap_or_default(),
+        (None, _) => PathBuf::new(),
+    };
+    let space = t.root.fs_space(&dir).ok()?;
+    let confined = t.root.resolver() != Resolver::Unconfined;
+    let on = if t.expect.is_none() && confined {
+        if dir.as_os_str().is_empty() {
+            "the server's root".to_string()
+        } else {
+            format!("the server's {}", dir.display())
+        }
+    } else if dir.as_os_str().is_empty() {
+        t.root.path().display().to_string()
+    } else {
+        t.root.path().join(&dir).display().to_string()
+    };
+    Some(Room {
+        free_bytes: space.free_bytes,
+        free_inodes: space.free_inodes,
+        on,
+    })
 }
 
 /// The next transfer message, waiting as long as it takes; the peer's error or a lost

@@ -10,6 +10,7 @@ use std::time::Duration;
 use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferParams};
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::location::user_path;
+use longhaul_transfer::session::ListCaps;
 use longhaul_transfer::{chunk_size_for, require_directory, RequestedPath};
 
 use super::recv::{run_receiver, RecvTarget};
@@ -65,11 +66,13 @@ pub enum ServedFiles {
 
 /// Runs one transfer for an authenticated session; returns a log line. A request this
 /// server will not serve is [`ServeError::Refused`] with the words the client was sent.
+/// `caps` bound what one push may write (`serve --max-bytes`, `--max-files`).
 pub fn serve_transfer(
     mut conn: FramedConn,
     params: TransferParams,
     files: &ServedFiles,
     keep_setuid: bool,
+    caps: ListCaps,
     attach: &mut dyn StreamAttach,
 ) -> Result<String, ServeError> {
     let refuse = |conn: &mut FramedConn, why: String| -> Result<String, ServeError> {
@@ -260,6 +263,7 @@ pub fn serve_transfer(
             keep_setuid,
             // A push's list is the client's own choice of files; the root confines it.
             expect: None,
+            caps,
         };
         let out = run_receiver(target, chunk_size, link, collect, chunk_key, progress)?;
         Ok(format!(

@@ -15,8 +15,15 @@
 //! rename into place the part name must still be the very file that was verified (same
 //! device and inode). Work files and directory modes never go through a symlink, and
 //! a part file with another hard link is never written through (a new inode is made).
+//!
+//! Durability: a file goes in place only once its data is on disk. Write-back of every
+//! chunk starts as soon as it is written (`sync_file_range`), the commit flushes the file
+//! (`fsync`) before its rename or link, and the directories that received new names are
+//! flushed before the last commit is answered (with `--sync`, after each rename), so a
+//! transfer reported complete survives a power cut, and a file found in place with the
+//! source's size and mtime after one holds its data (the rerun's quick check trusts it).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fs::{File, FileTimes, Permissions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -52,6 +59,16 @@ pub enum StoreError {
     /// Flushing written chunks and their records to disk failed (`--sync`).
     #[error("syncing a part file: {0}")]
     Sync(#[source] io::Error),
+    /// Flushing a directory that received files failed: their names may not survive a
+    /// power cut.
+    #[error("syncing directory {}: {cause}", path.display())]
+    SyncDir {
+        /// The directory below the root.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        cause: io::Error,
+    },
     /// A thread panicked holding the table of open files.
     #[error("the receiver's table of open files was poisoned by a panic")]
     Poisoned,
@@ -226,6 +243,9 @@ pub struct Store {
     root: Arc<ServedRoot>,
     files: Mutex<HashMap<u32, Arc<DataFile>>>,
     chunk_size: u64,
+    /// Directories (and their ancestors) that received a name since they were last
+    /// flushed: flushed together before the last commit is answered.
+    unsynced_dirs: Mutex<BTreeSet<PathBuf>>,
 }
 
 /// What answering an event needs from the session: the answer to give it.
@@ -255,6 +275,7 @@ impl Store {
             root,
             files: Mutex::new(HashMap::new()),
             chunk_size,
+            unsynced_dirs: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -345,6 +366,8 @@ impl Store {
             }
             RecvEvent::FixDirs(mut dirs) => {
                 fix_dirs(&self.root, &mut dirs);
+                // The commits' names are durable before the sender hears of the last.
+                self.sync_dirs()?;
                 Ok(Answer::DirsFixed)
             }
         }
@@ -452,6 +475,9 @@ impl Store {
             for r in sparse::data_ranges(buf, 4096) {
                 file_io::write_all_at(data, &buf[r.clone()], offset + r.start as u64)?;
             }
+            // Start write-back now, so the commit's flush finds little left to write. A
+            // failure here changes nothing: the commit's fsync reports write-back errors.
+            let _ = file_io::start_write_back(data, offset, buf.len() as u64);
         }
         Ok(())
     }
@@ -508,8 +534,11 @@ impl Store {
         Ok(out)
     }
 
-    /// Puts a verified file in place: mode and mtime, a sync with `--sync`, then a link
-    /// (unnamed) or a rename (part file); the manifest goes last.
+    /// Puts a verified file in place: mode and mtime, a flush of the file (always: a
+    /// file in place with the source's size and mtime is taken as complete by a rerun, so
+    /// its data must be on disk first), then a link (unnamed) or a rename (part file), the
+    /// directory flushed now with `--sync` or else with the last commit
+    /// ([`Store::sync_dirs`]); the manifest goes last.
     fn commit(&self, job: &CommitJob) -> Result<(), CommitError> {
         let f = self.data(job.id).ok_or(CommitError::NeverOpened)?;
         let data = f.data.get().ok_or(CommitError::NeverCreated)?;
@@ -522,9 +551,7 @@ impl Store {
         if let Err(e) = data.set_times(FileTimes::new().set_modified(mtime_of(job.mtime))) {
             unset.push(format!("its mtime could not be set: {e}"));
         }
-        if job.sync {
-            file_io::sync_data(data).map_err(CommitError::Sync)?;
-        }
+        file_io::sync_all(data).map_err(CommitError::Sync)?;
         if f.unnamed.load(Ordering::Acquire) {
             self.link_into_place(job, data)
                 .map_err(|cause| CommitError::Place { cause, kept: None })?;
@@ -546,10 +573,15 @@ impl Store {
                     kept: Some(job.part_rel.clone()),
                 })?;
         }
+        // The new name itself must survive a power cut too.
+        let dir = job.final_rel.parent().unwrap_or(Path::new(""));
         if job.sync {
-            // The new name itself must survive a power cut too.
-            let dir = job.final_rel.parent().unwrap_or(Path::new(""));
             self.root.sync_dir(dir).map_err(CommitError::SyncDir)?;
+        }
+        if let Ok(mut dirs) = self.unsynced_dirs.lock() {
+            // Its ancestors too: a directory made by this transfer is a new name in its
+            // parent (flushing one already flushed costs a system call, no disk write).
+            dirs.extend(dir.ancestors().map(Path::to_path_buf));
         }
         if let Some(m) = &job.manifest_rel {
             let _ = self.root.remove_file(m);
@@ -593,9 +625,29 @@ impl Store {
         }
     }
 
-    /// Sets directories' modes and times after a failure (normally the last commit does).
+    /// Sets directories' modes and times after a failure (normally the last commit does),
+    /// and flushes the directories that received files (best effort: the transfer failed
+    /// already).
     pub fn fix_dirs(&self, mut dirs: Vec<DirFix>) {
         fix_dirs(&self.root, &mut dirs);
+        let _ = self.sync_dirs();
+    }
+
+    /// Flushes every directory that received a name since the last call (deepest first),
+    /// so that the files committed in them survive a power cut.
+    pub fn sync_dirs(&self) -> Result<(), StoreError> {
+        let dirs = std::mem::take(
+            &mut *self
+                .unsynced_dirs
+                .lock()
+                .map_err(|_| StoreError::Poisoned)?,
+        );
+        for dir in dirs.into_iter().rev() {
+            self.root
+                .sync_dir(&dir)
+                .map_err(|cause| StoreError::SyncDir { path: dir, cause })?;
+        }
+        Ok(())
     }
 }
 

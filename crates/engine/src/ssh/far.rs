@@ -134,6 +134,7 @@ fn bind(
         // The user's own files with the user's rights; special bits dropped as a
         // daemon drops them (cp --keep-setuid keeps them on pulls).
         keep_setuid: false,
+        caps: Default::default(),
     };
     let Some((lo, hi)) = cfg.port_range else {
         return Server::bind(config(0), log);

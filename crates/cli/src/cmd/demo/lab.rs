@@ -167,6 +167,7 @@ impl ServeGuard {
                     files: Default::default(),
                     tls: keys.tls,
                     keep_setuid: false,
+                    caps: Default::default(),
                 };
                 match Server::bind(cfg, log) {
                     Ok(server) => {

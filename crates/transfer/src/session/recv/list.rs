@@ -35,6 +35,7 @@ impl RecvSession {
             let id = self.files.len() as u32;
             let file = self.accept(id, entry)?;
             self.files.push(file);
+            self.check_caps(self.files.len() as u64)?;
         }
         Ok(())
     }
@@ -105,6 +106,7 @@ impl RecvSession {
                     mode: 0o700 | (entry.mode & 0o777),
                 });
                 self.dirs_known.insert(final_rel.clone());
+                self.need(0, 1);
                 self.dirs.push(DirFix {
                     rel: final_rel,
                     depth: placed.depth(),
@@ -157,6 +159,7 @@ impl RecvSession {
         };
         let lazy = chunks == 1 && !self.cfg.checksum_only;
         let want_manifest = !lazy && !self.cfg.checksum_only;
+        self.looking += 1;
         self.events.push_back(RecvEvent::Look {
             id,
             final_rel: final_rel.clone(),
@@ -180,13 +183,26 @@ impl RecvSession {
         }))
     }
 
-    /// The driver's answer to [`RecvEvent::Look`]: decides what to do with the file.
+    /// The driver's answer to [`RecvEvent::Look`]: decides what to do with the file
+    /// (once every file is decided, the room is checked and the files opened).
     pub fn looked(&mut self, id: u32, found: LookResult) -> Result<(), SessionError> {
+        self.decide(id, found)?;
+        self.release_opens()
+    }
+
+    fn decide(&mut self, id: u32, found: LookResult) -> Result<(), SessionError> {
         let cfg = self.cfg.clone();
-        let Some(f) = self.file_mut(id).filter(|f| f.state == FileState::Looking) else {
+        if !self
+            .file_mut(id)
+            .is_some_and(|f| f.state == FileState::Looking)
+        {
             return Err(SessionError::GaveUp(format!(
                 "a look at file {id}, which is not waiting for one"
             )));
+        }
+        self.looking = self.looking.saturating_sub(1);
+        let Some(f) = self.file_mut(id) else {
+            return Ok(());
         };
         let e = &f.entry;
         // Never written into (a FIFO would block) nor replaced: what it is matters to
@@ -254,6 +270,7 @@ impl RecvSession {
             let opened = FileReceiver::open(source, cfg.chunk_size, None)
                 .map_err(|e| SessionError::Refused(e.to_string()))?;
             f.receiver = Some(opened.receiver);
+            self.need(size, 1);
             return self.open(id, OpenPlan::Lazy);
         }
         // A stored manifest counts only if the part file is there, regular, of full size.
@@ -261,21 +278,34 @@ impl RecvSession {
         let stored = found.manifest.as_deref().filter(|_| part_ok);
         let opened = FileReceiver::open(source, cfg.chunk_size, stored)
             .map_err(|e| SessionError::Refused(format!("{}: {e}", f.final_rel.display())))?;
-        let plan = match opened.start {
+        let (plan, needs) = match opened.start {
             PartStart::Resume { manifest_len } => {
+                let m = opened.receiver.manifest();
+                let held: u64 = opened
+                    .have
+                    .iter()
+                    .flat_map(|&(first, count)| first..first.saturating_add(count))
+                    .map(|i| m.chunk_len(i))
+                    .sum();
                 f.resume_have = opened.have;
-                OpenPlan::Resume {
+                let plan = OpenPlan::Resume {
                     manifest_len,
-                    verify: opened.receiver.manifest().verified().collect(),
-                }
+                    verify: m.verified().collect(),
+                };
+                (plan, (size.saturating_sub(held), 0))
             }
             PartStart::Fresh {
                 manifest_header, ..
-            } => OpenPlan::Fresh {
-                manifest_header: f.manifest_rel.is_some().then_some(manifest_header),
-            },
+            } => {
+                let manifest = f.manifest_rel.is_some();
+                let plan = OpenPlan::Fresh {
+                    manifest_header: manifest.then_some(manifest_header),
+                };
+                (plan, (size, 1 + u64::from(manifest)))
+            }
         };
         f.receiver = Some(opened.receiver);
+        self.need(needs.0, needs.1);
         self.open(id, plan)
     }
 
@@ -292,7 +322,7 @@ impl RecvSession {
             size: f.entry.size,
             plan,
         };
-        self.events.push_back(ev);
+        self.open_when_settled(ev);
         Ok(())
     }
 

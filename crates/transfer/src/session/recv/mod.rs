@@ -6,7 +6,9 @@
 //! same size and mtime), `--no-clobber`, `--checksum-only` against the existing copy,
 //! resume from a stored manifest, or start over. Then it asks the driver to open the data
 //! file ([`RecvEvent::Open`]; a one-chunk file is created only when its chunk arrives),
-//! and answers the sender once for the whole list.
+//! and answers the sender once for the whole list. No file is opened before the whole list
+//! is decided and found to fit: a daemon's caps on one transfer and the room on the
+//! destination's file system (`room`) refuse it before any part file or data.
 //!
 //! **The chunks.** A data stream's driver checks each header
 //! ([`RecvSession::chunk_header`]), reads and hashes the payload, and asks
@@ -29,7 +31,7 @@
 //!
 //! The state machine ([`RecvSession`]: phases, the message handler, the outbox and the
 //! driver's events) lives here; its calls are split by stage: `list` (admission of the
-//! file list), `chunks` (chunks, the commit gate, directories), `types` (the public
+//! file list), `room` (caps and free space), `chunks` (chunks, the commit gate, directories), `types` (the public
 //! configuration, event and outcome types).
 //!
 //! [`parse_peer_path`]: crate::path::parse_peer_path
@@ -38,6 +40,7 @@
 
 mod chunks;
 mod list;
+mod room;
 mod types;
 
 use std::collections::{HashSet, VecDeque};
@@ -49,9 +52,10 @@ use super::{ProgressSnapshot, SessionError};
 use crate::file_hashes::FileHashes;
 use crate::receiver::FileReceiver;
 
+pub use room::human_bytes;
 pub use types::{
-    Arrival, ChunkPlan, CommitJob, DirFix, ExpectedList, LookResult, Meta, OpenPlan, RecvConfig,
-    RecvEvent, RecvOutcome,
+    Arrival, ChunkPlan, CommitJob, DirFix, ExpectedList, ListCaps, LookResult, Meta, OpenPlan,
+    RecvConfig, RecvEvent, RecvOutcome, Room,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +118,18 @@ pub struct RecvSession {
     already: u64,
     missing: Vec<String>,
     progress: ProgressSnapshot,
+    /// The destination's room, if measured ([`RecvSession::with_room`]).
+    room: Option<Room>,
+    /// Caps on the list ([`RecvSession::with_caps`]).
+    caps: ListCaps,
+    /// What the decided files will write.
+    needs: room::Needs,
+    /// Files whose look is not answered yet.
+    looking: u64,
+    /// `Open` events held until the list is settled and the room checked.
+    pending_opens: Vec<RecvEvent>,
+    /// The room was checked: files are opened as they are decided.
+    opens_released: bool,
 }
 
 impl RecvSession {
@@ -138,6 +154,12 @@ impl RecvSession {
             already: 0,
             missing: Vec::new(),
             progress: ProgressSnapshot::default(),
+            room: None,
+            caps: ListCaps::default(),
+            needs: room::Needs::default(),
+            looking: 0,
+            pending_opens: Vec::new(),
+            opens_released: false,
         }
     }
 
@@ -191,6 +213,7 @@ impl RecvSession {
             }
             (Phase::Listing, TransferMessage::FileListEnd { .. }) if !self.list_ended => {
                 self.list_ended = true;
+                self.release_opens()?;
                 self.flush_answers();
                 Ok(())
             }

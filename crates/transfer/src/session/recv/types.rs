@@ -23,7 +23,10 @@ pub struct RecvConfig {
     pub no_clobber: bool,
     /// Only compare digests.
     pub checksum_only: bool,
-    /// Flush each file before its rename.
+    /// `--sync`: also flush each directory right after a rename, and written chunks with
+    /// their resume records as the transfer goes (so an interrupted transfer keeps its
+    /// progress through a power cut). A file's data is flushed before its rename either
+    /// way.
     pub sync: bool,
     /// What the list may hold when this end asked for it (a pull: the sender may name
     /// nothing else); `None` for a push, whose list is the client's own.
@@ -35,6 +38,29 @@ pub struct RecvConfig {
     /// received file and on a directory this transfer created (as `cp -p` run by the
     /// receiving user keeps modes).
     pub umask: u32,
+}
+
+/// The room on the destination's file system, measured by the driver before the list
+/// arrives ([`RecvSession::with_room`]): a transfer that cannot fit is refused before any
+/// data is sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Room {
+    /// Free bytes an unprivileged user may use.
+    pub free_bytes: u64,
+    /// Free inodes (`None`: the file system has no fixed number).
+    pub free_inodes: Option<u64>,
+    /// The destination, as the message names it.
+    pub on: String,
+}
+
+/// Caps on what one transfer's list may ask this end to write (a daemon's
+/// `serve --max-bytes` / `--max-files`, [`RecvSession::with_caps`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListCaps {
+    /// Most bytes the list's files may hold together.
+    pub max_bytes: Option<u64>,
+    /// Most entries (files and directories) the list may name.
+    pub max_files: Option<u64>,
 }
 
 /// The entries a pull asked for (scp's CVE-2019-6111 lesson: a server answering
@@ -136,7 +162,8 @@ pub struct CommitJob {
     pub mtime: (i64, u32),
     /// Replace an existing file (not `--no-clobber`).
     pub replace: bool,
-    /// Flush data and the directory (`--sync`).
+    /// Flush the directory right after the rename (`--sync`); the data is flushed before
+    /// it in any case, and the directory before the last commit is answered.
     pub sync: bool,
 }
 
