@@ -341,11 +341,7 @@ impl Store {
                 Ok(Answer::Opened(id, intact))
             }
             RecvEvent::HashFromFile { id, chunks } => Ok(Answer::Hash(id, chunks)),
-            RecvEvent::Commit(job) => {
-                let id = job.id;
-                let placed = self.commit(&job).map_err(|e| e.to_string());
-                Ok(Answer::Placed(id, placed))
-            }
+            RecvEvent::Commit(job) => Ok(Answer::Placed(job.id, self.commit_placed(&job))),
             RecvEvent::Discard {
                 id,
                 part_rel,
@@ -539,6 +535,12 @@ impl Store {
     /// its data must be on disk first), then a link (unnamed) or a rename (part file), the
     /// directory flushed now with `--sync` or else with the last commit
     /// ([`Store::sync_dirs`]); the manifest goes last.
+    /// Puts a verified file in place (see [`RecvEvent::Commit`]); the answer for
+    /// [`RecvSession::placed`](longhaul_transfer::session::RecvSession::placed).
+    pub fn commit_placed(&self, job: &CommitJob) -> Result<(), String> {
+        self.commit(job).map_err(|e| e.to_string())
+    }
+
     fn commit(&self, job: &CommitJob) -> Result<(), CommitError> {
         let f = self.data(job.id).ok_or(CommitError::NeverOpened)?;
         let data = f.data.get().ok_or(CommitError::NeverCreated)?;
