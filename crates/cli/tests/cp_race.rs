@@ -30,10 +30,11 @@ fn a_second_session_on_a_file_being_written_is_refused_and_the_first_lands_intac
     let dst = root.join("big");
     let manifest = manifest_path(&root, "big");
 
-    // Both paced so that they overlap: 24 MiB at 80 Mbit/s is about 2.5 s.
+    // The first paced to outlast the second's 5 s wait for the lock: 24 MiB at
+    // 24 Mbit/s is about 8.4 s.
     let slow = |src: &std::path::Path| {
         let mut c = cp_command(&home);
-        c.args(["--chunk", "1MiB", "-P", "2", "--rate", "80M"])
+        c.args(["--chunk", "1MiB", "-P", "2", "--rate", "24M"])
             .arg(src)
             .arg(server.remote("big"));
         spawn_piped(&mut c)
