@@ -173,6 +173,7 @@ fn run(case: &Case) -> Result<Report, SessionError> {
                         len: e.size,
                         mtime_secs,
                         mtime_nanos: i64::from(e.mtime_nanos),
+                        mode: e.mode,
                         special: None,
                     };
                     let found = match &dest[id as usize] {
@@ -212,6 +213,9 @@ fn run(case: &Case) -> Result<Report, SessionError> {
                 }
                 RecvEvent::HashFromFile { id, .. } => {
                     panic!("the receiver hashes from disk only in --checksum-only (file {id})")
+                }
+                RecvEvent::HashOld { id, .. } | RecvEvent::SetMode { rel: _, mode: id } => {
+                    panic!("sync events without sync ({id})")
                 }
                 RecvEvent::Commit(job) => rx.placed(job.id, Ok(())),
                 RecvEvent::FixDirs(_) => {

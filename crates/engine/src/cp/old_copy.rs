@@ -103,14 +103,21 @@ pub fn open_unchanged(root: &ServedRoot, reuse: &Reuse) -> io::Result<File> {
 }
 
 /// Copies the chunks taken from the old copy into the part file, at the same offsets
-/// (`copy_file_range`: a reflink or an in-kernel copy where the file system allows).
+/// (`copy_file_range`: a reflink or an in-kernel copy where the file system allows). Only
+/// the old copy's data is copied: its holes stay holes in the part file (made sparse at
+/// its full size).
 pub fn copy_reused(root: &ServedRoot, reuse: &Reuse, part: &File) -> io::Result<()> {
     let old = open_unchanged(root, reuse)?;
     for &(off, len) in &reuse.runs {
-        file_io::copy_range(&old, part, off, len)?;
+        for seg in file_io::data_segments(&old, off..off + len, MAX_SEGMENTS)? {
+            file_io::copy_range(&old, part, seg.start, seg.end - seg.start)?;
+        }
     }
     Ok(())
 }
+
+/// Most data segments looked up per run of reused chunks (the rest is copied as data).
+const MAX_SEGMENTS: usize = 1 << 12;
 
 fn changed(rel: &Path) -> io::Error {
     io::Error::other(format!(

@@ -351,6 +351,14 @@ impl Store {
                     .map_err(|e| e.to_string());
                 Ok(Answer::OldHashed(id, old))
             }
+            RecvEvent::SetMode { rel, mode } => {
+                // Best effort, as rsync: the data is right; a mode that cannot be set
+                // stays as it was and is set again by the next run.
+                if let Ok(f) = self.root.open_file(&rel, Access::ReadOwn) {
+                    let _ = f.set_permissions(Permissions::from_mode(mode));
+                }
+                Ok(Answer::None)
+            }
             RecvEvent::Commit(job) => Ok(Answer::Placed(job.id, self.commit_placed(&job))),
             RecvEvent::Discard {
                 id,
@@ -792,6 +800,7 @@ fn meta_of(root: &ServedRoot, rel: &Path) -> io::Result<Option<Meta>> {
                 len: m.len(),
                 mtime_secs: m.mtime(),
                 mtime_nanos: m.mtime_nsec(),
+                mode: m.mode() & 0o7777,
                 special: (!ordinary).then(|| file_io::kind_name(ft)),
             }))
         }

@@ -295,6 +295,16 @@ impl RecvSession {
                     && m.mtime_nanos == i64::from(e.mtime_nanos)
             })
         {
+            // rsync -a keeps permissions current on files whose data did not change.
+            let mode = received_mode(e.mode, EntryKind::File, cfg.keep_setuid) & !cfg.umask;
+            let set_mode =
+                (delta.is_some() && existing.is_some_and(|m| m.mode != mode)).then(|| {
+                    RecvEvent::SetMode {
+                        rel: f.final_rel.clone(),
+                        mode,
+                    }
+                });
+            self.events.extend(set_mode);
             self.already += 1;
             self.outcome.resumed_bytes += size;
             return self.decided(id, skip(SkipReason::AlreadyComplete), true);

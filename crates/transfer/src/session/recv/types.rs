@@ -89,6 +89,8 @@ pub struct Meta {
     pub mtime_secs: i64,
     /// Modification time, nanoseconds.
     pub mtime_nanos: i64,
+    /// Permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
     /// What it is when it is neither a regular file, a directory nor a symlink (e.g.
     /// "a FIFO"): longhaul neither writes into nor replaces such a thing.
     pub special: Option<&'static str>,
@@ -281,6 +283,14 @@ pub enum RecvEvent {
         final_rel: PathBuf,
         /// Its size when looked at.
         size: u64,
+    },
+    /// Sync: a file found complete by the quick check whose mode differs from the
+    /// source's: set it (through a descriptor, never following a symlink). No answer.
+    SetMode {
+        /// The file.
+        rel: PathBuf,
+        /// The mode to set.
+        mode: u32,
     },
     /// Put a verified file in place; answer [`RecvSession::placed`].
     Commit(CommitJob),
