@@ -8,7 +8,8 @@
 //! whose every chunk is equal stays the same inode. rsync's placement: `src/` syncs the
 //! contents, `src` goes inside the destination, and a second run lands in the same place.
 //! kill -9 of either end at random points, then a rerun, gives a bit-identical tree, and
-//! the destination file is at every moment the old version or the new one, never a mix.
+//! the destination file is at every moment the old version or the new one, never a mix
+//! (with `--inplace` it may be a mix until the rerun finishes it).
 
 #[macro_use]
 mod support;
@@ -105,8 +106,8 @@ fn change_source(src: &Path, rng: &mut Rng) -> u64 {
     must_cross
 }
 
-fn delta_both_ways(dir: Dir) {
-    let name = format!("sync-delta-{dir:?}");
+fn delta_both_ways(dir: Dir, inplace: bool) {
+    let name = format!("sync-delta-{dir:?}-{inplace}");
     let mut rng = Rng::from_env(&name);
     let s = Scratch::new(&name);
     let home = s.dir("home");
@@ -120,9 +121,10 @@ fn delta_both_ways(dir: Dir) {
     };
     fs::create_dir_all(&src).unwrap();
     make_source(&src, &mut rng);
+    let mode = if inplace { "--inplace" } else { "--interval=1s" };
     let go = |home: &Path| match dir {
-        Dir::Push => sync(home, &[&src.join(""), &server.remote("mirror")]),
-        Dir::Pull => sync(home, &[&server.remote("data/"), &dst]),
+        Dir::Push => sync(home, &[&mode, &src.join(""), &server.remote("mirror")]),
+        Dir::Pull => sync(home, &[&mode, &server.remote("data/"), &dst]),
     };
     let first = go(&home);
     first.assert_ok();
@@ -159,8 +161,12 @@ fn delta_both_ways(dir: Dir) {
         "only {reused} bytes taken from the old copies\n{}",
         delta.describe()
     );
-    // A changed file is a new inode put in place by rename; holes stay holes.
-    assert_ne!(fs::metadata(dst.join("big")).unwrap().ino(), big_ino);
+    // A changed file is a new inode put in place by rename, or with --inplace the same
+    // file updated where it is; holes stay holes.
+    assert_eq!(
+        fs::metadata(dst.join("big")).unwrap().ino() == big_ino,
+        inplace
+    );
     assert!(
         allocated_bytes(&dst.join("sparse")) < 8 * MIB,
         "the sparse file was filled in: {} bytes allocated",
@@ -171,12 +177,22 @@ fn delta_both_ways(dir: Dir) {
 
 #[test]
 fn a_push_sends_only_the_changed_chunks() {
-    delta_both_ways(Dir::Push);
+    delta_both_ways(Dir::Push, false);
+}
+
+#[test]
+fn a_push_inplace_writes_only_the_changed_chunks_into_the_file() {
+    delta_both_ways(Dir::Push, true);
+}
+
+#[test]
+fn a_pull_inplace_writes_only_the_changed_chunks_into_the_file() {
+    delta_both_ways(Dir::Pull, true);
 }
 
 #[test]
 fn a_pull_sends_only_the_changed_chunks() {
-    delta_both_ways(Dir::Pull);
+    delta_both_ways(Dir::Pull, false);
 }
 
 #[test]
@@ -293,9 +309,18 @@ fn sync_survives_kill_9_of_either_end() {
             }
         }
         let new = fs::read(src.join("f")).unwrap();
+        // Rounds 4..8 update the file in place: then only the rerun's result is checked.
+        let inplace = round >= 4;
+        let mode = if inplace { "--inplace" } else { "-P2" };
         let mut cmd = sync_cmd(
             &home,
-            &[&"--rate", &"150M", &src.join(""), &server.remote("m")],
+            &[
+                &"--rate",
+                &"150M",
+                &mode,
+                &src.join(""),
+                &server.remote("m"),
+            ],
         );
         let mut child = spawn_piped(&mut cmd);
         std::thread::sleep(Duration::from_millis(rng.range(50, 900)));
@@ -311,10 +336,11 @@ fn sync_survives_kill_9_of_either_end() {
         }
         let now = fs::read(dst.join("f")).unwrap();
         assert!(
-            now == old || now == new,
+            inplace || now == old || now == new,
             "round {round}: the destination is neither the old nor the new version"
         );
-        sync(&home, &[&src.join(""), &server.remote("m")]).assert_ok();
+        let again: &dyn AsRef<std::ffi::OsStr> = if inplace { &"--inplace" } else { &"-P2" };
+        sync(&home, &[again, &src.join(""), &server.remote("m")]).assert_ok();
         assert_same_tree(&src, &dst, EXACT);
     }
     drop(server);

@@ -26,6 +26,13 @@ pub struct Args {
     /// and mtime match (rsync's --checksum): finds changes that kept both.
     #[arg(short = 'c', long)]
     pub checksum: bool,
+    /// Update changed files where they are: only their changed chunks are written, into
+    /// the destination file itself (no second copy of a huge file, no full rewrite and
+    /// flush). Until it ends, an interrupted file is a mix of old and new chunks under its
+    /// old mtime; the next sync finishes it. Without it a changed file is rebuilt beside
+    /// the old one and renamed into place, so it is always one version or the other.
+    #[arg(long)]
+    pub inplace: bool,
     #[command(flatten)]
     pub copy: cp::Args,
 }
@@ -57,6 +64,7 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
     args.copy.delta = Some(SyncRules {
         checksum: args.checksum,
         contents,
+        inplace: args.inplace,
     });
     args.copy.chunk = args.copy.chunk.or(Some(SYNC_CHUNK));
     cp::run(args.copy)

@@ -241,6 +241,7 @@ pub fn run_cp(
         delta: cfg.delta.is_some(),
         checksum: cfg.delta.is_some_and(|r| r.checksum),
         contents: cfg.delta.is_some_and(|r| r.contents),
+        inplace: cfg.delta.is_some_and(|r| r.inplace),
     };
     let params = TransferParams {
         direction: if push {

@@ -268,6 +268,7 @@ pub fn serve_transfer(
             delta: opts.delta.then_some(SyncRules {
                 checksum: opts.checksum,
                 contents: opts.contents,
+                inplace: opts.inplace,
             }),
         };
         let out = run_receiver(target, chunk_size, link, collect, chunk_key, progress)?;

@@ -157,6 +157,9 @@ pub struct DataFile {
     manifest_sync: Option<File>,
     /// Records appended since the last sync.
     dirty: AtomicBool,
+    /// Sync `--inplace`: `data` is the destination file itself; chunks are written whole
+    /// (zeros included: they replace old bytes) and holes punched.
+    in_place: bool,
 }
 
 impl DataFile {
@@ -445,6 +448,15 @@ impl Store {
                 m.seek(SeekFrom::End(0))?;
                 (DataFile::with(Some(part), Some(m)), true)
             }
+            OpenPlan::InPlace => {
+                let file = root.open_file(final_rel, Access::ReadWriteCreate { mode: 0o600 })?;
+                lock_part(&file, final_rel)?;
+                let data = DataFile {
+                    in_place: true,
+                    ..DataFile::with(Some(file), None)
+                };
+                (data, true)
+            }
             OpenPlan::Fresh { manifest_header } => {
                 let part = claim_part(root, part_rel, final_rel)?;
                 part.set_len(size)?;
@@ -484,6 +496,17 @@ impl Store {
             Some((part, size)) => f.file_or_create(&self.root, part, *size)?,
             None => f.file()?,
         };
+        if f.in_place {
+            // Over old bytes: zeros must be written (or punched), not skipped.
+            let _w = f.write.lock().map_err(|_| poisoned())?;
+            if hole {
+                file_io::punch_hole(data, offset, buf.len() as u64)?;
+            } else {
+                file_io::write_all_at(data, buf, offset)?;
+                let _ = file_io::start_write_back(data, offset, buf.len() as u64);
+            }
+            return Ok(());
+        }
         if !hole {
             let _w = f.write.lock().map_err(|_| poisoned())?;
             for r in sparse::data_ranges(buf, 4096) {
@@ -568,14 +591,14 @@ impl Store {
         }
         let prepared: Vec<_> = jobs
             .iter()
-            .map(|j| (!keeps_old(j)).then(|| self.prepare(j)))
+            .map(|j| (!keeps_old(j) && !in_place(j)).then(|| self.prepare(j)))
             .collect();
         let flushed = self.root.sync_fs();
         jobs.iter()
             .zip(prepared)
             .map(|(job, prepared)| {
                 let Some(prepared) = prepared else {
-                    return self.keep_old(job);
+                    return self.commit(job);
                 };
                 let (f, unset) = prepared?;
                 let data = f.data.get().ok_or(CommitError::NeverCreated)?;
@@ -612,6 +635,9 @@ impl Store {
     fn commit(&self, job: &CommitJob) -> Result<(), CommitError> {
         if keeps_old(job) {
             return self.keep_old(job);
+        }
+        if let Some(size) = job.reuse.as_ref().and_then(|r| r.in_place) {
+            return self.commit_in_place(job, size);
         }
         let (f, unset) = self.prepare(job)?;
         let data = f.data.get().ok_or(CommitError::NeverCreated)?;
@@ -710,6 +736,32 @@ impl Store {
         }
     }
 
+    /// Sync `--inplace`: the changed chunks are in the destination file itself; cut it
+    /// to the source's size, set its mode and mtime, flush it (the mtime says the file
+    /// is current, so it must not be on disk before the data).
+    fn commit_in_place(&self, job: &CommitJob, size: u64) -> Result<(), CommitError> {
+        let f = self.data(job.id).ok_or(CommitError::NeverOpened)?;
+        let data = f.data.get().ok_or(CommitError::NeverCreated)?;
+        data.set_len(size).map_err(CommitError::Sync)?;
+        file_io::sync_data(data).map_err(CommitError::Sync)?;
+        let mut unset = Vec::new();
+        if let Err(e) = data.set_permissions(Permissions::from_mode(job.mode)) {
+            unset.push(format!("its mode {:o} could not be set: {e}", job.mode));
+        }
+        if let Err(e) = data.set_times(FileTimes::new().set_modified(mtime_of(job.mtime))) {
+            unset.push(format!("its mtime could not be set: {e}"));
+        }
+        file_io::sync_all(data).map_err(CommitError::Sync)?;
+        if let Ok(mut files) = self.files.lock() {
+            files.remove(&job.id);
+        }
+        if unset.is_empty() {
+            Ok(())
+        } else {
+            Err(CommitError::MetadataUnset(unset))
+        }
+    }
+
     /// Names a verified unnamed file: one `linkat` where the name is free; replacing an
     /// existing file goes through the part name and a rename, so the old file is replaced
     /// atomically.
@@ -783,6 +835,11 @@ fn fix_dirs(root: &ServedRoot, dirs: &mut [DirFix]) {
 /// Sync: the file is the old copy as it is ([`longhaul_transfer::session::recv::Reuse::keep_old`]).
 fn keeps_old(job: &CommitJob) -> bool {
     job.reuse.as_ref().is_some_and(|r| r.keep_old)
+}
+
+/// Sync `--inplace`: the file was updated where it is.
+fn in_place(job: &CommitJob) -> bool {
+    job.reuse.as_ref().is_some_and(|r| r.in_place.is_some())
 }
 
 fn mtime_of((secs, nanos): (i64, u32)) -> SystemTime {

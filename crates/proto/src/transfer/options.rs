@@ -32,6 +32,10 @@ pub mod transfer_flags {
     /// the directory itself. Without it a directory source goes inside the destination
     /// directory (created if missing), so a sync run twice lands in the same place.
     pub const CONTENTS: u32 = 1 << 10;
+    /// With [`DELTA`]: a compared file is updated in place (its changed chunks written
+    /// into the destination file itself) instead of rebuilt in a part file and renamed
+    /// (`sync --inplace`, for files too large to hold twice).
+    pub const INPLACE: u32 = 1 << 11;
     /// Every flag this build knows.
     pub const ALL: u32 = RECURSIVE
         | NO_CLOBBER
@@ -42,7 +46,8 @@ pub mod transfer_flags {
         | WINDOW_FIXED
         | DELTA
         | CHECKSUM
-        | CONTENTS;
+        | CONTENTS
+        | INPLACE;
 }
 
 /// The flags of a transfer request, parsed: what the wire's [`transfer_flags`] bits mean.
@@ -68,6 +73,8 @@ pub struct TransferOptions {
     pub checksum: bool,
     /// With `delta`: the source's contents go into the destination (`src/`).
     pub contents: bool,
+    /// With `delta`: compared files are updated in place (`--inplace`).
+    pub inplace: bool,
 }
 
 impl TransferOptions {
@@ -92,6 +99,7 @@ impl TransferOptions {
             delta: bits & DELTA != 0,
             checksum: bits & CHECKSUM != 0,
             contents: bits & CONTENTS != 0,
+            inplace: bits & INPLACE != 0,
         })
     }
 
@@ -109,6 +117,7 @@ impl TransferOptions {
             (self.delta, DELTA),
             (self.checksum, CHECKSUM),
             (self.contents, CONTENTS),
+            (self.inplace, INPLACE),
         ]
         .iter()
         .filter(|(on, _)| *on)

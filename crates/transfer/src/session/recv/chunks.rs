@@ -243,6 +243,11 @@ impl RecvSession {
             .as_ref()
             .map(|rx| rx.verify_digest(&ours, &theirs));
         if let Some(Err(e)) = verdict {
+            if f.in_place {
+                // The destination itself: the next run compares it again.
+                self.finish(id, Err(e.to_string()));
+                return;
+            }
             // Start the file over next time: its chunks disagree with the source as a
             // whole.
             let ev = RecvEvent::Discard {
@@ -254,10 +259,11 @@ impl RecvSession {
             self.finish(id, Err(e.to_string()));
             return;
         }
+        let in_place = f.in_place;
         let reuse = f
             .old
             .as_ref()
-            .filter(|_| !f.reused.is_empty())
+            .filter(|_| !f.reused.is_empty() || in_place)
             .map(|(old_size, old)| {
                 let mut idx = f.reused.clone();
                 idx.sort_unstable();
@@ -274,8 +280,9 @@ impl RecvSession {
                 Reuse {
                     from: f.final_rel.clone(),
                     identity: old.identity,
-                    runs,
+                    runs: if in_place { Vec::new() } else { runs },
                     keep_old,
+                    in_place: in_place.then_some(f.entry.size),
                 }
             });
         let job = CommitJob {

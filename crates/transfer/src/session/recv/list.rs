@@ -230,6 +230,7 @@ impl RecvSession {
             look: None,
             old: None,
             reused: Vec::new(),
+            in_place: false,
         }))
     }
 
@@ -382,6 +383,7 @@ impl RecvSession {
     /// resumed part file, or a new one.
     fn plan_data(&mut self, id: u32, found: LookResult) -> Result<(), SessionError> {
         let cfg = self.cfg.clone();
+        let inplace = self.sync_rules.is_some_and(|r| r.inplace);
         let Some(f) = self.file_mut(id) else {
             return Ok(());
         };
@@ -393,6 +395,17 @@ impl RecvSession {
             fingerprint: e.fingerprint,
         };
         let size = e.size;
+        if let Some((old_size, _)) = f.old.as_ref().filter(|_| !f.lazy && inplace) {
+            // The destination file is the data file; no part file, no manifest.
+            let grows = size.saturating_sub(*old_size);
+            let opened = FileReceiver::open(source, cfg.chunk_size, None)
+                .map_err(|e| SessionError::Refused(e.to_string()))?;
+            f.receiver = Some(opened.receiver);
+            f.in_place = true;
+            f.manifest_rel = None;
+            self.need(grows, 0);
+            return self.open(id, OpenPlan::InPlace);
+        }
         if f.lazy {
             let opened = FileReceiver::open(source, cfg.chunk_size, None)
                 .map_err(|e| SessionError::Refused(e.to_string()))?;

@@ -102,6 +102,8 @@ struct RecvFile {
     old: Option<(u64, OldCopy)>,
     /// Sync: chunks taken from the old copy.
     reused: Vec<u32>,
+    /// Sync `--inplace`: the data file is the destination file itself.
+    in_place: bool,
 }
 
 /// The receiving end's state machine; see the module docs.

@@ -122,6 +122,9 @@ pub enum OpenPlan {
         /// The header, for files of several chunks.
         manifest_header: Option<[u8; HEADER_LEN]>,
     },
+    /// Sync `--inplace`: open the existing destination file (`final_rel`) for writing;
+    /// the changed chunks go straight into it (whole, zeros included). No manifest.
+    InPlace,
     /// Resume: open the part file and the manifest (truncated to `manifest_len`,
     /// appending after it), and check that every recorded chunk still has its hash in the
     /// part file. Answer [`RecvSession::opened`] with whether they all do.
@@ -144,6 +147,13 @@ pub struct SyncRules {
     /// is a directory, created if missing (rsync's placement: a sync run twice lands in
     /// the same place). A single file source keeps cp's rule.
     pub contents: bool,
+    /// `--inplace`: a compared file of several chunks gets its changed chunks written
+    /// into the destination file itself, which is then cut to the source's size, flushed
+    /// and given its mode and mtime (no part file, no rename: for files too large to hold
+    /// twice). Until that end the file is a mix of old and new chunks under its old mtime,
+    /// so an interrupted run is finished by the next one, which compares it again (the
+    /// chunks already written are then equal and not sent).
+    pub inplace: bool,
 }
 
 /// Who a destination file was when it was hashed for a sync (from `fstat`): its unchanged
@@ -186,6 +196,9 @@ pub struct Reuse {
     /// Every chunk was the old copy's and the size is the same: the old file stays as it
     /// is (mode and mtime set on it); the part file and manifest, if any, are removed.
     pub keep_old: bool,
+    /// `--inplace`: the changed chunks were written into the old copy itself (`runs` is
+    /// empty): cut it to `size`, flush it, set its mode and mtime.
+    pub in_place: Option<u64>,
 }
 
 /// A directory whose mode and mtime are set once its contents are in place.
