@@ -121,7 +121,11 @@ fn delta_both_ways(dir: Dir, inplace: bool) {
     };
     fs::create_dir_all(&src).unwrap();
     make_source(&src, &mut rng);
-    let mode = if inplace { "--inplace" } else { "--interval=1s" };
+    let mode = if inplace {
+        "--inplace"
+    } else {
+        "--interval=1s"
+    };
     let go = |home: &Path| match dir {
         Dir::Push => sync(home, &[&mode, &src.join(""), &server.remote("mirror")]),
         Dir::Pull => sync(home, &[&mode, &server.remote("data/"), &dst]),

@@ -51,7 +51,7 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
             any::<u64>(),
             any::<u64>(),
             any::<u32>(),
-            0..=transfer_flags::ALL,
+            any::<u32>().prop_map(|b| b & transfer_flags::ALL),
             (arb_path(), "[a-z0-9_]{0,16}")
         )
             .prop_map(

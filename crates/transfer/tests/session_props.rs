@@ -321,6 +321,7 @@ fn run(case: &Case) -> Result<Report, SessionError> {
                     );
                 }
                 Arrival::Duplicate | Arrival::Rejected => {}
+                Arrival::Reused => panic!("chunk_arrived never answers Reused"),
             }
         }
         if !progressed && !fix_dirs_pending {
