@@ -269,7 +269,10 @@ fn listed_receiver(old: &[u8], new_len: u64, rules: Option<SyncRules>) -> RecvSe
                 .old_hashed(
                     id,
                     Ok(OldCopy {
-                        identity: CopyIdentity::default(),
+                        identity: CopyIdentity {
+                            size: old.len() as u64,
+                            ..CopyIdentity::default()
+                        },
                         hashes: hashes_of(old),
                     }),
                 )
