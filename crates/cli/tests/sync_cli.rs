@@ -44,6 +44,14 @@ fn patch(path: &Path, offset: u64, data: &[u8]) {
     f.write_all_at(data, offset).unwrap();
 }
 
+/// Every entry's path, size, mode, mtime and inode.
+fn snapshot(root: &Path) -> Vec<(Vec<u8>, u64, u32, (i64, i64), u64)> {
+    list_tree(root)
+        .into_iter()
+        .map(|(k, m)| (k, m.len(), m.mode(), mtime_of(&m), m.ino()))
+        .collect()
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Dir {
     Push,
@@ -143,8 +151,33 @@ fn delta_both_ways(dir: Dir, inplace: bool) {
 
     let big_ino = fs::metadata(dst.join("big")).unwrap().ino();
     let must_cross = change_source(&src, &mut rng);
+    // A dry run changes nothing and says what the real run then sends.
+    let before = snapshot(&dst);
+    let dry = match dir {
+        Dir::Push => sync(&home, &[&"-n", &src.join(""), &server.remote("mirror")]),
+        Dir::Pull => sync(&home, &[&"-n", &server.remote("data/"), &dst]),
+    };
+    dry.assert_ok();
+    assert_eq!(
+        snapshot(&dst),
+        before,
+        "the dry run changed the destination"
+    );
+    let would: Vec<_> = dry
+        .json()
+        .into_iter()
+        .filter(|v| v["type"] == "would_send")
+        .collect();
+    assert_eq!(would.len(), 6, "{}", dry.describe());
+    let would_send = dry.end_u64("would_send_bytes");
     let delta = go(&home);
     delta.assert_ok();
+    assert_eq!(
+        delta.end_u64("sent_bytes"),
+        would_send,
+        "{}",
+        delta.describe()
+    );
     // The old name stays (no --delete); otherwise the trees are the same.
     assert!(dst.join("sub/old-name").exists());
     fs::remove_file(dst.join("sub/old-name")).unwrap();

@@ -114,6 +114,8 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
             .prop_map(|(file, reason)| TransferMessage::SkipFile { file, reason }),
         (arb_file(), any::<u32>())
             .prop_map(|(file, index)| TransferMessage::ChunkVerified { file, index }),
+        (arb_file(), any::<u64>())
+            .prop_map(|(file, bytes)| TransferMessage::WouldSend { file, bytes }),
         (
             arb_file(),
             any::<u32>(),

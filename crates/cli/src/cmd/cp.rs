@@ -391,7 +391,11 @@ fn transfer(
         }
         Err(_) => None,
     };
-    print_end(&report, cpu, verdict.as_ref(), json);
+    if args.delta.is_some_and(|r| r.dry_run) {
+        print_dry_run(&report, json);
+    } else {
+        print_end(&report, cpu, verdict.as_ref(), json);
+    }
     Ok(report)
 }
 
@@ -482,6 +486,52 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool) {
             ));
         }
         say(&format!("Limited by: {}: {}", v.limited_by_text, v.advice));
+    }
+}
+
+/// `sync -n`: what a real run would send, file by file, then the totals (`would_send`
+/// lines and an `end` with `dry_run: true` in JSON).
+fn print_dry_run(r: &CpReport, json: bool) {
+    let total: u64 = r.would_send.iter().map(|w| w.bytes).sum();
+    let mut lines = r.would_send.clone();
+    lines.sort_by(|a, b| a.path.cmp(&b.path));
+    for w in &lines {
+        let path = String::from_utf8_lossy(&w.path);
+        let action = if w.compared { "update" } else { "create" };
+        if json {
+            emit_json(&json!({
+                "type": "would_send", "path": path, "action": action,
+                "size": w.size, "bytes": w.bytes,
+            }));
+        } else if w.compared {
+            say(&format!(
+                "would update {}: {} of {} differ",
+                longhaul_proto::printable(&path),
+                format_bytes(w.bytes as f64),
+                format_bytes(w.size as f64)
+            ));
+        } else {
+            say(&format!(
+                "would create {} ({})",
+                longhaul_proto::printable(&path),
+                format_bytes(w.size as f64)
+            ));
+        }
+    }
+    if json {
+        emit_json(&json!({
+            "type": "end", "ok": r.failed.is_empty(), "dry_run": true,
+            "files": lines.len(), "would_send_bytes": total,
+            "unchanged_files": r.files_unchanged, "compared_files": r.files_compared,
+            "failures": r.failed, "direction": r.start.direction,
+        }));
+    } else {
+        say(&format!(
+            "dry run: {} files would be sent or updated, {} would cross; {} unchanged; nothing was changed",
+            lines.len(),
+            format_bytes(total as f64),
+            r.files_unchanged
+        ));
     }
 }
 

@@ -33,6 +33,10 @@ pub struct Args {
     /// the old one and renamed into place, so it is always one version or the other.
     #[arg(long)]
     pub inplace: bool,
+    /// Change nothing: list what would be sent, file by file, and how many bytes (the
+    /// receiver hashes its copies and the sender its files to know).
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
     #[command(flatten)]
     pub copy: cp::Args,
 }
@@ -65,6 +69,7 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
         checksum: args.checksum,
         contents,
         inplace: args.inplace,
+        dry_run: args.dry_run,
     });
     args.copy.chunk = args.copy.chunk.or(Some(SYNC_CHUNK));
     cp::run(args.copy)

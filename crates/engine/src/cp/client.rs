@@ -137,6 +137,8 @@ pub struct CpReport {
     pub files_compared: u64,
     /// Sync: bytes taken from the destination's old copies instead of sent.
     pub reused_bytes: u64,
+    /// `sync -n`: what a real run would send, file by file.
+    pub would_send: Vec<longhaul_transfer::session::WouldSend>,
 }
 
 /// Runs a copy; `progress` is updated as it goes, `on_start` called once set up.
@@ -242,6 +244,7 @@ pub fn run_cp(
         checksum: cfg.delta.is_some_and(|r| r.checksum),
         contents: cfg.delta.is_some_and(|r| r.contents),
         inplace: cfg.delta.is_some_and(|r| r.inplace),
+        dry_run: cfg.delta.is_some_and(|r| r.dry_run),
     };
     let params = TransferParams {
         direction: if push {
@@ -284,6 +287,9 @@ pub fn run_cp(
                 streams,
                 None,
             )?;
+            if cfg.delta.is_some_and(|r| r.dry_run) {
+                sender.session.set_dry_run();
+            }
             while let Some(frame) = sender.session.poll_transmit() {
                 if let Err(e) = conn.send_transfer(&frame) {
                     // The server may have refused the request and closed: its reason
@@ -364,6 +370,7 @@ pub fn run_cp(
                 files_unchanged: out.files_unchanged,
                 files_compared: out.files_compared,
                 reused_bytes: out.reused_bytes,
+                would_send: out.would_send,
             })
         }
         (None, Some(dest)) => {
@@ -395,6 +402,7 @@ pub fn run_cp(
                 files_unchanged: out.files_unchanged,
                 files_compared: out.files_compared,
                 reused_bytes: out.reused_bytes,
+                would_send: out.would_send,
             })
         }
         (None, None) => Err(CpError::Internal(

@@ -269,6 +269,7 @@ pub fn serve_transfer(
                 checksum: opts.checksum,
                 contents: opts.contents,
                 inplace: opts.inplace,
+                dry_run: opts.dry_run,
             }),
         };
         let out = run_receiver(target, chunk_size, link, collect, chunk_key, progress)?;
@@ -284,7 +285,7 @@ pub fn serve_transfer(
         ))
     } else {
         let probe = plan.probe.clone();
-        let sender = Sender::new(
+        let mut sender = Sender::new(
             items,
             SourceRoot::Served(root.clone()),
             chunk_size,
@@ -292,6 +293,9 @@ pub fn serve_transfer(
             params.streams,
             probe,
         )?;
+        if opts.delta && opts.dry_run {
+            sender.session.set_dry_run();
+        }
         // What the kernel actually gave the first stream, as the log's proof of the plan.
         let sndbuf = socks
             .first()

@@ -17,6 +17,7 @@
 //!   sender->receiver  FileDigest{file, blake3}      (whole-file digest)
 //!   receiver->sender  FileCommitted{file, ok, reason} (digest matched, renamed into place)
 //!   both              TransferDone{files, bytes}
+//!   (sync -n: no chunks; sender->receiver WouldSend{file, bytes} per file, then TransferDone)
 //! ```
 //! Paths travel as raw bytes (Linux names need not be UTF-8), bounded here by length
 //! only; the receiver must validate them with `longhaul-transfer`'s `parse_peer_path`.
@@ -63,6 +64,7 @@ mod ty {
     pub const FILE_COMMITTED: u8 = 0x49;
     pub const TRANSFER_DONE: u8 = 0x4a;
     pub const OLD_CHUNKS: u8 = 0x4b;
+    pub const WOULD_SEND: u8 = 0x4d;
     pub const LAST: u8 = 0x4f;
 }
 
@@ -234,6 +236,14 @@ pub enum TransferMessage {
         /// Why not, when not `ok` (at most [`MAX_REASON_BYTES`]; empty when `ok`).
         reason: String,
     },
+    /// Sender to receiver (`sync -n`): the payload bytes a real run would send for
+    /// `file` (its chunks whose hash differs from the receiver's copy, or all of it).
+    WouldSend {
+        /// File id.
+        file: u32,
+        /// Payload bytes.
+        bytes: u64,
+    },
     /// Either end: the transfer is over.
     TransferDone {
         /// Files committed.
@@ -253,6 +263,7 @@ impl TransferMessage {
             Self::FileListEnd { .. } => "FileListEnd",
             Self::HaveChunks { .. } => "HaveChunks",
             Self::OldChunks { .. } => "OldChunks",
+            Self::WouldSend { .. } => "WouldSend",
             Self::SkipFile { .. } => "SkipFile",
             Self::ChunkVerified { .. } => "ChunkVerified",
             Self::ChunkRejected { .. } => "ChunkRejected",
@@ -381,6 +392,11 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
             w.u32(*file);
             w.u8(u8::from(*ok));
             w.text(reason, MAX_REASON_BYTES);
+        }
+        TransferMessage::WouldSend { file, bytes } => {
+            w.u8(ty::WOULD_SEND);
+            w.u32(*file);
+            w.u64(*bytes);
         }
         TransferMessage::TransferDone { files, bytes } => {
             w.u8(ty::TRANSFER_DONE);
@@ -533,6 +549,10 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
                 v => return Err(invalid("ok", format!("{v} is not a boolean"))),
             },
             reason: r.text("reason", MAX_REASON_BYTES)?,
+        },
+        ty::WOULD_SEND => TransferMessage::WouldSend {
+            file: r.u32("file")?,
+            bytes: r.u64("bytes")?,
         },
         ty::TRANSFER_DONE => TransferMessage::TransferDone {
             files: r.u32("files")?,
@@ -711,6 +731,7 @@ fn validate(msg: &TransferMessage) -> Result<(), ProtoError> {
             Ok(())
         }
         TransferMessage::SkipFile { file, .. }
+        | TransferMessage::WouldSend { file, .. }
         | TransferMessage::ChunkVerified { file, .. }
         | TransferMessage::ChunkRejected { file, .. }
         | TransferMessage::FileDigest { file, .. } => file_id(*file),

@@ -36,6 +36,9 @@ pub mod transfer_flags {
     /// into the destination file itself) instead of rebuilt in a part file and renamed
     /// (`sync --inplace`, for files too large to hold twice).
     pub const INPLACE: u32 = 1 << 11;
+    /// With [`DELTA`]: change nothing (`sync -n`): the receiver looks and hashes its
+    /// copies, the sender hashes its files and says what each would send (`WouldSend`).
+    pub const DRY_RUN: u32 = 1 << 12;
     /// Every flag this build knows.
     pub const ALL: u32 = RECURSIVE
         | NO_CLOBBER
@@ -47,7 +50,8 @@ pub mod transfer_flags {
         | DELTA
         | CHECKSUM
         | CONTENTS
-        | INPLACE;
+        | INPLACE
+        | DRY_RUN;
 }
 
 /// The flags of a transfer request, parsed: what the wire's [`transfer_flags`] bits mean.
@@ -75,6 +79,8 @@ pub struct TransferOptions {
     pub contents: bool,
     /// With `delta`: compared files are updated in place (`--inplace`).
     pub inplace: bool,
+    /// With `delta`: change nothing, report what would be sent (`-n`).
+    pub dry_run: bool,
 }
 
 impl TransferOptions {
@@ -100,6 +106,7 @@ impl TransferOptions {
             checksum: bits & CHECKSUM != 0,
             contents: bits & CONTENTS != 0,
             inplace: bits & INPLACE != 0,
+            dry_run: bits & DRY_RUN != 0,
         })
     }
 
@@ -118,6 +125,7 @@ impl TransferOptions {
             (self.checksum, CHECKSUM),
             (self.contents, CONTENTS),
             (self.inplace, INPLACE),
+            (self.dry_run, DRY_RUN),
         ]
         .iter()
         .filter(|(on, _)| *on)

@@ -22,7 +22,7 @@ pub use recv::{
     CommitJob, DirFix, ExpectedList, ListCaps, LookResult, Meta, OpenPlan, RecvConfig, RecvEvent,
     RecvOutcome, RecvSession, Room,
 };
-pub use send::{SendConfig, SendEvent, SendOutcome, SendSession, Work};
+pub use send::{SendConfig, SendEvent, SendOutcome, SendSession, Work, WouldSend};
 
 /// Why a session stopped.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -81,6 +81,21 @@ pub struct SendOutcome {
     /// Files the receiver found complete by the quick check (same size and mtime;
     /// counted in `files_ok` too).
     pub files_unchanged: u64,
+    /// `sync -n`: what a real run would send, file by file.
+    pub would_send: Vec<WouldSend>,
+}
+
+/// `sync -n`: what a real run would send for one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WouldSend {
+    /// The entry's path (as listed, from the source's base name).
+    pub path: Vec<u8>,
+    /// The file's size.
+    pub size: u64,
+    /// Payload bytes that would cross.
+    pub bytes: u64,
+    /// The destination has a copy, compared chunk by chunk (else the file is new there).
+    pub compared: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +134,9 @@ pub struct SendSession {
     files: Vec<SendFile>,
     by_entry: HashMap<u32, u32>,
     live_streams: u16,
+    /// `sync -n` ([`SendSession::with_dry_run`]): files still being hashed, and the bytes
+    /// of each that differ so far (by scheduler file id).
+    dry_run: Option<(usize, HashMap<u32, u64>)>,
     committed: u64,
     outcome: SendOutcome,
     progress: ProgressSnapshot,
@@ -149,6 +167,7 @@ impl SendSession {
             files: Vec::new(),
             by_entry: HashMap::new(),
             live_streams: cfg.streams,
+            dry_run: None,
             committed: 0,
             outcome: SendOutcome::default(),
             progress: ProgressSnapshot {
@@ -156,6 +175,14 @@ impl SendSession {
                 ..ProgressSnapshot::default()
             },
         })
+    }
+
+    /// `sync -n`: no chunk is sent. Once the list is answered, every file the receiver
+    /// has a copy of is hashed ([`SendEvent::HashFromFile`]) and compared with the copy's
+    /// chunk hashes; the receiver is told what each file would send (`WouldSend`), and the
+    /// session ends.
+    pub fn set_dry_run(&mut self) {
+        self.dry_run = Some((0, HashMap::new()));
     }
 
     /// The next control message to send.
@@ -404,8 +431,49 @@ impl SendSession {
         self.progress.listed = true;
         self.sched = Some(sched);
         self.phase = Phase::Sending;
+        if self.dry_run.is_some() {
+            self.plan_dry_run();
+        }
         self.maybe_done();
         Ok(())
+    }
+
+    /// `sync -n`: new files would send everything; the others are hashed first.
+    fn plan_dry_run(&mut self) {
+        // Hash events for resumed chunks are not wanted: every file starts afresh here.
+        self.events.clear();
+        let mut pending = 0;
+        for s in 0..self.files.len() {
+            let (entry, compared, chunks) = {
+                let f = &self.files[s];
+                (f.entry, !f.old.is_empty(), f.hashes.chunks())
+            };
+            if compared {
+                pending += 1;
+                self.events.push_back(SendEvent::HashFromFile {
+                    entry,
+                    chunks: (0..chunks).collect(),
+                });
+            } else {
+                let size = self.entries[entry as usize].size;
+                self.note_would_send(entry, size, false);
+            }
+        }
+        if let Some((p, _)) = self.dry_run.as_mut() {
+            *p = pending;
+        }
+    }
+
+    fn note_would_send(&mut self, entry: u32, bytes: u64, compared: bool) {
+        let e = &self.entries[entry as usize];
+        self.outcome.would_send.push(WouldSend {
+            path: e.path.clone(),
+            size: e.size,
+            bytes,
+            compared,
+        });
+        self.outbox
+            .push_back(TransferMessage::WouldSend { file: entry, bytes });
     }
 
     fn handle_ack(&mut self, msg: TransferMessage) -> Result<(), SessionError> {
@@ -479,7 +547,11 @@ impl SendSession {
     }
 
     fn maybe_done(&mut self) {
-        if self.phase == Phase::Sending && self.committed == self.files.len() as u64 {
+        let finished = match &self.dry_run {
+            Some((pending, _)) => *pending == 0,
+            None => self.committed == self.files.len() as u64,
+        };
+        if self.phase == Phase::Sending && finished {
             self.outbox.push_back(TransferMessage::TransferDone {
                 files: self.outcome.files_ok as u32,
                 bytes: self.outcome.sent_bytes,
@@ -506,7 +578,10 @@ impl SendSession {
 
     /// What data stream `stream` does next.
     pub fn next_work(&mut self, stream: u32, now: Instant) -> Work {
-        if self.cfg.checksum_only || matches!(self.phase, Phase::Done | Phase::Failed) {
+        if self.cfg.checksum_only
+            || self.dry_run.is_some()
+            || matches!(self.phase, Phase::Done | Phase::Failed)
+        {
             return Work::Finished;
         }
         let Some(sched) = self.sched.as_mut() else {
@@ -563,8 +638,29 @@ impl SendSession {
 
     /// The answer to [`SendEvent::HashFromFile`] for one chunk.
     pub fn hashed(&mut self, entry: u32, index: u32, hash: ChunkHash) {
-        if let Some(&s) = self.by_entry.get(&entry) {
+        let Some(&s) = self.by_entry.get(&entry) else {
+            return;
+        };
+        if self.dry_run.is_none() {
             self.offer(s, index, hash);
+            return;
+        }
+        let f = &mut self.files[s as usize];
+        let (_, len) = f.hashes.chunk_range(index);
+        let differs = f.old.get(index as usize).copied().flatten() != Some(hash);
+        let complete = f.hashes.offer(index, hash).is_some();
+        let Some((pending, differing)) = self.dry_run.as_mut() else {
+            return;
+        };
+        let bytes = differing.entry(s).or_default();
+        if differs {
+            *bytes += len;
+        }
+        if complete {
+            let bytes = *bytes;
+            *pending = pending.saturating_sub(1);
+            self.note_would_send(entry, bytes, true);
+            self.maybe_done();
         }
     }
 

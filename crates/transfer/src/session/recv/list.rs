@@ -145,7 +145,7 @@ impl RecvSession {
         let final_rel = placed.to_path_buf();
         let mtime = (entry.mtime_secs, entry.mtime_nanos);
         if entry.kind == EntryKind::Dir {
-            if !self.cfg.checksum_only {
+            if !self.cfg.checksum_only && !self.dry_run() {
                 // Created writable by its owner and without special bits; its own mode
                 // is set once its contents are in place (FixDirs).
                 self.events.push_back(RecvEvent::CreateDir {
@@ -168,7 +168,7 @@ impl RecvSession {
         }
         if let Some(parent) = placed.parent() {
             let parent = parent.to_path_buf();
-            if !self.cfg.checksum_only && !self.dirs_known.contains(&parent) {
+            if !self.cfg.checksum_only && !self.dry_run() && !self.dirs_known.contains(&parent) {
                 self.events.push_back(RecvEvent::CreateDir {
                     rel: parent.clone(),
                     mode: 0o755,
@@ -244,6 +244,7 @@ impl RecvSession {
     fn decide(&mut self, id: u32, found: LookResult) -> Result<(), SessionError> {
         let cfg = self.cfg.clone();
         let delta = self.sync_rules.map(|r| r.checksum);
+        let dry = self.dry_run();
         if !self
             .file_mut(id)
             .is_some_and(|f| f.state == FileState::Looking)
@@ -298,12 +299,10 @@ impl RecvSession {
         {
             // rsync -a keeps permissions current on files whose data did not change.
             let mode = received_mode(e.mode, EntryKind::File, cfg.keep_setuid) & !cfg.umask;
-            let set_mode =
-                (delta.is_some() && existing.is_some_and(|m| m.mode != mode)).then(|| {
-                    RecvEvent::SetMode {
-                        rel: f.final_rel.clone(),
-                        mode,
-                    }
+            let set_mode = (delta.is_some() && !dry && existing.is_some_and(|m| m.mode != mode))
+                .then(|| RecvEvent::SetMode {
+                    rel: f.final_rel.clone(),
+                    mode,
                 });
             self.events.extend(set_mode);
             self.already += 1;
@@ -384,6 +383,7 @@ impl RecvSession {
     fn plan_data(&mut self, id: u32, found: LookResult) -> Result<(), SessionError> {
         let cfg = self.cfg.clone();
         let inplace = self.sync_rules.is_some_and(|r| r.inplace);
+        let dry_run = self.dry_run();
         let Some(f) = self.file_mut(id) else {
             return Ok(());
         };
@@ -395,6 +395,14 @@ impl RecvSession {
             fingerprint: e.fingerprint,
         };
         let size = e.size;
+        if dry_run {
+            // Nothing is opened; the sender learns what the copy holds and reports.
+            let answer = match &f.old {
+                Some((_, old)) => pack_old_chunks(id, &old.hashes),
+                None => Vec::new(),
+            };
+            return self.decided(id, Some(answer), true);
+        }
         if let Some((old_size, _)) = f.old.as_ref().filter(|_| !f.lazy && inplace) {
             // The destination file is the data file; no part file, no manifest.
             let grows = size.saturating_sub(*old_size);
@@ -576,7 +584,7 @@ impl RecvSession {
                 files_total: self.uncommitted,
                 listed: true,
             };
-            if self.uncommitted == 0 && !self.cfg.checksum_only {
+            if self.uncommitted == 0 && !self.cfg.checksum_only && !self.dry_run() {
                 // Nothing will be committed (only directories, or all skipped): the tree
                 // is final now, before the sender hears it is done.
                 let dirs = self.take_dirs();

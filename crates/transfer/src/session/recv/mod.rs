@@ -254,6 +254,23 @@ impl RecvSession {
                     ))),
                 }
             }
+            (Phase::Receiving, TransferMessage::WouldSend { file, bytes }) if self.dry_run() => {
+                match self.file_mut(file) {
+                    Some(f) if f.entry.kind == longhaul_proto::transfer::EntryKind::File => {
+                        let line = crate::session::WouldSend {
+                            path: f.final_rel.as_os_str().as_encoded_bytes().to_vec(),
+                            size: f.entry.size,
+                            bytes: bytes.min(f.entry.size),
+                            compared: f.old.is_some(),
+                        };
+                        self.outcome.would_send.push(line);
+                        Ok(())
+                    }
+                    _ => Err(SessionError::Protocol(format!(
+                        "a dry-run report for file {file}, which is not a file of the list"
+                    ))),
+                }
+            }
             (Phase::Receiving, TransferMessage::TransferDone { .. }) => {
                 self.outbox.push_back(TransferMessage::TransferDone {
                     files: (self.outcome.files_ok + self.already) as u32,
@@ -275,6 +292,11 @@ impl RecvSession {
             self.phase = Phase::Failed;
         }
         r
+    }
+
+    /// `sync -n`: nothing is changed.
+    fn dry_run(&self) -> bool {
+        self.sync_rules.is_some_and(|r| r.dry_run)
     }
 
     fn file_mut(&mut self, id: u32) -> Option<&mut RecvFile> {

@@ -154,6 +154,10 @@ pub struct SyncRules {
     /// so an interrupted run is finished by the next one, which compares it again (the
     /// chunks already written are then equal and not sent).
     pub inplace: bool,
+    /// `-n`: change nothing. The list is looked at and the copies hashed (read only); no
+    /// directory, part file or mode is made or changed, no chunk is received; the
+    /// sender says what each file would send ([`RecvOutcome::would_send`]).
+    pub dry_run: bool,
 }
 
 /// Who a destination file was when it was hashed for a sync (from `fstat`): its unchanged
@@ -345,6 +349,8 @@ pub struct RecvOutcome {
     /// Files found complete at the destination by the quick check (same size and
     /// mtime): nothing was sent (counted in `files_ok` too).
     pub files_unchanged: u64,
+    /// `sync -n`: what a real run would send, file by file (paths as placed here).
+    pub would_send: Vec<crate::session::WouldSend>,
 }
 
 /// What the driver does with a chunk it has read and hashed.
