@@ -65,6 +65,7 @@ fuzz_target!(|data: &[u8]| {
         mtime_nanos: 0,
         mode: 0o644,
         fingerprint: 0,
+        link_target: Vec::new(),
     };
     let entries = vec![
         file("top", EntryKind::Dir, 0),

@@ -75,6 +75,7 @@ fn entry(path: &str, kind: EntryKind, size: u64) -> FileEntry {
         mtime_nanos: 7,
         mode: if kind == EntryKind::Dir { 0o755 } else { 0o644 },
         fingerprint: 42,
+        link_target: Vec::new(),
     }
 }
 

@@ -385,6 +385,7 @@ impl<'w, T: Tree> Walk<'w, T> {
             mtime_nanos: nanos(md.mtime_nsec()),
             mode: md.mode() & 0o7777,
             fingerprint: source_fingerprint(md.dev(), md.ino(), md.ctime(), nanos(md.ctime_nsec())),
+            link_target: Vec::new(),
         };
         self.out.push(SourceFile {
             entry,

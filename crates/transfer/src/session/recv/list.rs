@@ -458,6 +458,7 @@ mod tests {
             mtime_nanos: 0,
             mode: 0o644,
             fingerprint: 0,
+            link_target: Vec::new(),
         }
     }
 
