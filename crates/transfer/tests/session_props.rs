@@ -199,6 +199,7 @@ fn run(case: &Case) -> Result<Report, SessionError> {
                                 existing: None,
                                 part: Some(meta(0)),
                                 manifest: Some(m.encode()),
+                                link_target: None,
                             }
                         }
                     };
@@ -215,6 +216,9 @@ fn run(case: &Case) -> Result<Report, SessionError> {
                     panic!("the receiver hashes from disk only in --checksum-only (file {id})")
                 }
                 RecvEvent::Commit(job) => rx.placed(job.id, Ok(())),
+                RecvEvent::MakeSymlink(job) => {
+                    panic!("no symlink in this list: {job:?}")
+                }
                 RecvEvent::FixDirs(_) => {
                     // Answered later, once the sender had a chance to hear everything
                     // the receiver sent so far.

@@ -99,6 +99,7 @@ impl RecvSession {
         self.opens_released = true;
         let opens = std::mem::take(&mut self.pending_opens);
         self.events.extend(opens);
+        self.release_links();
         Ok(())
     }
 }
