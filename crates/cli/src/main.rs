@@ -28,6 +28,9 @@ enum Command {
     /// Copy files and trees to or from a host over ssh or a `longhaul serve --root`,
     /// verified and resumable.
     Cp(cmd::cp::Args),
+    /// Bring a copy of files and trees up to date (rsync -a style): only new files and the
+    /// chunks of changed files that differ cross the path.
+    Sync(cmd::sync::Args),
     /// Remove the work files (.NAME.longhaul-part, .NAME.longhaul-manifest) abandoned
     /// transfers left below a directory.
     Clean(cmd::clean::Args),
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => cmd::serve::run(args),
         Command::Clean(args) => cmd::clean::run(args),
         Command::Cp(args) => cmd::cp::run(args),
+        Command::Sync(args) => cmd::sync::run(args),
         Command::Record(args) => cmd::record::run(args),
         Command::Plot(args) => cmd::plot::run(args),
         Command::Demo(args) => cmd::demo::run(args),

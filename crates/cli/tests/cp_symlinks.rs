@@ -7,7 +7,8 @@
 //! through it (a file or a tree whose path goes `linkdir/x`) is refused with nothing
 //! written outside; a link already at a file's destination (pointing out, at a one-chunk
 //! or a several-chunk file) is replaced by the file, its target untouched, on a push and
-//! on a pull. A link whose destination is a directory fails alone (exit 1).
+//! on a pull. A link whose destination is a directory fails alone (exit 1). `longhaul
+//! sync` copies links the same way, and a second sync leaves them alone.
 
 #[macro_use]
 mod support;
@@ -221,4 +222,48 @@ fn a_link_onto_a_directory_fails_alone() {
     assert!(root.join("t/l/inner").is_dir());
     assert_eq!(fs::read(root.join("t/a")).unwrap(), b"a");
     assert!(!names_under(&root).iter().any(|n| n.contains(".longhaul-")));
+}
+
+/// `longhaul sync` pushes and pulls links as links; a second run leaves them alone (the
+/// same inodes) and a changed target is replaced.
+#[test]
+fn sync_copies_links_as_links() {
+    let s = Scratch::new("links-sync");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    let outside = s.dir("outside");
+    write_file(&outside.join("secret"), SECRET, 0o644);
+    let src = s.join("src/t");
+    tree_with_links(&src, &outside.join("secret"));
+    let server = Server::start(&home, &root);
+    let sync = |args: &[&dyn AsRef<std::ffi::OsStr>]| {
+        let mut c = longhaul(&home);
+        c.arg("sync");
+        for a in args {
+            c.arg(a);
+        }
+        run(&mut c, CP_LIMIT)
+    };
+    sync(&[&src, &server.remote("")]).assert_ok();
+    assert_same_tree(&src, &root.join("t"), EXACT);
+    let links = ["in-tree", "sub/up", "out", "sub/dangling"];
+    let inodes = |dir: &Path| -> Vec<u64> { links.iter().map(|l| ino(&dir.join(l))).collect() };
+    let before = inodes(&root.join("t"));
+    sync(&[&src, &server.remote("")]).assert_ok();
+    assert_eq!(
+        inodes(&root.join("t")),
+        before,
+        "an unchanged link was replaced"
+    );
+    fs::remove_file(src.join("out")).unwrap();
+    symlink("changed", src.join("out")).unwrap();
+    sync(&[&src, &server.remote("")]).assert_ok();
+    assert_eq!(
+        fs::read_link(root.join("t/out")).unwrap(),
+        Path::new("changed")
+    );
+    let local = s.dir("local");
+    sync(&[&server.remote("t"), &local]).assert_ok();
+    assert_same_tree(&src, &local.join("t"), EXACT);
+    assert_eq!(fs::read(outside.join("secret")).unwrap(), SECRET);
 }

@@ -112,6 +112,16 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
             .prop_map(|(file, ranges)| TransferMessage::HaveChunks { file, ranges }),
         (
             arb_file(),
+            0u32..1 << 30,
+            proptest::collection::vec(any::<[u8; 32]>(), 0..40)
+        )
+            .prop_map(|(file, first, hashes)| TransferMessage::OldChunks {
+                file,
+                first,
+                hashes
+            }),
+        (
+            arb_file(),
             prop::sample::select(vec![
                 SkipReason::AlreadyComplete,
                 SkipReason::Exists,
@@ -285,6 +295,30 @@ fn bounds_are_refused() {
     }
     assert_eq!(back, runs);
     assert!(pack_have_chunks(3, &[]).is_empty());
+    // A copy's chunk hashes split into frames that all encode, in order.
+    let hashes: Vec<[u8; 32]> = (0..4_500u32)
+        .map(|i| {
+            let mut h = [0u8; 32];
+            h[..4].copy_from_slice(&i.to_be_bytes());
+            h
+        })
+        .collect();
+    let frames = pack_old_chunks(5, &hashes);
+    assert_eq!(frames.len(), 3);
+    let mut back = Vec::new();
+    for f in &frames {
+        let mut buf = Vec::new();
+        encode_transfer_frame(f, &mut buf).unwrap();
+        assert!(buf.len() <= 64 * 1024 + 5, "{} bytes", buf.len());
+        if let (TransferMessage::OldChunks { first, hashes, .. }, _) =
+            decode_transfer_frame(&buf).unwrap().unwrap()
+        {
+            assert_eq!(first as usize, back.len());
+            back.extend(hashes);
+        }
+    }
+    assert_eq!(back, hashes);
+    assert!(pack_old_chunks(5, &[]).is_empty());
     // A bench frame is not a transfer frame.
     let mut bench = Vec::new();
     longhaul_proto::encode_frame(&longhaul_proto::Message::Ping { seq: 1 }, &mut bench);

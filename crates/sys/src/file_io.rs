@@ -273,3 +273,58 @@ pub fn send_file_range(
     }
     Ok(())
 }
+
+/// Copies `len` bytes of `from` at `offset` to the same offset of `to` with
+/// `copy_file_range(2)` (a reflink or an in-kernel copy where the file system can; no
+/// bytes through user space), falling back to `pread`/`pwrite` where the kernel cannot
+/// (another file system, an old kernel). `UnexpectedEof` if `from` is shorter.
+pub fn copy_range(from: &File, to: &File, offset: u64, len: u64) -> io::Result<()> {
+    let end = offset
+        .checked_add(len)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "range overflows"))?;
+    let mut done = offset;
+    while done < end {
+        let mut off_in = to_off(done)?;
+        let mut off_out = off_in;
+        let want = (end - done).min(1 << 30) as usize;
+        // SAFETY: both fds are open for the call; the offsets are valid in/out pointers.
+        let n = unsafe {
+            libc::copy_file_range(
+                from.as_raw_fd(),
+                &mut off_in,
+                to.as_raw_fd(),
+                &mut off_out,
+                want,
+                0,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EXDEV | libc::ENOSYS | libc::EINVAL | libc::EOPNOTSUPP) => {
+                    return copy_by_reads(from, to, done, end - done);
+                }
+                _ => return Err(e),
+            }
+        }
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        done += n as u64;
+    }
+    Ok(())
+}
+
+/// [`copy_range`] through a buffer.
+fn copy_by_reads(from: &File, to: &File, offset: u64, len: u64) -> io::Result<()> {
+    let mut buf = vec![0u8; (1 << 20).min(len as usize)];
+    let mut at = 0;
+    while at < len {
+        let n = (buf.len() as u64).min(len - at) as usize;
+        from.read_exact_at(&mut buf[..n], offset + at)?;
+        to.write_all_at(&buf[..n], offset + at)?;
+        at += n as u64;
+    }
+    Ok(())
+}

@@ -72,6 +72,7 @@ fn existing_link(target: &[u8]) -> LookResult {
             len: target.len() as u64,
             mtime_secs: 5,
             mtime_nanos: 0,
+            mode: 0o777,
             special: None,
         }),
         link_target: Some(target.to_vec()),
@@ -87,6 +88,7 @@ fn existing_dir() -> LookResult {
             len: 4096,
             mtime_secs: 5,
             mtime_nanos: 0,
+            mode: 0o777,
             special: None,
         }),
         ..LookResult::default()
@@ -164,7 +166,10 @@ fn run(
                     world.fix_dirs += 1;
                     fix_pending = true;
                 }
-                RecvEvent::HashFromFile { .. } | RecvEvent::Discard { .. } => {
+                RecvEvent::HashFromFile { .. }
+                | RecvEvent::Discard { .. }
+                | RecvEvent::HashOld { .. }
+                | RecvEvent::SetMode { .. } => {
                     panic!("no file is compared or discarded here")
                 }
             }
@@ -315,6 +320,7 @@ fn quick_check_no_clobber_and_replacement() {
                 len: 10,
                 mtime_secs: 1_700_000_000,
                 mtime_nanos: 9,
+                mode: 0o644,
                 special: None,
             }),
             ..LookResult::default()

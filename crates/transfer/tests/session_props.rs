@@ -174,6 +174,7 @@ fn run(case: &Case) -> Result<Report, SessionError> {
                         len: e.size,
                         mtime_secs,
                         mtime_nanos: i64::from(e.mtime_nanos),
+                        mode: e.mode,
                         special: None,
                     };
                     let found = match &dest[id as usize] {
@@ -214,6 +215,9 @@ fn run(case: &Case) -> Result<Report, SessionError> {
                 }
                 RecvEvent::HashFromFile { id, .. } => {
                     panic!("the receiver hashes from disk only in --checksum-only (file {id})")
+                }
+                RecvEvent::HashOld { id, .. } | RecvEvent::SetMode { rel: _, mode: id } => {
+                    panic!("sync events without sync ({id})")
                 }
                 RecvEvent::Commit(job) => rx.placed(job.id, Ok(())),
                 RecvEvent::MakeSymlink(job) => {
@@ -321,7 +325,7 @@ fn run(case: &Case) -> Result<Report, SessionError> {
                         u64::from(header.len),
                     );
                 }
-                Arrival::Duplicate | Arrival::Rejected => {}
+                Arrival::Duplicate | Arrival::Rejected | Arrival::Reused => {}
             }
         }
         if !progressed && !fix_dirs_pending {

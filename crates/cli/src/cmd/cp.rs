@@ -103,6 +103,10 @@ pub struct Args {
     pub security: SecurityArgs,
     #[command(flatten)]
     pub ssh: SshArgs,
+    /// `longhaul sync` (not a cp flag): only the chunks of a changed file that differ
+    /// from the destination's copy are sent, entries placed by rsync's rule.
+    #[arg(skip)]
+    pub delta: Option<longhaul_transfer::session::recv::SyncRules>,
 }
 
 /// The far side of one transfer.
@@ -341,6 +345,7 @@ fn transfer(
         window,
         congestion: args.congestion.clone(),
         chunk_size: args.chunk,
+        delta: args.delta,
     };
 
     let progress = Arc::new(Progress::default());
@@ -417,6 +422,8 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool) {
             "cpu_seconds": cpu, "cpu_seconds_per_gb": cpu / gb,
             "streams": r.start.streams, "chunk_bytes": r.start.chunk_bytes,
             "direction": r.start.direction,
+            "unchanged_files": r.files_unchanged, "compared_files": r.files_compared,
+            "reused_bytes": r.reused_bytes,
         });
         if let (Some(v), Some(obj)) = (verdict, end.as_object_mut()) {
             obj.insert("limited_by".into(), json!(v.limited_by));
@@ -434,7 +441,7 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool) {
         eprintln!("longhaul cp: failed: {f}");
     }
     say(&format!(
-        "{} {} files ({}) in {:.2} s = {}{}{}; {} streams, {} chunks, RTT {:.2} ms; CPU {:.2} s ({:.2} s/GB)",
+        "{} {} files ({}) in {:.2} s = {}{}{}{}; {} streams, {} chunks, RTT {:.2} ms; CPU {:.2} s ({:.2} s/GB)",
         if r.start.direction == "push" { "sent" } else { "received" },
         r.files_ok,
         format_bytes(moved as f64),
@@ -447,6 +454,16 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool) {
         },
         if r.files_skipped > 0 {
             format!(", {} skipped (exist)", r.files_skipped)
+        } else {
+            String::new()
+        },
+        if r.files_compared > 0 || r.files_unchanged > 0 {
+            format!(
+                ", {} unchanged, {} compared chunk by chunk ({} kept from the old copies)",
+                r.files_unchanged,
+                r.files_compared,
+                format_bytes(r.reused_bytes as f64)
+            )
         } else {
             String::new()
         },

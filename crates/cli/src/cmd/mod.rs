@@ -13,4 +13,5 @@ pub mod record;
 pub mod serve;
 pub mod ssh;
 pub mod ssh_server;
+pub mod sync;
 pub mod tune;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferOptions, TransferParams};
 use longhaul_proto::Token;
 use longhaul_sys::served_root::ServedRoot;
+use longhaul_transfer::session::recv::SyncRules;
 use longhaul_transfer::session::ExpectedList;
 use longhaul_transfer::{
     chunk_size_for, names_a_directory, parse_peer_path, require_directory, RequestedPath,
@@ -82,6 +83,9 @@ pub struct CpConfig {
     pub chunk_size: Option<u64>,
     /// How the server is trusted, and whether the data streams are encrypted.
     pub security: Security,
+    /// `longhaul sync`: only the chunks of a changed file that differ from the
+    /// destination's copy are sent, entries placed by rsync's rule.
+    pub delta: Option<SyncRules>,
 }
 
 /// How the transfer was set up (for the `start` line).
@@ -127,6 +131,12 @@ pub struct CpReport {
     pub rejected_chunks: u64,
     /// Wall time from the first data stream to the end.
     pub seconds: f64,
+    /// Files found complete at the destination by the quick check (same size and mtime).
+    pub files_unchanged: u64,
+    /// Sync: files whose destination copy was compared chunk by chunk.
+    pub files_compared: u64,
+    /// Sync: bytes taken from the destination's old copies instead of sent.
+    pub reused_bytes: u64,
 }
 
 /// Runs a copy; `progress` is updated as it goes, `on_start` called once set up.
@@ -228,6 +238,9 @@ pub fn run_cp(
         auto_chunk: cfg.chunk_size.is_none(),
         sync: cfg.sync,
         window_fixed: cfg.window.is_some(),
+        delta: cfg.delta.is_some(),
+        checksum: cfg.delta.is_some_and(|r| r.checksum),
+        contents: cfg.delta.is_some_and(|r| r.contents),
     };
     let params = TransferParams {
         direction: if push {
@@ -347,6 +360,9 @@ pub fn run_cp(
                 resumed_bytes: out.resumed_bytes,
                 rejected_chunks: out.rejected_chunks,
                 seconds: t0.elapsed().as_secs_f64(),
+                files_unchanged: out.files_unchanged,
+                files_compared: out.files_compared,
+                reused_bytes: out.reused_bytes,
             })
         }
         (None, Some(dest)) => {
@@ -355,6 +371,7 @@ pub fn run_cp(
             // base name; the root's own name when the root was asked for), and
             // directories only with -r.
             target.keep_setuid = cfg.keep_setuid;
+            target.delta = cfg.delta;
             target.expect = Some(ExpectedList {
                 top: if cfg.user_paths {
                     longhaul_transfer::location::ssh_top(&cfg.remote_path)
@@ -374,6 +391,9 @@ pub fn run_cp(
                 resumed_bytes: out.resumed_bytes,
                 rejected_chunks: 0,
                 seconds: t0.elapsed().as_secs_f64(),
+                files_unchanged: out.files_unchanged,
+                files_compared: out.files_compared,
+                reused_bytes: out.reused_bytes,
             })
         }
         (None, None) => Err(CpError::Internal(
@@ -475,6 +495,7 @@ fn local_target(
         expect: None,
         keep_setuid: false,
         caps: Default::default(),
+        delta: None,
     })
 }
 

@@ -9,6 +9,7 @@
 pub mod chunk_io;
 pub mod clean;
 pub mod client;
+pub mod old_copy;
 pub mod recv;
 pub mod send;
 pub mod serve;

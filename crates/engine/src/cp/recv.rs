@@ -23,7 +23,7 @@ use longhaul_proto::transfer::{ChunkHeader, TransferMessage};
 use longhaul_proto::ChunkKey;
 use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::served_root::{Resolver, ServedRoot};
-use longhaul_transfer::session::recv::{Arrival, CommitJob};
+use longhaul_transfer::session::recv::{Arrival, CommitJob, SyncRules};
 use longhaul_transfer::session::{ListCaps, RecvConfig, RecvEvent, RecvOutcome, RecvSession, Room};
 use longhaul_transfer::{FileHashes, SafeRelPath};
 use std::path::{Path, PathBuf};
@@ -53,6 +53,9 @@ pub struct RecvTarget {
     pub keep_setuid: bool,
     /// Caps on what one list may ask to write (a daemon's `--max-bytes`, `--max-files`).
     pub caps: ListCaps,
+    /// `longhaul sync`: changed files compared chunk by chunk (the equal chunks taken from
+    /// the old copy), entries placed by rsync's rule.
+    pub delta: Option<SyncRules>,
 }
 
 /// Chunks of a file to hash from disk: (file id, chunk indices).
@@ -142,6 +145,7 @@ impl Shared {
                     Answer::LinkMade(id, r) => s.symlink_made(id, r),
                     Answer::DirsFixed => s.dirs_fixed(),
                     Answer::DirsCreated(made) => s.dirs_created(made),
+                    Answer::OldHashed(id, old) => s.old_hashed(id, old)?,
                     Answer::None | Answer::Hash(..) => {}
                 }
             }
@@ -201,6 +205,10 @@ pub fn run_receiver(
         umask: longhaul_sys::process::umask(),
     })
     .with_caps(target.caps);
+    let session = match target.delta {
+        Some(rules) => session.with_sync(rules),
+        None => session,
+    };
     // Where the room cannot be measured, the transfer goes on unchecked (a disk that
     // fills is then reported when it does).
     let session = match room(&target, target_is_dir) {
@@ -577,6 +585,12 @@ fn receive_chunk(
         .lock()
         .and_then(|mut s| Ok(s.chunk_header(&h)?))
         .map_err(stop)?;
+    if plan.same {
+        // Sync: the old copy's chunk, taken from it at the commit.
+        return sh
+            .with(|s| Ok(s.chunk_reused(&h).map(|_| ())?))
+            .map_err(stop);
+    }
     let mut hasher = plan.hasher;
     if plan.hole {
         hasher.update_zeros(u64::from(h.len));

@@ -19,7 +19,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use longhaul_proto::transfer::{ChunkHeader, FileEntry, CHUNK_FLAG_HOLE};
+use longhaul_proto::transfer::{ChunkHeader, FileEntry, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME};
 use longhaul_proto::ChunkKey;
 use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::file_io;
@@ -363,10 +363,16 @@ fn stream_loop(sh: &Arc<Shared>, stream: u32, mut sock: SecureStream) {
                 }
                 match s.next_work(stream, Instant::now()) {
                     Work::Send(w) => {
-                        let chunks: Vec<(Chunk, u32, longhaul_transfer::ChunkHasher, u64)> = w
+                        let chunks: Vec<ChunkWork> = w
                             .chunks
                             .iter()
-                            .map(|c| (*c, s.entry_of(c), s.hasher(c), s.file_size(c)))
+                            .map(|c| ChunkWork {
+                                chunk: *c,
+                                entry: s.entry_of(c),
+                                hasher: s.hasher(c),
+                                size: s.file_size(c),
+                                old: s.old_hash(c),
+                            })
                             .collect();
                         break chunks;
                     }
@@ -383,7 +389,14 @@ fn stream_loop(sh: &Arc<Shared>, stream: u32, mut sock: SecureStream) {
                 };
             }
         };
-        for (chunk, entry, hasher, size) in work {
+        for ChunkWork {
+            chunk,
+            entry,
+            hasher,
+            size,
+            old,
+        } in work
+        {
             let origin = &sh.origins[entry as usize];
             if open.as_ref().map(|(e, _)| *e) != Some(entry) {
                 match sh.root.open(origin) {
@@ -397,12 +410,27 @@ fn stream_loop(sh: &Arc<Shared>, stream: u32, mut sock: SecureStream) {
             let Some((_, file)) = open.as_ref() else {
                 return;
             };
-            let sent = send_chunk(sh, entry, size, file, &chunk, hasher, &mut sock, &mut buf);
+            let work = ChunkWork {
+                chunk,
+                entry,
+                hasher,
+                size,
+                old,
+            };
+            let sent = send_chunk(sh, file, &work, &mut sock, &mut buf);
             match sent {
-                Ok((hash, payload)) => {
+                Ok(Sent {
+                    hash,
+                    payload,
+                    same,
+                }) => {
                     sh.progress.stream_bytes(stream as usize, payload);
                     let Ok(mut s) = sh.session.lock() else { return };
-                    s.chunk_sent(&chunk, hash, payload);
+                    if same {
+                        s.chunk_reused(&chunk, hash);
+                    } else {
+                        s.chunk_sent(&chunk, hash, payload);
+                    }
                     if let Err(e) = sh.pump(&mut s) {
                         drop(s);
                         sh.fail(e.to_string());
@@ -435,19 +463,38 @@ enum SendFail {
     Net(io::Error),
 }
 
-/// Sends one chunk: header with its hash, then the bytes (or nothing for a hole).
-/// Returns the hash and the payload bytes sent.
-#[allow(clippy::too_many_arguments)]
+/// A chunk handed to a stream, with what sending it needs from the session.
+struct ChunkWork {
+    chunk: Chunk,
+    /// Its entry in the file list.
+    entry: u32,
+    hasher: longhaul_transfer::ChunkHasher,
+    /// The file's size.
+    size: u64,
+    /// Sync: the hash of the receiver's old copy of this chunk.
+    old: Option<longhaul_transfer::ChunkHash>,
+}
+
+/// What went out for a chunk.
+struct Sent {
+    hash: [u8; 32],
+    /// Payload bytes (0 for a hole or a chunk the receiver has).
+    payload: u64,
+    /// Sent as equal to the receiver's old copy (`CHUNK_FLAG_SAME`).
+    same: bool,
+}
+
+/// Sends one chunk: header with its hash, then the bytes (nothing for a hole, or for a
+/// chunk whose hash equals the receiver's old copy's: sync).
 fn send_chunk(
     sh: &Shared,
-    entry: u32,
-    size: u64,
     file: &File,
-    chunk: &Chunk,
-    mut hasher: longhaul_transfer::ChunkHasher,
+    work: &ChunkWork,
     sock: &mut SecureStream,
     buf: &mut AlignedBuf,
-) -> Result<([u8; 32], u64), SendFail> {
+) -> Result<Sent, SendFail> {
+    let (chunk, entry, size) = (&work.chunk, work.entry, work.size);
+    let mut hasher = work.hasher.clone();
     let range = chunk.offset..chunk.offset + chunk.len;
     // Holes are looked up only in files of at least a megabyte.
     let hole = chunk.len > 0
@@ -461,18 +508,33 @@ fn send_chunk(
         len: chunk.len as u32,
         hash: [0; 32],
     };
-    if hole {
-        header.flags = CHUNK_FLAG_HOLE;
-        hasher.update_zeros(chunk.len);
-        header.hash = hasher.finish();
+    let header_only = |mut header: ChunkHeader, flag: u32, sock: &mut SecureStream| {
+        header.flags = flag;
         sock.write_all(&header.encode(&sh.chunk_key))
             .map_err(SendFail::Net)?;
-        return Ok((header.hash, 0));
+        Ok(Sent {
+            hash: header.hash,
+            payload: 0,
+            same: flag == CHUNK_FLAG_SAME,
+        })
+    };
+    if hole {
+        hasher.update_zeros(chunk.len);
+        header.hash = hasher.finish();
+        let flag = if work.old == Some(header.hash) {
+            CHUNK_FLAG_SAME
+        } else {
+            CHUNK_FLAG_HOLE
+        };
+        return header_only(header, flag, sock);
     }
     // Read and hash in pieces that stay in cache; the bytes then go to the socket from
     // the page cache (no copy through this buffer). Had the file changed since the read,
     // the receiver's hash check refuses the chunk.
     header.hash = hash_range(file, hasher, chunk.offset, chunk.len, buf).map_err(SendFail::Read)?;
+    if work.old == Some(header.hash) {
+        return header_only(header, CHUNK_FLAG_SAME, sock);
+    }
     sock.write_all(&header.encode(&sh.chunk_key))
         .map_err(SendFail::Net)?;
     sock.send_file_range(file, chunk.offset, chunk.len, buf)
@@ -483,7 +545,11 @@ fn send_chunk(
                 SendFail::Net(e)
             }
         })?;
-    Ok((header.hash, chunk.len))
+    Ok(Sent {
+        hash: header.hash,
+        payload: chunk.len,
+        same: false,
+    })
 }
 
 /// Whether `range` of the file lies wholly in a hole (looked up once per file, only for

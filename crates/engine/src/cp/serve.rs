@@ -10,6 +10,7 @@ use std::time::Duration;
 use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferParams};
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::location::user_path;
+use longhaul_transfer::session::recv::SyncRules;
 use longhaul_transfer::session::ListCaps;
 use longhaul_transfer::{chunk_size_for, require_directory, RequestedPath};
 
@@ -264,16 +265,21 @@ pub fn serve_transfer(
             // A push's list is the client's own choice of files; the root confines it.
             expect: None,
             caps,
+            delta: opts.delta.then_some(SyncRules {
+                checksum: opts.checksum,
+                contents: opts.contents,
+            }),
         };
         let out = run_receiver(target, chunk_size, link, collect, chunk_key, progress)?;
         Ok(format!(
-            "received into {shown}: {} files ok, {} skipped, {} failed, {:.3} GB in {:.2} s ({} resumed bytes)",
+            "received into {shown}: {} files ok, {} skipped, {} failed, {:.3} GB in {:.2} s ({} resumed bytes, {} taken from old copies)",
             out.files_ok,
             out.files_skipped,
             out.failed.len(),
             out.received_bytes as f64 / 1e9,
             started.elapsed().as_secs_f64(),
-            out.resumed_bytes
+            out.resumed_bytes,
+            out.reused_bytes
         ))
     } else {
         let probe = plan.probe.clone();

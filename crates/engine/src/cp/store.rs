@@ -37,7 +37,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::file_io;
 use longhaul_sys::served_root::{Access, ServedRoot};
-use longhaul_transfer::session::recv::{CommitJob, DirFix, LookResult, Meta, OpenPlan};
+use longhaul_transfer::session::recv::{CommitJob, DirFix, LookResult, Meta, OldCopy, OpenPlan};
 use longhaul_transfer::session::RecvEvent;
 use longhaul_transfer::{sparse, ChunkHash, FileHashes};
 
@@ -103,6 +103,9 @@ pub enum CommitError {
     /// Flushing the directory after the rename failed.
     #[error("syncing the directory: {0}")]
     SyncDir(#[source] io::Error),
+    /// Sync: the chunks kept from the destination's old copy could not be taken from it.
+    #[error("taking the unchanged chunks from the old copy: {0}")]
+    OldCopy(#[source] io::Error),
     /// The file is in place but some of its metadata could not be set.
     #[error("in place, but {}", .0.join("; "))]
     MetadataUnset(Vec<String>),
@@ -271,6 +274,8 @@ pub enum Answer {
     DirsCreated(Vec<PathBuf>),
     /// Hash these chunks (on the hashing thread) and answer `hashed`.
     Hash(u32, Vec<u32>),
+    /// [`longhaul_transfer::session::RecvSession::old_hashed`].
+    OldHashed(u32, Result<OldCopy, String>),
 }
 
 impl Store {
@@ -347,6 +352,19 @@ impl Store {
                 Ok(Answer::Opened(id, intact))
             }
             RecvEvent::HashFromFile { id, chunks } => Ok(Answer::Hash(id, chunks)),
+            RecvEvent::HashOld { id, final_rel, .. } => {
+                let old = super::old_copy::hash_old(&self.root, &final_rel, self.chunk_size)
+                    .map_err(|e| e.to_string());
+                Ok(Answer::OldHashed(id, old))
+            }
+            RecvEvent::SetMode { rel, mode } => {
+                // Best effort, as rsync: the data is right; a mode that cannot be set
+                // stays as it was and is set again by the next run.
+                if let Ok(f) = self.root.open_file(&rel, Access::ReadOwn) {
+                    let _ = f.set_permissions(Permissions::from_mode(mode));
+                }
+                Ok(Answer::None)
+            }
             RecvEvent::Commit(job) => Ok(Answer::Placed(job.id, self.commit_placed(&job))),
             RecvEvent::MakeSymlink(job) => Ok(Answer::LinkMade(job.id, self.make_symlink(&job))),
             RecvEvent::Discard {
@@ -575,11 +593,17 @@ impl Store {
         if jobs.len() == 1 {
             return vec![self.commit_placed(&jobs[0])];
         }
-        let prepared: Vec<_> = jobs.iter().map(|j| self.prepare(j)).collect();
+        let prepared: Vec<_> = jobs
+            .iter()
+            .map(|j| (!keeps_old(j)).then(|| self.prepare(j)))
+            .collect();
         let flushed = self.root.sync_fs();
         jobs.iter()
             .zip(prepared)
             .map(|(job, prepared)| {
+                let Some(prepared) = prepared else {
+                    return self.keep_old(job);
+                };
                 let (f, unset) = prepared?;
                 let data = f.data.get().ok_or(CommitError::NeverCreated)?;
                 flushed
@@ -595,6 +619,9 @@ impl Store {
     fn prepare(&self, job: &CommitJob) -> Result<(Arc<DataFile>, Vec<String>), CommitError> {
         let f = self.data(job.id).ok_or(CommitError::NeverOpened)?;
         let data = f.data.get().ok_or(CommitError::NeverCreated)?;
+        if let Some(reuse) = &job.reuse {
+            super::old_copy::copy_reused(&self.root, reuse, data).map_err(CommitError::OldCopy)?;
+        }
         // A mode or mtime that cannot be set does not stop the file going in place, but
         // it is reported (the file then fails rsync's quick check on a rerun).
         let mut unset = Vec::new();
@@ -610,6 +637,9 @@ impl Store {
     /// Flushes the file's data (the rename must not be durable before the data), then
     /// names it; the manifest goes last.
     fn commit(&self, job: &CommitJob) -> Result<(), CommitError> {
+        if keeps_old(job) {
+            return self.keep_old(job);
+        }
         let (f, unset) = self.prepare(job)?;
         let data = f.data.get().ok_or(CommitError::NeverCreated)?;
         file_io::sync_all(data).map_err(CommitError::Sync)?;
@@ -656,6 +686,43 @@ impl Store {
             let _ = self.root.remove_file(m);
         }
         // The data stays open for nothing now.
+        if let Ok(mut files) = self.files.lock() {
+            files.remove(&job.id);
+        }
+        if unset.is_empty() {
+            Ok(())
+        } else {
+            Err(CommitError::MetadataUnset(unset))
+        }
+    }
+
+    /// Sync, every chunk equal to the old copy and the same size: the old file stays (it
+    /// is the source's bytes); its mode and mtime are set, and the part file and manifest
+    /// made for it, if any, are removed.
+    fn keep_old(&self, job: &CommitJob) -> Result<(), CommitError> {
+        let reuse = job.reuse.as_ref().ok_or(CommitError::NeverCreated)?;
+        let old =
+            super::old_copy::open_unchanged(&self.root, reuse).map_err(CommitError::OldCopy)?;
+        let mut unset = Vec::new();
+        if let Err(e) = old.set_permissions(Permissions::from_mode(job.mode)) {
+            unset.push(format!("its mode {:o} could not be set: {e}", job.mode));
+        }
+        if let Err(e) = old.set_times(FileTimes::new().set_modified(mtime_of(job.mtime))) {
+            unset.push(format!("its mtime could not be set: {e}"));
+        }
+        // Only our own part file, still under its name.
+        if let Some(d) = self.data(job.id) {
+            if let Some(f) = d.data.get() {
+                if !d.unnamed.load(Ordering::Acquire)
+                    && same_file(&self.root, &job.part_rel, f).unwrap_or(false)
+                {
+                    let _ = self.root.remove_file(&job.part_rel);
+                }
+            }
+        }
+        if let Some(m) = &job.manifest_rel {
+            let _ = self.root.remove_file(m);
+        }
         if let Ok(mut files) = self.files.lock() {
             files.remove(&job.id);
         }
@@ -745,6 +812,11 @@ fn fix_dirs(root: &ServedRoot, dirs: &mut [DirFix]) {
 }
 
 /// A time from the wire (times before 1970 are clamped to it).
+/// Sync: the file is the old copy as it is ([`longhaul_transfer::session::recv::Reuse::keep_old`]).
+fn keeps_old(job: &CommitJob) -> bool {
+    job.reuse.as_ref().is_some_and(|r| r.keep_old)
+}
+
 fn mtime_of((secs, nanos): (i64, u32)) -> SystemTime {
     UNIX_EPOCH + Duration::new(secs.max(0) as u64, nanos.min(999_999_999))
 }
@@ -760,6 +832,7 @@ fn meta_of(root: &ServedRoot, rel: &Path) -> io::Result<Option<Meta>> {
                 len: m.len(),
                 mtime_secs: m.mtime(),
                 mtime_nanos: m.mtime_nsec(),
+                mode: m.mode() & 0o7777,
                 special: (!ordinary).then(|| file_io::kind_name(ft)),
             }))
         }

@@ -12,6 +12,10 @@ use super::{MAX_CHUNK_BYTES, MAX_FILE_ID};
 
 /// Flag bit of [`ChunkHeader::flags`]: the chunk is all zeros and no bytes follow.
 pub const CHUNK_FLAG_HOLE: u32 = 1;
+/// Flag bit of [`ChunkHeader::flags`] (sync): the chunk's hash equals the one the receiver
+/// named for the same chunk of its own copy (`OldChunks`); no bytes follow, the receiver
+/// takes them from that copy.
+pub const CHUNK_FLAG_SAME: u32 = 2;
 
 /// Precedes each chunk's raw bytes on a data stream. Fixed 80 bytes, big-endian: the
 /// fields (60 bytes), a 16-byte MAC of them under the session's chunk key, and a check
@@ -22,7 +26,7 @@ pub struct ChunkHeader {
     pub file: u32,
     /// Chunk index.
     pub index: u32,
-    /// [`CHUNK_FLAG_HOLE`] or 0.
+    /// [`CHUNK_FLAG_HOLE`], [`CHUNK_FLAG_SAME`] or 0.
     pub flags: u32,
     /// Offset of the chunk in the file.
     pub offset: u64,
@@ -40,7 +44,7 @@ impl ChunkHeader {
 
     /// Bytes of payload that follow this header.
     pub fn payload_len(&self) -> u64 {
-        if self.flags & CHUNK_FLAG_HOLE != 0 {
+        if self.flags & (CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME) != 0 {
             0
         } else {
             u64::from(self.len)
@@ -102,7 +106,8 @@ impl ChunkHeader {
             hash: b[28..60].try_into().expect("32 bytes"),
         };
         if h.file > MAX_FILE_ID
-            || h.flags & !CHUNK_FLAG_HOLE != 0
+            || h.flags & !(CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME) != 0
+            || h.flags == CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME
             || u64::from(h.len) > MAX_CHUNK_BYTES
         {
             return Err(invalid("chunk header", format!("out of bounds: {h:?}")));

@@ -12,6 +12,7 @@
 //!   sender->receiver  FileEntries{first_id, [path, kind, size, mtime, mode, fingerprint,
 //!                                (symlink: target)]}*  FileListEnd
 //!   receiver->sender  HaveChunks{file, ranges}* | SkipFile{file, reason}   (from resume manifests)
+//!                     OldChunks{file, first, hashes}*   (sync: the chunk hashes of the copy it has)
 //!   data:  sender->receiver  ChunkHeader + bytes, ...
 //!   receiver->sender  ChunkVerified{file, index} | ChunkRejected{file, index, reason}
 //!   sender->receiver  FileDigest{file, blake3}      (whole-file digest)
@@ -31,7 +32,7 @@ use crate::FRAME_HEADER_LEN;
 mod chunk_header;
 mod options;
 
-pub use chunk_header::{ChunkHeader, CHUNK_FLAG_HOLE};
+pub use chunk_header::{ChunkHeader, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME};
 pub use options::{transfer_flags, TransferOptions};
 
 /// Longest path in a file entry, in bytes (Linux `PATH_MAX` - 1).
@@ -40,6 +41,8 @@ pub const MAX_PATH_BYTES: usize = 4095;
 pub const MAX_ENTRIES_PER_FRAME: usize = 1024;
 /// Most ranges in one `HaveChunks` frame.
 pub const MAX_RANGES_PER_FRAME: usize = 4096;
+/// Most chunk hashes in one `OldChunks` frame (32 bytes each, within a 64 KiB frame).
+pub const MAX_HASHES_PER_FRAME: usize = 2000;
 /// Longest reason in a `FileCommitted`, in bytes.
 pub const MAX_REASON_BYTES: usize = 1024;
 /// Largest file id (files per transfer are bounded by 2^24).
@@ -62,6 +65,7 @@ mod ty {
     pub const FILE_DIGEST: u8 = 0x48;
     pub const FILE_COMMITTED: u8 = 0x49;
     pub const TRANSFER_DONE: u8 = 0x4a;
+    pub const OLD_CHUNKS: u8 = 0x4b;
     pub const LAST: u8 = 0x4f;
 }
 
@@ -187,6 +191,19 @@ pub enum TransferMessage {
         /// `(first chunk, count)` runs.
         ranges: Vec<(u32, u32)>,
     },
+    /// Receiver to sender (sync): the chunk hashes of the copy the receiver already has
+    /// of `file` (a different size or mtime, or `--checksum`), chunks `first..first +
+    /// hashes.len()` on the transfer's chunk grid over that copy's own size. A chunk of the
+    /// source with the same hash goes as a [`ChunkHeader`] with [`CHUNK_FLAG_SAME`] and no
+    /// bytes: the receiver takes it from its copy.
+    OldChunks {
+        /// File id.
+        file: u32,
+        /// Index of the first chunk.
+        first: u32,
+        /// Their hashes (at most [`MAX_HASHES_PER_FRAME`]).
+        hashes: Vec<[u8; 32]>,
+    },
     /// Receiver to sender: do not send `file`.
     SkipFile {
         /// File id.
@@ -244,6 +261,7 @@ impl TransferMessage {
             Self::FileEntries { .. } => "FileEntries",
             Self::FileListEnd { .. } => "FileListEnd",
             Self::HaveChunks { .. } => "HaveChunks",
+            Self::OldChunks { .. } => "OldChunks",
             Self::SkipFile { .. } => "SkipFile",
             Self::ChunkVerified { .. } => "ChunkVerified",
             Self::ChunkRejected { .. } => "ChunkRejected",
@@ -322,6 +340,19 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
             for &(first, count) in ranges {
                 w.u32(first);
                 w.u32(count);
+            }
+        }
+        TransferMessage::OldChunks {
+            file,
+            first,
+            hashes,
+        } => {
+            w.u8(ty::OLD_CHUNKS);
+            w.u32(*file);
+            w.u32(*first);
+            w.u16(hashes.len() as u16);
+            for h in hashes {
+                w.bytes(h);
             }
         }
         TransferMessage::SkipFile { file, reason } => {
@@ -470,6 +501,23 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
             }
             TransferMessage::HaveChunks { file, ranges }
         }
+        ty::OLD_CHUNKS => {
+            let file = r.u32("file")?;
+            let first = r.u32("first chunk")?;
+            let n = r.count("hashes", MAX_HASHES_PER_FRAME)?;
+            let mut hashes = Vec::with_capacity(n.min(body.len() / 32));
+            for _ in 0..n {
+                hashes.push(r.array("chunk hash")?);
+            }
+            if first.checked_add(n as u32).is_none() {
+                return Err(invalid("first chunk", format!("{first} + {n} overflows")));
+            }
+            TransferMessage::OldChunks {
+                file,
+                first,
+                hashes,
+            }
+        }
         ty::SKIP_FILE => TransferMessage::SkipFile {
             file: r.u32("file")?,
             reason: match r.u8("skip reason")? {
@@ -563,6 +611,20 @@ pub fn pack_file_entries(
     Ok(out)
 }
 
+/// Splits the chunk hashes of a receiver's copy of one file into `OldChunks` frames of
+/// at most [`MAX_HASHES_PER_FRAME`] hashes each (none for no hashes).
+pub fn pack_old_chunks(file: u32, hashes: &[[u8; 32]]) -> Vec<TransferMessage> {
+    hashes
+        .chunks(MAX_HASHES_PER_FRAME)
+        .enumerate()
+        .map(|(i, c)| TransferMessage::OldChunks {
+            file,
+            first: (i * MAX_HASHES_PER_FRAME) as u32,
+            hashes: c.to_vec(),
+        })
+        .collect()
+}
+
 /// Splits the verified runs of one file into `HaveChunks` frames of at most
 /// [`MAX_RANGES_PER_FRAME`] runs each (none for no runs).
 pub fn pack_have_chunks(file: u32, runs: &[(u32, u32)]) -> Vec<TransferMessage> {
@@ -651,6 +713,25 @@ fn validate(msg: &TransferMessage) -> Result<(), ProtoError> {
                 .any(|&(a, n)| n == 0 || a.checked_add(n).is_none())
             {
                 return Err(invalid("ranges", "a range is empty or overflows".into()));
+            }
+            Ok(())
+        }
+        TransferMessage::OldChunks {
+            file,
+            first,
+            hashes,
+        } => {
+            file_id(*file)?;
+            if hashes.len() > MAX_HASHES_PER_FRAME
+                || first.checked_add(hashes.len() as u32).is_none()
+            {
+                return Err(invalid(
+                    "hashes",
+                    format!(
+                        "{} from chunk {first}: more than {MAX_HASHES_PER_FRAME} per frame or past the last chunk id",
+                        hashes.len()
+                    ),
+                ));
             }
             Ok(())
         }

@@ -20,9 +20,29 @@ pub mod transfer_flags {
     /// `window_bytes` is the user's fixed window (`--window SIZE`): set it as is, no
     /// autotuning and no rate probe (protocol version 4).
     pub const WINDOW_FIXED: u32 = 1 << 6;
+    /// `longhaul sync`: a destination file that differs from its source (size or mtime,
+    /// or any file with [`CHECKSUM`]) is compared chunk by chunk (`OldChunks`) and only
+    /// the chunks that differ cross.
+    pub const DELTA: u32 = 1 << 7;
+    /// With [`DELTA`]: compare every file that exists at both ends, even one whose size
+    /// and mtime match (rsync's `--checksum`).
+    pub const CHECKSUM: u32 = 1 << 8;
+    /// With [`DELTA`]: the source named with a trailing slash (`sync src/ dst`, as
+    /// rsync): its contents go into the destination directory (created if missing), not
+    /// the directory itself. Without it a directory source goes inside the destination
+    /// directory (created if missing), so a sync run twice lands in the same place.
+    pub const CONTENTS: u32 = 1 << 10;
     /// Every flag this build knows.
-    pub const ALL: u32 =
-        RECURSIVE | NO_CLOBBER | CHECKSUM_ONLY | PRESERVE | AUTO_CHUNK | SYNC | WINDOW_FIXED;
+    pub const ALL: u32 = RECURSIVE
+        | NO_CLOBBER
+        | CHECKSUM_ONLY
+        | PRESERVE
+        | AUTO_CHUNK
+        | SYNC
+        | WINDOW_FIXED
+        | DELTA
+        | CHECKSUM
+        | CONTENTS;
 }
 
 /// The flags of a transfer request, parsed: what the wire's [`transfer_flags`] bits mean.
@@ -42,6 +62,12 @@ pub struct TransferOptions {
     pub sync: bool,
     /// The window is the user's fixed choice (`--window SIZE`).
     pub window_fixed: bool,
+    /// `longhaul sync`: send only the chunks of a changed file that differ.
+    pub delta: bool,
+    /// With `delta`: compare files whose size and mtime match too (`--checksum`).
+    pub checksum: bool,
+    /// With `delta`: the source's contents go into the destination (`src/`).
+    pub contents: bool,
 }
 
 impl TransferOptions {
@@ -63,6 +89,9 @@ impl TransferOptions {
             auto_chunk: bits & AUTO_CHUNK != 0,
             sync: bits & SYNC != 0,
             window_fixed: bits & WINDOW_FIXED != 0,
+            delta: bits & DELTA != 0,
+            checksum: bits & CHECKSUM != 0,
+            contents: bits & CONTENTS != 0,
         })
     }
 
@@ -77,6 +106,9 @@ impl TransferOptions {
             (self.auto_chunk, AUTO_CHUNK),
             (self.sync, SYNC),
             (self.window_fixed, WINDOW_FIXED),
+            (self.delta, DELTA),
+            (self.checksum, CHECKSUM),
+            (self.contents, CONTENTS),
         ]
         .iter()
         .filter(|(on, _)| *on)

@@ -75,6 +75,13 @@ pub struct SendOutcome {
     pub resumed_bytes: u64,
     /// Chunks the receiver refused (and that were sent again).
     pub rejected_chunks: u64,
+    /// Sync: bytes of chunks the receiver's old copy already held (sent as a header only).
+    pub reused_bytes: u64,
+    /// Sync: files the receiver had an old copy of (`OldChunks`).
+    pub files_compared: u64,
+    /// Files the receiver found complete by the quick check (same size and mtime;
+    /// counted in `files_ok` too).
+    pub files_unchanged: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +99,9 @@ enum Phase {
 struct SendFile {
     entry: u32,
     hashes: FileHashes,
+    /// Sync: the receiver's old copy's chunk hashes (`None` once a chunk sent as equal was
+    /// refused: it then goes with its bytes).
+    old: Vec<Option<ChunkHash>>,
 }
 
 /// The sending end's state machine; see the module docs.
@@ -103,6 +113,8 @@ pub struct SendSession {
     events: VecDeque<SendEvent>,
     skipped: BTreeMap<u32, SkipReason>,
     have: HashMap<u32, Vec<(u32, u32)>>,
+    /// Sync: the receiver's old copies' chunk hashes, by entry.
+    old: HashMap<u32, Vec<Option<ChunkHash>>>,
     sched: Option<ChunkScheduler>,
     /// Scheduler file id -> the entry and its hashes.
     files: Vec<SendFile>,
@@ -137,6 +149,7 @@ impl SendSession {
             events: VecDeque::new(),
             skipped: BTreeMap::new(),
             have: HashMap::new(),
+            old: HashMap::new(),
             sched: None,
             files: Vec::new(),
             by_entry: HashMap::new(),
@@ -182,7 +195,10 @@ impl SendSession {
     /// fit its memory budget); only before any answer to the list, since answers name
     /// chunks by index. Refused when larger, not a valid chunk size, or too late.
     pub fn adopt_chunk_size(&mut self, chunk_size: u64) -> Result<(), SessionError> {
-        let fresh = self.phase == Phase::Listing && self.skipped.is_empty() && self.have.is_empty();
+        let fresh = self.phase == Phase::Listing
+            && self.skipped.is_empty()
+            && self.have.is_empty()
+            && self.old.is_empty();
         if !fresh
             || chunk_size > self.cfg.chunk_size
             || !longhaul_proto::transfer::valid_chunk_size(chunk_size)
@@ -213,6 +229,7 @@ impl SendSession {
             match reason {
                 SkipReason::AlreadyComplete => {
                     o.files_ok += 1;
+                    o.files_unchanged += 1;
                     o.resumed_bytes += self.entries[file as usize].size;
                 }
                 SkipReason::Exists => o.files_skipped += 1,
@@ -278,6 +295,26 @@ impl SendSession {
                     }
                 }
                 have.extend(ranges);
+                Ok(())
+            }
+            TransferMessage::OldChunks {
+                file,
+                first,
+                hashes,
+            } => {
+                let chunks = self.check_file(file)?;
+                let old = self.old.entry(file).or_default();
+                // In order, and never more than the file's chunks (bounded by the list).
+                let fits = first as usize == old.len()
+                    && (first as u64 + hashes.len() as u64) <= u64::from(chunks);
+                if !fits {
+                    return Err(SessionError::Protocol(format!(
+                        "the receiver sent old chunk hashes {first}+{} of file {file} (with \
+                         {chunks} chunks) out of order or past its end",
+                        hashes.len()
+                    )));
+                }
+                old.extend(hashes.into_iter().map(Some));
                 Ok(())
             }
             TransferMessage::FileListEnd { .. } => self.start_sending(),
@@ -360,7 +397,15 @@ impl SendSession {
                 });
             }
             self.by_entry.insert(e, s as u32);
-            self.files.push(SendFile { entry: e, hashes });
+            let old = self.old.remove(&e).unwrap_or_default();
+            if !old.is_empty() {
+                self.outcome.files_compared += 1;
+            }
+            self.files.push(SendFile {
+                entry: e,
+                hashes,
+                old,
+            });
         }
         self.outcome.resumed_bytes = resumed;
         self.links = (0..self.entries.len() as u32)
@@ -409,6 +454,14 @@ impl SendSession {
                 self.outcome.rejected_chunks += 1;
                 let id = self.chunk_id(file, index)?;
                 let path = show(&self.entries[file as usize].path);
+                // Sent as equal to the receiver's copy and refused: send its bytes next.
+                if let Some(old) = self
+                    .files
+                    .get_mut(id.file as usize)
+                    .and_then(|f| f.old.get_mut(index as usize))
+                {
+                    *old = None;
+                }
                 let sched = self.sched_mut()?;
                 if let Some(stream) = sched.holder(id) {
                     let retry = sched
@@ -513,9 +566,25 @@ impl SendSession {
             .hasher(chunk.id.index)
     }
 
+    /// Sync: the hash the receiver's old copy has for this chunk, if any (a chunk of the
+    /// source with that hash goes as a header only, `CHUNK_FLAG_SAME`).
+    pub fn old_hash(&self, chunk: &Chunk) -> Option<ChunkHash> {
+        self.files[chunk.id.file as usize]
+            .old
+            .get(chunk.id.index as usize)
+            .copied()
+            .flatten()
+    }
+
     /// A chunk went out on a stream with this hash; `payload` bytes crossed (0 for a hole).
     pub fn chunk_sent(&mut self, chunk: &Chunk, hash: ChunkHash, payload: u64) {
         self.outcome.sent_bytes += payload;
+        self.offer(chunk.id.file, chunk.id.index, hash);
+    }
+
+    /// Sync: a chunk went out as equal to the receiver's old copy (no bytes).
+    pub fn chunk_reused(&mut self, chunk: &Chunk, hash: ChunkHash) {
+        self.outcome.reused_bytes += chunk.len;
         self.offer(chunk.id.file, chunk.id.index, hash);
     }
 

@@ -3,10 +3,11 @@
 //! times set before the last commit goes out.
 
 use longhaul_proto::transfer::{
-    ChunkHeader, EntryKind, RejectReason, TransferMessage, CHUNK_FLAG_HOLE, MAX_REASON_BYTES,
+    ChunkHeader, EntryKind, RejectReason, TransferMessage, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME,
+    MAX_REASON_BYTES,
 };
 
-use super::types::{Arrival, ChunkPlan, CommitJob, DirFix, RecvEvent};
+use super::types::{Arrival, ChunkPlan, CommitJob, DirFix, RecvEvent, Reuse};
 use super::{FileState, RecvSession};
 use crate::integrity::ChunkHash;
 use crate::manifest::RECORD_LEN;
@@ -34,7 +35,7 @@ impl RecvSession {
             )));
         };
         let len = u64::from(h.len);
-        if len > cfg_chunk || h.flags & !CHUNK_FLAG_HOLE != 0 {
+        if len > cfg_chunk || h.flags & !(CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME) != 0 {
             return Err(SessionError::Protocol(format!(
                 "chunk {} of {}: length {len} above the chunk size {cfg_chunk} or unknown flags {:#x}",
                 h.index,
@@ -58,12 +59,22 @@ impl RecvSession {
                 f.hashes.size()
             )));
         }
+        let same = h.flags & CHUNK_FLAG_SAME != 0;
+        if same && !old_chunk_is(f.old.as_ref(), h, cfg_chunk) {
+            return Err(SessionError::Protocol(format!(
+                "chunk {} of {}: the sender says it equals this end's copy, but this end \
+                 named no such chunk with that hash",
+                h.index,
+                f.final_rel.display()
+            )));
+        }
         let hole = h.flags & CHUNK_FLAG_HOLE != 0;
         Ok(ChunkPlan {
             id: h.file,
             name: f.part_rel.clone(),
-            payload: if hole { 0 } else { len },
+            payload: if hole || same { 0 } else { len },
             hole,
+            same,
             hasher: f.hashes.hasher(h.index),
             lazy: (f.lazy && !f.created).then(|| (f.part_rel.clone(), f.entry.size)),
         })
@@ -115,6 +126,49 @@ impl RecvSession {
             }
             Ok(ChunkCheck::Write) => Ok(Arrival::Write),
         }
+    }
+
+    /// Sync: a chunk the sender found equal to this end's old copy (a header with
+    /// `CHUNK_FLAG_SAME`, accepted by [`RecvSession::chunk_header`]): it is verified now and
+    /// copied from the old copy when the file is committed. No manifest record: after an
+    /// interruption the old copy is still there and is compared again.
+    pub fn chunk_reused(&mut self, h: &ChunkHeader) -> Result<Arrival, SessionError> {
+        let len = u64::from(h.len);
+        let Some(f) = self.file_mut(h.file) else {
+            return Err(SessionError::Protocol(format!(
+                "a chunk for file {}, which is not being received",
+                h.file
+            )));
+        };
+        let name = f.final_rel.display().to_string();
+        let Some(rx) = f.receiver.as_mut() else {
+            return Err(SessionError::Protocol(format!(
+                "a chunk for file {} before it was opened",
+                h.file
+            )));
+        };
+        let check = rx
+            .check_chunk(h.index, h.offset, len, h.hash, h.hash)
+            .map_err(|e| SessionError::Protocol(format!("chunk {} of {name}: {e}", h.index)))?;
+        let fresh = check != ChunkCheck::Duplicate;
+        if fresh {
+            // Marked verified in memory only; the record it returns is not written.
+            rx.chunk_durable(h.index, h.hash)
+                .map_err(|e| SessionError::GaveUp(e.to_string()))?;
+            f.reused.push(h.index);
+            f.hashes.offer(h.index, h.hash);
+        }
+        self.outbox.push_back(TransferMessage::ChunkVerified {
+            file: h.file,
+            index: h.index,
+        });
+        if !fresh {
+            return Ok(Arrival::Duplicate);
+        }
+        self.outcome.reused_bytes += len;
+        self.progress.done_bytes += len;
+        self.try_commit(h.file);
+        Ok(Arrival::Reused)
     }
 
     /// The chunk's bytes are written: returns the manifest record to append (files of
@@ -200,7 +254,32 @@ impl RecvSession {
             self.finish(id, Err(e.to_string()));
             return;
         }
+        let reuse = f
+            .old
+            .as_ref()
+            .filter(|_| !f.reused.is_empty())
+            .map(|(old_size, old)| {
+                let mut idx = f.reused.clone();
+                idx.sort_unstable();
+                let mut runs: Vec<(u64, u64)> = Vec::new();
+                for i in idx {
+                    let (off, len) = f.hashes.chunk_range(i);
+                    match runs.last_mut() {
+                        Some((o, l)) if *o + *l == off => *l += len,
+                        _ => runs.push((off, len)),
+                    }
+                }
+                let keep_old = *old_size == f.entry.size
+                    && f.reused.len() as u64 == u64::from(f.hashes.chunks());
+                Reuse {
+                    from: f.final_rel.clone(),
+                    identity: old.identity,
+                    runs,
+                    keep_old,
+                }
+            });
         let job = CommitJob {
+            reuse,
             id,
             final_rel: f.final_rel.clone(),
             part_rel: f.part_rel.clone(),
@@ -285,4 +364,21 @@ impl RecvSession {
         }
         dirs
     }
+}
+
+/// Whether the old copy has chunk `h.index` with `h`'s hash, over exactly `h`'s range
+/// (a chunk of another length or offset could never be the same bytes).
+fn old_chunk_is(
+    old: Option<&(u64, super::types::OldCopy)>,
+    h: &ChunkHeader,
+    chunk_size: u64,
+) -> bool {
+    let Some((old_size, old)) = old else {
+        return false;
+    };
+    let start = u64::from(h.index) * chunk_size;
+    let old_len = old_size.saturating_sub(start).min(chunk_size);
+    old.hashes.get(h.index as usize) == Some(&h.hash)
+        && start == h.offset
+        && old_len == u64::from(h.len)
 }

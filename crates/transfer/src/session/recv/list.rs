@@ -4,10 +4,11 @@
 //! Symlink entries are placed and looked at like files, then decided in `links`.
 
 use longhaul_proto::transfer::{
-    pack_have_chunks, EntryKind, FileEntry, SkipReason, TransferMessage, MAX_FILE_ID,
+    pack_have_chunks, pack_old_chunks, EntryKind, FileEntry, SkipReason, TransferMessage,
+    MAX_FILE_ID,
 };
 
-use super::types::{DirFix, LookResult, OpenPlan, RecvEvent};
+use super::types::{DirFix, LookResult, OldCopy, OpenPlan, RecvEvent};
 use super::{FileState, Phase, RecvFile, RecvSession};
 use crate::file_hashes::FileHashes;
 use crate::manifest::{chunk_count, HEADER_LEN, RECORD_LEN};
@@ -77,6 +78,48 @@ impl RecvSession {
         Ok(())
     }
 
+    /// Where a sync puts an entry (rsync's rule, [`super::SyncRules`]): whether the
+    /// target is to be taken as a directory, and the path to place (`None`: nothing to
+    /// place). cp's rule (the target as it is found) otherwise.
+    fn sync_place(
+        &mut self,
+        path: SafeRelPath,
+        kind: EntryKind,
+    ) -> Result<Option<(bool, SafeRelPath)>, SessionError> {
+        let Some(rules) = self.sync_rules else {
+            return Ok(Some((self.cfg.target_is_dir, path)));
+        };
+        if !rules.contents {
+            // A directory source goes inside the destination; a file source keeps cp's
+            // rule (`sync f dst` names the copy `dst` unless it is a directory).
+            let tree = kind == EntryKind::Dir || path.depth() > 1;
+            return Ok(Some((self.cfg.target_is_dir || tree, path)));
+        }
+        if self.multiple {
+            return Err(SessionError::Refused(
+                "a source named with a trailing slash (its contents) must be the only one".into(),
+            ));
+        }
+        if path.depth() == 1 && kind != EntryKind::Dir {
+            return Err(SessionError::Refused(format!(
+                "{}/ names the contents of a directory, but it is a file",
+                show(path.as_bytes())
+            )));
+        }
+        if self.cfg.target.is_some() {
+            // The target is the source directory's new name (merged if it exists).
+            return Ok(Some((false, path)));
+        }
+        // Into the top itself: the first component goes.
+        let rest: Vec<&[u8]> = path.components().skip(1).collect();
+        if rest.is_empty() {
+            return Ok(None);
+        }
+        let stripped = parse_peer_path(&rest.join(&b'/'))
+            .map_err(|e| SessionError::Refused(format!("refused path: {e}")))?;
+        Ok(Some((true, stripped)))
+    }
+
     /// Places one entry: a directory is created at once; a file is looked at.
     fn accept(&mut self, id: u32, entry: FileEntry) -> Result<Option<RecvFile>, SessionError> {
         let path = parse_peer_path(&entry.path).map_err(|e| {
@@ -89,9 +132,13 @@ impl RecvSession {
             Some(first) if *first != top => self.multiple = true,
             Some(_) => {}
         }
+        let Some((target_is_dir, path)) = self.sync_place(path, entry.kind)? else {
+            // `sync src/ .`: the source directory itself is the destination's top.
+            return Ok(None);
+        };
         let placed = place_entry(
             self.cfg.target.as_ref(),
-            self.cfg.target_is_dir,
+            target_is_dir,
             self.multiple,
             &path,
         )
@@ -186,6 +233,9 @@ impl RecvSession {
             receiver: None,
             theirs: None,
             resume_have: Vec::new(),
+            look: None,
+            old: None,
+            reused: Vec::new(),
         }))
     }
 
@@ -198,6 +248,7 @@ impl RecvSession {
 
     fn decide(&mut self, id: u32, found: LookResult) -> Result<(), SessionError> {
         let cfg = self.cfg.clone();
+        let delta = self.sync_rules.map(|r| r.checksum);
         if !self
             .file_mut(id)
             .is_some_and(|f| f.state == FileState::Looking)
@@ -242,7 +293,9 @@ impl RecvSession {
         let skip = |reason| Some(vec![TransferMessage::SkipFile { file: id, reason }]);
         // Already in place from an earlier run (same size and mtime, which a commit
         // copies from the source): nothing to send (rsync's quick check).
+        let compare_all = delta == Some(true);
         if !cfg.checksum_only
+            && !compare_all
             && existing.is_some_and(|m| {
                 m.is_file
                     && m.len == size
@@ -250,6 +303,16 @@ impl RecvSession {
                     && m.mtime_nanos == i64::from(e.mtime_nanos)
             })
         {
+            // rsync -a keeps permissions current on files whose data did not change.
+            let mode = received_mode(e.mode, EntryKind::File, cfg.keep_setuid) & !cfg.umask;
+            let set_mode =
+                (delta.is_some() && existing.is_some_and(|m| m.mode != mode)).then(|| {
+                    RecvEvent::SetMode {
+                        rel: f.final_rel.clone(),
+                        mode,
+                    }
+                });
+            self.events.extend(set_mode);
             self.already += 1;
             self.outcome.resumed_bytes += size;
             return self.decided(id, skip(SkipReason::AlreadyComplete), true);
@@ -274,6 +337,70 @@ impl RecvSession {
             self.outcome.files_skipped += 1;
             return self.decided(id, skip(SkipReason::Exists), true);
         }
+        if let Some(m) = existing.filter(|m| m.is_file && delta.is_some()) {
+            // Sync: hash the copy there first; its chunks that equal the source's are
+            // not sent.
+            f.state = FileState::HashingOld;
+            f.look = Some(found);
+            let ev = RecvEvent::HashOld {
+                id,
+                final_rel: f.final_rel.clone(),
+                size: m.len,
+            };
+            self.looking += 1;
+            self.events.push_back(ev);
+            return Ok(());
+        }
+        self.plan_data(id, found)
+    }
+
+    /// The driver's answer to [`RecvEvent::HashOld`]: the old copy's chunk hashes, or why
+    /// it could not be read (the file is then sent whole).
+    pub fn old_hashed(
+        &mut self,
+        id: u32,
+        old: Result<OldCopy, String>,
+    ) -> Result<(), SessionError> {
+        let chunk_size = self.cfg.chunk_size;
+        let Some(f) = self
+            .file_mut(id)
+            .filter(|f| f.state == FileState::HashingOld)
+        else {
+            return Err(SessionError::GaveUp(format!(
+                "old chunk hashes of file {id}, which is not waiting for them"
+            )));
+        };
+        f.state = FileState::Looking;
+        let found = f.look.take().unwrap_or_default();
+        let mut compared = false;
+        if let Ok(mut old) = old {
+            // Only chunks the new file has; the rest could never be equal.
+            let new_chunks = chunk_count(f.entry.size, chunk_size) as usize;
+            old.hashes.truncate(new_chunks);
+            compared = !old.hashes.is_empty();
+            f.old = Some((old.identity.size, old));
+        }
+        self.outcome.files_compared += u64::from(compared);
+        self.looking = self.looking.saturating_sub(1);
+        self.plan_data(id, found)?;
+        self.release_opens()
+    }
+
+    /// How the file's data is received: a one-chunk file created when its chunk comes, a
+    /// resumed part file, or a new one.
+    fn plan_data(&mut self, id: u32, found: LookResult) -> Result<(), SessionError> {
+        let cfg = self.cfg.clone();
+        let Some(f) = self.file_mut(id) else {
+            return Ok(());
+        };
+        let e = &f.entry;
+        let source = SourceIdentity {
+            size: e.size,
+            mtime_secs: e.mtime_secs,
+            mtime_nanos: e.mtime_nanos,
+            fingerprint: e.fingerprint,
+        };
+        let size = e.size;
         if f.lazy {
             let opened = FileReceiver::open(source, cfg.chunk_size, None)
                 .map_err(|e| SessionError::Refused(e.to_string()))?;
@@ -396,7 +523,10 @@ impl RecvSession {
             }
         }
         self.outcome.resumed_bytes += resumed;
-        let answer = pack_have_chunks(id, &have);
+        let mut answer = pack_have_chunks(id, &have);
+        if let Some((_, old)) = self.file_mut(id).and_then(|f| f.old.as_ref()) {
+            answer.extend(pack_old_chunks(id, &old.hashes));
+        }
         self.decided(id, Some(answer), false)
     }
 

@@ -60,8 +60,9 @@ use crate::receiver::FileReceiver;
 
 pub use room::human_bytes;
 pub use types::{
-    Arrival, ChunkPlan, CommitJob, DirFix, ExpectedList, LinkJob, ListCaps, LookResult, Meta,
-    OpenPlan, RecvConfig, RecvEvent, RecvOutcome, Room,
+    Arrival, ChunkPlan, CommitJob, CopyIdentity, DirFix, ExpectedList, LinkJob, ListCaps,
+    LookResult, Meta, OldCopy, OpenPlan, RecvConfig, RecvEvent, RecvOutcome, Reuse, Room,
+    SyncRules,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +77,8 @@ enum Phase {
 enum FileState {
     /// Waiting for the driver's look.
     Looking,
+    /// Sync: waiting for the chunk hashes of the destination's copy.
+    HashingOld,
     /// Waiting for the driver to open it.
     Opening,
     /// Receiving chunks.
@@ -103,6 +106,12 @@ struct RecvFile {
     theirs: Option<[u8; 32]>,
     /// The resume plan being checked by the driver.
     resume_have: Vec<(u32, u32)>,
+    /// Sync: what the driver found at the destination, kept while the old copy is hashed.
+    look: Option<LookResult>,
+    /// Sync: the destination's copy, its size and chunk hashes.
+    old: Option<(u64, OldCopy)>,
+    /// Sync: chunks taken from the old copy.
+    reused: Vec<u32>,
 }
 
 /// The receiving end's state machine; see the module docs.
@@ -142,6 +151,8 @@ pub struct RecvSession {
     /// `MakeSymlink` events held until the room is checked and the list answered (a
     /// link's `FileCommitted` must not reach the sender before `FileListEnd`).
     pending_links: Vec<RecvEvent>,
+    /// `longhaul sync` ([`RecvSession::with_sync`]).
+    sync_rules: Option<SyncRules>,
 }
 
 impl RecvSession {
@@ -173,7 +184,19 @@ impl RecvSession {
             pending_opens: Vec::new(),
             opens_released: false,
             pending_links: Vec::new(),
+            sync_rules: None,
         }
+    }
+
+    /// `longhaul sync`: a file that exists at the destination but differs from the
+    /// source's size or mtime (any file with [`SyncRules::checksum`]) is hashed chunk by
+    /// chunk ([`RecvEvent::HashOld`]) and its hashes go to the sender (`OldChunks`), which
+    /// sends only the chunks that differ; the others are taken from the old copy when the
+    /// file is committed ([`CommitJob::reuse`]). Entries are placed by rsync's rule
+    /// ([`SyncRules::contents`]).
+    pub fn with_sync(mut self, rules: SyncRules) -> Self {
+        self.sync_rules = Some(rules);
+        self
     }
 
     /// The next control message to send.
@@ -212,6 +235,7 @@ impl RecvSession {
     pub fn outcome(&self) -> RecvOutcome {
         let mut o = self.outcome.clone();
         o.files_ok += self.already;
+        o.files_unchanged = self.already;
         o.failed.extend(self.missing.iter().cloned());
         o.failed.sort();
         o

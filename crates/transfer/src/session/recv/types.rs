@@ -89,6 +89,8 @@ pub struct Meta {
     pub mtime_secs: i64,
     /// Modification time, nanoseconds.
     pub mtime_nanos: i64,
+    /// Permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
     /// What it is when it is neither a regular file, a directory nor a symlink (e.g.
     /// "a FIFO"): longhaul neither writes into nor replaces such a thing.
     pub special: Option<&'static str>,
@@ -135,6 +137,61 @@ pub enum OpenPlan {
     },
 }
 
+/// How a `longhaul sync` receives ([`RecvSession::with_sync`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SyncRules {
+    /// Compare every file present at both ends, also those whose size and mtime match
+    /// (rsync's `--checksum`).
+    pub checksum: bool,
+    /// The source was named with a trailing slash: its contents go into the destination
+    /// directory. Otherwise a directory source goes inside it. Either way the destination
+    /// is a directory, created if missing (rsync's placement: a sync run twice lands in
+    /// the same place). A single file source keeps cp's rule.
+    pub contents: bool,
+}
+
+/// Who a destination file was when it was hashed for a sync (from `fstat`): its unchanged
+/// chunks are taken from it only while it still is (a copy changed meanwhile would put
+/// stale bytes under a digest that no longer describes them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CopyIdentity {
+    /// Device.
+    pub dev: u64,
+    /// Inode.
+    pub ino: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time (seconds, nanoseconds).
+    pub mtime: (i64, i64),
+    /// Status-change time (seconds, nanoseconds): any write or chmod moves it.
+    pub ctime: (i64, i64),
+}
+
+/// The driver's answer to [`RecvEvent::HashOld`]: the chunk hashes of the copy at the
+/// destination, on the transfer's chunk grid over the copy's own size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OldCopy {
+    /// Who the copy was when hashed.
+    pub identity: CopyIdentity,
+    /// Its chunk hashes, chunk 0 first.
+    pub hashes: Vec<ChunkHash>,
+}
+
+/// Chunks of a synced file taken from the copy that was at the destination
+/// ([`CommitJob::reuse`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reuse {
+    /// The old copy (the file's final path).
+    pub from: PathBuf,
+    /// Who it must still be.
+    pub identity: CopyIdentity,
+    /// `(offset, len)` byte runs to copy from it into the part file (same offsets).
+    pub runs: Vec<(u64, u64)>,
+    /// Every chunk was the old copy's and the size is the same: the old file stays as it
+    /// is (mode and mtime set on it); the part file and manifest, if any, are removed.
+    pub keep_old: bool,
+}
+
 /// A directory whose mode and mtime are set once its contents are in place.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirFix {
@@ -169,6 +226,9 @@ pub struct CommitJob {
     /// Flush the directory right after the rename (`--sync`); the data is flushed before
     /// it in any case, and the directory before the last commit is answered.
     pub sync: bool,
+    /// Sync: chunks to take from the old copy before the flush (`None`: every chunk was
+    /// received).
+    pub reuse: Option<Reuse>,
 }
 
 /// Work the driver does for the session, answered by a call.
@@ -217,6 +277,24 @@ pub enum RecvEvent {
         id: u32,
         /// The chunks.
         chunks: Vec<u32>,
+    },
+    /// Sync: hash the chunks of the regular file at `final_rel` (`size` bytes when looked
+    /// at) on the transfer's chunk grid; answer [`RecvSession::old_hashed`].
+    HashOld {
+        /// The file's id.
+        id: u32,
+        /// The copy at the destination.
+        final_rel: PathBuf,
+        /// Its size when looked at.
+        size: u64,
+    },
+    /// Sync: a file found complete by the quick check whose mode differs from the
+    /// source's: set it (through a descriptor, never following a symlink). No answer.
+    SetMode {
+        /// The file.
+        rel: PathBuf,
+        /// The mode to set.
+        mode: u32,
     },
     /// Put a verified file in place; answer [`RecvSession::placed`].
     Commit(CommitJob),
@@ -275,6 +353,13 @@ pub struct RecvOutcome {
     pub resumed_bytes: u64,
     /// Bytes of the files in this transfer.
     pub total_bytes: u64,
+    /// Sync: bytes taken from the destination's old copies instead of received.
+    pub reused_bytes: u64,
+    /// Sync: files whose copy at the destination was compared chunk by chunk.
+    pub files_compared: u64,
+    /// Files found complete at the destination by the quick check (same size and
+    /// mtime): nothing was sent (counted in `files_ok` too).
+    pub files_unchanged: u64,
 }
 
 /// What the driver does with a chunk it has read and hashed.
@@ -284,6 +369,9 @@ pub enum Arrival {
     Write,
     /// Already verified: nothing to write (the ack is queued).
     Duplicate,
+    /// Sync: taken from the old copy at the commit; nothing to write now (the ack is
+    /// queued).
+    Reused,
     /// The hash did not match: dropped (`ChunkRejected` is queued).
     Rejected,
 }
@@ -298,6 +386,9 @@ pub struct ChunkPlan {
     pub payload: u64,
     /// The chunk is all zeros (no payload follows).
     pub hole: bool,
+    /// Sync: the chunk is the old copy's (no payload follows): answer
+    /// [`RecvSession::chunk_reused`] instead of hashing and writing.
+    pub same: bool,
     /// The hasher to feed the payload (or `update_zeros` for a hole).
     pub hasher: ChunkHasher,
     /// The data file does not exist yet: create it (a one-chunk file) as the part file

@@ -1,0 +1,128 @@
+//! The receiver's side of `longhaul sync`: the copy already at the destination.
+//!
+//! Before a changed file is answered, its old copy is hashed on the transfer's chunk grid
+//! ([`hash_old`], every core reading its own chunks); the sender then sends only the
+//! chunks whose hash differs. The others are taken from the old copy when the file is
+//! committed ([`copy_reused`]), or, when every chunk was equal and the size too, the old
+//! file simply stays ([`Reuse::keep_old`]). Either way the old copy must still be who it
+//! was when it was hashed (device, inode, size, mtime, ctime: [`open_unchanged`]),
+//! otherwise its bytes no longer match the hashes the digest was merged from, and the file
+//! fails with a message to run the command again.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use longhaul_sys::aligned::AlignedBuf;
+use longhaul_sys::file_io;
+use longhaul_sys::served_root::{Access, ServedRoot};
+use longhaul_transfer::session::recv::{CopyIdentity, OldCopy, Reuse};
+use longhaul_transfer::{ChunkHash, FileHashes};
+
+use super::chunk_io::hash_range;
+
+/// Who an open file is now.
+pub fn identity(f: &File) -> io::Result<CopyIdentity> {
+    let m = f.metadata()?;
+    Ok(CopyIdentity {
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.len(),
+        mtime: (m.mtime(), m.mtime_nsec()),
+        ctime: (m.ctime(), m.ctime_nsec()),
+    })
+}
+
+/// Hashes the regular file at `rel` (never through a symlink in its last component) on
+/// the grid of `chunk_size`.
+pub fn hash_old(root: &ServedRoot, rel: &Path, chunk_size: u64) -> io::Result<OldCopy> {
+    let f = root.open_file(rel, Access::ReadOwn)?;
+    let before = identity(&f)?;
+    let hashes = hash_file_chunks(&f, before.size, chunk_size)?;
+    // Written to while being read: its hashes describe no version of it.
+    if identity(&f)? != before {
+        return Err(changed(rel));
+    }
+    Ok(OldCopy {
+        identity: before,
+        hashes,
+    })
+}
+
+/// The chunk hashes of `size` bytes of `f` on the grid of `chunk_size`, computed by up to
+/// one thread per core, each taking the next chunk (at most 8 threads).
+pub fn hash_file_chunks(f: &File, size: u64, chunk_size: u64) -> io::Result<Vec<ChunkHash>> {
+    let grid = FileHashes::new(size, chunk_size);
+    let chunks = grid.chunks() as usize;
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, 8)
+        .min(chunks.max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut out = vec![[0u8; 32]; chunks];
+    let found: io::Result<Vec<Vec<(usize, ChunkHash)>>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| -> io::Result<Vec<(usize, ChunkHash)>> {
+                    let mut buf = AlignedBuf::new();
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if i >= chunks {
+                            return Ok(mine);
+                        }
+                        let (off, len) = grid.chunk_range(i as u32);
+                        let hasher = grid.hasher(i as u32);
+                        mine.push((i, hash_range(f, hasher, off, len, &mut buf)?));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a hashing thread panicked")))
+            })
+            .collect()
+    });
+    for (i, h) in found?.into_iter().flatten() {
+        out[i] = h;
+    }
+    Ok(out)
+}
+
+/// Opens the old copy of a synced file, refusing it if it changed since it was hashed.
+pub fn open_unchanged(root: &ServedRoot, reuse: &Reuse) -> io::Result<File> {
+    let f = root.open_file(&reuse.from, Access::ReadOwn)?;
+    if identity(&f)? != reuse.identity {
+        return Err(changed(&reuse.from));
+    }
+    Ok(f)
+}
+
+/// Copies the chunks taken from the old copy into the part file, at the same offsets
+/// (`copy_file_range`: a reflink or an in-kernel copy where the file system allows). Only
+/// the old copy's data is copied: its holes stay holes in the part file (made sparse at
+/// its full size).
+pub fn copy_reused(root: &ServedRoot, reuse: &Reuse, part: &File) -> io::Result<()> {
+    let old = open_unchanged(root, reuse)?;
+    for &(off, len) in &reuse.runs {
+        for seg in file_io::data_segments(&old, off..off + len, MAX_SEGMENTS)? {
+            file_io::copy_range(&old, part, seg.start, seg.end - seg.start)?;
+        }
+    }
+    Ok(())
+}
+
+/// Most data segments looked up per run of reused chunks (the rest is copied as data).
+const MAX_SEGMENTS: usize = 1 << 12;
+
+fn changed(rel: &Path) -> io::Error {
+    io::Error::other(format!(
+        "{} changed at the destination while it was being compared with the source; \
+         run the same command again",
+        rel.display()
+    ))
+}
