@@ -49,6 +49,11 @@ fuzz_target!(|data: &[u8]| {
                     rx.dirs_fixed();
                     Ok(())
                 }
+                RecvEvent::MakeSymlink(job) => {
+                    assert!(!job.target.is_empty() && !job.target.contains(&0));
+                    rx.symlink_made(job.id, Ok(()));
+                    Ok(())
+                }
                 _ => Ok(()),
             };
             if answered.is_err() {
@@ -65,11 +70,17 @@ fuzz_target!(|data: &[u8]| {
         mtime_nanos: 0,
         mode: 0o644,
         fingerprint: 0,
+        link_target: if kind == EntryKind::Symlink {
+            b"../elsewhere".to_vec()
+        } else {
+            Vec::new()
+        },
     };
     let entries = vec![
         file("top", EntryKind::Dir, 0),
         file("top/a", EntryKind::File, 10_000),
         file("top/b", EntryKind::File, 0),
+        file("top/c", EntryKind::Symlink, 0),
     ];
     let cfg = SendConfig {
         chunk_size: 4096,

@@ -1,7 +1,8 @@
 //! `longhaul cp` as it is used: a `longhaul serve --root DIR` process and `longhaul cp`
 //! processes on loopback, real files compared byte for byte. Covers trees with empty,
 //! 0-byte, chunk-boundary, deep, unicode and non-UTF-8 entries (push and pull, modes and
-//! mtimes kept, symlinks skipped), a 4 GiB sparse file that stays sparse both ways, the
+//! mtimes kept, symlinks copied as links, a FIFO skipped), a 4 GiB sparse file that stays
+//! sparse both ways, the
 //! cp-like placement rules, `-r`, `--no-clobber`, `--checksum-only`, path-escape attempts
 //! and the `--json` schema.
 
@@ -58,9 +59,18 @@ fn tree_files() -> Vec<(Vec<u8>, usize, u32)> {
     ]
 }
 
+/// Symlinks of the test tree: relative path, target (in the tree, out of it, dangling).
+const TREE_LINKS: &[(&str, &str)] = &[
+    ("link-to-zero", "zero"),
+    ("sub/link-up", "../sizes/1"),
+    ("link-out", "/etc/hostname"),
+    ("sub/dangling", "no/such/target"),
+];
+
 /// Builds the test tree at `root`: the files above (random bytes), empty directories,
-/// a symlink and a FIFO (to be skipped; reading the FIFO would block), then odd modes on directories and distinct mtimes (with
-/// nanoseconds) on every file and directory.
+/// symlinks ([`TREE_LINKS`]) and a FIFO (to be skipped; reading it would block), then odd
+/// modes on directories and distinct mtimes (with nanoseconds) on every file, directory
+/// and symlink.
 fn build_tree(root: &Path, rng: &mut Rng) {
     fs::create_dir_all(root).unwrap();
     for (rel, size, mode) in tree_files() {
@@ -69,7 +79,9 @@ fn build_tree(root: &Path, rng: &mut Rng) {
     }
     fs::create_dir_all(root.join("empty-dir")).unwrap();
     fs::create_dir_all(root.join("nested/empty/dirs/all/the/way")).unwrap();
-    symlink("zero", root.join("link-to-zero")).unwrap();
+    for (link, target) in TREE_LINKS {
+        symlink(target, root.join(link)).unwrap();
+    }
     let fifo = std::process::Command::new("mkfifo")
         .arg(root.join("a-fifo"))
         .status()
@@ -79,16 +91,30 @@ fn build_tree(root: &Path, rng: &mut Rng) {
     fs::set_permissions(root.join("empty-dir"), fs::Permissions::from_mode(0o700)).unwrap();
     fs::set_permissions(root.join("sub"), fs::Permissions::from_mode(0o750)).unwrap();
     for (i, (rel, md)) in list_tree(root).into_iter().enumerate() {
-        if !(md.is_file() || md.is_dir()) {
-            continue;
-        }
         let i = i as u64;
-        set_mtime(
-            &root.join(os(&rel)),
+        let (secs, nanos) = (
             1_500_000_000 + i * 1000,
             ((i * 123_456_789) % 1_000_000_000) as u32,
         );
+        if md.is_symlink() {
+            set_link_mtime(&root.join(os(&rel)), secs, nanos);
+        } else if md.is_file() || md.is_dir() {
+            set_mtime(&root.join(os(&rel)), secs, nanos);
+        }
     }
+}
+
+/// Sets a symlink's own mtime (`touch -h`: std has no lutimes).
+fn set_link_mtime(path: &Path, secs: u64, nanos: u32) {
+    let ok = std::process::Command::new("touch")
+        .arg("-h")
+        .arg("-d")
+        .arg(format!("@{secs}.{nanos:09}"))
+        .arg(path)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "touch -h {}", path.display());
 }
 
 /// Bytes of the files under `root` in `CHUNK`-sized chunks that are all zero (such a
@@ -233,16 +259,19 @@ fn tree_push_and_pull_are_bit_identical_with_modes_and_mtimes() {
     let push =
         cp!(&home; "-r", "--chunk", "1MiB", "-P", "2", "--json", &src, server.remote("incoming"));
     push.assert_ok();
+    // Symlinks arrive as symlinks with the same targets and mtimes (the one out of the
+    // tree and the dangling one included); the FIFO is skipped with a warning.
     let (files, bytes) = assert_same_tree(&src, &root.join("incoming/tree"), EXACT);
-    assert_eq!(files, tree_files().len() as u64);
+    assert_eq!(files, (tree_files().len() + TREE_LINKS.len()) as u64);
     let zeros = zero_chunk_bytes(&src);
     check_json(&push, "push", (files, bytes, zeros), 2);
-    for skipped in ["link-to-zero", "a-fifo"] {
-        assert!(
-            warned_about(&push, skipped),
-            "no warning about the skipped {skipped}\n{}",
-            push.describe()
-        );
+    assert!(
+        warned_about(&push, "a-fifo"),
+        "no warning about the skipped a-fifo\n{}",
+        push.describe()
+    );
+    for (link, _) in TREE_LINKS {
+        assert!(!warned_about(&push, link), "{link}\n{}", push.describe());
     }
 
     let pulled = s.join("pulled");
@@ -776,25 +805,34 @@ fn path_escapes_are_refused_and_nothing_is_written_outside_the_root() {
         cp!(home; server.remote("/etc/hostname"), local.join("got")),
         Some("/etc/hostname"),
     );
-    // Pull of a symlink pointing out (absolute, relative): never followed.
+    // Pull of a symlink pointing out (absolute, relative): copied as a link with the same
+    // target, never followed (nothing of the secret is read).
     for link in ["link-out", "rel-out"] {
-        let run = cp!(home; server.remote(link), local.join("got"));
-        assert!(!local.join("got").exists(), "{}", run.describe());
+        let got = local.join(format!("got-{link}"));
+        let run = cp!(home; server.remote(link), &got);
+        run.assert_ok();
+        assert_eq!(
+            fs::read_link(&got).ok(),
+            fs::read_link(root.join(link)).ok(),
+            "{}",
+            run.describe()
+        );
     }
-    // A tree holding a link out: the link is skipped (with a warning), never followed.
+    // A tree holding a link out: the link arrives as a link, never followed.
     let run = cp!(home; "-r", server.remote("mixed"), local.join("mixed"));
-    assert!(
-        matches!(run.code(), Some(0 | 1)),
-        "pull of a tree with a link out\n{}",
-        run.describe()
-    );
+    run.assert_ok();
     assert_eq!(
         fs::read(local.join("mixed/ok.txt")).ok().as_deref(),
         Some(&b"fine"[..]),
         "{}",
         run.describe()
     );
-    assert!(!local.join("mixed/leak").exists(), "{}", run.describe());
+    assert_eq!(
+        fs::read_link(local.join("mixed/leak")).ok(),
+        fs::read_link(root.join("mixed/leak")).ok(),
+        "{}",
+        run.describe()
+    );
 
     assert!(
         !any_file_contains(local, SECRET),
@@ -815,9 +853,9 @@ fn path_escapes_are_refused_and_nothing_is_written_outside_the_root() {
 }
 
 /// The refusals above must say what was refused: the client of a push into a directory
-/// symlink pointing out of the root gets only "the peer closed the control connection"
-/// (the server's reason stays in its log), and the pull of a single symlink pointing out
-/// exits 0 having copied nothing, without a word.
+/// symlink pointing out of the root got only "the peer closed the control connection"
+/// (the server's reason stayed in its log). (The pull of a single symlink pointing out
+/// now copies the link itself: `cp_symlinks.rs`.)
 #[test]
 fn path_escape_refusals_say_what_was_refused() {
     let f = EscapeFixture::new();
@@ -833,12 +871,8 @@ fn path_escape_refusals_say_what_was_refused() {
         Some("dir-out"),
     );
     refused(
-        cp!(home; server.remote("link-out"), local.join("got")),
-        Some("link-out"),
-    );
-    refused(
-        cp!(home; server.remote("rel-out"), local.join("got")),
-        Some("rel-out"),
+        cp!(home; server.remote("dir-out/secret2.txt"), local.join("got")),
+        Some("dir-out"),
     );
 }
 

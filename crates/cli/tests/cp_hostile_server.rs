@@ -116,6 +116,7 @@ fn dotfile(path: &str) -> FileEntry {
         mtime_nanos: 0,
         mode: 0o644,
         fingerprint: 1,
+        link_target: Vec::new(),
     }
 }
 

@@ -1,7 +1,8 @@
 //! The cp source walk on real temporary trees: the file list (order, kinds, sizes, modes,
 //! mtimes, fingerprints) of a local tree and of the same tree below a served root;
-//! empty files and directories, 100-level paths, unicode and non-UTF-8 names; symlinks,
-//! sockets and work files skipped with a warning; the refusals (directory without -r,
+//! empty files and directories, 100-level paths, unicode and non-UTF-8 names; symlinks
+//! listed as links with their targets (never followed, in a tree or named as a pull's
+//! source); sockets and work files skipped with a warning; the refusals (directory without -r,
 //! same base name twice, missing source, paths beyond the bounds, `/`, unreadable
 //! directories) and no escape from a served root.
 
@@ -18,9 +19,9 @@ use longhaul_sys::served_root::{Resolver, ServedRoot};
 use longhaul_transfer::{parse_peer_path, source_fingerprint};
 
 /// `<tmp>/root/src`: files of 0 and 5 bytes, an empty directory, a sub-directory listed
-/// out of order, unicode and non-UTF-8 names, a setuid-ish mode, and things to skip (an
-/// in-tree symlink, a symlink out, a socket, a receiver work file). `<tmp>/outside`
-/// holds what must never be listed.
+/// out of order, unicode and non-UTF-8 names, a setuid-ish mode, an in-tree symlink, a
+/// symlink out and a dangling one (listed as links), and things to skip (a socket, a
+/// receiver work file). `<tmp>/outside` holds what must never be listed.
 fn tree() -> (tempfile::TempDir, UnixListener) {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("root/src");
@@ -38,6 +39,7 @@ fn tree() -> (tempfile::TempDir, UnixListener) {
     fs::write(src.join("sub/.a.longhaul-part"), b"partial").unwrap();
     symlink("data", src.join("link_in")).unwrap();
     symlink(tmp.path().join("outside"), src.join("link_out")).unwrap();
+    symlink("nowhere/at/all", src.join("sub/dangling")).unwrap();
     let sock = UnixListener::bind(src.join("sock")).unwrap();
     (tmp, sock)
 }
@@ -48,10 +50,13 @@ const ORDER: &[&[u8]] = &[
     b"src/data",
     b"src/empty",
     b"src/empty_dir",
+    b"src/link_in",
+    b"src/link_out",
     b"src/raw\xff\xfe",
     b"src/sub",
     b"src/sub/a",
     b"src/sub/b",
+    b"src/sub/dangling",
     "src/été.txt".as_bytes(),
 ];
 
@@ -90,12 +95,22 @@ fn local_tree_lists_files_and_dirs_in_order() {
         assert_eq!(f.origin, want_origin);
         let kind = if md.is_dir() {
             EntryKind::Dir
+        } else if md.is_symlink() {
+            EntryKind::Symlink
         } else {
             EntryKind::File
         };
         assert_eq!(f.entry.kind, kind, "{:?}", f.origin);
-        assert_eq!(f.entry.size, if md.is_dir() { 0 } else { md.len() });
-        assert_eq!(f.entry.mode, md.mode() & 0o7777);
+        assert_eq!(f.entry.size, if md.is_file() { md.len() } else { 0 });
+        if kind == EntryKind::Symlink {
+            // Its target as text, never followed; mode 0o777 as a link's.
+            let target = fs::read_link(&f.origin).unwrap();
+            assert_eq!(f.entry.link_target, target.as_os_str().as_bytes());
+            assert_eq!(f.entry.mode, 0o777);
+        } else {
+            assert!(f.entry.link_target.is_empty());
+            assert_eq!(f.entry.mode, md.mode() & 0o7777);
+        }
         assert_eq!(f.entry.mtime_secs, md.mtime());
         assert_eq!(i64::from(f.entry.mtime_nanos), md.mtime_nsec());
         let fp = source_fingerprint(md.dev(), md.ino(), md.ctime(), md.ctime_nsec() as u32);
@@ -107,16 +122,31 @@ fn local_tree_lists_files_and_dirs_in_order() {
     let empty = list.iter().find(|f| f.entry.path == b"src/empty").unwrap();
     assert_eq!((empty.entry.kind, empty.entry.size), (EntryKind::File, 0));
 
-    assert_eq!(warnings.len(), 4, "{warnings:?}");
+    let link = |p: &[u8]| {
+        list.iter()
+            .find(|f| f.entry.path == p)
+            .unwrap()
+            .entry
+            .clone()
+    };
+    assert_eq!(link(b"src/link_in").link_target, b"data");
+    let out = tmp.path().join("outside");
+    assert_eq!(
+        link(b"src/link_out").link_target,
+        out.as_os_str().as_bytes()
+    );
+    assert_eq!(link(b"src/sub/dangling").link_target, b"nowhere/at/all");
+
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
     let count = |prefix: &str| warnings.iter().filter(|w| w.starts_with(prefix)).count();
-    assert_eq!(count("skipped symlink"), 2, "{warnings:?}");
+    assert_eq!(count("skipped symlink"), 0, "{warnings:?}");
     assert_eq!(count("skipped socket"), 1, "{warnings:?}");
     assert_eq!(count("skipped /"), 1, "the work file: {warnings:?}");
     let all = warnings.join("\n");
-    for name in ["link_in", "link_out", "sock", ".a.longhaul-part"] {
+    for name in ["sock", ".a.longhaul-part"] {
         assert!(all.contains(name), "{name} not named in {all}");
     }
-    assert!(all.contains("longhaul cp copies regular files and directories"));
+    assert!(all.contains("longhaul cp copies regular files, directories and symlinks"));
 }
 
 #[test]
@@ -143,7 +173,10 @@ fn source_names() {
     );
     // Several sources: each under its own name, in the order given.
     let two = walk_local(&[src.join("sub"), src.join("data")], true, nop).unwrap();
-    assert_eq!(paths(&two), [&b"sub"[..], b"sub/a", b"sub/b", b"data"]);
+    assert_eq!(
+        paths(&two),
+        [&b"sub"[..], b"sub/a", b"sub/b", b"sub/dangling", b"data"]
+    );
 }
 
 #[test]
@@ -263,7 +296,7 @@ fn served_walk_matches_the_local_one() {
             // Origins are relative to the root and open through it.
             assert_eq!(tmp.path().join("root").join(&s.origin), l.origin);
         }
-        assert_eq!(warnings.len(), 4, "{warnings:?}");
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
 
         let one = walk_served(
             &root,
@@ -302,15 +335,30 @@ fn served_walk_never_leaves_the_root() {
     symlink(tmp.path().join("outside"), root_dir.join("out")).unwrap();
     symlink("../outside/secret", root_dir.join("secret_link")).unwrap();
     for root in roots(tmp.path()) {
-        // A symlink out, named as the source or met in the tree: skipped, not followed.
-        for link in [&b"out"[..], b"secret_link", b"src/link_out"] {
-            let mut warnings = Vec::new();
-            let list = walk_served(&root, &parse_peer_path(link).unwrap(), true, &mut |w| {
-                warnings.push(w)
-            })
-            .unwrap();
-            assert!(list.is_empty(), "{list:?}");
-            assert!(warnings[0].starts_with("skipped symlink"), "{warnings:?}");
+        // A symlink out, named as the source (with or without -r) or met in the tree:
+        // one symlink entry with its target as text, never followed.
+        let out = tmp.path().join("outside");
+        for (link, target) in [
+            (&b"out"[..], out.as_os_str().as_bytes()),
+            (b"secret_link", b"../outside/secret"),
+            (b"src/link_out", out.as_os_str().as_bytes()),
+        ] {
+            for recursive in [true, false] {
+                let mut warnings = Vec::new();
+                let list = walk_served(
+                    &root,
+                    &parse_peer_path(link).unwrap(),
+                    recursive,
+                    &mut |w| warnings.push(w),
+                )
+                .unwrap();
+                assert_eq!(list.len(), 1, "{list:?}");
+                let e = &list[0].entry;
+                assert_eq!(e.kind, EntryKind::Symlink);
+                assert_eq!(e.link_target, target);
+                assert_eq!((e.size, e.mode), (0, 0o777));
+                assert!(warnings.is_empty(), "{warnings:?}");
+            }
         }
         // Through a symlink out: refused by the resolver.
         for bad in [&b"out/hidden"[..], b"src/link_out/secret"] {
@@ -322,10 +370,15 @@ fn served_walk_never_leaves_the_root() {
                 root.resolver()
             );
         }
+        // Nothing below a link is listed: the links themselves are the only entries
+        // that name what is outside.
         let whole = walk_served_root(&root, true, &mut |_| {}).unwrap();
         for f in &whole {
             let p = String::from_utf8_lossy(&f.entry.path);
-            assert!(!p.contains("hidden") && !p.contains("secret"), "{p}");
+            assert!(!p.contains("hidden"), "{p}");
+            if p.contains("secret") || p.ends_with("/out") || p.contains("link_out") {
+                assert_eq!(f.entry.kind, EntryKind::Symlink, "{p}");
+            }
         }
     }
     // `..` and absolute paths cannot even be named.

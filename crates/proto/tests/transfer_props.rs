@@ -15,25 +15,43 @@ fn arb_path() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
+/// A symlink's target: any bytes but NUL, from one byte to the bound.
+fn arb_link_target() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        proptest::collection::vec(1u8..=255, 1..64),
+        proptest::collection::vec(1u8..=255, MAX_PATH_BYTES..=MAX_PATH_BYTES),
+    ]
+}
+
 fn arb_entry() -> impl Strategy<Value = FileEntry> {
     (
         arb_path(),
-        any::<bool>(),
+        prop_oneof![
+            Just(EntryKind::File),
+            Just(EntryKind::Dir),
+            Just(EntryKind::Symlink)
+        ],
         any::<u64>(),
         any::<i64>(),
         0u32..1_000_000_000,
         0u32..=0o7777,
         any::<u64>(),
+        arb_link_target(),
     )
         .prop_map(
-            |(path, dir, size, mtime_secs, mtime_nanos, mode, fingerprint)| FileEntry {
+            |(path, kind, size, mtime_secs, mtime_nanos, mode, fingerprint, target)| FileEntry {
                 path,
-                kind: if dir { EntryKind::Dir } else { EntryKind::File },
-                size: if dir { 0 } else { size },
+                kind,
+                size: if kind == EntryKind::File { size } else { 0 },
                 mtime_secs,
                 mtime_nanos,
                 mode,
                 fingerprint,
+                link_target: if kind == EntryKind::Symlink {
+                    target
+                } else {
+                    Vec::new()
+                },
             },
         )
 }
@@ -242,6 +260,7 @@ fn bounds_are_refused() {
         mtime_nanos: 0,
         mode: 0o644,
         fingerprint: 0,
+        link_target: Vec::new(),
     };
     let msg = TransferMessage::FileEntries {
         first_id: 0,
@@ -307,4 +326,71 @@ fn bounds_are_refused() {
     longhaul_proto::encode_frame(&longhaul_proto::Message::Ping { seq: 1 }, &mut bench);
     assert_eq!(is_transfer_frame(&bench), Some(false));
     assert_eq!(is_transfer_frame(&bench[..4]), None);
+}
+
+/// A symlink entry whose target is empty, too long or holds a NUL is refused by the
+/// encoder and by the decoder; so are a symlink with a size and a file with a target.
+#[test]
+fn symlink_targets_are_bounded() {
+    let link = |target: Vec<u8>| FileEntry {
+        path: b"top/link".to_vec(),
+        kind: EntryKind::Symlink,
+        size: 0,
+        mtime_secs: 1,
+        mtime_nanos: 0,
+        mode: 0o777,
+        fingerprint: 0,
+        link_target: target,
+    };
+    let frame = |e: FileEntry| TransferMessage::FileEntries {
+        first_id: 0,
+        entries: vec![e],
+    };
+    // The longest target round-trips.
+    let mut buf = Vec::new();
+    let longest = link(vec![b'x'; MAX_PATH_BYTES]);
+    encode_transfer_frame(&frame(longest.clone()), &mut buf).unwrap();
+    let (back, _) = decode_transfer_frame(&buf).unwrap().unwrap();
+    assert_eq!(back, frame(longest.clone()));
+    for (bad, why) in [
+        (link(Vec::new()), "link target"),
+        (link(vec![b'x'; MAX_PATH_BYTES + 1]), "link target"),
+        (link(b"a\0b".to_vec()), "NUL"),
+        (
+            FileEntry {
+                size: 1,
+                ..link(b"t".to_vec())
+            },
+            "symlink with size",
+        ),
+        (
+            FileEntry {
+                kind: EntryKind::File,
+                ..link(b"t".to_vec())
+            },
+            "link target",
+        ),
+    ] {
+        let mut out = Vec::new();
+        let e = encode_transfer_frame(&frame(bad.clone()), &mut out).unwrap_err();
+        assert!(e.to_string().contains(why), "{e}");
+        assert!(pack_file_entries(&[bad], 0).is_err());
+    }
+    // The decoder refuses what the encoder would not write: patch the valid frame's
+    // target (its last bytes) to hold a NUL, and its length to zero.
+    let mut nul = buf.clone();
+    let at = nul.len() - 1;
+    nul[at] = 0;
+    let e = decode_transfer_frame(&nul).unwrap_err();
+    assert!(e.to_string().contains("NUL"), "{e}");
+    let mut empty = Vec::new();
+    encode_transfer_frame(&frame(link(b"t".to_vec())), &mut empty).unwrap();
+    // ... `len: u16 = 1 | 't'` at the end becomes `len = 0` and the body one byte shorter.
+    let end = empty.len();
+    empty[end - 3..end - 1].copy_from_slice(&0u16.to_be_bytes());
+    empty.truncate(end - 1);
+    let body = (empty.len() - FRAME_HEADER_LEN) as u32;
+    empty[..4].copy_from_slice(&body.to_be_bytes());
+    let e = decode_transfer_frame(&empty).unwrap_err();
+    assert!(e.to_string().contains("link target"), "{e}");
 }

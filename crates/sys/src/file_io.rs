@@ -32,7 +32,7 @@ pub fn regular_only(file: File, shown: &str) -> io::Result<File> {
             io::ErrorKind::InvalidInput,
             format!(
                 "{shown} is {}, not a regular file: longhaul copies regular files, \
-                 directories and (later) symlinks",
+                 directories and symlinks",
                 kind_name(ft)
             ),
         ));

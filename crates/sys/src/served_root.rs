@@ -1,6 +1,6 @@
-//! Files strictly inside a served root: every open, mkdir and rename is resolved relative
-//! to a directory descriptor of the root, never through a path string, and may not leave
-//! it by `..`, an absolute path or a symlink.
+//! Files strictly inside a served root: every open, mkdir, rename and symlink (made, read
+//! or re-timed) is resolved relative to a directory descriptor of the root, never through
+//! a path string, and may not leave it by `..`, an absolute path or a symlink.
 //!
 //! Two resolvers:
 //! - [`Resolver::Openat2`] (Linux >= 5.6): `openat2(2)` with `RESOLVE_BENEATH |
@@ -296,6 +296,92 @@ impl ServedRoot {
         };
         if rc != 0 {
             return Err(self.describe(io::Error::last_os_error(), "link", rel));
+        }
+        Ok(())
+    }
+
+    /// The target of the symlink `rel`, as stored (`readlinkat(2)` in its parent's
+    /// directory: the link itself is never followed, only its text read). An error of
+    /// kind `InvalidInput` when `rel` is not a symlink.
+    pub fn read_link(&self, rel: &Path) -> io::Result<Vec<u8>> {
+        let (dir, name) = self.parent_and_name(rel)?;
+        // A target is at most PATH_MAX - 1 bytes; one byte more shows a truncation.
+        let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+        // SAFETY: dir is an open directory fd, name a valid C string, and buf is writable
+        // for the length passed.
+        let n = unsafe {
+            libc::readlinkat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                buf.as_mut_ptr().cast::<libc::c_char>(),
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(self.describe(io::Error::last_os_error(), "read the link", rel));
+        }
+        let n = n as usize;
+        if n >= buf.len() {
+            return Err(io::Error::other(format!(
+                "the target of {} is longer than {} bytes",
+                self.place(rel),
+                libc::PATH_MAX - 1
+            )));
+        }
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// Creates a symlink `rel` holding `target` (`symlinkat(2)` in `rel`'s parent,
+    /// resolved beneath the root). The target is stored as given and never followed,
+    /// wherever it points. Never replaces: an existing `rel` (even a dangling symlink) is
+    /// an error of kind `AlreadyExists`; rename the new link over it to replace it.
+    pub fn create_symlink(&self, target: &[u8], rel: &Path) -> io::Result<()> {
+        let (dir, name) = self.parent_and_name(rel)?;
+        let target = CString::new(target).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "the target of symlink {} contains a NUL byte",
+                    rel.display()
+                ),
+            )
+        })?;
+        // SAFETY: dir is an open directory fd; target and name are valid C strings.
+        let rc = unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), name.as_ptr()) };
+        if rc != 0 {
+            return Err(self.describe(io::Error::last_os_error(), "create symlink", rel));
+        }
+        Ok(())
+    }
+
+    /// Sets the modification time of `rel` itself (`utimensat(2)` with
+    /// `AT_SYMLINK_NOFOLLOW`: a symlink's own time, never its target's); the access time
+    /// is left as it is.
+    pub fn set_link_mtime(&self, rel: &Path, secs: i64, nanos: u32) -> io::Result<()> {
+        let (dir, name) = self.parent_and_name(rel)?;
+        let times = [
+            libc::timespec {
+                tv_sec: 0,
+                tv_nsec: libc::UTIME_OMIT,
+            },
+            libc::timespec {
+                tv_sec: secs as libc::time_t,
+                tv_nsec: nanos.min(999_999_999) as libc::c_long,
+            },
+        ];
+        // SAFETY: dir is an open directory fd, name a valid C string and times an array
+        // of two timespecs.
+        let rc = unsafe {
+            libc::utimensat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                times.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if rc != 0 {
+            return Err(self.describe(io::Error::last_os_error(), "set the time of", rel));
         }
         Ok(())
     }

@@ -12,8 +12,9 @@
 //! | missing, or a file | several | error: several sources need an existing directory |
 //!
 //! A file being received is `.NAME.longhaul-part` (with `.NAME.longhaul-manifest`) in
-//! the same directory until its digest matched; names that would exceed 255 bytes are
-//! shortened deterministically with a hash of the full name.
+//! the same directory until its digest matched; a symlink is made as `.NAME.longhaul-link`
+//! and renamed over `NAME`. Names that would exceed 255 bytes are shortened
+//! deterministically with a hash of the full name.
 
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -24,10 +25,12 @@ use crate::path::{parse_peer_path, SafeRelPath, MAX_NAME_BYTES, MAX_PATH_BYTES};
 pub const PART_SUFFIX: &str = ".longhaul-part";
 /// Suffix of the resume manifest beside a partial file.
 pub const MANIFEST_SUFFIX: &str = ".longhaul-manifest";
+/// Suffix of a received symlink before it is renamed into place.
+pub const LINK_SUFFIX: &str = ".longhaul-link";
 
 /// The destination path of `entry` (see the module table). The result obeys
-/// [`parse_peer_path`]'s bounds and leaves room for [`part_name`] and [`manifest_name`]
-/// beside it, so both succeed on it.
+/// [`parse_peer_path`]'s bounds and leaves room for [`part_name`], [`manifest_name`] and
+/// [`link_name`] beside it, so all succeed on it.
 pub fn place_entry(
     target: Option<&SafeRelPath>,
     target_is_dir: bool,
@@ -54,6 +57,7 @@ pub fn place_entry(
     let placed = parse_peer_path(&joined)?;
     manifest_name(&placed)?;
     part_name(&placed)?;
+    link_name(&placed)?;
     Ok(placed)
 }
 
@@ -70,11 +74,20 @@ pub fn manifest_name(final_path: &SafeRelPath) -> Result<SafeRelPath> {
     work_name(final_path, MANIFEST_SUFFIX)
 }
 
+/// `dir/.NAME.longhaul-link` for `dir/NAME`: where a received symlink is made before it
+/// is renamed over `NAME` (never the part name: another transfer's part file there must
+/// not be renamed into place). Fails like [`part_name`].
+pub fn link_name(final_path: &SafeRelPath) -> Result<SafeRelPath> {
+    work_name(final_path, LINK_SUFFIX)
+}
+
 /// Whether a directory entry's name is one of the receiver's work files (a sender may
 /// leave them out of a tree: they are unfinished copies, not data).
 pub fn is_work_name(name: &[u8]) -> bool {
     name.first() == Some(&b'.')
-        && (name.ends_with(PART_SUFFIX.as_bytes()) || name.ends_with(MANIFEST_SUFFIX.as_bytes()))
+        && [PART_SUFFIX, MANIFEST_SUFFIX, LINK_SUFFIX]
+            .iter()
+            .any(|s| name.ends_with(s.as_bytes()))
 }
 
 fn work_name(final_path: &SafeRelPath, suffix: &'static str) -> Result<SafeRelPath> {
@@ -207,6 +220,11 @@ mod tests {
         assert_eq!(part_name(&p(b"f")).unwrap().as_bytes(), b".f.longhaul-part");
         assert!(is_work_name(b".f.longhaul-part"));
         assert!(is_work_name(b".f.longhaul-manifest"));
+        assert!(is_work_name(b".f.longhaul-link"));
+        assert_eq!(
+            link_name(&p(b"d/f")).unwrap().as_bytes(),
+            b"d/.f.longhaul-link"
+        );
         assert!(!is_work_name(b"f.longhaul-part"));
         assert!(!is_work_name(b".f"));
     }

@@ -23,6 +23,7 @@ fn open_file() -> (RecvSession, ChunkHeader) {
         mtime_nanos: 0,
         mode: 0o644,
         fingerprint: 7,
+        link_target: Vec::new(),
     }];
     let mut tx = SendSession::new(
         entries,

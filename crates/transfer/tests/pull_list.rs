@@ -16,6 +16,7 @@ fn entry(path: &str, kind: EntryKind) -> FileEntry {
         mtime_nanos: 0,
         mode: 0o644,
         fingerprint: 0,
+        link_target: Vec::new(),
     }
 }
 

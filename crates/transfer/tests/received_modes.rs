@@ -29,6 +29,7 @@ fn entry(path: &str, kind: EntryKind, size: u64, mode: u32) -> FileEntry {
         mtime_nanos: 0,
         mode,
         fingerprint: 7,
+        link_target: Vec::new(),
     }
 }
 

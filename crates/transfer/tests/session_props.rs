@@ -75,6 +75,7 @@ fn entry(path: &str, kind: EntryKind, size: u64) -> FileEntry {
         mtime_nanos: 7,
         mode: if kind == EntryKind::Dir { 0o755 } else { 0o644 },
         fingerprint: 42,
+        link_target: Vec::new(),
     }
 }
 
@@ -199,6 +200,7 @@ fn run(case: &Case) -> Result<Report, SessionError> {
                                 existing: None,
                                 part: Some(meta(0)),
                                 manifest: Some(m.encode()),
+                                link_target: None,
                             }
                         }
                     };
@@ -218,6 +220,9 @@ fn run(case: &Case) -> Result<Report, SessionError> {
                     panic!("sync events without sync ({id})")
                 }
                 RecvEvent::Commit(job) => rx.placed(job.id, Ok(())),
+                RecvEvent::MakeSymlink(job) => {
+                    panic!("no symlink in this list: {job:?}")
+                }
                 RecvEvent::FixDirs(_) => {
                     // Answered later, once the sender had a chance to hear everything
                     // the receiver sent so far.

@@ -34,6 +34,7 @@ fn entry(size: u64) -> FileEntry {
         mtime_nanos: 0,
         mode: 0o644,
         fingerprint: 7,
+        link_target: Vec::new(),
     }
 }
 

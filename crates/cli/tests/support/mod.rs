@@ -694,9 +694,11 @@ pub fn list_tree(root: &Path) -> BTreeMap<Vec<u8>, fs::Metadata> {
     out
 }
 
-/// Panics unless `dst` holds exactly the regular files and directories of `src` (symlinks
-/// and special files of `src` must be absent from `dst`), with identical bytes and, as
-/// `check` says, modes and mtimes. Returns (regular files, their total bytes).
+/// Panics unless `dst` holds exactly the regular files, directories and symlinks of `src`
+/// (special files of `src` must be absent from `dst`), with identical bytes, symlinks as
+/// symlinks with identical targets (never followed) and, as `check` says, modes and
+/// mtimes (a symlink's own). Returns (regular files and symlinks, the files' total bytes):
+/// what `longhaul cp` counts as files.
 pub fn assert_same_tree(src: &Path, dst: &Path, check: TreeCheck) -> (u64, u64) {
     let a = list_tree(src);
     let b = list_tree(dst);
@@ -704,31 +706,43 @@ pub fn assert_same_tree(src: &Path, dst: &Path, check: TreeCheck) -> (u64, u64) 
     let (mut files, mut bytes) = (0u64, 0u64);
     for (rel, ma) in &a {
         let ft = ma.file_type();
-        let copied = ft.is_file() || ft.is_dir();
+        let copied = ft.is_file() || ft.is_dir() || ft.is_symlink();
         let Some(mb) = b.get(rel) else {
             assert!(!copied, "{} missing in {}", show(rel), dst.display());
             continue;
         };
         assert!(
             copied,
-            "{} is neither a file nor a directory in the source but exists in {}",
+            "{} is neither a file, a directory nor a symlink in the source but exists in {}",
             show(rel),
             dst.display()
         );
+        let fb = mb.file_type();
         assert_eq!(
-            ft.is_dir(),
-            mb.file_type().is_dir(),
+            (ft.is_dir(), ft.is_symlink()),
+            (fb.is_dir(), fb.is_symlink()),
             "{}: kind differs",
             show(rel)
         );
         assert!(
-            mb.file_type().is_file() || mb.file_type().is_dir(),
-            "{}: not a regular file or directory in {}",
+            fb.is_file() || fb.is_dir() || fb.is_symlink(),
+            "{}: not a regular file, directory or symlink in {}",
             show(rel),
             dst.display()
         );
         let p = Path::new(OsStr::from_bytes(rel));
-        if ft.is_file() {
+        if ft.is_symlink() {
+            files += 1;
+            assert_eq!(
+                fs::read_link(src.join(p)).unwrap(),
+                fs::read_link(dst.join(p)).unwrap(),
+                "symlink {}: target differs",
+                show(rel)
+            );
+            if check.file_mtimes {
+                assert_eq!(mtime_of(ma), mtime_of(mb), "{}: mtime differs", show(rel));
+            }
+        } else if ft.is_file() {
             files += 1;
             bytes += ma.len();
             assert_same_bytes(&src.join(p), &dst.join(p));

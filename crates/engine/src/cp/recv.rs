@@ -142,6 +142,7 @@ impl Shared {
                     Answer::Looked(id, look) => s.looked(id, look)?,
                     Answer::Opened(id, intact) => s.opened(id, intact)?,
                     Answer::Placed(id, r) => s.placed(id, r),
+                    Answer::LinkMade(id, r) => s.symlink_made(id, r),
                     Answer::DirsFixed => s.dirs_fixed(),
                     Answer::DirsCreated(made) => s.dirs_created(made),
                     Answer::OldHashed(id, old) => s.old_hashed(id, old)?,

@@ -16,6 +16,8 @@
 //! device and inode). Work files and directory modes never go through a symlink, and
 //! a part file with another hard link is never written through (a new inode is made).
 //!
+//! A received symlink is made at its own work name and renamed into place (`links`).
+//!
 //! Durability: a file goes in place only once its data is on disk. Write-back of every
 //! chunk starts as soon as it is written (`sync_file_range`), the commit flushes the file
 //! (`fsync`) before its rename or link, and the directories that received new names are
@@ -40,6 +42,8 @@ use longhaul_transfer::session::RecvEvent;
 use longhaul_transfer::{sparse, ChunkHash, FileHashes};
 
 use super::chunk_io::hash_range;
+
+mod links;
 
 /// Why the store could not do what the receiving session asked: this end's failure,
 /// which stops the transfer.
@@ -265,6 +269,8 @@ pub enum Answer {
     Opened(u32, bool),
     /// [`longhaul_transfer::session::RecvSession::placed`].
     Placed(u32, Result<(), String>),
+    /// [`longhaul_transfer::session::RecvSession::symlink_made`].
+    LinkMade(u32, Result<(), String>),
     /// [`longhaul_transfer::session::RecvSession::dirs_fixed`].
     DirsFixed,
     /// [`longhaul_transfer::session::RecvSession::dirs_created`].
@@ -363,6 +369,7 @@ impl Store {
                 Ok(Answer::None)
             }
             RecvEvent::Commit(job) => Ok(Answer::Placed(job.id, self.commit_placed(&job))),
+            RecvEvent::MakeSymlink(job) => Ok(Answer::LinkMade(job.id, self.make_symlink(&job))),
             RecvEvent::Discard {
                 id,
                 part_rel,
@@ -398,6 +405,25 @@ impl Store {
         manifest_limit: u64,
     ) -> io::Result<LookResult> {
         let existing = meta_of(&self.root, final_rel)?;
+        // A symlink's target, for the quick check of a symlink entry (read, not followed).
+        let link_target = match existing {
+            Some(m) if !m.is_file && !m.is_dir && m.special.is_none() => {
+                match self.root.read_link(final_rel) {
+                    Ok(t) => Some(t),
+                    // Replaced since the look by something else: as good as not a link.
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::NotFound | io::ErrorKind::InvalidInput
+                        ) =>
+                    {
+                        None
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            _ => None,
+        };
         let (part, manifest) = match manifest_rel {
             Some(m) => (
                 meta_of(&self.root, part_rel)?,
@@ -409,6 +435,7 @@ impl Store {
             existing,
             part,
             manifest,
+            link_target,
         })
     }
 
@@ -680,11 +707,7 @@ impl Store {
         if job.sync {
             self.root.sync_dir(dir).map_err(CommitError::SyncDir)?;
         }
-        if let Ok(mut dirs) = self.unsynced_dirs.lock() {
-            // Its ancestors too: a directory made by this transfer is a new name in its
-            // parent (flushing one already flushed costs a system call, no disk write).
-            dirs.extend(dir.ancestors().map(Path::to_path_buf));
-        }
+        self.note_new_name(dir);
         if let Some(m) = &job.manifest_rel {
             let _ = self.root.remove_file(m);
         }
@@ -787,6 +810,15 @@ impl Store {
                 Err(kept_changing(part))
             }
             other => other,
+        }
+    }
+
+    /// Notes that directory `dir` received a new name, to flush it (and its ancestors: a
+    /// directory made by this transfer is a new name in its parent; flushing one already
+    /// flushed costs a system call, no disk write) before the last commit is answered.
+    fn note_new_name(&self, dir: &Path) {
+        if let Ok(mut dirs) = self.unsynced_dirs.lock() {
+            dirs.extend(dir.ancestors().map(Path::to_path_buf));
         }
     }
 

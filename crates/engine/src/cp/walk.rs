@@ -7,21 +7,23 @@
 //! Entry paths start with each source's base name (`a/b/` -> `b`, `b/x`, ...). With
 //! `recursive`, a directory is listed as its own entry, then its contents depth first,
 //! directories before their contents, names sorted bytewise (the same tree always gives
-//! the same list). Only regular files and directories are copied: symlinks, fifos,
-//! sockets and devices inside a tree are skipped with a warning, as are the receiver's
-//! unfinished work files (`.NAME.longhaul-part`/`-manifest`). A symlink named on the
-//! command line of a push is followed (like `cp` and `scp`); below a served root nothing
-//! is followed (`lstat`).
+//! the same list). Regular files, directories and symlinks are copied: a symlink inside a
+//! tree is a [`EntryKind::Symlink`] entry carrying its target as `readlink` gives it
+//! (never followed: size 0, the link's own mtime, mode 0o777). Fifos, sockets and devices
+//! are skipped with a warning, as are the receiver's unfinished work files
+//! (`.NAME.longhaul-part`/`-manifest`/`-link`). A symlink named on the command line of a
+//! push is followed (like `cp` and `scp`); below a served root nothing is followed
+//! (`lstat`, `readlinkat` through the root's descriptor), the source of a pull included.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs::{self, Metadata};
 use std::io;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 
-use longhaul_proto::transfer::{EntryKind, FileEntry, MAX_FILE_ID};
+use longhaul_proto::transfer::{EntryKind, FileEntry, MAX_FILE_ID, MAX_PATH_BYTES};
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::place::is_work_name;
 use longhaul_transfer::{parse_peer_path, source_fingerprint, SafeRelPath};
@@ -110,6 +112,14 @@ pub enum WalkError {
         /// The cause.
         source: io::Error,
     },
+    /// A symlink's target could not be read.
+    #[error("cannot read the target of symlink {}: {source}; check its permissions or leave it out", .path.display())]
+    ReadLink {
+        /// The symlink.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
 }
 
 /// Lists the local `sources` of a push (see the module docs for the order and rules).
@@ -146,7 +156,7 @@ pub fn walk_local(
 }
 
 /// Lists `source` below a served root for a pull; `origin`s are relative to the root.
-/// Nothing is followed: a symlink anywhere, `source` included, is skipped with a warning.
+/// Nothing is followed: a symlink anywhere, `source` included, is listed as a symlink.
 pub fn walk_served(
     root: &ServedRoot,
     source: &SafeRelPath,
@@ -220,6 +230,8 @@ fn local_base_name(src: &Path) -> Result<Vec<u8>, WalkError> {
 trait Tree {
     /// The entries of directory `dir` (an origin) with `lstat` attributes, at most `max`.
     fn list(&self, dir: &Path, max: usize) -> Result<Vec<(OsString, Metadata)>, WalkError>;
+    /// The target of the symlink `link` (an origin), read, never followed.
+    fn read_link(&self, link: &Path) -> io::Result<Vec<u8>>;
 }
 
 struct LocalTree;
@@ -253,6 +265,10 @@ impl Tree for LocalTree {
         }
         Ok(out)
     }
+
+    fn read_link(&self, link: &Path) -> io::Result<Vec<u8>> {
+        Ok(fs::read_link(link)?.into_os_string().into_vec())
+    }
 }
 
 struct ServedTree<'a>(&'a ServedRoot);
@@ -273,6 +289,10 @@ impl Tree for ServedTree<'_> {
                 source,
             }),
         }
+    }
+
+    fn read_link(&self, link: &Path) -> io::Result<Vec<u8>> {
+        self.0.read_link(link)
     }
 }
 
@@ -309,10 +329,21 @@ impl<'w, T: Tree> Walk<'w, T> {
                 return Err(WalkError::IsDirectory { path: origin });
             }
             EntryKind::Dir
+        } else if ft.is_symlink() {
+            let target = match self.tree.read_link(&origin) {
+                Ok(t) => t,
+                // Gone since the listing: as if it had never been there.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(source) => {
+                    return Err(WalkError::ReadLink {
+                        path: origin,
+                        source,
+                    })
+                }
+            };
+            return self.push_link(&origin, path, target, md);
         } else {
-            let what = if ft.is_symlink() {
-                "symlink"
-            } else if ft.is_fifo() {
+            let what = if ft.is_fifo() {
                 "fifo"
             } else if ft.is_socket() {
                 "socket"
@@ -322,7 +353,8 @@ impl<'w, T: Tree> Walk<'w, T> {
                 "special file"
             };
             (self.warn)(format!(
-                "skipped {what} {}: longhaul cp copies regular files and directories",
+                "skipped {what} {}: longhaul cp copies regular files, directories and \
+                 symlinks",
                 origin.display()
             ));
             return Ok(());
@@ -360,6 +392,31 @@ impl<'w, T: Tree> Walk<'w, T> {
         Ok(())
     }
 
+    /// Adds a symlink (its target as read; size 0, the link's own mtime, mode 0o777).
+    fn push_link(
+        &mut self,
+        origin: &Path,
+        path: Vec<u8>,
+        target: Vec<u8>,
+        md: &Metadata,
+    ) -> Result<(), WalkError> {
+        // Linux never makes such a link, but the wire would refuse the whole list for it.
+        if target.is_empty() || target.len() > MAX_PATH_BYTES {
+            (self.warn)(format!(
+                "skipped symlink {}: its target of {} bytes is outside 1..={MAX_PATH_BYTES}",
+                origin.display(),
+                target.len()
+            ));
+            return Ok(());
+        }
+        self.push(origin, path, EntryKind::Symlink, md)?;
+        if let Some(last) = self.out.last_mut() {
+            last.entry.mode = 0o777;
+            last.entry.link_target = target;
+        }
+        Ok(())
+    }
+
     fn push(
         &mut self,
         origin: &Path,
@@ -385,6 +442,7 @@ impl<'w, T: Tree> Walk<'w, T> {
             mtime_nanos: nanos(md.mtime_nsec()),
             mode: md.mode() & 0o7777,
             fingerprint: source_fingerprint(md.dev(), md.ino(), md.ctime(), nanos(md.ctime_nsec())),
+            link_target: Vec::new(),
         };
         self.out.push(SourceFile {
             entry,

@@ -135,6 +135,10 @@ impl SimReceiver {
                         s.opened(id, intact).map_err(|e| e.to_string())?
                     }
                     Answer::Placed(id, r) => s.placed(id, r),
+                    Answer::LinkMade(id, r) => s.symlink_made(id, r),
+                    Answer::OldHashed(id, old) => {
+                        s.old_hashed(id, old).map_err(|e| e.to_string())?
+                    }
                     Answer::DirsFixed => s.dirs_fixed(),
                     Answer::DirsCreated(made) => s.dirs_created(made),
                     Answer::None | Answer::Hash(..) => {}

@@ -9,7 +9,8 @@
 //!   C->S TransferParams{direction, streams, chunk_size, rate, window, rtt, flags,
 //!                       congestion, path}
 //!   S->C TransferReady{chunk_size}
-//!   sender->receiver  FileEntries{first_id, [path, kind, size, mtime, mode, fingerprint]}*  FileListEnd
+//!   sender->receiver  FileEntries{first_id, [path, kind, size, mtime, mode, fingerprint,
+//!                                (symlink: target)]}*  FileListEnd
 //!   receiver->sender  HaveChunks{file, ranges}* | SkipFile{file, reason}   (from resume manifests)
 //!                     OldChunks{file, first, hashes}*   (sync: the chunk hashes of the copy it has)
 //!   data:  sender->receiver  ChunkHeader + bytes, ...
@@ -21,6 +22,8 @@
 //! ```
 //! Paths travel as raw bytes (Linux names need not be UTF-8), bounded here by length
 //! only; the receiver must validate them with `longhaul-transfer`'s `parse_peer_path`.
+//! A symlink's target is text the receiver stores verbatim (never resolved): bounded by
+//! length (1..=[`MAX_PATH_BYTES`]) and free of NUL, nothing else.
 
 use crate::error::ProtoError;
 use crate::limits::MAX_FRAME_BODY;
@@ -108,6 +111,9 @@ pub enum EntryKind {
     File,
     /// A directory (created, no data).
     Dir,
+    /// A symbolic link (created as a link with [`FileEntry::link_target`], no data; never
+    /// followed at either end).
+    Symlink,
 }
 
 /// One file or directory the sender will send.
@@ -115,9 +121,9 @@ pub enum EntryKind {
 pub struct FileEntry {
     /// Path relative to the transfer's top, `/`-separated bytes.
     pub path: Vec<u8>,
-    /// File or directory.
+    /// File, directory or symlink.
     pub kind: EntryKind,
-    /// Size in bytes (0 for a directory).
+    /// Size in bytes (0 for a directory or a symlink).
     pub size: u64,
     /// Modification time, seconds since the epoch.
     pub mtime_secs: i64,
@@ -127,6 +133,9 @@ pub struct FileEntry {
     pub mode: u32,
     /// Source fingerprint (device, inode, ctime) for the resume rule.
     pub fingerprint: u64,
+    /// A symlink's target, as `readlink` gave it (1..=[`MAX_PATH_BYTES`] bytes, no NUL);
+    /// empty for a file or a directory. On the wire only for a symlink.
+    pub link_target: Vec<u8>,
 }
 
 /// Why the receiver skips a whole file.
@@ -318,12 +327,16 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
                 w.u8(match e.kind {
                     EntryKind::File => 0,
                     EntryKind::Dir => 1,
+                    EntryKind::Symlink => 2,
                 });
                 w.u64(e.size);
                 w.u64(e.mtime_secs as u64);
                 w.u32(e.mtime_nanos);
                 w.u32(e.mode);
                 w.u64(e.fingerprint);
+                if e.kind == EntryKind::Symlink {
+                    w.path(&e.link_target);
+                }
             }
         }
         TransferMessage::FileListEnd { files, bytes } => {
@@ -462,23 +475,31 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
             let n = r.count("entries", MAX_ENTRIES_PER_FRAME)?;
             let mut entries = Vec::with_capacity(n.min(body.len() / 34));
             for _ in 0..n {
+                let path = r.path()?;
+                let kind = match r.u8("entry kind")? {
+                    0 => EntryKind::File,
+                    1 => EntryKind::Dir,
+                    2 => EntryKind::Symlink,
+                    v => {
+                        return Err(invalid(
+                            "entry kind",
+                            format!("{v} is not file (0), dir (1) or symlink (2)"),
+                        ))
+                    }
+                };
                 entries.push(FileEntry {
-                    path: r.path()?,
-                    kind: match r.u8("entry kind")? {
-                        0 => EntryKind::File,
-                        1 => EntryKind::Dir,
-                        v => {
-                            return Err(invalid(
-                                "entry kind",
-                                format!("{v} is not file (0) or dir (1)"),
-                            ))
-                        }
-                    },
+                    path,
+                    kind,
                     size: r.u64("size")?,
                     mtime_secs: r.u64("mtime")? as i64,
                     mtime_nanos: r.u32("mtime nanos")?,
                     mode: r.u32("mode")?,
                     fingerprint: r.u64("fingerprint")?,
+                    link_target: if kind == EntryKind::Symlink {
+                        r.link_target()?
+                    } else {
+                        Vec::new()
+                    },
                 });
             }
             TransferMessage::FileEntries { first_id, entries }
@@ -636,7 +657,11 @@ pub fn pack_have_chunks(file: u32, runs: &[(u32, u32)]) -> Vec<TransferMessage> 
 }
 
 fn entry_wire_len(e: &FileEntry) -> usize {
-    2 + e.path.len() + 1 + 8 + 8 + 4 + 4 + 8
+    let target = match e.kind {
+        EntryKind::Symlink => 2 + e.link_target.len(),
+        EntryKind::File | EntryKind::Dir => 0,
+    };
+    2 + e.path.len() + 1 + 8 + 8 + 4 + 4 + 8 + target
 }
 
 fn validate(msg: &TransferMessage) -> Result<(), ProtoError> {
@@ -771,8 +796,35 @@ fn validate_entry(e: &FileEntry) -> Result<(), ProtoError> {
             format!("{:#o} has bits beyond 0o7777", e.mode),
         ));
     }
-    if e.kind == EntryKind::Dir && e.size != 0 {
-        return Err(invalid("size", format!("a directory with size {}", e.size)));
+    match e.kind {
+        EntryKind::File => {}
+        EntryKind::Dir if e.size != 0 => {
+            return Err(invalid("size", format!("a directory with size {}", e.size)));
+        }
+        EntryKind::Dir => {}
+        EntryKind::Symlink if e.size != 0 => {
+            return Err(invalid("size", format!("a symlink with size {}", e.size)));
+        }
+        EntryKind::Symlink => {
+            path_len(&e.link_target).map_err(|_| {
+                invalid(
+                    "link target",
+                    format!(
+                        "{} bytes is outside 1..={MAX_PATH_BYTES}",
+                        e.link_target.len()
+                    ),
+                )
+            })?;
+            if e.link_target.contains(&0) {
+                return Err(invalid("link target", "it contains a NUL byte".into()));
+            }
+        }
+    }
+    if e.kind != EntryKind::Symlink && !e.link_target.is_empty() {
+        return Err(invalid(
+            "link target",
+            format!("a {:?} entry with a link target", e.kind),
+        ));
     }
     Ok(())
 }
@@ -810,5 +862,16 @@ impl Reader<'_> {
             ));
         }
         Ok(self.take(n, "path")?.to_vec())
+    }
+
+    fn link_target(&mut self) -> Result<Vec<u8>, ProtoError> {
+        let n = self.u16("link target length")? as usize;
+        if n == 0 || n > MAX_PATH_BYTES {
+            return Err(invalid(
+                "link target",
+                format!("{n} bytes is outside 1..={MAX_PATH_BYTES}"),
+            ));
+        }
+        Ok(self.take(n, "link target")?.to_vec())
     }
 }

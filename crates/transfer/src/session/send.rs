@@ -7,9 +7,10 @@
 //! it, and reports the chunk's hash ([`SendSession::chunk_sent`]); the hashes of a file
 //! merge into its BLAKE3, which goes to the receiver as soon as the last chunk was read.
 //! The receiver's acks drive the scheduler until every file is committed; then the
-//! session says `TransferDone` and is finished.
+//! session says `TransferDone` and is finished. A symlink entry has no data: it is not
+//! scheduled, and the receiver's `FileCommitted` for it (or a `SkipFile`) is all there is.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::Instant;
 
 use longhaul_proto::transfer::{
@@ -133,6 +134,10 @@ pub struct SendSession {
     /// Scheduler file id -> the entry and its hashes.
     files: Vec<SendFile>,
     by_entry: HashMap<u32, u32>,
+    /// Symlink entries the receiver makes without data, waiting for their commit.
+    links: HashSet<u32>,
+    /// Symlink entries to be committed in all.
+    links_total: u64,
     live_streams: u16,
     /// `sync -n` ([`SendSession::with_dry_run`]): files still being hashed, and the bytes
     /// of each that differ so far (by scheduler file id).
@@ -166,6 +171,8 @@ impl SendSession {
             sched: None,
             files: Vec::new(),
             by_entry: HashMap::new(),
+            links: HashSet::new(),
+            links_total: 0,
             live_streams: cfg.streams,
             dry_run: None,
             committed: 0,
@@ -291,7 +298,7 @@ impl SendSession {
     fn handle_answer(&mut self, msg: TransferMessage) -> Result<(), SessionError> {
         match msg {
             TransferMessage::SkipFile { file, reason } => {
-                self.check_file(file)?;
+                self.check_entry(file)?;
                 self.skipped.insert(file, reason);
                 Ok(())
             }
@@ -339,6 +346,14 @@ impl SendSession {
             }
             TransferMessage::FileListEnd { .. } => self.start_sending(),
             other => Err(unexpected(&other, "waiting for answers to the file list")),
+        }
+    }
+
+    /// The entry is a file or a symlink of this transfer (what a `SkipFile` may name).
+    fn check_entry(&self, file: u32) -> Result<(), SessionError> {
+        match self.entries.get(file as usize) {
+            Some(e) if e.kind == EntryKind::Symlink => Ok(()),
+            _ => self.check_file(file).map(|_| ()),
         }
     }
 
@@ -420,6 +435,13 @@ impl SendSession {
             });
         }
         self.outcome.resumed_bytes = resumed;
+        self.links = (0..self.entries.len() as u32)
+            .filter(|i| {
+                self.entries[*i as usize].kind == EntryKind::Symlink
+                    && !self.skipped.contains_key(i)
+            })
+            .collect();
+        self.links_total = self.links.len() as u64;
         let complete: u64 = self
             .skipped
             .iter()
@@ -427,7 +449,7 @@ impl SendSession {
             .map(|(&f, _)| self.entries[f as usize].size)
             .sum();
         self.progress.done_bytes = resumed + complete;
-        self.progress.files_total = to_send.len() as u64;
+        self.progress.files_total = to_send.len() as u64 + self.links_total;
         self.progress.listed = true;
         self.sched = Some(sched);
         self.phase = Phase::Sending;
@@ -523,7 +545,10 @@ impl SendSession {
                 Ok(())
             }
             TransferMessage::FileCommitted { file, ok, reason } => {
-                self.chunk_id(file, 0)?;
+                // A symlink is committed once; any other commit names a file sent.
+                if !self.links.remove(&file) {
+                    self.chunk_id(file, 0)?;
+                }
                 self.committed += 1;
                 self.progress.files_done += 1;
                 if ok {
@@ -549,7 +574,7 @@ impl SendSession {
     fn maybe_done(&mut self) {
         let finished = match &self.dry_run {
             Some((pending, _)) => *pending == 0,
-            None => self.committed == self.files.len() as u64,
+            None => self.committed == self.files.len() as u64 + self.links_total,
         };
         if self.phase == Phase::Sending && finished {
             self.outbox.push_back(TransferMessage::TransferDone {

@@ -309,7 +309,7 @@ impl RecvSession {
         }
     }
 
-    fn finish(&mut self, id: u32, verdict: Result<(), String>) {
+    pub(super) fn finish(&mut self, id: u32, verdict: Result<(), String>) {
         let Some(f) = self.file_mut(id) else { return };
         f.state = FileState::Finished;
         f.receiver = None;

@@ -1,6 +1,7 @@
 //! Admission of the file list: each entry's path checked and placed, directories
 //! created, each file looked at and decided (already complete, `--no-clobber`,
 //! `--checksum-only`, resume or start over), opened, and the answers sent in list order.
+//! Symlink entries are placed and looked at like files, then decided in `links`.
 
 use longhaul_proto::transfer::{
     pack_have_chunks, pack_old_chunks, EntryKind, FileEntry, SkipReason, TransferMessage,
@@ -13,7 +14,7 @@ use crate::file_hashes::FileHashes;
 use crate::manifest::{chunk_count, HEADER_LEN, RECORD_LEN};
 use crate::mode::received_mode;
 use crate::path::{parse_peer_path, SafeRelPath};
-use crate::place::{is_work_name, manifest_name, part_name, place_entry};
+use crate::place::{is_work_name, link_name, manifest_name, part_name, place_entry};
 use crate::receiver::{FileReceiver, PartStart};
 use crate::session::{show, ProgressSnapshot, SessionError};
 use crate::SourceIdentity;
@@ -68,7 +69,7 @@ impl RecvSession {
                 show(asked)
             )));
         }
-        if !expect.recursive && (kind != EntryKind::File || path.depth() > 1) {
+        if !expect.recursive && (kind == EntryKind::Dir || path.depth() > 1) {
             return Err(SessionError::Refused(format!(
                 "the sender named {shown}, a directory or a file inside one, but -r was not \
                  given; refused, nothing of it was written"
@@ -192,7 +193,12 @@ impl RecvSession {
                 ))
             })?;
         let chunks = chunk_count(entry.size, self.cfg.chunk_size);
-        let part_rel = part_name(&placed)
+        let work = if entry.kind == EntryKind::Symlink {
+            link_name(&placed)
+        } else {
+            part_name(&placed)
+        };
+        let part_rel = work
             .map_err(|e| SessionError::Refused(e.to_string()))?
             .to_path_buf();
         let manifest_rel = if chunks > 1 {
@@ -204,7 +210,7 @@ impl RecvSession {
         } else {
             None
         };
-        let lazy = chunks == 1 && !self.cfg.checksum_only;
+        let lazy = chunks == 1 && !self.cfg.checksum_only && entry.kind == EntryKind::File;
         let want_manifest = !lazy && !self.cfg.checksum_only;
         self.looking += 1;
         self.events.push_back(RecvEvent::Look {
@@ -263,10 +269,12 @@ impl RecvSession {
         if let Some(what) = found.existing.and_then(|m| m.special) {
             return Err(SessionError::Refused(format!(
                 "the destination {} is {what}, not a regular file: longhaul copies regular \
-                 files, directories and (later) symlinks; remove it or name another \
-                 destination",
+                 files, directories and symlinks; remove it or name another destination",
                 f.final_rel.display()
             )));
+        }
+        if e.kind == EntryKind::Symlink {
+            return self.decide_link(id, found);
         }
         // A one-chunk file whose name a directory holds fails alone, at its commit; a
         // larger one is refused before its part file is made next to the directory.
@@ -544,7 +552,7 @@ impl RecvSession {
     }
 
     /// A file's answer is decided; `finished`: nothing will be received for it.
-    fn decided(
+    pub(super) fn decided(
         &mut self,
         id: u32,
         answer: Option<Vec<TransferMessage>>,
@@ -577,6 +585,7 @@ impl RecvSession {
                 bytes: self.outcome.total_bytes,
             });
             self.phase = Phase::Receiving;
+            self.release_links();
             self.progress = ProgressSnapshot {
                 done_bytes: self.outcome.resumed_bytes,
                 total_bytes: self.outcome.total_bytes,
@@ -609,6 +618,7 @@ mod tests {
             mtime_nanos: 0,
             mode: 0o644,
             fingerprint: 0,
+            link_target: Vec::new(),
         }
     }
 

@@ -26,12 +26,17 @@
 //! [`RecvSession::dirs_created`]); one that existed keeps its mode (its time is set). Every mode
 //! set is [`received_mode`] without the receiver's umask ([`RecvConfig::umask`]).
 //!
+//! **Symlinks** (`links`) are placed and looked at like files but carry no data: the
+//! driver makes each one ([`RecvEvent::MakeSymlink`], answered by
+//! [`RecvSession::symlink_made`]) once the list is answered, and it commits like a file.
+//!
 //! A destination that is a FIFO, socket or device ([`Meta::special`]) is refused: longhaul
 //! neither writes into nor replaces one.
 //!
 //! The state machine ([`RecvSession`]: phases, the message handler, the outbox and the
 //! driver's events) lives here; its calls are split by stage: `list` (admission of the
-//! file list), `room` (caps and free space), `chunks` (chunks, the commit gate, directories), `types` (the public
+//! file list), `room` (caps and free space), `chunks` (chunks, the commit gate, directories),
+//! `links` (symlink entries), `types` (the public
 //! configuration, event and outcome types).
 //!
 //! [`parse_peer_path`]: crate::path::parse_peer_path
@@ -39,6 +44,7 @@
 //! [`received_mode`]: crate::mode::received_mode
 
 mod chunks;
+mod links;
 mod list;
 mod room;
 mod types;
@@ -46,7 +52,7 @@ mod types;
 use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
 
-use longhaul_proto::transfer::{FileEntry, TransferMessage};
+use longhaul_proto::transfer::{EntryKind, FileEntry, TransferMessage};
 
 use super::{ProgressSnapshot, SessionError};
 use crate::file_hashes::FileHashes;
@@ -54,8 +60,9 @@ use crate::receiver::FileReceiver;
 
 pub use room::human_bytes;
 pub use types::{
-    Arrival, ChunkPlan, CommitJob, CopyIdentity, DirFix, ExpectedList, ListCaps, LookResult, Meta,
-    OldCopy, OpenPlan, RecvConfig, RecvEvent, RecvOutcome, Reuse, Room, SyncRules,
+    Arrival, ChunkPlan, CommitJob, CopyIdentity, DirFix, ExpectedList, LinkJob, ListCaps,
+    LookResult, Meta, OldCopy, OpenPlan, RecvConfig, RecvEvent, RecvOutcome, Reuse, Room,
+    SyncRules,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +85,9 @@ enum FileState {
     Open,
     /// Commit asked for.
     Committing,
+    /// A symlink entry: [`RecvEvent::MakeSymlink`] asked for (or held until the list is
+    /// answered and the room checked).
+    Linking,
     /// Committed (or failed).
     Finished,
 }
@@ -140,6 +150,9 @@ pub struct RecvSession {
     pending_opens: Vec<RecvEvent>,
     /// The room was checked: files are opened as they are decided.
     opens_released: bool,
+    /// `MakeSymlink` events held until the room is checked and the list answered (a
+    /// link's `FileCommitted` must not reach the sender before `FileListEnd`).
+    pending_links: Vec<RecvEvent>,
     /// `longhaul sync` ([`RecvSession::with_sync`]).
     sync_rules: Option<SyncRules>,
 }
@@ -172,6 +185,7 @@ impl RecvSession {
             looking: 0,
             pending_opens: Vec::new(),
             opens_released: false,
+            pending_links: Vec::new(),
             sync_rules: None,
         }
     }
@@ -244,7 +258,7 @@ impl RecvSession {
             }
             (Phase::Receiving, TransferMessage::FileDigest { file, blake3 }) => {
                 match self.file_mut(file) {
-                    Some(f) if f.theirs.is_none() => {
+                    Some(f) if f.theirs.is_none() && f.entry.kind == EntryKind::File => {
                         f.theirs = Some(blake3);
                         self.try_commit(file);
                         Ok(())

@@ -99,6 +99,7 @@ impl RecvSession {
         self.opens_released = true;
         let opens = std::mem::take(&mut self.pending_opens);
         self.events.extend(opens);
+        self.release_links();
         Ok(())
     }
 }
@@ -170,6 +171,7 @@ mod tests {
             mtime_nanos: 0,
             mode: 0o644,
             fingerprint: 0,
+            link_target: Vec::new(),
         }
     }
 

@@ -106,6 +106,10 @@ pub struct LookResult {
     /// The stored manifest's bytes (at most the event's `manifest_limit` + 1), if asked
     /// for and there.
     pub manifest: Option<Vec<u8>>,
+    /// The destination's target when it is a symlink (read, never followed); `None` when
+    /// it is not one. A symlink entry whose destination already holds its target is left
+    /// alone (rsync's quick check for links).
+    pub link_target: Option<Vec<u8>>,
 }
 
 /// How the driver opens a file's data for [`RecvEvent::Open`].
@@ -325,6 +329,30 @@ pub enum RecvEvent {
     /// Set these directories' modes and times, deepest first; answer
     /// [`RecvSession::dirs_fixed`].
     FixDirs(Vec<DirFix>),
+    /// Make symlink entry `id`: a link holding `target` at `temp_rel` (in the parent
+    /// resolved beneath the root; whatever stale link sits there is removed first), its
+    /// own mtime set (never its target's), then renamed over `final_rel`. An existing
+    /// symlink or file there is replaced (the name, never what it points at); a directory
+    /// is not, and that entry fails alone. The target is stored verbatim, wherever it
+    /// points: making a link never follows it. Answer [`RecvSession::symlink_made`].
+    MakeSymlink(LinkJob),
+}
+
+/// A symlink to make ([`RecvEvent::MakeSymlink`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkJob {
+    /// The entry's id in the list.
+    pub id: u32,
+    /// Its final path below the root.
+    pub final_rel: PathBuf,
+    /// Where the link is made before the rename (`.NAME.longhaul-link`).
+    pub temp_rel: PathBuf,
+    /// The link's target, as the sender read it (1..=4095 bytes, no NUL).
+    pub target: Vec<u8>,
+    /// The link's own modification time (seconds, nanoseconds).
+    pub mtime: (i64, u32),
+    /// Flush the directory right after the rename (`--sync`).
+    pub sync: bool,
 }
 
 /// What the receiver did.
