@@ -66,6 +66,9 @@ pub struct DestListing {
 impl DestListing {
     /// The directory's path below the root.
     pub fn path(&self) -> PathBuf {
+        if self.below.as_os_str().is_empty() {
+            return self.sent.clone();
+        }
         self.sent.join(&self.below)
     }
 }

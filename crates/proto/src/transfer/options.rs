@@ -20,9 +20,18 @@ pub mod transfer_flags {
     /// `window_bytes` is the user's fixed window (`--window SIZE`): set it as is, no
     /// autotuning and no rate probe (protocol version 4).
     pub const WINDOW_FIXED: u32 = 1 << 6;
+    /// The receiver removes what the source lacks from the directories the transfer
+    /// sends (`--delete`), keeping what the rules exclude.
+    pub const DELETE: u32 = 1 << 9;
     /// Every flag this build knows.
-    pub const ALL: u32 =
-        RECURSIVE | NO_CLOBBER | CHECKSUM_ONLY | PRESERVE | AUTO_CHUNK | SYNC | WINDOW_FIXED;
+    pub const ALL: u32 = RECURSIVE
+        | NO_CLOBBER
+        | CHECKSUM_ONLY
+        | PRESERVE
+        | AUTO_CHUNK
+        | SYNC
+        | WINDOW_FIXED
+        | DELETE;
 }
 
 /// The flags of a transfer request, parsed: what the wire's [`transfer_flags`] bits mean.
@@ -42,6 +51,8 @@ pub struct TransferOptions {
     pub sync: bool,
     /// The window is the user's fixed choice (`--window SIZE`).
     pub window_fixed: bool,
+    /// Remove what the source lacks (`--delete`).
+    pub delete: bool,
 }
 
 impl TransferOptions {
@@ -63,6 +74,7 @@ impl TransferOptions {
             auto_chunk: bits & AUTO_CHUNK != 0,
             sync: bits & SYNC != 0,
             window_fixed: bits & WINDOW_FIXED != 0,
+            delete: bits & DELETE != 0,
         })
     }
 
@@ -77,6 +89,7 @@ impl TransferOptions {
             (self.auto_chunk, AUTO_CHUNK),
             (self.sync, SYNC),
             (self.window_fixed, WINDOW_FIXED),
+            (self.delete, DELETE),
         ]
         .iter()
         .filter(|(on, _)| *on)

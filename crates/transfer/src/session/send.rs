@@ -74,6 +74,8 @@ pub struct SendOutcome {
     pub resumed_bytes: u64,
     /// Chunks the receiver refused (and that were sent again).
     pub rejected_chunks: u64,
+    /// Entries the receiver removed for `--delete` (its `FileListEnd` says).
+    pub deleted: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +125,7 @@ impl SendSession {
         outbox.push_back(TransferMessage::FileListEnd {
             files: entries.len() as u32,
             bytes: total,
+            deleted: 0,
         });
         Ok(Self {
             entries,
@@ -273,7 +276,10 @@ impl SendSession {
                 have.extend(ranges);
                 Ok(())
             }
-            TransferMessage::FileListEnd { .. } => self.start_sending(),
+            TransferMessage::FileListEnd { deleted, .. } => {
+                self.outcome.deleted = u64::from(deleted);
+                self.start_sending()
+            }
             other => Err(unexpected(&other, "waiting for answers to the file list")),
         }
     }

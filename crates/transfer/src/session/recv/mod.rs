@@ -26,6 +26,10 @@
 //! [`RecvSession::dirs_created`]); one that existed keeps its mode (its time is set). Every mode
 //! set is [`received_mode`] without the receiver's umask ([`RecvConfig::umask`]).
 //!
+//! **`--delete`** ([`RecvSession::with_delete`]): once the list is settled and fits, the
+//! directories it sends are listed at the destination ([`RecvEvent::ListDest`]) and what
+//! the source lacks is removed ([`RecvEvent::Remove`]) before the list's end is answered.
+//!
 //! A destination that is a FIFO, socket or device ([`Meta::special`]) is refused: longhaul
 //! neither writes into nor replaces one.
 //!
@@ -39,6 +43,7 @@
 //! [`received_mode`]: crate::mode::received_mode
 
 mod chunks;
+mod deletion;
 mod list;
 mod room;
 mod types;
@@ -130,6 +135,8 @@ pub struct RecvSession {
     pending_opens: Vec<RecvEvent>,
     /// The room was checked: files are opened as they are decided.
     opens_released: bool,
+    /// `--delete` ([`RecvSession::with_delete`]).
+    deletion: Option<deletion::Deletion>,
 }
 
 impl RecvSession {
@@ -160,6 +167,7 @@ impl RecvSession {
             looking: 0,
             pending_opens: Vec::new(),
             opens_released: false,
+            deletion: None,
         }
     }
 

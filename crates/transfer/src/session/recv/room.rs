@@ -99,6 +99,8 @@ impl RecvSession {
         self.opens_released = true;
         let opens = std::mem::take(&mut self.pending_opens);
         self.events.extend(opens);
+        // Nothing is deleted before the list is known to fit.
+        self.start_deletion();
         Ok(())
     }
 }
@@ -198,6 +200,7 @@ mod tests {
             rx.handle(TransferMessage::FileListEnd {
                 files: sizes.len() as u32,
                 bytes: sizes.iter().sum(),
+                deleted: 0,
             })?;
             while let Some(ev) = rx.poll_event() {
                 if let RecvEvent::Look { id, .. } = ev {

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use crate::delete::{DestListing, Removal};
 use crate::integrity::{ChunkHash, ChunkHasher};
 use crate::manifest::HEADER_LEN;
 use crate::path::SafeRelPath;
@@ -230,6 +231,16 @@ pub enum RecvEvent {
     /// Set these directories' modes and times, deepest first; answer
     /// [`RecvSession::dirs_fixed`].
     FixDirs(Vec<DirFix>),
+    /// `--delete`: list this destination directory's entries as `lstat` sees them (never
+    /// following a symlink below [`DestListing::sent`]); answer
+    /// [`RecvSession::dest_listed`].
+    ListDest(DestListing),
+    /// `--delete`: remove these, in this order (deepest first): a directory with
+    /// `rmdir` (it is empty by then unless something appeared meanwhile: that is its
+    /// failure), anything else with `unlink` (a symlink itself, never its target), all
+    /// below the root without following a symlink below [`Removal::sent`]; answer
+    /// [`RecvSession::removed`].
+    Remove(Vec<Removal>),
 }
 
 /// What the receiver did.
@@ -247,6 +258,8 @@ pub struct RecvOutcome {
     pub resumed_bytes: u64,
     /// Bytes of the files in this transfer.
     pub total_bytes: u64,
+    /// Entries removed for `--delete`.
+    pub deleted: u64,
 }
 
 /// What the driver does with a chunk it has read and hashed.
