@@ -13,7 +13,8 @@ use longhaul_proto::Token;
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::session::ExpectedList;
 use longhaul_transfer::{
-    chunk_size_for, names_a_directory, parse_peer_path, require_directory, RequestedPath,
+    chunk_size_for, names_a_directory, parse_peer_path, require_directory, Filter,
+    RequestedPath,
 };
 
 use super::recv::{run_receiver, RecvTarget};
@@ -82,6 +83,14 @@ pub struct CpConfig {
     pub chunk_size: Option<u64>,
     /// How the server is trusted, and whether the data streams are encrypted.
     pub security: Security,
+    /// `--exclude` / `--include` rules in command-line order (empty: everything). A push's
+    /// items are already walked with them (`walk_local_filtered`); they go to the server
+    /// either way (a pull's server lists with them, a push's keeps what they exclude from
+    /// `--delete`).
+    pub filter: Filter,
+    /// `--delete`: the receiver removes what the source lacks from the directories the
+    /// transfer sends (needs `recursive`), keeping what `filter` excludes.
+    pub delete: bool,
 }
 
 /// How the transfer was set up (for the `start` line).
@@ -127,6 +136,8 @@ pub struct CpReport {
     pub rejected_chunks: u64,
     /// Wall time from the first data stream to the end.
     pub seconds: f64,
+    /// Entries the receiver removed for `--delete`.
+    pub deleted: u64,
 }
 
 /// Runs a copy; `progress` is updated as it goes, `on_start` called once set up.
@@ -151,6 +162,16 @@ pub fn run_cp(
             .map_err(|e| remote_refused(&cfg, e))?
             .to_wire()
     };
+    // The rules travel in one frame, checked before anything is asked of the server.
+    let rules = TransferMessage::FilterRules {
+        rules: cfg.filter.rules(),
+    };
+    longhaul_proto::transfer::encode_transfer_frame(&rules, &mut Vec::new()).map_err(|e| {
+        CpError::Filter(format!(
+            "the --exclude/--include rules do not fit one request ({e}); use fewer or \
+             shorter patterns"
+        ))
+    })?;
     if let CpJob::Pull { dest } = &cfg.job {
         let typed = dest.as_os_str().as_bytes();
         let shown = typed.strip_suffix(b"/").unwrap_or(typed);
@@ -228,6 +249,7 @@ pub fn run_cp(
         auto_chunk: cfg.chunk_size.is_none(),
         sync: cfg.sync,
         window_fixed: cfg.window.is_some(),
+        delete: cfg.delete,
     };
     let params = TransferParams {
         direction: if push {
@@ -257,6 +279,7 @@ pub fn run_cp(
     let proof_sent = Instant::now();
     flush(&mut session, &mut conn)?;
     conn.send_transfer(&TransferMessage::TransferParams(params))
+        .and_then(|()| conn.send_transfer(&rules))
         .map_err(|e| CpError::io("sending the transfer request", e))?;
     // A push sends its file list right behind the request: the server answers it while
     // the data streams connect.
@@ -347,6 +370,7 @@ pub fn run_cp(
                 resumed_bytes: out.resumed_bytes,
                 rejected_chunks: out.rejected_chunks,
                 seconds: t0.elapsed().as_secs_f64(),
+                deleted: out.deleted,
             })
         }
         (None, Some(dest)) => {
@@ -355,6 +379,7 @@ pub fn run_cp(
             // base name; the root's own name when the root was asked for), and
             // directories only with -r.
             target.keep_setuid = cfg.keep_setuid;
+            target.delete = cfg.delete.then(|| Arc::new(cfg.filter.clone()));
             target.expect = Some(ExpectedList {
                 top: if cfg.user_paths {
                     longhaul_transfer::location::ssh_top(&cfg.remote_path)
@@ -374,6 +399,7 @@ pub fn run_cp(
                 resumed_bytes: out.resumed_bytes,
                 rejected_chunks: 0,
                 seconds: t0.elapsed().as_secs_f64(),
+                deleted: out.deleted,
             })
         }
         (None, None) => Err(CpError::Internal(
@@ -475,6 +501,7 @@ fn local_target(
         expect: None,
         keep_setuid: false,
         caps: Default::default(),
+        delete: None,
     })
 }
 

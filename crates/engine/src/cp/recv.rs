@@ -53,6 +53,9 @@ pub struct RecvTarget {
     pub keep_setuid: bool,
     /// Caps on what one list may ask to write (a daemon's `--max-bytes`, `--max-files`).
     pub caps: ListCaps,
+    /// `--delete`: remove what the source lacks from the directories the transfer sends,
+    /// keeping what these rules exclude (`None`: no deletion).
+    pub delete: Option<Arc<longhaul_transfer::Filter>>,
 }
 
 /// Chunks of a file to hash from disk: (file id, chunk indices).
@@ -141,6 +144,8 @@ impl Shared {
                     Answer::Placed(id, r) => s.placed(id, r),
                     Answer::DirsFixed => s.dirs_fixed(),
                     Answer::DirsCreated(made) => s.dirs_created(made),
+                    Answer::Listed(listing, found) => s.dest_listed(&listing, found),
+                    Answer::Removed(results) => s.removed(results),
                     Answer::None | Answer::Hash(..) => {}
                 }
             }
@@ -200,6 +205,10 @@ pub fn run_receiver(
         umask: longhaul_sys::process::umask(),
     })
     .with_caps(target.caps);
+    let session = match &target.delete {
+        Some(filter) => session.with_delete(filter.clone()),
+        None => session,
+    };
     // Where the room cannot be measured, the transfer goes on unchecked (a disk that
     // fills is then reported when it does).
     let session = match room(&target, target_is_dir) {
