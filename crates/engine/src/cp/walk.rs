@@ -459,6 +459,25 @@ mod tests {
         Ok(walk.out.len())
     }
 
+    /// An excluded directory is not listed: its entries neither arrive nor count.
+    #[test]
+    fn an_excluded_directory_is_pruned() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::create_dir_all(tmp.path().join("d/e")).unwrap();
+        for f in ["a.o", "b", "d/c", "d/e/f"] {
+            fs::write(tmp.path().join(f), b"").unwrap();
+        }
+        let filter = Filter::new([(false, b"/d/".as_slice()), (false, b"*.o")]).unwrap();
+        let mut nop = |_| {};
+        let mut walk = Walk::new(LocalTree, true, &filter, &mut nop);
+        walk.max_entries = 4;
+        let md = fs::metadata(tmp.path()).unwrap();
+        walk.visit(tmp.path().to_path_buf(), b"top".to_vec(), &md)
+            .unwrap();
+        let paths: Vec<_> = walk.out.iter().map(|s| s.entry.path.clone()).collect();
+        assert_eq!(paths, [b"top".to_vec(), b"top/b".to_vec()]);
+    }
+
     #[test]
     fn entry_bound_is_exact() {
         let tmp = tempfile::tempdir().unwrap();

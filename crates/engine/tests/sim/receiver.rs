@@ -137,6 +137,8 @@ impl SimReceiver {
                     Answer::Placed(id, r) => s.placed(id, r),
                     Answer::DirsFixed => s.dirs_fixed(),
                     Answer::DirsCreated(made) => s.dirs_created(made),
+                    Answer::Listed(listing, found) => s.dest_listed(&listing, found),
+                    Answer::Removed(results) => s.removed(results),
                     Answer::None | Answer::Hash(..) => {}
                 }
             }
