@@ -83,7 +83,14 @@ fn cases() -> Vec<(Vec<&'static str>, Vec<&'static str>)> {
         (
             // man rsync: only directories and C sources.
             vec!["--include", "*/", "--include", "*.c", "--exclude", "*"],
-            vec!["a.o", "notes.txt", "sub/b.o", "sub/cache", "sub/deep/c.h", "cache/f"],
+            vec![
+                "a.o",
+                "notes.txt",
+                "sub/b.o",
+                "sub/cache",
+                "sub/deep/c.h",
+                "cache/f",
+            ],
         ),
         // Anchored at the top of the source: `sub/build` stays.
         (vec!["--exclude", "/build"], vec!["build/", "build/x.c"]),
@@ -122,7 +129,10 @@ fn excludes_and_includes_both_ways() {
         // Pull the server's.
         let dest = s.dir(format!("pull{i}"));
         let mut c = cp_command(&home);
-        c.arg("-r").args(&rules).arg(server.remote("src")).arg(&dest);
+        c.arg("-r")
+            .args(&rules)
+            .arg(server.remote("src"))
+            .arg(&dest);
         run(&mut c, CP_LIMIT).assert_ok();
         assert_eq!(tree(&dest), want, "pull {rules:?}");
     }
@@ -148,7 +158,12 @@ fn plant_extras(dst: &Path, outside: &Path) {
 /// first copy stay, excluded), the excluded extras and the directory holding one.
 fn check_after_delete(dst: &Path, outside: &Path, src: &Path) {
     let mut want = expected(&[]);
-    for p in ["src/keep.o", "src/olddir2/", "src/olddir2/kept.o", "beside.txt"] {
+    for p in [
+        "src/keep.o",
+        "src/olddir2/",
+        "src/olddir2/kept.o",
+        "beside.txt",
+    ] {
         want.insert(p.to_string());
     }
     assert_eq!(tree(dst), want);

@@ -83,7 +83,7 @@ fn lying_server(listener: TcpListener, token_file: std::path::PathBuf, lie: Vec<
         bytes,
         deleted: 0,
     })
-        .unwrap();
+    .unwrap();
     // Then the lie's bytes and digest, as a real sender would: without the check the
     // client would write them into the destination.
     let data = data;

@@ -286,7 +286,12 @@ fn bounds_are_refused() {
     };
     assert!(encode_transfer_frame(&rules(MAX_FILTER_RULES, 8), &mut buf).is_ok());
     buf.clear();
-    for bad in [rules(MAX_FILTER_RULES + 1, 1), rules(1, 0), rules(1, 4096), rules(16, 4095)] {
+    for bad in [
+        rules(MAX_FILTER_RULES + 1, 1),
+        rules(1, 0),
+        rules(1, 4096),
+        rules(16, 4095),
+    ] {
         assert!(encode_transfer_frame(&bad, &mut buf).is_err());
         assert!(buf.is_empty());
     }

@@ -507,10 +507,16 @@ mod tests {
         let r = ex(&["dir/***"]);
         assert!(r.excludes(b"dir", true));
         assert!(r.excludes(b"dir/a/b", false));
-        assert!(!r.excludes(b"dir", false), "a file named dir is not the directory");
+        assert!(
+            !r.excludes(b"dir", false),
+            "a file named dir is not the directory"
+        );
         let r = ex(&["/a/**/z"]);
         assert!(r.excludes(b"a/b/c/z", false));
-        assert!(!r.excludes(b"a/z", false), "`/**/` needs a directory between");
+        assert!(
+            !r.excludes(b"a/z", false),
+            "`/**/` needs a directory between"
+        );
         let r = ex(&["**/tmp"]);
         assert!(r.excludes(b"x/y/tmp", false));
         assert!(!r.excludes(b"tmp", false), "`**/` needs a directory before");

@@ -38,8 +38,8 @@ pub mod scheduler;
 pub mod session;
 pub mod sparse;
 
-pub use error::{Error, Result};
 pub use delete::{dest_extras, DeletePlan, DestEntry, DestKind, DestListing, Removal};
+pub use error::{Error, Result};
 pub use file_hashes::FileHashes;
 pub use filter::Filter;
 pub use integrity::{

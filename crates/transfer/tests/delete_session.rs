@@ -130,7 +130,10 @@ fn extras_go_before_the_list_is_answered_and_excluded_ones_stay() {
                 d("ln", DestKind::Symlink),
             ],
         ),
-        ("dst/src/sub", vec![d("b", DestKind::File), d("y", DestKind::File)]),
+        (
+            "dst/src/sub",
+            vec![d("b", DestKind::File), d("y", DestKind::File)],
+        ),
         ("dst/src/old", vec![d("z", DestKind::File)]),
     ]
     .into_iter()

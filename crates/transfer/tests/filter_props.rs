@@ -29,11 +29,14 @@ fn arb_path() -> impl Strategy<Value = Vec<u8>> {
 }
 
 fn arb_pattern() -> impl Strategy<Value = Vec<u8>> {
-    proptest::collection::vec(prop::sample::select(vec!["a", "b", "/", "*", "**", "?"]), 1..7)
-        .prop_map(|t| t.concat().into_bytes())
-        .prop_filter("a trailing / means directories only", |p| {
-            p.last() != Some(&b'/') && p.first() != Some(&b'/')
-        })
+    proptest::collection::vec(
+        prop::sample::select(vec!["a", "b", "/", "*", "**", "?"]),
+        1..7,
+    )
+    .prop_map(|t| t.concat().into_bytes())
+    .prop_filter("a trailing / means directories only", |p| {
+        p.last() != Some(&b'/') && p.first() != Some(&b'/')
+    })
 }
 
 proptest! {

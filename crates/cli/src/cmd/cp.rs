@@ -131,9 +131,14 @@ impl clap::FromArgMatches for FilterArgs {
         use std::os::unix::ffi::OsStrExt;
         let mut rules: Vec<(usize, bool, Vec<u8>)> = Vec::new();
         for (id, include) in [("exclude", false), ("include", true)] {
-            if let (Some(values), Some(at)) = (m.get_many::<std::ffi::OsString>(id), m.indices_of(id))
+            if let (Some(values), Some(at)) =
+                (m.get_many::<std::ffi::OsString>(id), m.indices_of(id))
             {
-                rules.extend(values.zip(at).map(|(v, i)| (i, include, v.as_bytes().to_vec())));
+                rules.extend(
+                    values
+                        .zip(at)
+                        .map(|(v, i)| (i, include, v.as_bytes().to_vec())),
+                );
             }
         }
         rules.sort_by_key(|r| r.0);

@@ -13,8 +13,7 @@ use longhaul_proto::Token;
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::session::ExpectedList;
 use longhaul_transfer::{
-    chunk_size_for, names_a_directory, parse_peer_path, require_directory, Filter,
-    RequestedPath,
+    chunk_size_for, names_a_directory, parse_peer_path, require_directory, Filter, RequestedPath,
 };
 
 use super::recv::{run_receiver, RecvTarget};

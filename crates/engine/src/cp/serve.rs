@@ -94,7 +94,10 @@ pub fn serve_transfer(
         Ok(Frame::Transfer(other)) => {
             return refuse(
                 &mut conn,
-                format!("expected FilterRules after the request, got {}", other.kind()),
+                format!(
+                    "expected FilterRules after the request, got {}",
+                    other.kind()
+                ),
             )
         }
         Ok(Frame::Bench(m)) => {
@@ -169,9 +172,9 @@ pub fn serve_transfer(
                     Some(p) => {
                         walk_served_filtered(root, p, recursive, filter, &mut |w| warnings.push(w))
                     }
-                    None => {
-                        walk_served_root_filtered(root, recursive, filter, &mut |w| warnings.push(w))
-                    }
+                    None => walk_served_root_filtered(root, recursive, filter, &mut |w| {
+                        warnings.push(w)
+                    }),
                 };
                 let _ = walked.0.send(listed);
             });

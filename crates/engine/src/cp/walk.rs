@@ -324,12 +324,7 @@ struct Walk<'w, T> {
 }
 
 impl<'w, T: Tree> Walk<'w, T> {
-    fn new(
-        tree: T,
-        recursive: bool,
-        filter: &'w Filter,
-        warn: &'w mut dyn FnMut(String),
-    ) -> Self {
+    fn new(tree: T, recursive: bool, filter: &'w Filter, warn: &'w mut dyn FnMut(String)) -> Self {
         Self {
             tree,
             recursive,
