@@ -191,7 +191,7 @@ impl Rule {
             ));
         }
         let tokens = tokenize(&body).map_err(bad)?;
-        let double = tokens.iter().any(|t| *t == Token::DoubleStar);
+        let double = tokens.contains(&Token::DoubleStar);
         let slashes = tokens.iter().filter(|t| **t == Token::Byte(b'/')).count();
         let scope = if anchored || tokens.first() == Some(&Token::DoubleStar) {
             Scope::Whole
