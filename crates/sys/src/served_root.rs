@@ -375,10 +375,10 @@ impl ServedRoot {
     }
 
     /// The entries of the directory `below` inside the directory `base` (empty: `base`
-    /// itself), as [`Self::read_dir_at_most`] gives them. `base` is resolved like every
-    /// other path of the root; no symlink is followed from there on (a symlink at or
-    /// below `below` is an error, `ELOOP` or `ENOTDIR`), so what a listing finds is
-    /// inside `base`.
+    /// itself), as [`Self::read_dir_at_most`] gives them. The directories leading to
+    /// `base` are resolved like every other path of the root; `base` itself and
+    /// everything below it are never reached through a symlink (an error, `ELOOP` or
+    /// `ENOTDIR`), so what a listing finds is inside `base`.
     pub fn read_dir_below(
         &self,
         base: &Path,
@@ -387,7 +387,7 @@ impl ServedRoot {
     ) -> io::Result<Vec<ServedDirEntry>> {
         let shown = base.join(below);
         let names = components(below)?;
-        let start = self.open_beneath_dir(base, libc::O_RDONLY)?;
+        let start = self.open_base_nofollow(base, libc::O_RDONLY)?;
         let dir = match names.split_last() {
             None => start,
             Some((last, parents)) => {
@@ -402,13 +402,14 @@ impl ServedRoot {
 
     /// Removes `below` (never empty) inside the directory `base`: a directory with
     /// `rmdir` (it must be empty), anything else (a symlink itself, never its target)
-    /// with `unlink`. `base` is resolved like every other path of the root; the
-    /// directories from there to `below`'s parent are walked without following a symlink.
+    /// with `unlink`. The directories leading to `base` are resolved like every other path
+    /// of the root; `base` and the directories from there to `below`'s parent are never
+    /// reached through a symlink.
     pub fn remove_below(&self, base: &Path, below: &Path, dir: bool) -> io::Result<()> {
         let shown = base.join(below);
         let names = components(below)?;
         let (last, parents) = names.split_last().ok_or_else(|| empty_path(&shown))?;
-        let start = self.open_beneath_dir(base, libc::O_PATH)?;
+        let start = self.open_base_nofollow(base, libc::O_PATH)?;
         let parent = self.walk_nofollow(start, parents, &shown)?;
         let c = cstring(last.as_bytes(), &shown)?;
         let flags = if dir { libc::AT_REMOVEDIR } else { 0 };
@@ -418,6 +419,19 @@ impl ServedRoot {
             return Err(self.describe(io::Error::last_os_error(), "remove", &shown));
         }
         Ok(())
+    }
+
+    /// The directory `base` (empty: the root), resolved like every path of the root but
+    /// never through a symlink as its last component.
+    fn open_base_nofollow(&self, base: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+        if components(base)?.is_empty() {
+            return self.open_beneath_dir(Path::new(""), flags);
+        }
+        self.open_beneath(
+            base,
+            flags | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0,
+        )
     }
 
     /// Walks `names` (directories) down from `dir` with `O_NOFOLLOW`: a symlink on the way
