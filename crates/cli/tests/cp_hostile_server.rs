@@ -78,8 +78,12 @@ fn lying_server(listener: TcpListener, token_file: std::path::PathBuf, lie: Vec<
         entries: lie,
     })
     .unwrap();
-    conn.send_transfer(&TransferMessage::FileListEnd { files: n, bytes })
-        .unwrap();
+    conn.send_transfer(&TransferMessage::FileListEnd {
+        files: n,
+        bytes,
+        deleted: 0,
+    })
+    .unwrap();
     // Then the lie's bytes and digest, as a real sender would: without the check the
     // client would write them into the destination.
     let data = data;

@@ -142,6 +142,8 @@ fn cp_pull(addr: SocketAddr) -> Result<(), String> {
         chunk_size: None,
         security: Security::pinned(server_tls().fingerprint()),
         delta: None,
+        filter: Default::default(),
+        delete: false,
     };
     let report =
         run_cp(cfg, Arc::new(Progress::default()), &mut |_| {}).map_err(|e| e.to_string())?;

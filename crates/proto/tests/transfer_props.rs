@@ -56,6 +56,13 @@ fn arb_entry() -> impl Strategy<Value = FileEntry> {
         )
 }
 
+fn arb_pattern() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        4 => proptest::collection::vec(any::<u8>(), 1..64),
+        1 => proptest::collection::vec(any::<u8>(), MAX_FILTER_PATTERN_BYTES..=MAX_FILTER_PATTERN_BYTES),
+    ]
+}
+
 fn arb_file() -> impl Strategy<Value = u32> {
     0..=MAX_FILE_ID
 }
@@ -103,8 +110,15 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
         (12u32..=30).prop_map(|e| TransferMessage::TransferReady { chunk_size: 1 << e }),
         (0u32..1000, proptest::collection::vec(arb_entry(), 0..12))
             .prop_map(|(first_id, entries)| TransferMessage::FileEntries { first_id, entries }),
-        (0..=MAX_FILE_ID + 1, any::<u64>())
-            .prop_map(|(files, bytes)| TransferMessage::FileListEnd { files, bytes }),
+        (0..=MAX_FILE_ID + 1, any::<u64>(), any::<u32>()).prop_map(|(files, bytes, deleted)| {
+            TransferMessage::FileListEnd {
+                files,
+                bytes,
+                deleted,
+            }
+        }),
+        proptest::collection::vec((any::<bool>(), arb_pattern()), 0..12)
+            .prop_map(|rules| TransferMessage::FilterRules { rules }),
         (
             arb_file(),
             proptest::collection::vec((0u32..1 << 30, 1u32..1 << 20), 0..100)
@@ -321,6 +335,31 @@ fn bounds_are_refused() {
     }
     assert_eq!(back, hashes);
     assert!(pack_old_chunks(5, &[]).is_empty());
+    // Filter rules: at most MAX_FILTER_RULES, each 1..=4095 bytes, all in one frame.
+    let rules = |n: usize, len: usize| TransferMessage::FilterRules {
+        rules: vec![(false, vec![b'x'; len]); n],
+    };
+    assert!(encode_transfer_frame(&rules(MAX_FILTER_RULES, 8), &mut buf).is_ok());
+    buf.clear();
+    for bad in [
+        rules(MAX_FILTER_RULES + 1, 1),
+        rules(1, 0),
+        rules(1, 4096),
+        rules(16, 4095),
+    ] {
+        assert!(encode_transfer_frame(&bad, &mut buf).is_err());
+        assert!(buf.is_empty());
+    }
+    let mut evil = vec![0u8; 4];
+    evil.extend([0x4c, 0x03, 0xe9]); // 1001 rules announced
+    let len = (evil.len() - 4) as u32;
+    evil[..4].copy_from_slice(&len.to_be_bytes());
+    assert!(decode_transfer_frame(&evil).is_err());
+    // A rule kind other than 0 and 1 is refused.
+    let mut good = Vec::new();
+    encode_transfer_frame(&rules(1, 1), &mut good).unwrap();
+    good[FRAME_HEADER_LEN + 3] = 2;
+    assert!(decode_transfer_frame(&good).is_err());
     // A bench frame is not a transfer frame.
     let mut bench = Vec::new();
     longhaul_proto::encode_frame(&longhaul_proto::Message::Ping { seq: 1 }, &mut bench);

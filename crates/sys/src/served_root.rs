@@ -457,6 +457,92 @@ impl ServedRoot {
                 0,
             )?
         };
+        self.list_open_dir(dir, rel, max_entries)
+    }
+
+    /// The entries of the directory `below` inside the directory `base` (empty: `base`
+    /// itself), as [`Self::read_dir_at_most`] gives them. The directories leading to
+    /// `base` are resolved like every other path of the root; `base` itself and
+    /// everything below it are never reached through a symlink (an error, `ELOOP` or
+    /// `ENOTDIR`), so what a listing finds is inside `base`.
+    pub fn read_dir_below(
+        &self,
+        base: &Path,
+        below: &Path,
+        max_entries: usize,
+    ) -> io::Result<Vec<ServedDirEntry>> {
+        let shown = base.join(below);
+        let names = components(below)?;
+        let start = self.open_base_nofollow(base, libc::O_RDONLY)?;
+        let dir = match names.split_last() {
+            None => start,
+            Some((last, parents)) => {
+                let parent = self.walk_nofollow(start, parents, &shown)?;
+                let c = cstring(last.as_bytes(), &shown)?;
+                let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+                self.at(parent.as_raw_fd(), &c, flags, 0, &shown)?
+            }
+        };
+        self.list_open_dir(dir, &shown, max_entries)
+    }
+
+    /// Removes `below` (never empty) inside the directory `base`: a directory with
+    /// `rmdir` (it must be empty), anything else (a symlink itself, never its target)
+    /// with `unlink`. The directories leading to `base` are resolved like every other path
+    /// of the root; `base` and the directories from there to `below`'s parent are never
+    /// reached through a symlink.
+    pub fn remove_below(&self, base: &Path, below: &Path, dir: bool) -> io::Result<()> {
+        let shown = base.join(below);
+        let names = components(below)?;
+        let (last, parents) = names.split_last().ok_or_else(|| empty_path(&shown))?;
+        let start = self.open_base_nofollow(base, libc::O_PATH)?;
+        let parent = self.walk_nofollow(start, parents, &shown)?;
+        let c = cstring(last.as_bytes(), &shown)?;
+        let flags = if dir { libc::AT_REMOVEDIR } else { 0 };
+        // SAFETY: parent is an open directory fd and c a valid C string.
+        let rc = unsafe { libc::unlinkat(parent.as_raw_fd(), c.as_ptr(), flags) };
+        if rc != 0 {
+            return Err(self.describe(io::Error::last_os_error(), "remove", &shown));
+        }
+        Ok(())
+    }
+
+    /// The directory `base` (empty: the root), resolved like every path of the root but
+    /// never through a symlink as its last component.
+    fn open_base_nofollow(&self, base: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+        if components(base)?.is_empty() {
+            return self.open_beneath_dir(Path::new(""), flags);
+        }
+        self.open_beneath(
+            base,
+            flags | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0,
+        )
+    }
+
+    /// Walks `names` (directories) down from `dir` with `O_NOFOLLOW`: a symlink on the way
+    /// is an error, never followed.
+    fn walk_nofollow(
+        &self,
+        mut dir: OwnedFd,
+        names: &[&std::ffi::OsStr],
+        shown: &Path,
+    ) -> io::Result<OwnedFd> {
+        for name in names {
+            let c = cstring(name.as_bytes(), shown)?;
+            let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+            dir = self.at(dir.as_raw_fd(), &c, flags, 0, shown)?;
+        }
+        Ok(dir)
+    }
+
+    /// The entries of the open directory `dir` (`rel` names it in messages).
+    fn list_open_dir(
+        &self,
+        dir: OwnedFd,
+        rel: &Path,
+        max_entries: usize,
+    ) -> io::Result<Vec<ServedDirEntry>> {
         let mut stream = DirStream::new(dir).map_err(|e| self.describe(e, "list", rel))?;
         let mut out = Vec::new();
         while let Some(name) = stream

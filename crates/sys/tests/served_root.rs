@@ -283,3 +283,67 @@ fn unconfined_root_follows_symlinks_from_slash() {
         "{e}"
     );
 }
+
+/// `--delete`'s listing and removal below a sent directory: never through a symlink (the
+/// sent directory itself, or one below it), a symlink removed as a link, nothing outside
+/// touched; `rmdir` only of an empty directory.
+#[test]
+fn listing_and_removing_below_a_directory_never_follow_symlinks() {
+    let tmp = setup();
+    for root in both(&tmp) {
+        let base = tmp.path().join("root/sub");
+        fs::create_dir_all(base.join("d/e")).unwrap();
+        fs::write(base.join("d/e/f"), b"x").unwrap();
+        let _ = symlink(tmp.path(), base.join("out"));
+        let names = |below: &str| {
+            let mut v: Vec<String> = root
+                .read_dir_below(Path::new("sub"), Path::new(below), 100)
+                .unwrap()
+                .into_iter()
+                .map(|e| e.name.to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names("d"), ["e"]);
+        assert!(names("").contains(&"out".to_string()));
+        // Through a symlink: below the base, or the base itself.
+        for (b, below) in [
+            ("sub", "out"),
+            ("sub_link", ""),
+            ("up", ""),
+            ("sub", "out/root"),
+        ] {
+            assert!(
+                root.read_dir_below(Path::new(b), Path::new(below), 100)
+                    .is_err(),
+                "{b}/{below} listed through a symlink ({:?})",
+                root.resolver()
+            );
+            if !below.is_empty() {
+                assert!(root
+                    .remove_below(Path::new(b), &Path::new(below).join("secret"), false)
+                    .is_err());
+            }
+        }
+        assert!(tmp.path().join("secret").exists());
+        // A non-empty directory is not removed; emptied, it is.
+        assert!(root
+            .remove_below(Path::new("sub"), Path::new("d/e"), true)
+            .is_err());
+        root.remove_below(Path::new("sub"), Path::new("d/e/f"), false)
+            .unwrap();
+        root.remove_below(Path::new("sub"), Path::new("d/e"), true)
+            .unwrap();
+        root.remove_below(Path::new("sub"), Path::new("d"), true)
+            .unwrap();
+        // The link goes, its target stays.
+        root.remove_below(Path::new("sub"), Path::new("out"), false)
+            .unwrap();
+        assert!(!base.join("out").exists() && tmp.path().join("secret").exists());
+        assert!(root
+            .remove_below(Path::new("sub"), Path::new("../secret"), false)
+            .is_err());
+        assert!(tmp.path().join("secret").exists());
+    }
+}

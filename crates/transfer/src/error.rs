@@ -265,6 +265,18 @@ pub enum Error {
         /// The path bound.
         max: usize,
     },
+
+    // --- filter rules ---
+    /// An `--exclude` / `--include` rule cannot be used.
+    #[error("filter rule {rule} ({pattern:?}): {why}")]
+    FilterRule {
+        /// The rule's number on the command line, from 1.
+        rule: usize,
+        /// The pattern, lossily decoded (cut to a readable length).
+        pattern: String,
+        /// What is wrong and what to do.
+        why: String,
+    },
 }
 
 /// Shorthand for results of this crate.

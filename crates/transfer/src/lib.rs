@@ -15,13 +15,17 @@
 //! - [`file_hashes`]: a file's chunk hashes merged into its BLAKE3, in any order.
 //! - [`session`]: both ends of a transfer as state machines (messages and chunk events
 //!   in, messages and driver work out).
+//! - [`filter`]: `--exclude` / `--include` rules (rsync's patterns, first match wins).
+//! - [`delete`]: `--delete`'s plan: what the destination holds that the source lacks.
 //! - [`sparse`]: which blocks of a received chunk hold data (the rest stay holes).
 //!
 //! Drivers (in `engine`) do the I/O; see `docs/cp-design.md` for how the pieces fit.
 #![forbid(unsafe_code)]
 
+pub mod delete;
 pub mod error;
 pub mod file_hashes;
+pub mod filter;
 pub mod integrity;
 pub mod location;
 pub mod manifest;
@@ -34,8 +38,10 @@ pub mod scheduler;
 pub mod session;
 pub mod sparse;
 
+pub use delete::{dest_extras, DeletePlan, DestEntry, DestKind, DestListing, Removal};
 pub use error::{Error, Result};
 pub use file_hashes::FileHashes;
+pub use filter::Filter;
 pub use integrity::{
     chunk_hash, digest_hex, file_digest, source_fingerprint, ChunkHash, ChunkHasher, Digest,
 };

@@ -169,7 +169,9 @@ fn run(
                 RecvEvent::HashFromFile { .. }
                 | RecvEvent::Discard { .. }
                 | RecvEvent::HashOld { .. }
-                | RecvEvent::SetMode { .. } => {
+                | RecvEvent::SetMode { .. }
+                | RecvEvent::ListDest(_)
+                | RecvEvent::Remove(_) => {
                     panic!("no file is compared or discarded here")
                 }
             }
@@ -449,8 +451,12 @@ fn listed_receiver() -> RecvSession {
         entries: vec![dir("top"), link("top/l", b"x")],
     })
     .unwrap();
-    rx.handle(TransferMessage::FileListEnd { files: 2, bytes: 0 })
-        .unwrap();
+    rx.handle(TransferMessage::FileListEnd {
+        files: 2,
+        bytes: 0,
+        deleted: 0,
+    })
+    .unwrap();
     while let Some(ev) = rx.poll_event() {
         if let RecvEvent::Look { id, .. } = ev {
             rx.looked(id, LookResult::default()).unwrap();
@@ -498,8 +504,12 @@ fn data_or_a_digest_for_a_link_is_a_protocol_error() {
     });
     assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
     let mut tx = send();
-    tx.handle(TransferMessage::FileListEnd { files: 2, bytes: 0 })
-        .unwrap();
+    tx.handle(TransferMessage::FileListEnd {
+        files: 2,
+        bytes: 0,
+        deleted: 0,
+    })
+    .unwrap();
     let commit = TransferMessage::FileCommitted {
         file: 1,
         ok: true,
@@ -509,8 +519,12 @@ fn data_or_a_digest_for_a_link_is_a_protocol_error() {
     tx.handle(commit.clone()).unwrap();
     assert!(tx.is_done());
     let mut tx = send();
-    tx.handle(TransferMessage::FileListEnd { files: 2, bytes: 0 })
-        .unwrap();
+    tx.handle(TransferMessage::FileListEnd {
+        files: 2,
+        bytes: 0,
+        deleted: 0,
+    })
+    .unwrap();
     let two = TransferMessage::FileCommitted {
         file: 0,
         ok: true,

@@ -228,6 +228,9 @@ fn run(case: &Case) -> Result<Report, SessionError> {
                     // the receiver sent so far.
                     fix_dirs_pending = true;
                 }
+                RecvEvent::ListDest(_) | RecvEvent::Remove(_) => {
+                    panic!("no --delete here")
+                }
             }
         }
         // The sender's own work: hash chunks the receiver already has.
@@ -694,6 +697,7 @@ fn a_message_out_of_place_is_a_protocol_error() {
     tx.handle(TransferMessage::FileListEnd {
         files: 1,
         bytes: 10,
+        deleted: 0,
     })
     .unwrap();
     let r = tx.handle(TransferMessage::ChunkVerified { file: 5, index: 0 });
@@ -714,6 +718,7 @@ fn losing_every_stream_gives_up() {
     tx.handle(TransferMessage::FileListEnd {
         files: 1,
         bytes: 100_000,
+        deleted: 0,
     })
     .unwrap();
     let now = Instant::now();

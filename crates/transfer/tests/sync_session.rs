@@ -245,6 +245,7 @@ fn listed_receiver(old: &[u8], new_len: u64, rules: Option<SyncRules>) -> RecvSe
     rx.handle(TransferMessage::FileListEnd {
         files: 1,
         bytes: new_len,
+        deleted: 0,
     })
     .unwrap();
     while let Some(ev) = rx.poll_event() {

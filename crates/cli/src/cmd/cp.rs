@@ -30,7 +30,7 @@ use longhaul_engine::bench::DEFAULT_PORT;
 use longhaul_engine::cp::client::{run_cp, CpConfig, CpJob, CpReport, CpStart};
 use longhaul_engine::cp::send::SendItem;
 use longhaul_engine::cp::telemetry::{CpTelemetry, CpVerdict};
-use longhaul_engine::cp::walk::walk_local;
+use longhaul_engine::cp::walk::walk_local_filtered;
 use longhaul_engine::cp::Progress;
 use longhaul_engine::ssh::launch::FarEnd;
 use longhaul_model::units::{format_bytes, format_rate_bps};
@@ -98,6 +98,8 @@ pub struct Args {
     #[arg(long)]
     pub no_progress: bool,
     #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
     pub token: TokenArgs,
     #[command(flatten)]
     pub security: SecurityArgs,
@@ -107,6 +109,93 @@ pub struct Args {
     /// from the destination's copy are sent, entries placed by rsync's rule.
     #[arg(skip)]
     pub delta: Option<longhaul_transfer::session::recv::SyncRules>,
+}
+
+/// `--exclude PATTERN`, `--include PATTERN` (repeatable; their order on the command line is
+/// kept across both, as rsync's) and `--delete`, for any command that copies trees (`cp`,
+/// `sync`): flatten it into the command's arguments.
+#[derive(Debug, Clone, Default)]
+pub struct FilterArgs {
+    /// `(include, pattern)` in command-line order.
+    pub rules: Vec<(bool, Vec<u8>)>,
+    /// `--delete`.
+    pub delete: bool,
+}
+
+impl FilterArgs {
+    /// The compiled rules (a bad pattern is refused, naming it).
+    pub fn filter(&self) -> anyhow::Result<longhaul_transfer::Filter> {
+        longhaul_transfer::Filter::new(self.rules.iter().map(|(i, p)| (*i, p.as_slice())))
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+}
+
+impl clap::FromArgMatches for FilterArgs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        use std::os::unix::ffi::OsStrExt;
+        let mut rules: Vec<(usize, bool, Vec<u8>)> = Vec::new();
+        for (id, include) in [("exclude", false), ("include", true)] {
+            if let (Some(values), Some(at)) =
+                (m.get_many::<std::ffi::OsString>(id), m.indices_of(id))
+            {
+                rules.extend(
+                    values
+                        .zip(at)
+                        .map(|(v, i)| (i, include, v.as_bytes().to_vec())),
+                );
+            }
+        }
+        rules.sort_by_key(|r| r.0);
+        Ok(Self {
+            rules: rules.into_iter().map(|(_, i, p)| (i, p)).collect(),
+            delete: m.get_flag("delete"),
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl clap::Args for FilterArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        use clap::{Arg, ArgAction};
+        let rule = |id: &'static str, help: &'static str| {
+            Arg::new(id)
+                .long(id)
+                .value_name("PATTERN")
+                .action(ArgAction::Append)
+                .allow_hyphen_values(true)
+                .value_parser(clap::value_parser!(std::ffi::OsString))
+                .help(help)
+        };
+        cmd.arg(rule(
+            "exclude",
+            "Leave out what PATTERN matches (rsync's rules: `*.o`, `/build`, `cache/`, \
+             `dir/**`; first matching --exclude/--include wins; a leading / anchors at the \
+             top of each source directory). Repeatable.",
+        ))
+        .arg(rule(
+            "include",
+            "Keep what PATTERN matches even if a later --exclude would leave it out \
+             (`--include '*/' --include '*.c' --exclude '*'`). Repeatable.",
+        ))
+        .arg(
+            Arg::new("delete")
+                .long("delete")
+                .action(ArgAction::SetTrue)
+                .help(
+                    "Remove from the destination what the source lacks, inside the \
+                     directories the copy sends (needs -r); what --exclude leaves out is \
+                     kept.",
+                ),
+        )
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
 }
 
 /// The far side of one transfer.
@@ -168,6 +257,13 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     if args.interval < Duration::from_millis(10) {
         bail!("--interval must be at least 10ms");
     }
+    if args.filter.delete && !args.recursive {
+        bail!("--delete needs -r: it removes what the source lacks from the directories the copy sends");
+    }
+    if args.filter.delete && args.checksum_only {
+        bail!("--delete and --checksum-only do not go together: --checksum-only changes nothing");
+    }
+    let filter = args.filter.filter()?;
     let is_remote = |l: &Location| !matches!(l, Location::Local(_));
     let jobs: Vec<(Far, CpJob)> = match (Far::of(&dst), srcs.as_slice()) {
         (Some(far), srcs) => {
@@ -180,7 +276,8 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
                     }
                 }
             }
-            let listed = walk_local(&locals, args.recursive, &mut |w| warn(json, w))?;
+            let listed =
+                walk_local_filtered(&locals, args.recursive, &filter, &mut |w| warn(json, w))?;
             let items = listed
                 .into_iter()
                 .map(|s| SendItem {
@@ -346,6 +443,8 @@ fn transfer(
         congestion: args.congestion.clone(),
         chunk_size: args.chunk,
         delta: args.delta,
+        filter: args.filter.filter()?,
+        delete: args.filter.delete,
     };
 
     let progress = Arc::new(Progress::default());
@@ -394,12 +493,12 @@ fn transfer(
     if args.delta.is_some_and(|r| r.dry_run) {
         print_dry_run(&report, json);
     } else {
-        print_end(&report, cpu, verdict.as_ref(), json);
+        print_end(&report, cpu, verdict.as_ref(), json, args.filter.delete);
     }
     Ok(report)
 }
 
-fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool) {
+fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool, delete: bool) {
     let secs = r.seconds.max(1e-6);
     let moved = r.moved_bytes;
     let bps = moved as f64 * 8.0 / secs;
@@ -425,7 +524,7 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool) {
             "failures": r.failed, "rejected_chunks": r.rejected_chunks,
             "cpu_seconds": cpu, "cpu_seconds_per_gb": cpu / gb,
             "streams": r.start.streams, "chunk_bytes": r.start.chunk_bytes,
-            "direction": r.start.direction,
+            "direction": r.start.direction, "deleted_files": r.deleted,
             "unchanged_files": r.files_unchanged, "compared_files": r.files_compared,
             "reused_bytes": r.reused_bytes,
         });
@@ -445,7 +544,7 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool) {
         eprintln!("longhaul cp: failed: {f}");
     }
     say(&format!(
-        "{} {} files ({}) in {:.2} s = {}{}{}{}; {} streams, {} chunks, RTT {:.2} ms; CPU {:.2} s ({:.2} s/GB)",
+        "{} {} files ({}) in {:.2} s = {}{}{}{}{}; {} streams, {} chunks, RTT {:.2} ms; CPU {:.2} s ({:.2} s/GB)",
         if r.start.direction == "push" { "sent" } else { "received" },
         r.files_ok,
         format_bytes(moved as f64),
@@ -468,6 +567,11 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool) {
                 r.files_compared,
                 format_bytes(r.reused_bytes as f64)
             )
+        } else {
+            String::new()
+        },
+        if delete {
+            format!(", deleted {}", r.deleted)
         } else {
             String::new()
         },
@@ -518,19 +622,32 @@ fn print_dry_run(r: &CpReport, json: bool) {
             ));
         }
     }
+    for path in &r.would_delete {
+        let path = path.to_string_lossy();
+        if json {
+            emit_json(&json!({"type": "would_delete", "path": path}));
+        } else {
+            say(&format!(
+                "would delete {}",
+                longhaul_proto::printable(&path)
+            ));
+        }
+    }
     if json {
         emit_json(&json!({
             "type": "end", "ok": r.failed.is_empty(), "dry_run": true,
+            "would_delete": r.deleted,
             "files": lines.len(), "would_send_bytes": total,
             "unchanged_files": r.files_unchanged, "compared_files": r.files_compared,
             "failures": r.failed, "direction": r.start.direction,
         }));
     } else {
         say(&format!(
-            "dry run: {} files would be sent or updated, {} would cross; {} unchanged; nothing was changed",
+            "dry run: {} files would be sent or updated, {} would cross; {} unchanged; {} would be deleted; nothing was changed",
             lines.len(),
             format_bytes(total as f64),
-            r.files_unchanged
+            r.files_unchanged,
+            r.deleted
         ));
     }
 }

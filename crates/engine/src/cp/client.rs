@@ -14,7 +14,7 @@ use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::session::recv::SyncRules;
 use longhaul_transfer::session::ExpectedList;
 use longhaul_transfer::{
-    chunk_size_for, names_a_directory, parse_peer_path, require_directory, RequestedPath,
+    chunk_size_for, names_a_directory, parse_peer_path, require_directory, Filter, RequestedPath,
 };
 
 use super::recv::{run_receiver, RecvTarget};
@@ -86,6 +86,14 @@ pub struct CpConfig {
     /// `longhaul sync`: only the chunks of a changed file that differ from the
     /// destination's copy are sent, entries placed by rsync's rule.
     pub delta: Option<SyncRules>,
+    /// `--exclude` / `--include` rules in command-line order (empty: everything). A push's
+    /// items are already walked with them (`walk_local_filtered`); they go to the server
+    /// either way (a pull's server lists with them, a push's keeps what they exclude from
+    /// `--delete`).
+    pub filter: Filter,
+    /// `--delete`: the receiver removes what the source lacks from the directories the
+    /// transfer sends (needs `recursive`), keeping what `filter` excludes.
+    pub delete: bool,
 }
 
 /// How the transfer was set up (for the `start` line).
@@ -139,6 +147,11 @@ pub struct CpReport {
     pub reused_bytes: u64,
     /// `sync -n`: what a real run would send, file by file.
     pub would_send: Vec<longhaul_transfer::session::WouldSend>,
+    /// Entries the receiver removed for `--delete` (would remove, with `sync -n`).
+    pub deleted: u64,
+    /// `sync -n --delete` on a pull: what would be removed here (a push's server says
+    /// only how many).
+    pub would_delete: Vec<PathBuf>,
 }
 
 /// Runs a copy; `progress` is updated as it goes, `on_start` called once set up.
@@ -163,6 +176,16 @@ pub fn run_cp(
             .map_err(|e| remote_refused(&cfg, e))?
             .to_wire()
     };
+    // The rules travel in one frame, checked before anything is asked of the server.
+    let rules = TransferMessage::FilterRules {
+        rules: cfg.filter.rules(),
+    };
+    longhaul_proto::transfer::encode_transfer_frame(&rules, &mut Vec::new()).map_err(|e| {
+        CpError::Filter(format!(
+            "the --exclude/--include rules do not fit one request ({e}); use fewer or \
+             shorter patterns"
+        ))
+    })?;
     if let CpJob::Pull { dest } = &cfg.job {
         let typed = dest.as_os_str().as_bytes();
         let shown = typed.strip_suffix(b"/").unwrap_or(typed);
@@ -245,6 +268,7 @@ pub fn run_cp(
         contents: cfg.delta.is_some_and(|r| r.contents),
         inplace: cfg.delta.is_some_and(|r| r.inplace),
         dry_run: cfg.delta.is_some_and(|r| r.dry_run),
+        delete: cfg.delete,
     };
     let params = TransferParams {
         direction: if push {
@@ -274,6 +298,7 @@ pub fn run_cp(
     let proof_sent = Instant::now();
     flush(&mut session, &mut conn)?;
     conn.send_transfer(&TransferMessage::TransferParams(params))
+        .and_then(|()| conn.send_transfer(&rules))
         .map_err(|e| CpError::io("sending the transfer request", e))?;
     // A push sends its file list right behind the request: the server answers it while
     // the data streams connect.
@@ -371,6 +396,8 @@ pub fn run_cp(
                 files_compared: out.files_compared,
                 reused_bytes: out.reused_bytes,
                 would_send: out.would_send,
+                deleted: out.deleted,
+                would_delete: Vec::new(),
             })
         }
         (None, Some(dest)) => {
@@ -380,6 +407,7 @@ pub fn run_cp(
             // directories only with -r.
             target.keep_setuid = cfg.keep_setuid;
             target.delta = cfg.delta;
+            target.delete = cfg.delete.then(|| Arc::new(cfg.filter.clone()));
             target.expect = Some(ExpectedList {
                 top: if cfg.user_paths {
                     longhaul_transfer::location::ssh_top(&cfg.remote_path)
@@ -403,6 +431,8 @@ pub fn run_cp(
                 files_compared: out.files_compared,
                 reused_bytes: out.reused_bytes,
                 would_send: out.would_send,
+                deleted: out.deleted,
+                would_delete: out.would_delete,
             })
         }
         (None, None) => Err(CpError::Internal(
@@ -505,6 +535,7 @@ fn local_target(
         keep_setuid: false,
         caps: Default::default(),
         delta: None,
+        delete: None,
     })
 }
 

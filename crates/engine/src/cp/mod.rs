@@ -63,6 +63,9 @@ pub enum CpError {
         #[source]
         cause: std::io::Error,
     },
+    /// The `--exclude` / `--include` rules cannot be used.
+    #[error("{0}")]
+    Filter(String),
     /// The local destination ends in no file name (`..`, `/`).
     #[error("{} names no file; give a directory or a file name", path.display())]
     DestinationNotAName {

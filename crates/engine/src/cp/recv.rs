@@ -56,6 +56,9 @@ pub struct RecvTarget {
     /// `longhaul sync`: changed files compared chunk by chunk (the equal chunks taken from
     /// the old copy), entries placed by rsync's rule.
     pub delta: Option<SyncRules>,
+    /// `--delete`: remove what the source lacks from the directories the transfer sends,
+    /// keeping what these rules exclude (`None`: no deletion).
+    pub delete: Option<Arc<longhaul_transfer::Filter>>,
 }
 
 /// Chunks of a file to hash from disk: (file id, chunk indices).
@@ -146,6 +149,8 @@ impl Shared {
                     Answer::DirsFixed => s.dirs_fixed(),
                     Answer::DirsCreated(made) => s.dirs_created(made),
                     Answer::OldHashed(id, old) => s.old_hashed(id, old)?,
+                    Answer::Listed(listing, found) => s.dest_listed(&listing, found),
+                    Answer::Removed(results) => s.removed(results),
                     Answer::None | Answer::Hash(..) => {}
                 }
             }
@@ -207,6 +212,10 @@ pub fn run_receiver(
     .with_caps(target.caps);
     let session = match target.delta {
         Some(rules) => session.with_sync(rules),
+        None => session,
+    };
+    let session = match &target.delete {
+        Some(filter) => session.with_delete(filter.clone()),
         None => session,
     };
     // Where the room cannot be measured, the transfer goes on unchecked (a disk that

@@ -12,17 +12,17 @@ use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::location::user_path;
 use longhaul_transfer::session::recv::SyncRules;
 use longhaul_transfer::session::ListCaps;
-use longhaul_transfer::{chunk_size_for, require_directory, RequestedPath};
+use longhaul_transfer::{chunk_size_for, require_directory, Filter, RequestedPath};
 
 use super::recv::{run_receiver, RecvTarget};
 use super::send::{run_sender, SendItem, Sender, SourceRoot};
-use super::walk::{walk_served, walk_served_root};
+use super::walk::{walk_served_filtered, walk_served_root_filtered};
 use super::{CpError, Progress};
 use crate::bench::serve_error::ServeError;
 use crate::host;
 use crate::transport::attach::AttachError;
 use crate::transport::control::ControlLink;
-use crate::transport::framed::FramedConn;
+use crate::transport::framed::{Frame, FramedConn};
 use crate::transport::sockopts;
 use longhaul_model::buffers::bdp_bytes;
 use longhaul_policy::{MemoryNeed, Role, TransportRequest, Window};
@@ -86,6 +86,33 @@ pub fn serve_transfer(
         crate::transport::control::close_gracefully(conn.stream(), Duration::from_secs(2));
         Err(ServeError::Refused { reason: why })
     };
+    // The rules come right behind the request (empty when there are none).
+    let filter = match conn.recv_any() {
+        Ok(Frame::Transfer(TransferMessage::FilterRules { rules })) => match Filter::new(rules) {
+            Ok(f) => f,
+            Err(e) => return refuse(&mut conn, e.to_string()),
+        },
+        Ok(Frame::Transfer(other)) => {
+            return refuse(
+                &mut conn,
+                format!(
+                    "expected FilterRules after the request, got {}",
+                    other.kind()
+                ),
+            )
+        }
+        Ok(Frame::Bench(m)) => {
+            return refuse(
+                &mut conn,
+                format!("expected FilterRules after the request, got {}", m.kind()),
+            )
+        }
+        Err(e) => {
+            return Err(ServeError::Refused {
+                reason: format!("reading the filter rules: {e}"),
+            })
+        }
+    };
     // The path asked for, and whether a trailing `/` requires a directory there.
     let (root, path, dir_required) = match files {
         ServedFiles::Nothing => {
@@ -140,11 +167,15 @@ pub fn serve_transfer(
         // client in a transfer takes a Pong at any time).
         let walked = std::sync::mpsc::channel();
         let listed = std::thread::scope(|scope| {
-            let (warnings, path) = (&mut warnings, &path);
+            let (warnings, path, filter) = (&mut warnings, &path, &filter);
             scope.spawn(move || {
                 let listed = match path {
-                    Some(p) => walk_served(root, p, recursive, &mut |w| warnings.push(w)),
-                    None => walk_served_root(root, recursive, &mut |w| warnings.push(w)),
+                    Some(p) => {
+                        walk_served_filtered(root, p, recursive, filter, &mut |w| warnings.push(w))
+                    }
+                    None => walk_served_root_filtered(root, recursive, filter, &mut |w| {
+                        warnings.push(w)
+                    }),
                 };
                 let _ = walked.0.send(listed);
             });
@@ -271,13 +302,15 @@ pub fn serve_transfer(
                 inplace: opts.inplace,
                 dry_run: opts.dry_run,
             }),
+            delete: opts.delete.then(|| Arc::new(filter)),
         };
         let out = run_receiver(target, chunk_size, link, collect, chunk_key, progress)?;
         Ok(format!(
-            "received into {shown}: {} files ok, {} skipped, {} failed, {:.3} GB in {:.2} s ({} resumed bytes, {} taken from old copies)",
+            "received into {shown}: {} files ok, {} skipped, {} failed, {} deleted, {:.3} GB in {:.2} s ({} resumed bytes, {} taken from old copies)",
             out.files_ok,
             out.files_skipped,
             out.failed.len(),
+            out.deleted,
             out.received_bytes as f64 / 1e9,
             started.elapsed().as_secs_f64(),
             out.resumed_bytes,

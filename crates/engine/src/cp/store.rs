@@ -39,7 +39,9 @@ use longhaul_sys::file_io;
 use longhaul_sys::served_root::{Access, ServedRoot};
 use longhaul_transfer::session::recv::{CommitJob, DirFix, LookResult, Meta, OldCopy, OpenPlan};
 use longhaul_transfer::session::RecvEvent;
-use longhaul_transfer::{sparse, ChunkHash, FileHashes};
+use longhaul_transfer::{
+    sparse, ChunkHash, DeletePlan, DestEntry, DestKind, DestListing, FileHashes, Removal,
+};
 
 use super::chunk_io::hash_range;
 
@@ -279,6 +281,10 @@ pub enum Answer {
     Hash(u32, Vec<u32>),
     /// [`longhaul_transfer::session::RecvSession::old_hashed`].
     OldHashed(u32, Result<OldCopy, String>),
+    /// [`longhaul_transfer::session::RecvSession::dest_listed`].
+    Listed(DestListing, Result<Vec<DestEntry>, String>),
+    /// [`longhaul_transfer::session::RecvSession::removed`].
+    Removed(Vec<(Removal, Result<(), String>)>),
 }
 
 impl Store {
@@ -387,6 +393,20 @@ impl Store {
                     }
                 }
                 Ok(Answer::None)
+            }
+            RecvEvent::ListDest(listing) => {
+                let found = list_dest(&self.root, &listing);
+                Ok(Answer::Listed(listing, found))
+            }
+            RecvEvent::Remove(removals) => {
+                let results = removals
+                    .into_iter()
+                    .map(|r| {
+                        let done = remove_extra(&self.root, &r);
+                        (r, done)
+                    })
+                    .collect();
+                Ok(Answer::Removed(results))
             }
             RecvEvent::FixDirs(mut dirs) => {
                 fix_dirs(&self.root, &mut dirs);
@@ -846,6 +866,58 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// `--delete`: the entries of a destination directory as `lstat` sees them (see
+/// [`ServedRoot::read_dir_below`]: nothing below the sent directory is followed).
+pub fn list_dest(root: &ServedRoot, listing: &DestListing) -> Result<Vec<DestEntry>, String> {
+    use std::os::unix::ffi::OsStringExt;
+    let entries = root
+        .read_dir_below(
+            &listing.sent,
+            &listing.below,
+            longhaul_transfer::delete::MAX_DEST_ENTRIES,
+        )
+        .map_err(|e| e.to_string())?;
+    Ok(entries
+        .into_iter()
+        .map(|e| {
+            let ft = e.metadata.file_type();
+            let kind = if ft.is_dir() {
+                DestKind::Dir
+            } else if ft.is_symlink() {
+                DestKind::Symlink
+            } else if ft.is_file() {
+                DestKind::File
+            } else {
+                DestKind::Other
+            };
+            DestEntry {
+                name: e.name.into_vec(),
+                kind,
+            }
+        })
+        .collect())
+}
+
+/// `--delete`: removes one extra (a directory only if empty; a symlink as a link).
+pub fn remove_extra(root: &ServedRoot, r: &Removal) -> Result<(), String> {
+    match root.remove_below(&r.sent, &r.below, r.kind == DestKind::Dir) {
+        // Gone already: what was asked.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other.map_err(|e| e.to_string()),
+    }
+}
+
+/// `--delete -n` (a dry run): drives `plan`'s listings through the root and returns what
+/// would be removed, deepest first, removing nothing.
+pub fn plan_deletions(root: &ServedRoot, plan: &mut DeletePlan) -> Vec<Removal> {
+    plan.start();
+    while let Some(l) = plan.next_listing() {
+        let found = list_dest(root, &l);
+        plan.listed(&l, found);
+    }
+    plan.removals()
 }
 
 /// Sets directories' modes and mtimes, deepest first (writing into a directory changes

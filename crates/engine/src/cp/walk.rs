@@ -14,6 +14,10 @@
 //! (`.NAME.longhaul-part`/`-manifest`/`-link`). A symlink named on the command line of a
 //! push is followed (like `cp` and `scp`); below a served root nothing is followed
 //! (`lstat`, `readlinkat` through the root's descriptor), the source of a pull included.
+//!
+//! The `_filtered` walks leave out what `--exclude` / `--include` rules exclude
+//! ([`Filter`], matched on the path below the source's base name): an excluded directory
+//! is not listed at all, so nothing below it is sent.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -26,7 +30,7 @@ use std::path::{Component, Path, PathBuf};
 use longhaul_proto::transfer::{EntryKind, FileEntry, MAX_FILE_ID, MAX_PATH_BYTES};
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::place::is_work_name;
-use longhaul_transfer::{parse_peer_path, source_fingerprint, SafeRelPath};
+use longhaul_transfer::{parse_peer_path, source_fingerprint, Filter, SafeRelPath};
 
 /// Most entries (files and directories) in one transfer: the wire's file-id space.
 pub const MAX_ENTRIES: usize = MAX_FILE_ID as usize + 1;
@@ -129,7 +133,17 @@ pub fn walk_local(
     recursive: bool,
     warn: &mut dyn FnMut(String),
 ) -> Result<Vec<SourceFile>, WalkError> {
-    let mut walk = Walk::new(LocalTree, recursive, warn);
+    walk_local_filtered(sources, recursive, &Filter::default(), warn)
+}
+
+/// [`walk_local`] leaving out what `filter` excludes (see the module docs).
+pub fn walk_local_filtered(
+    sources: &[PathBuf],
+    recursive: bool,
+    filter: &Filter,
+    warn: &mut dyn FnMut(String),
+) -> Result<Vec<SourceFile>, WalkError> {
+    let mut walk = Walk::new(LocalTree, recursive, filter, warn);
     let mut names: HashMap<Vec<u8>, &PathBuf> = HashMap::new();
     for src in sources {
         let name = local_base_name(src)?;
@@ -163,6 +177,17 @@ pub fn walk_served(
     recursive: bool,
     warn: &mut dyn FnMut(String),
 ) -> Result<Vec<SourceFile>, WalkError> {
+    walk_served_filtered(root, source, recursive, &Filter::default(), warn)
+}
+
+/// [`walk_served`] leaving out what `filter` excludes (see the module docs).
+pub fn walk_served_filtered(
+    root: &ServedRoot,
+    source: &SafeRelPath,
+    recursive: bool,
+    filter: &Filter,
+    warn: &mut dyn FnMut(String),
+) -> Result<Vec<SourceFile>, WalkError> {
     let origin = source.to_path_buf();
     let md = root.metadata(&origin).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => WalkError::Missing {
@@ -173,7 +198,7 @@ pub fn walk_served(
             source: e,
         },
     })?;
-    let mut walk = Walk::new(ServedTree(root), recursive, warn);
+    let mut walk = Walk::new(ServedTree(root), recursive, filter, warn);
     walk.visit(origin, source.file_name().to_vec(), &md)?;
     Ok(walk.out)
 }
@@ -183,6 +208,16 @@ pub fn walk_served(
 pub fn walk_served_root(
     root: &ServedRoot,
     recursive: bool,
+    warn: &mut dyn FnMut(String),
+) -> Result<Vec<SourceFile>, WalkError> {
+    walk_served_root_filtered(root, recursive, &Filter::default(), warn)
+}
+
+/// [`walk_served_root`] leaving out what `filter` excludes (see the module docs).
+pub fn walk_served_root_filtered(
+    root: &ServedRoot,
+    recursive: bool,
+    filter: &Filter,
     warn: &mut dyn FnMut(String),
 ) -> Result<Vec<SourceFile>, WalkError> {
     let shown = root.path().to_path_buf();
@@ -198,7 +233,7 @@ pub fn walk_served_root(
     if !recursive {
         return Err(WalkError::IsDirectory { path: shown });
     }
-    let mut walk = Walk::new(ServedTree(root), recursive, warn);
+    let mut walk = Walk::new(ServedTree(root), recursive, filter, warn);
     walk.visit(PathBuf::new(), name, &md)?;
     Ok(walk.out)
 }
@@ -302,16 +337,19 @@ struct Walk<'w, T> {
     recursive: bool,
     /// Most entries ([`MAX_ENTRIES`] outside of tests).
     max_entries: usize,
+    /// What the rules exclude is left out (an excluded directory is not listed).
+    filter: &'w Filter,
     warn: &'w mut dyn FnMut(String),
     out: Vec<SourceFile>,
 }
 
 impl<'w, T: Tree> Walk<'w, T> {
-    fn new(tree: T, recursive: bool, warn: &'w mut dyn FnMut(String)) -> Self {
+    fn new(tree: T, recursive: bool, filter: &'w Filter, warn: &'w mut dyn FnMut(String)) -> Self {
         Self {
             tree,
             recursive,
             max_entries: MAX_ENTRIES,
+            filter,
             warn,
             out: Vec::new(),
         }
@@ -387,6 +425,9 @@ impl<'w, T: Tree> Walk<'w, T> {
             child_path.extend_from_slice(&path);
             child_path.push(b'/');
             child_path.extend_from_slice(name.as_bytes());
+            if self.filter.excludes_entry(&child_path, child_md.is_dir()) {
+                continue;
+            }
             self.visit(child_origin, child_path, &child_md)?;
         }
         Ok(())
@@ -463,11 +504,31 @@ mod tests {
 
     fn walk_with_bound(dir: &Path, max_entries: usize) -> Result<usize, WalkError> {
         let mut nop = |_| {};
-        let mut walk = Walk::new(LocalTree, true, &mut nop);
+        let none = Filter::default();
+        let mut walk = Walk::new(LocalTree, true, &none, &mut nop);
         walk.max_entries = max_entries;
         let md = fs::metadata(dir).unwrap();
         walk.visit(dir.to_path_buf(), b"top".to_vec(), &md)?;
         Ok(walk.out.len())
+    }
+
+    /// An excluded directory is not listed: its entries neither arrive nor count.
+    #[test]
+    fn an_excluded_directory_is_pruned() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::create_dir_all(tmp.path().join("d/e")).unwrap();
+        for f in ["a.o", "b", "d/c", "d/e/f"] {
+            fs::write(tmp.path().join(f), b"").unwrap();
+        }
+        let filter = Filter::new([(false, b"/d/".as_slice()), (false, b"*.o")]).unwrap();
+        let mut nop = |_| {};
+        let mut walk = Walk::new(LocalTree, true, &filter, &mut nop);
+        walk.max_entries = 4;
+        let md = fs::metadata(tmp.path()).unwrap();
+        walk.visit(tmp.path().to_path_buf(), b"top".to_vec(), &md)
+            .unwrap();
+        let paths: Vec<_> = walk.out.iter().map(|s| s.entry.path.clone()).collect();
+        assert_eq!(paths, [b"top".to_vec(), b"top/b".to_vec()]);
     }
 
     #[test]

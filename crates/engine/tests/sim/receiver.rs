@@ -141,6 +141,8 @@ impl SimReceiver {
                     }
                     Answer::DirsFixed => s.dirs_fixed(),
                     Answer::DirsCreated(made) => s.dirs_created(made),
+                    Answer::Listed(listing, found) => s.dest_listed(&listing, found),
+                    Answer::Removed(results) => s.removed(results),
                     Answer::None | Answer::Hash(..) => {}
                 }
             }

@@ -8,9 +8,11 @@
 //! control (after Welcome):
 //!   C->S TransferParams{direction, streams, chunk_size, rate, window, rtt, flags,
 //!                       congestion, path}
+//!   C->S FilterRules{[(include, pattern)]}           (always, right after the request)
 //!   S->C TransferReady{chunk_size}
 //!   sender->receiver  FileEntries{first_id, [path, kind, size, mtime, mode, fingerprint,
 //!                                (symlink: target)]}*  FileListEnd
+//!   receiver->sender  (answers below) FileListEnd{files, bytes, deleted}
 //!   receiver->sender  HaveChunks{file, ranges}* | SkipFile{file, reason}   (from resume manifests)
 //!                     OldChunks{file, first, hashes}*   (sync: the chunk hashes of the copy it has)
 //!   data:  sender->receiver  ChunkHeader + bytes, ...
@@ -52,6 +54,10 @@ pub const MAX_FILE_ID: u32 = (1 << 24) - 1;
 pub const MIN_CHUNK_BYTES: u64 = 4 * 1024;
 /// Largest chunk size a peer may ask for.
 pub const MAX_CHUNK_BYTES: u64 = 1 << 30;
+/// Most rules in a `FilterRules` message.
+pub const MAX_FILTER_RULES: usize = 1000;
+/// Longest pattern in a `FilterRules` message, in bytes.
+pub const MAX_FILTER_PATTERN_BYTES: usize = 4095;
 
 mod ty {
     pub const FIRST: u8 = 0x40;
@@ -68,6 +74,7 @@ mod ty {
     pub const TRANSFER_DONE: u8 = 0x4a;
     pub const OLD_CHUNKS: u8 = 0x4b;
     pub const WOULD_SEND: u8 = 0x4d;
+    pub const FILTER_RULES: u8 = 0x4c;
     pub const LAST: u8 = 0x4f;
 }
 
@@ -179,12 +186,15 @@ pub enum TransferMessage {
         /// The entries.
         entries: Vec<FileEntry>,
     },
-    /// Sender to receiver: the list is complete.
+    /// Sender to receiver: the list is complete; receiver to sender: every entry is
+    /// answered (and, with `--delete`, the extras are removed).
     FileListEnd {
         /// Number of entries sent.
         files: u32,
         /// Total bytes of all files.
         bytes: u64,
+        /// From the receiver: entries it removed for `--delete` (0 from the sender).
+        deleted: u32,
     },
     /// Receiver to sender: chunks of `file` already verified (from its resume manifest).
     HaveChunks {
@@ -253,6 +263,15 @@ pub enum TransferMessage {
         /// Payload bytes.
         bytes: u64,
     },
+    /// Client to server, right after `TransferParams` (empty when there are none): the
+    /// `--include` (true) and `--exclude` (false) rules in command-line order. A pull's
+    /// server lists only what they include; a push's server keeps what they exclude from
+    /// `--delete`.
+    FilterRules {
+        /// `(include, pattern)`, at most [`MAX_FILTER_RULES`], each pattern 1 to
+        /// [`MAX_FILTER_PATTERN_BYTES`] bytes; all in one frame.
+        rules: Vec<(bool, Vec<u8>)>,
+    },
     /// Either end: the transfer is over.
     TransferDone {
         /// Files committed.
@@ -279,6 +298,7 @@ impl TransferMessage {
             Self::FileDigest { .. } => "FileDigest",
             Self::FileCommitted { .. } => "FileCommitted",
             Self::TransferDone { .. } => "TransferDone",
+            Self::FilterRules { .. } => "FilterRules",
         }
     }
 }
@@ -339,10 +359,15 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
                 }
             }
         }
-        TransferMessage::FileListEnd { files, bytes } => {
+        TransferMessage::FileListEnd {
+            files,
+            bytes,
+            deleted,
+        } => {
             w.u8(ty::FILE_LIST_END);
             w.u32(*files);
             w.u64(*bytes);
+            w.u32(*deleted);
         }
         TransferMessage::HaveChunks { file, ranges } => {
             w.u8(ty::HAVE_CHUNKS);
@@ -415,6 +440,14 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
             w.u8(ty::TRANSFER_DONE);
             w.u32(*files);
             w.u64(*bytes);
+        }
+        TransferMessage::FilterRules { rules } => {
+            w.u8(ty::FILTER_RULES);
+            w.u16(rules.len() as u16);
+            for (include, pattern) in rules {
+                w.u8(u8::from(*include));
+                w.path(pattern);
+            }
         }
     }
     let body = out.len() - start - FRAME_HEADER_LEN;
@@ -507,6 +540,7 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
         ty::FILE_LIST_END => TransferMessage::FileListEnd {
             files: r.u32("files")?,
             bytes: r.u64("bytes")?,
+            deleted: r.u32("deleted")?,
         },
         ty::HAVE_CHUNKS => {
             let file = r.u32("file")?;
@@ -579,6 +613,24 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
             files: r.u32("files")?,
             bytes: r.u64("bytes")?,
         },
+        ty::FILTER_RULES => {
+            let n = r.count("filter rules", MAX_FILTER_RULES)?;
+            let mut rules = Vec::with_capacity(n.min(body.len() / 4));
+            for _ in 0..n {
+                let include = match r.u8("rule kind")? {
+                    0 => false,
+                    1 => true,
+                    v => {
+                        return Err(invalid(
+                            "rule kind",
+                            format!("{v} is not exclude (0) or include (1)"),
+                        ))
+                    }
+                };
+                rules.push((include, r.path()?));
+            }
+            TransferMessage::FilterRules { rules }
+        }
         t => return Err(ProtoError::UnknownType(t)),
     };
     if !r.0.is_empty() {
@@ -768,6 +820,15 @@ fn validate(msg: &TransferMessage) -> Result<(), ProtoError> {
                 ));
             }
             file_id(*file)
+        }
+        TransferMessage::FilterRules { rules } => {
+            if rules.len() > MAX_FILTER_RULES {
+                return Err(invalid(
+                    "filter rules",
+                    format!("{} exceed {MAX_FILTER_RULES}", rules.len()),
+                ));
+            }
+            rules.iter().try_for_each(|(_, p)| path_len(p))
         }
         TransferMessage::FileListEnd { files, .. }
         | TransferMessage::TransferDone { files, .. } => {

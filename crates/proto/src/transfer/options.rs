@@ -39,6 +39,9 @@ pub mod transfer_flags {
     /// With [`DELTA`]: change nothing (`sync -n`): the receiver looks and hashes its
     /// copies, the sender hashes its files and says what each would send (`WouldSend`).
     pub const DRY_RUN: u32 = 1 << 12;
+    /// The receiver removes what the source lacks from the directories the transfer
+    /// sends (`--delete`), keeping what the rules exclude.
+    pub const DELETE: u32 = 1 << 9;
     /// Every flag this build knows.
     pub const ALL: u32 = RECURSIVE
         | NO_CLOBBER
@@ -51,7 +54,8 @@ pub mod transfer_flags {
         | CHECKSUM
         | CONTENTS
         | INPLACE
-        | DRY_RUN;
+        | DRY_RUN
+        | DELETE;
 }
 
 /// The flags of a transfer request, parsed: what the wire's [`transfer_flags`] bits mean.
@@ -81,6 +85,8 @@ pub struct TransferOptions {
     pub inplace: bool,
     /// With `delta`: change nothing, report what would be sent (`-n`).
     pub dry_run: bool,
+    /// Remove what the source lacks (`--delete`).
+    pub delete: bool,
 }
 
 impl TransferOptions {
@@ -107,6 +113,7 @@ impl TransferOptions {
             contents: bits & CONTENTS != 0,
             inplace: bits & INPLACE != 0,
             dry_run: bits & DRY_RUN != 0,
+            delete: bits & DELETE != 0,
         })
     }
 
@@ -126,6 +133,7 @@ impl TransferOptions {
             (self.contents, CONTENTS),
             (self.inplace, INPLACE),
             (self.dry_run, DRY_RUN),
+            (self.delete, DELETE),
         ]
         .iter()
         .filter(|(on, _)| *on)

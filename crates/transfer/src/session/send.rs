@@ -84,6 +84,8 @@ pub struct SendOutcome {
     pub files_unchanged: u64,
     /// `sync -n`: what a real run would send, file by file.
     pub would_send: Vec<WouldSend>,
+    /// Entries the receiver removed for `--delete` (its `FileListEnd` says).
+    pub deleted: u64,
 }
 
 /// `sync -n`: what a real run would send for one file.
@@ -158,6 +160,7 @@ impl SendSession {
         outbox.push_back(TransferMessage::FileListEnd {
             files: entries.len() as u32,
             bytes: total,
+            deleted: 0,
         });
         Ok(Self {
             entries,
@@ -344,7 +347,10 @@ impl SendSession {
                 old.extend(hashes.into_iter().map(Some));
                 Ok(())
             }
-            TransferMessage::FileListEnd { .. } => self.start_sending(),
+            TransferMessage::FileListEnd { deleted, .. } => {
+                self.outcome.deleted = u64::from(deleted);
+                self.start_sending()
+            }
             other => Err(unexpected(&other, "waiting for answers to the file list")),
         }
     }

@@ -144,6 +144,7 @@ impl RecvSession {
         )
         .map_err(|e| SessionError::Refused(e.to_string()))?;
         let final_rel = placed.to_path_buf();
+        self.plan_entry(&entry.path, &placed, entry.kind == EntryKind::Dir);
         let mtime = (entry.mtime_secs, entry.mtime_nanos);
         if entry.kind == EntryKind::Dir {
             if !self.cfg.checksum_only && !self.dry_run() {
@@ -579,10 +580,15 @@ impl RecvSession {
                 self.outbox.extend(msgs);
             }
         }
-        if self.list_ended && self.answers.is_empty() && self.phase == Phase::Listing {
+        if self.list_ended
+            && self.answers.is_empty()
+            && self.phase == Phase::Listing
+            && self.deletion_done()
+        {
             self.outbox.push_back(TransferMessage::FileListEnd {
                 files: self.files.len() as u32,
                 bytes: self.outcome.total_bytes,
+                deleted: self.outcome.deleted.min(u64::from(u32::MAX)) as u32,
             });
             self.phase = Phase::Receiving;
             self.release_links();

@@ -29,6 +29,9 @@
 //! **Symlinks** (`links`) are placed and looked at like files but carry no data: the
 //! driver makes each one ([`RecvEvent::MakeSymlink`], answered by
 //! [`RecvSession::symlink_made`]) once the list is answered, and it commits like a file.
+//! **`--delete`** ([`RecvSession::with_delete`]): once the list is settled and fits, the
+//! directories it sends are listed at the destination ([`RecvEvent::ListDest`]) and what
+//! the source lacks is removed ([`RecvEvent::Remove`]) before the list's end is answered.
 //!
 //! A destination that is a FIFO, socket or device ([`Meta::special`]) is refused: longhaul
 //! neither writes into nor replaces one.
@@ -44,6 +47,7 @@
 //! [`received_mode`]: crate::mode::received_mode
 
 mod chunks;
+mod deletion;
 mod links;
 mod list;
 mod room;
@@ -155,6 +159,8 @@ pub struct RecvSession {
     pending_links: Vec<RecvEvent>,
     /// `longhaul sync` ([`RecvSession::with_sync`]).
     sync_rules: Option<SyncRules>,
+    /// `--delete` ([`RecvSession::with_delete`]).
+    deletion: Option<deletion::Deletion>,
 }
 
 impl RecvSession {
@@ -187,6 +193,7 @@ impl RecvSession {
             opens_released: false,
             pending_links: Vec::new(),
             sync_rules: None,
+            deletion: None,
         }
     }
 

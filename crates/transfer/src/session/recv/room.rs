@@ -100,6 +100,8 @@ impl RecvSession {
         let opens = std::mem::take(&mut self.pending_opens);
         self.events.extend(opens);
         self.release_links();
+        // Nothing is deleted before the list is known to fit.
+        self.start_deletion();
         Ok(())
     }
 }
@@ -200,6 +202,7 @@ mod tests {
             rx.handle(TransferMessage::FileListEnd {
                 files: sizes.len() as u32,
                 bytes: sizes.iter().sum(),
+                deleted: 0,
             })?;
             while let Some(ev) = rx.poll_event() {
                 if let RecvEvent::Look { id, .. } = ev {

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use crate::delete::{DestListing, Removal};
 use crate::integrity::{ChunkHash, ChunkHasher};
 use crate::manifest::HEADER_LEN;
 use crate::path::SafeRelPath;
@@ -336,6 +337,16 @@ pub enum RecvEvent {
     /// is not, and that entry fails alone. The target is stored verbatim, wherever it
     /// points: making a link never follows it. Answer [`RecvSession::symlink_made`].
     MakeSymlink(LinkJob),
+    /// `--delete`: list this destination directory's entries as `lstat` sees them (never
+    /// following a symlink below [`DestListing::sent`]); answer
+    /// [`RecvSession::dest_listed`].
+    ListDest(DestListing),
+    /// `--delete`: remove these, in this order (deepest first): a directory with
+    /// `rmdir` (it is empty by then unless something appeared meanwhile: that is its
+    /// failure), anything else with `unlink` (a symlink itself, never its target), all
+    /// below the root without following a symlink below [`Removal::sent`]; answer
+    /// [`RecvSession::removed`].
+    Remove(Vec<Removal>),
 }
 
 /// A symlink to make ([`RecvEvent::MakeSymlink`]).
@@ -379,6 +390,10 @@ pub struct RecvOutcome {
     pub files_unchanged: u64,
     /// `sync -n`: what a real run would send, file by file (paths as placed here).
     pub would_send: Vec<crate::session::WouldSend>,
+    /// `sync -n --delete`: what a real run would remove (`deleted` counts them).
+    pub would_delete: Vec<PathBuf>,
+    /// Entries removed for `--delete`.
+    pub deleted: u64,
 }
 
 /// What the driver does with a chunk it has read and hashed.
