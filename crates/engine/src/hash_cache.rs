@@ -10,11 +10,12 @@
 //! A record is trusted only while the file's identity (device, inode, size, mtime, ctime)
 //! and the chunk size are those it was stored with. Two rules keep a record from ever
 //! describing bytes the file does not hold:
-//! - [`HashCache::store`] takes the identity the file had *before* it was hashed and stores
-//!   only if the file still has it (a write during the hashing moves the mtime and ctime);
-//! - and only if the file's ctime is older than the hashing by [`CacheLimits::settle`]
+//! - [`HashCache::store`] takes a [`Snapshot`] of the file's identity made *before* it was
+//!   hashed and stores only if the file still has that identity (a write during the
+//!   hashing moves the mtime and ctime);
+//! - and only if the file's ctime was older than the snapshot by [`CacheLimits::settle`]
 //!   (2 s): a file system stamps times with a coarse clock, so a write in the same tick as
-//!   the change before the hashing would leave the identity unchanged (git's "racily
+//!   the change before the snapshot would leave the identity unchanged (git's "racily
 //!   clean" entries). Such a file is hashed again next time and stored then.
 //!
 //! Errors here never fail a transfer: callers ignore them (the file is hashed instead);
@@ -63,7 +64,8 @@ pub enum Stored {
     /// Not stored: the file's identity differs from the one it had before the hashing
     /// (it changed meanwhile), so the hashes may not be of its bytes.
     FileChanged,
-    /// Not stored: the file changed less than [`CacheLimits::settle`] before the hashing.
+    /// Not stored: the file changed less than [`CacheLimits::settle`] before the snapshot
+    /// taken before the hashing.
     TooRecent,
 }
 
@@ -164,22 +166,22 @@ impl HashCache {
     }
 
     /// Records `hashes` (every chunk of `file` at `chunk_size`, in order), computed from the
-    /// file while it had the identity `before` (from [`identity`] just before the
-    /// hashing). Stored only if the file still has that identity and had not changed for
-    /// [`CacheLimits::settle`] before it; written to a new 0600 temp file in the cache
-    /// directory, then renamed over the record.
+    /// file after the snapshot `before` ([`snapshot`], taken just before the hashing).
+    /// Stored only if the file still has that identity and had not changed for
+    /// [`CacheLimits::settle`] before the snapshot; written to a new 0600 temp file in the
+    /// cache directory, then renamed over the record.
     pub fn store(
         &self,
         file: &File,
         chunk_size: u64,
         hashes: &[ChunkHash],
-        before: &FileIdentity,
+        before: &Snapshot,
     ) -> io::Result<Stored> {
         let id = file_identity(&file.metadata()?);
-        if id != *before {
+        if id != before.identity {
             return Ok(Stored::FileChanged);
         }
-        if !settled(&id, self.limits.settle) {
+        if !settled(&id, before.taken, self.limits.settle) {
             return Ok(Stored::TooRecent);
         }
         let record = CachedHashes::new(id, chunk_size, hashes.to_vec())
@@ -226,9 +228,9 @@ impl HashCache {
                 return Ok((h, true));
             }
         }
-        let before = identity(file)?;
+        let before = snapshot(file)?;
         let hashes = hash_file_chunks(file, size, chunk_size, threads)?;
-        if before.size == size {
+        if before.identity.size == size {
             // A failure to cache costs only a hash next time.
             let _ = self.store(file, chunk_size, &hashes, &before);
         }
@@ -306,9 +308,22 @@ impl HashCache {
     }
 }
 
-/// The identity of an open file (`fstat`), as a cache record keeps it.
-pub fn identity(file: &File) -> io::Result<FileIdentity> {
-    Ok(file_identity(&file.metadata()?))
+/// A file's identity and when it was taken: what [`HashCache::store`] compares with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The identity (`fstat` of the open file).
+    pub identity: FileIdentity,
+    /// When it was taken (this host's clock).
+    pub taken: SystemTime,
+}
+
+/// The identity of an open file (`fstat`) now: take it just before hashing the file.
+pub fn snapshot(file: &File) -> io::Result<Snapshot> {
+    let identity = file_identity(&file.metadata()?);
+    Ok(Snapshot {
+        identity,
+        taken: SystemTime::now(),
+    })
 }
 
 /// The identity in a file's metadata.
@@ -325,16 +340,18 @@ pub fn file_identity(m: &Metadata) -> FileIdentity {
     }
 }
 
-/// Whether the file last changed at least `settle` before now.
-fn settled(id: &FileIdentity, settle: Duration) -> bool {
-    let Ok(now) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) else {
+/// Whether the file last changed at least `settle` before `taken`.
+fn settled(id: &FileIdentity, taken: SystemTime, settle: Duration) -> bool {
+    let Ok(taken) = taken.duration_since(SystemTime::UNIX_EPOCH) else {
         return false;
     };
     let Ok(ctime_secs) = u64::try_from(id.ctime_secs) else {
         return true; // changed before 1970: long settled
     };
     let ctime = Duration::new(ctime_secs, id.ctime_nanos);
-    now.checked_sub(settle).is_some_and(|limit| ctime < limit)
+    taken
+        .checked_sub(settle)
+        .is_some_and(|limit| ctime <= limit)
 }
 
 fn default_dir() -> io::Result<PathBuf> {

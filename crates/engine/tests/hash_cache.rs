@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use longhaul_engine::cp::chunk_io::hash_file_chunks;
-use longhaul_engine::hash_cache::{identity, CacheLimits, HashCache, Stored};
+use longhaul_engine::hash_cache::{snapshot, CacheLimits, HashCache, Stored};
 
 const CHUNK: u64 = 64 * 1024;
 
@@ -31,8 +31,8 @@ fn write_file(path: &Path, len: usize, seed: u8) -> File {
 
 /// Hashes and stores `file` as a sync would.
 fn hash_and_store(cache: &HashCache, file: &File, chunk: u64) -> (Vec<[u8; 32]>, Stored) {
-    let before = identity(file).unwrap();
-    let h = hash_file_chunks(file, before.size, chunk, 2).unwrap();
+    let before = snapshot(file).unwrap();
+    let h = hash_file_chunks(file, before.identity.size, chunk, 2).unwrap();
     let s = cache.store(file, chunk, &h, &before).unwrap();
     (h, s)
 }
@@ -169,8 +169,8 @@ fn only_hashes_of_a_settled_unchanged_file_are_stored() {
     let old = SystemTime::now() - Duration::from_secs(3600);
     // Changed after its identity was taken: refused.
     let cache = cache.with_limits(no_settle());
-    let before = identity(&file).unwrap();
-    let h = hash_file_chunks(&file, before.size, CHUNK, 1).unwrap();
+    let before = snapshot(&file).unwrap();
+    let h = hash_file_chunks(&file, before.identity.size, CHUNK, 1).unwrap();
     next_tick();
     file.set_modified(old).unwrap();
     assert_eq!(
@@ -179,13 +179,14 @@ fn only_hashes_of_a_settled_unchanged_file_are_stored() {
     );
     assert_eq!(cache.lookup(&file, CHUNK), None);
     // Hashes that do not fit the file are an error, not a record.
-    let before = identity(&file).unwrap();
+    let before = snapshot(&file).unwrap();
     assert!(cache.store(&file, CHUNK, &h[..1], &before).is_err());
+    let size = before.identity.size;
     // chunk_hashes: hashed once, then from the cache.
-    let (a, cached) = cache.chunk_hashes(&file, before.size, CHUNK, 2).unwrap();
+    let (a, cached) = cache.chunk_hashes(&file, size, CHUNK, 2).unwrap();
     assert!(!cached);
     assert_eq!(a, h);
-    let (b, cached) = cache.chunk_hashes(&file, before.size, CHUNK, 2).unwrap();
+    let (b, cached) = cache.chunk_hashes(&file, size, CHUNK, 2).unwrap();
     assert!(cached);
     assert_eq!(b, h);
 }
