@@ -33,6 +33,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no bench/__pycache__ from the import below
 _spec = importlib.util.spec_from_file_location("cp_compare", os.path.join(HERE, "cp-compare.py"))
 cpc = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cpc)
@@ -122,7 +123,8 @@ use chroot = no
         return self.rsyncd.pid if tool == "rsyncd" else self.lh_srv.pid
 
     def argv(self, tool, src, rel_dst):
-        """The client command pushing `src` to `rel_dst` (below the far root)."""
+        """The client command pushing `src` into the directory `rel_dst` (below the far root,
+        with a trailing `/`; empty: the root itself): every tool puts `src` inside it."""
         dst = os.path.join(self.far_root, rel_dst)
         ssh_dst = f"root@{self.far}:{dst}"
         daemon_dst = f"longhaul://{self.far}:{self.lh_port}/{rel_dst}"
@@ -222,7 +224,7 @@ use chroot = no
             if tool.startswith("lh-sync") and not self.have_sync:
                 continue
             reset()
-            self.measure("big", tool, src, "big", size, lambda: digest(dst) == want)
+            self.measure("big", tool, src, "", size, lambda: digest(dst) == want)
 
     # -- a tree with nothing changed
     def tree(self):
