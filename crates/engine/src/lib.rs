@@ -1,11 +1,13 @@
 //! Drivers that move real bytes: the transport under bench and cp (connections,
 //! handshake, data streams, the control link), bench streams, cp's file ends, pacing,
-//! telemetry sampling, the emulator's packet loop, and starting the far end over ssh.
+//! telemetry sampling, the emulator's packet loop, starting the far end over ssh, and the
+//! chunk-hash cache of sync.
 #![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod cp;
 pub mod emulate;
+pub mod hash_cache;
 pub mod host;
 pub mod ssh;
 pub mod telemetry;

@@ -277,6 +277,17 @@ pub enum Error {
         /// What is wrong and what to do.
         why: String,
     },
+    // --- chunk-hash cache ---
+    /// A cache record cannot hold these hashes (the caller just does not cache them).
+    #[error("chunk-hash cache record: {field} is {value}, {bound}; the hashes are not cached")]
+    HashCacheField {
+        /// The field out of bounds.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+        /// The bound it broke.
+        bound: &'static str,
+    },
 }
 
 /// Shorthand for results of this crate.

@@ -13,6 +13,8 @@
 //! - [`mode`]: the permission bits a receiver sets (setuid and setgid dropped by default).
 //! - [`integrity`]: per-chunk xxh3 and whole-file BLAKE3 helpers.
 //! - [`file_hashes`]: a file's chunk hashes merged into its BLAKE3, in any order.
+//! - [`hash_cache`]: the chunk-hash cache's record (a file's chunk hashes with its
+//!   identity, trusted only while that identity holds).
 //! - [`session`]: both ends of a transfer as state machines (messages and chunk events
 //!   in, messages and driver work out).
 //! - [`filter`]: `--exclude` / `--include` rules (rsync's patterns, first match wins).
@@ -26,6 +28,7 @@ pub mod delete;
 pub mod error;
 pub mod file_hashes;
 pub mod filter;
+pub mod hash_cache;
 pub mod integrity;
 pub mod location;
 pub mod manifest;
@@ -42,6 +45,7 @@ pub use delete::{dest_extras, DeletePlan, DestEntry, DestKind, DestListing, Remo
 pub use error::{Error, Result};
 pub use file_hashes::FileHashes;
 pub use filter::Filter;
+pub use hash_cache::{CachedHashes, FileIdentity};
 pub use integrity::{
     chunk_hash, digest_hex, file_digest, source_fingerprint, ChunkHash, ChunkHasher, Digest,
 };
