@@ -382,3 +382,41 @@ fn sync_survives_kill_9_of_either_end() {
     }
     drop(server);
 }
+
+/// The chunk-hash cache: a settled file compared by a sync has its hashes kept under the
+/// user's cache directory (both ends share HOME here), and the next sync of the same
+/// files reads them instead of the files; `--checksum` neither trusts nor fills it.
+#[test]
+fn compared_files_fill_the_hash_cache_and_checksum_bypasses_it() {
+    let mut rng = Rng::from_env("sync-cache");
+    let s = Scratch::new("sync-cache");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    let src = s.dir("src");
+    write_random(&src.join("f"), &mut rng, (6 * CHUNK) as usize);
+    let server = Server::start(&home, &root);
+    sync(&home, &[&src.join(""), &server.remote("m")]).assert_ok();
+    let cache = home.join(".cache/longhaul/chunk-hashes");
+    let records = || fs::read_dir(&cache).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(records(), 0, "a plain copy hashes nothing to keep");
+    // Both copies settle (the cache keeps only files unchanged for 2 s), then the source
+    // changes its mtime only: both ends hash, and keep what they hashed.
+    std::thread::sleep(Duration::from_millis(2100));
+    let checked = sync(&home, &[&"--checksum", &src.join(""), &server.remote("m")]);
+    checked.assert_ok();
+    assert_eq!(records(), 0, "--checksum stored hashes");
+    let (secs, nanos) = mtime_of(&fs::metadata(src.join("f")).unwrap());
+    set_mtime(&src.join("f"), secs as u64 + 10, nanos as u32);
+    std::thread::sleep(Duration::from_millis(2100));
+    let r = sync(&home, &[&src.join(""), &server.remote("m")]);
+    r.assert_ok();
+    assert_eq!(r.end_u64("sent_bytes"), 0, "{}", r.describe());
+    assert_eq!(
+        records(),
+        2,
+        "one record per end: {:?}",
+        fs::read_dir(&cache).ok()
+    );
+    assert_same_tree(&src, &root.join("m"), EXACT);
+    drop(server);
+}

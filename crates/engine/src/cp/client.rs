@@ -312,8 +312,14 @@ pub fn run_cp(
                 streams,
                 None,
             )?;
-            if cfg.delta.is_some_and(|r| r.dry_run) {
-                sender.session.set_dry_run();
+            if let Some(rules) = cfg.delta {
+                if rules.dry_run {
+                    sender.session.set_dry_run();
+                }
+                // A cache that cannot be opened only costs re-reading.
+                sender.hash_cache = crate::hash_cache::HashCache::open_default()
+                    .ok()
+                    .map(|c| (c, !rules.checksum));
             }
             while let Some(frame) = sender.session.poll_transmit() {
                 if let Err(e) = conn.send_transfer(&frame) {

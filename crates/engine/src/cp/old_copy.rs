@@ -14,13 +14,19 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::file_io;
 use longhaul_sys::served_root::{Access, ServedRoot};
 use longhaul_transfer::session::recv::{CopyIdentity, OldCopy, Reuse};
-use longhaul_transfer::{ChunkHash, FileHashes};
 
-use super::chunk_io::hash_range;
+use super::chunk_io::hash_file_chunks;
+use crate::hash_cache::HashCache;
+
+/// Threads that hash one file: every core, at most 8.
+pub fn hash_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, 8)
+}
 
 /// Who an open file is now.
 pub fn identity(f: &File) -> io::Result<CopyIdentity> {
@@ -35,11 +41,21 @@ pub fn identity(f: &File) -> io::Result<CopyIdentity> {
 }
 
 /// Hashes the regular file at `rel` (never through a symlink in its last component) on
-/// the grid of `chunk_size`.
-pub fn hash_old(root: &ServedRoot, rel: &Path, chunk_size: u64) -> io::Result<OldCopy> {
+/// the grid of `chunk_size`, on every core; with `cache`, hashes it holds for the file
+/// as it is now are taken instead (and new ones stored).
+pub fn hash_old(
+    root: &ServedRoot,
+    rel: &Path,
+    chunk_size: u64,
+    cache: Option<&HashCache>,
+) -> io::Result<OldCopy> {
     let f = root.open_file(rel, Access::ReadOwn)?;
     let before = identity(&f)?;
-    let hashes = hash_file_chunks(&f, before.size, chunk_size)?;
+    let threads = hash_threads();
+    let hashes = match cache {
+        Some(c) => c.chunk_hashes(&f, before.size, chunk_size, threads)?.0,
+        None => hash_file_chunks(&f, before.size, chunk_size, threads)?,
+    };
     // Written to while being read: its hashes describe no version of it.
     if identity(&f)? != before {
         return Err(changed(rel));
@@ -48,49 +64,6 @@ pub fn hash_old(root: &ServedRoot, rel: &Path, chunk_size: u64) -> io::Result<Ol
         identity: before,
         hashes,
     })
-}
-
-/// The chunk hashes of `size` bytes of `f` on the grid of `chunk_size`, computed by up to
-/// one thread per core, each taking the next chunk (at most 8 threads).
-pub fn hash_file_chunks(f: &File, size: u64, chunk_size: u64) -> io::Result<Vec<ChunkHash>> {
-    let grid = FileHashes::new(size, chunk_size);
-    let chunks = grid.chunks() as usize;
-    let threads = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(1, 8)
-        .min(chunks.max(1));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut out = vec![[0u8; 32]; chunks];
-    let found: io::Result<Vec<Vec<(usize, ChunkHash)>>> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| -> io::Result<Vec<(usize, ChunkHash)>> {
-                    let mut buf = AlignedBuf::new();
-                    let mut mine = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        if i >= chunks {
-                            return Ok(mine);
-                        }
-                        let (off, len) = grid.chunk_range(i as u32);
-                        let hasher = grid.hasher(i as u32);
-                        mine.push((i, hash_range(f, hasher, off, len, &mut buf)?));
-                    }
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .map(|w| {
-                w.join()
-                    .unwrap_or_else(|_| Err(io::Error::other("a hashing thread panicked")))
-            })
-            .collect()
-    });
-    for (i, h) in found?.into_iter().flatten() {
-        out[i] = h;
-    }
-    Ok(out)
 }
 
 /// Opens the old copy of a synced file, refusing it if it changed since it was hashed.

@@ -228,7 +228,12 @@ pub fn run_receiver(
     let (commit_tx, commit_rx) = mpsc::channel();
     let shared = Arc::new(Shared {
         session: Mutex::new(session),
-        store: Store::new(target.root.clone(), chunk_size),
+        // A cache that cannot be opened (no home, read-only) only costs re-reading.
+        store: Store::new(target.root.clone(), chunk_size).with_hash_cache(
+            target
+                .delta
+                .and_then(|_| crate::hash_cache::HashCache::open_default().ok()),
+        ),
         control: control.tx.clone(),
         stop: Stop::default(),
         progress,

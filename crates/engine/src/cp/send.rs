@@ -28,11 +28,14 @@ use longhaul_transfer::scheduler::Chunk;
 use longhaul_transfer::session::{SendEvent, SendOutcome, SendSession, SessionError, Work};
 use longhaul_transfer::{sparse, FileHashes};
 
-use super::chunk_io::hash_range;
+use super::chunk_io::{hash_file_chunks, hash_range};
 use super::{CpError, Progress, Stop};
 use crate::bench::pacer::Pacer;
+use crate::hash_cache::HashCache;
 use crate::transport::control::{ControlLink, ControlTx, Incoming};
 use longhaul_policy::RateProbe;
+use longhaul_transfer::ChunkHash;
+use std::sync::OnceLock;
 
 /// Most data segments looked up per sparse file (the rest is sent as data).
 const MAX_SEGMENTS: usize = 1 << 16;
@@ -76,6 +79,9 @@ pub struct Sender {
     pub root: SourceRoot,
     /// Hold pacing to the bottleneck once found (as bench does).
     pub probe: Option<RateProbe>,
+    /// Sync: where source files' chunk hashes are kept across runs, and whether they may
+    /// be trusted (not with `--checksum`).
+    pub hash_cache: Option<(HashCache, bool)>,
 }
 
 impl Sender {
@@ -102,6 +108,7 @@ impl Sender {
             origins,
             root,
             probe,
+            hash_cache: None,
         })
     }
 }
@@ -120,7 +127,14 @@ struct Shared {
     done: AtomicBool,
     /// Authenticates every chunk header (and through its hash, the chunk).
     chunk_key: ChunkKey,
+    /// Sync: see [`Sender::hash_cache`].
+    hash_cache: Option<(HashCache, bool)>,
+    /// Sync: each compared file's chunk hashes, computed once (by entry).
+    source_hashes: Mutex<HashMap<u32, Arc<SourceHashes>>>,
 }
+
+/// A compared file's chunk hashes, computed by the first stream that needs them.
+type SourceHashes = OnceLock<Option<Arc<Vec<ChunkHash>>>>;
 
 impl Shared {
     fn fail(&self, why: String) {
@@ -166,6 +180,7 @@ pub fn run_sender(
         origins,
         root,
         probe,
+        hash_cache,
     } = sender;
     let checksum_only = session.checksum_only();
     let (hash_tx, hash_rx) = mpsc::channel();
@@ -181,6 +196,8 @@ pub fn run_sender(
         sparse: Mutex::new(HashMap::new()),
         done: AtomicBool::new(false),
         chunk_key,
+        hash_cache,
+        source_hashes: Mutex::new(HashMap::new()),
     });
     {
         let mut s = shared.lock()?;
@@ -531,6 +548,15 @@ fn send_chunk(
     // Read and hash in pieces that stay in cache; the bytes then go to the socket from
     // the page cache (no copy through this buffer). Had the file changed since the read,
     // the receiver's hash check refuses the chunk.
+    // Sync: a compared file is hashed once as a whole, on every core (or its hashes come
+    // from the cache): a chunk equal to the receiver's copy then goes without a read.
+    if let Some(old) = work.old {
+        let known = source_hashes(sh, entry, file, size);
+        if known.and_then(|h| h.get(chunk.id.index as usize).copied()) == Some(old) {
+            header.hash = old;
+            return header_only(header, CHUNK_FLAG_SAME, sock);
+        }
+    }
     header.hash = hash_range(file, hasher, chunk.offset, chunk.len, buf).map_err(SendFail::Read)?;
     if work.old == Some(header.hash) {
         return header_only(header, CHUNK_FLAG_SAME, sock);
@@ -550,6 +576,28 @@ fn send_chunk(
         payload: chunk.len,
         same: false,
     })
+}
+
+/// Sync: the chunk hashes of entry `entry`'s source, computed once for all streams
+/// (`None` if it could not be read whole: the chunks are then hashed one by one).
+fn source_hashes(sh: &Shared, entry: u32, file: &File, size: u64) -> Option<Arc<Vec<ChunkHash>>> {
+    let cell = sh
+        .source_hashes
+        .lock()
+        .ok()?
+        .entry(entry)
+        .or_default()
+        .clone();
+    cell.get_or_init(|| {
+        let cs = sh.session.lock().ok()?.chunk_size();
+        let threads = super::old_copy::hash_threads();
+        let hashes = match &sh.hash_cache {
+            Some((cache, true)) => cache.chunk_hashes(file, size, cs, threads).map(|h| h.0),
+            _ => hash_file_chunks(file, size, cs, threads),
+        };
+        hashes.ok().map(Arc::new)
+    })
+    .clone()
 }
 
 /// Whether `range` of the file lies wholly in a hole (looked up once per file, only for

@@ -329,6 +329,12 @@ pub fn serve_transfer(
         if opts.delta && opts.dry_run {
             sender.session.set_dry_run();
         }
+        if opts.delta {
+            // A cache that cannot be opened only costs re-reading.
+            sender.hash_cache = crate::hash_cache::HashCache::open_default()
+                .ok()
+                .map(|c| (c, !opts.checksum));
+        }
         // What the kernel actually gave the first stream, as the log's proof of the plan.
         let sndbuf = socks
             .first()

@@ -44,6 +44,7 @@ use longhaul_transfer::{
 };
 
 use super::chunk_io::hash_range;
+use crate::hash_cache::HashCache;
 
 mod links;
 
@@ -258,6 +259,8 @@ pub struct Store {
     /// Directories (and their ancestors) that received a name since they were last
     /// flushed: flushed together before the last commit is answered.
     unsynced_dirs: Mutex<BTreeSet<PathBuf>>,
+    /// Sync: chunk hashes of destination files kept across runs ([`Store::with_hash_cache`]).
+    hash_cache: Option<HashCache>,
 }
 
 /// What answering an event needs from the session: the answer to give it.
@@ -296,7 +299,15 @@ impl Store {
             files: Mutex::new(HashMap::new()),
             chunk_size,
             unsynced_dirs: Mutex::new(BTreeSet::new()),
+            hash_cache: None,
         }
+    }
+
+    /// Sync: old copies' chunk hashes are looked up in (and stored to) `cache`, so an
+    /// unchanged huge file is not read again by the next sync.
+    pub fn with_hash_cache(mut self, cache: Option<HashCache>) -> Self {
+        self.hash_cache = cache;
+        self
     }
 
     /// The root.
@@ -361,8 +372,14 @@ impl Store {
                 Ok(Answer::Opened(id, intact))
             }
             RecvEvent::HashFromFile { id, chunks } => Ok(Answer::Hash(id, chunks)),
-            RecvEvent::HashOld { id, final_rel, .. } => {
-                let old = super::old_copy::hash_old(&self.root, &final_rel, self.chunk_size)
+            RecvEvent::HashOld {
+                id,
+                final_rel,
+                trust_cache,
+                ..
+            } => {
+                let cache = self.hash_cache.as_ref().filter(|_| trust_cache);
+                let old = super::old_copy::hash_old(&self.root, &final_rel, self.chunk_size, cache)
                     .map_err(|e| e.to_string());
                 Ok(Answer::OldHashed(id, old))
             }

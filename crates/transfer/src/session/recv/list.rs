@@ -347,6 +347,7 @@ impl RecvSession {
                 id,
                 final_rel: f.final_rel.clone(),
                 size: m.len,
+                trust_cache: delta != Some(true),
             };
             self.looking += 1;
             self.events.push_back(ev);

@@ -305,6 +305,9 @@ pub enum RecvEvent {
         final_rel: PathBuf,
         /// Its size when looked at.
         size: u64,
+        /// The hashes may come from a cache trusted while the file's identity (size,
+        /// mtime, inode, ctime) is unchanged; `false` with `--checksum`: read the file.
+        trust_cache: bool,
     },
     /// Sync: a file found complete by the quick check whose mode differs from the
     /// source's: set it (through a descriptor, never following a symlink). No answer.
