@@ -40,7 +40,8 @@ _spec.loader.exec_module(cpc)
 proc_cpu, quiesce, run_client, json_lines, log = cpc.proc_cpu, cpc.quiesce, cpc.run_client, cpc.json_lines, cpc.log
 
 GB = 1e9
-TOOLS = ["rsync-ssh", "rsyncd", "lh-sync-ssh", "lh-sync-daemon", "lh-cp-ssh", "lh-cp-daemon"]
+TOOLS = ["rsync-ssh", "rsyncd", "rsyncd-inplace", "lh-sync-ssh", "lh-sync-daemon",
+         "lh-sync-inplace-ssh", "lh-sync-inplace-daemon", "lh-cp-ssh", "lh-cp-daemon"]
 
 
 def parse_size(text):
@@ -118,9 +119,9 @@ use chroot = no
             cpc.listening(self.ns_b, self.rsync_port))
 
     def server_for(self, tool):
-        if tool in ("rsync-ssh", "lh-sync-ssh", "lh-cp-ssh"):
+        if tool in ("rsync-ssh", "lh-sync-ssh", "lh-sync-inplace-ssh", "lh-cp-ssh"):
             return self.a.sshd_pid
-        return self.rsyncd.pid if tool == "rsyncd" else self.lh_srv.pid
+        return self.rsyncd.pid if tool.startswith("rsyncd") else self.lh_srv.pid
 
     def argv(self, tool, src, rel_dst):
         """The client command pushing `src` into the directory `rel_dst` (below the far root,
@@ -132,8 +133,12 @@ use chroot = no
         return {
             "rsync-ssh": ["rsync", "-a", "-e", f"ssh {self.ssh}", src, ssh_dst],
             "rsyncd": ["rsync", "-a", src, f"rsync://{self.far}:{self.rsync_port}/far/{rel_dst}"],
+            "rsyncd-inplace": ["rsync", "-a", "--inplace", src,
+                               f"rsync://{self.far}:{self.rsync_port}/far/{rel_dst}"],
             "lh-sync-ssh": [self.lh, "sync", "--json"] + lh_ssh + [src, ssh_dst],
             "lh-sync-daemon": [self.lh, "sync", "--json", src, daemon_dst],
+            "lh-sync-inplace-ssh": [self.lh, "sync", "--json", "--inplace"] + lh_ssh + [src, ssh_dst],
+            "lh-sync-inplace-daemon": [self.lh, "sync", "--json", "--inplace", src, daemon_dst],
             "lh-cp-ssh": [self.lh, "cp", "--json", "--no-progress", "-r"] + lh_ssh + [src, ssh_dst],
             "lh-cp-daemon": [self.lh, "cp", "--json", "--no-progress", "-r", src, daemon_dst],
         }[tool]
@@ -244,7 +249,8 @@ use chroot = no
         want = tree_digest(root)
         log(f"[tree] {self.a.files} files, {total / 1e6:.1f} MB in 10 directories")
         for tool in self.tools:
-            if tool.startswith("lh-cp") or (tool.startswith("lh-sync") and not self.have_sync):
+            if (tool.startswith("lh-cp") or "inplace" in tool
+                    or (tool.startswith("lh-sync") and not self.have_sync)):
                 continue
             rel = f"tree-{tool}"
             os.makedirs(os.path.join(self.far_root, rel), exist_ok=True)
@@ -263,7 +269,10 @@ use chroot = no
             v = "not measured" if value is None else f"{value} -> {'met' if ok else 'NOT met'}"
             print(f"  {what}: {v}")
         for via, sync, rs, cp in (("ssh", "lh-sync-ssh", "rsync-ssh", "lh-cp-ssh"),
-                                  ("daemon", "lh-sync-daemon", "rsyncd", "lh-cp-daemon")):
+                                  ("daemon", "lh-sync-daemon", "rsyncd", "lh-cp-daemon"),
+                                  ("ssh --inplace", "lh-sync-inplace-ssh", "rsync-ssh", "lh-cp-ssh"),
+                                  ("daemon --inplace", "lh-sync-inplace-daemon", "rsyncd-inplace",
+                                   "lh-cp-daemon")):
             s, r, c = row("big", sync), row("big", rs), row("big", cp)
             x = round(r["wall_s"] / s["wall_s"], 2) if s and r else None
             say(f"big, {via}: rsync wall / longhaul sync wall >= 5", x, x is not None and x >= 5)
@@ -274,6 +283,8 @@ use chroot = no
                 print(f"  big, {via}: CPU s/GB at each end, longhaul sync: client {s['client_cpu_s_per_gb']}, "
                       f"far {s['far_cpu_s_per_gb']} (rsync: {r['client_cpu_s_per_gb'] if r else '-'}, "
                       f"{r['far_cpu_s_per_gb'] if r else '-'})")
+            if "inplace" in via:
+                continue
             s, r = row("tree", sync, "again"), row("tree", rs, "again")
             say(f"tree again, {via}: longhaul sync <= 1.5 s", s and s["wall_s"], bool(s) and s["wall_s"] <= 1.5)
             x = round(r["wall_s"] / s["wall_s"], 2) if s and r else None

@@ -24,7 +24,8 @@
 #
 # Usage: bench/sync-compare.sh [--size 4GiB] [--block 4MiB] [--percent 1] [--seed 16]
 #          [--files 10000] [--cases big,tree]
-#          [--tools rsync-ssh,rsyncd,lh-sync-ssh,lh-sync-daemon,lh-cp-ssh,lh-cp-daemon]
+#          [--tools rsync-ssh,rsyncd,rsyncd-inplace,lh-sync-ssh,lh-sync-daemon,
+#                   lh-sync-inplace-ssh,lh-sync-inplace-daemon,lh-cp-ssh,lh-cp-daemon]
 #          [--rate 1G] [--rtt 180ms] [--dir /var/tmp] [--out target/sync-compare.jsonl]
 #          [--ssh-extra "SSH OPTIONS"]
 #   e.g. a quick check: bench/sync-compare.sh --size 1GiB --files 2000
