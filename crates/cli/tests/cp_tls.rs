@@ -172,7 +172,7 @@ fn a_server_that_does_not_speak_tls_is_named_an_older_longhaul() {
     let run = cp!(&home; &src, format!("longhaul://{addr}/f"));
     run.assert_failed();
     assert!(
-        run.stderr.contains("without TLS") && run.stderr.contains("protocol 5"),
+        run.stderr.contains("without TLS") && run.stderr.contains("protocol 4 or before"),
         "{}",
         run.describe()
     );

@@ -35,6 +35,10 @@ pub struct ProbeSample {
     pub bbr_bps: Option<u64>,
     /// Segments retransmitted so far, all streams.
     pub retransmits: u64,
+    /// Every stream's latest delivery-rate sample was application-limited (the sender
+    /// had nothing to send: a sync sending headers of unchanged chunks, a reader slower
+    /// than the path): such a round says nothing about the path and never ends the probe.
+    pub app_limited: bool,
 }
 
 /// Pacing during the drain, as a share of the held rate.
@@ -127,7 +131,9 @@ impl RateProbe {
         let base = *self.first_retransmits.get_or_insert(s.retransmits);
         let lost = self.loss_ends_probe && s.retransmits > base && self.best_bps > 0;
         if s.at >= self.round_end {
-            if self.best_bps as f64 >= self.round_best_bps as f64 * GROWTH {
+            if s.app_limited {
+                // Not the path's rate: no verdict from this round.
+            } else if self.best_bps as f64 >= self.round_best_bps as f64 * GROWTH {
                 self.round_best_bps = self.best_bps;
                 self.flat_rounds = 0;
             } else {
@@ -168,7 +174,33 @@ mod tests {
             delivery_bps: bps,
             bbr_bps: None,
             retransmits,
+            app_limited: false,
         }
+    }
+
+    /// Regression (`longhaul sync` over 180 ms): a sender with little to send held its
+    /// pacing at the ~100 kbit/s its headers made, and then sent the changed chunks at
+    /// that rate.
+    #[test]
+    fn application_limited_rounds_never_end_the_probe() {
+        let mut p = RateProbe::new(Duration::from_millis(100), false);
+        for round in 1..50u64 {
+            let mut s = sample(round * 100, 100_000, 0);
+            s.app_limited = true;
+            assert_eq!(p.on_sample(s), None, "held at round {round}");
+        }
+        // Then the path fills, and the probe ends at its rate.
+        let mut held = None;
+        for round in 50..80u64 {
+            held = held.or(p.on_sample(sample(round * 100, 900_000_000, 0)));
+        }
+        assert!(matches!(
+            held,
+            Some(ProbeAction::Hold {
+                rate_bps: 900_000_000,
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -224,6 +256,7 @@ mod tests {
                 delivery_bps: 2_000_000_000,
                 bbr_bps: Some(950_000_000),
                 retransmits: 0,
+                app_limited: false,
             };
             held = held.or(p.on_sample(s));
         }
@@ -240,6 +273,7 @@ mod tests {
             delivery_bps: 950_000_000,
             bbr_bps: None,
             retransmits,
+            app_limited: false,
         };
         // Retransmits within the grace period (the start-up's recovery) only move the base.
         assert_eq!(p.on_sample(at(1100, 3)), None);

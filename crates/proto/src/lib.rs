@@ -53,10 +53,11 @@ pub use ssh_ready::SshReady;
 /// chunk hash instead of xxh3; 3: a transfer request names the sender's congestion
 /// control; 4: a transfer request says whether its window is fixed; 5: TLS 1.3 on every
 /// connection, chunk headers carry a MAC under the session's key, data without TLS on
-/// request).
-pub const PROTOCOL_VERSION: u16 = 5;
+/// request; 6: symlink entries, `FilterRules` after every transfer request, `--delete`,
+/// and sync's `OldChunks`, `WouldSend` and `CHUNK_FLAG_SAME`).
+pub const PROTOCOL_VERSION: u16 = 6;
 /// The oldest protocol version this build still accepts.
-pub const MIN_PROTOCOL_VERSION: u16 = 5;
+pub const MIN_PROTOCOL_VERSION: u16 = 6;
 
 /// Feature bits announced in the hello messages.
 pub mod features {

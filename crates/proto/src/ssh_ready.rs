@@ -3,8 +3,8 @@
 //! the fingerprint of its certificate.
 //!
 //! ```text
-//! LONGHAUL-READY proto=5 port=40123 addr=10.0.0.2 token=<64 hex> cert=sha256:<64 hex>
-//! LONGHAUL-READY proto=5 port=40123 addr=- token=<64 hex> cert=-   (refused by a client: no TLS to pin)
+//! LONGHAUL-READY proto=6 port=40123 addr=10.0.0.2 token=<64 hex> cert=sha256:<64 hex>
+//! LONGHAUL-READY proto=6 port=40123 addr=- token=<64 hex> cert=-   (refused by a client: no TLS to pin)
 //! ```
 //!
 //! `proto` comes first and is checked before anything else, so that a far end of another

@@ -60,10 +60,12 @@ impl Pacer {
         let mut delivery = 0u64;
         let mut bbr = Some(0u64);
         let mut retrans = 0u64;
+        let mut app_limited = true;
         for s in &self.socks {
             let Ok(info) = tcp_info(&**s) else {
                 continue;
             };
+            app_limited &= info.delivery_rate_app_limited;
             delivery += info.delivery_rate * 8;
             retrans += info.total_retrans as u64;
             bbr = match (bbr, bbr_info(&**s)) {
@@ -76,6 +78,7 @@ impl Pacer {
             delivery_bps: delivery,
             bbr_bps: bbr,
             retransmits: retrans,
+            app_limited,
         })?;
         match action {
             ProbeAction::Hold {

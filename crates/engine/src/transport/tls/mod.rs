@@ -64,9 +64,8 @@ pub enum TlsError {
     Changed(String),
     /// The peer does not speak TLS: an older longhaul.
     #[error(
-        "{peer} answered without TLS: it runs an older longhaul (protocol {} or before{}), \
+        "{peer} answered without TLS: it runs an older longhaul (protocol 4 or before{}), \
          and this one speaks protocol {}; install the same longhaul version at both ends",
-        longhaul_proto::PROTOCOL_VERSION - 1,
         said.as_ref().map(|s| format!(", which said: {s}")).unwrap_or_default(),
         longhaul_proto::PROTOCOL_VERSION
     )]
