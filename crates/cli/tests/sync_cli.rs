@@ -420,3 +420,86 @@ fn compared_files_fill_the_hash_cache_and_checksum_bypasses_it() {
     assert_same_tree(&src, &root.join("m"), EXACT);
     drop(server);
 }
+
+/// A tree that lived: files renamed and deleted, new symlinks (one pointing out of the
+/// tree), modes changed, a directory removed. `sync --delete` makes the destination the
+/// source's exact image, both ways; its dry run first lists what it would delete and
+/// deletes nothing.
+fn tree_with_delete(dir: Dir) {
+    let name = format!("sync-tree-{dir:?}");
+    let mut rng = Rng::from_env(&name);
+    let s = Scratch::new(&name);
+    let home = s.dir("home");
+    let root = s.dir("root");
+    let local = s.dir("local");
+    let server = Server::start(&home, &root);
+    let (src, dst) = match dir {
+        Dir::Push => (local.join("data"), root.join("mirror")),
+        Dir::Pull => (root.join("data"), local.join("mirror")),
+    };
+    for i in 0..20 {
+        write_random(
+            &src.join(format!("d{}/f{i}", i % 4)),
+            &mut rng,
+            100 + 997 * i,
+        );
+    }
+    write_random(&src.join("gone/x"), &mut rng, 10);
+    std::os::unix::fs::symlink("d0/f0", src.join("link")).unwrap();
+    let go = |extra: &[&dyn AsRef<std::ffi::OsStr>]| {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = extra.to_vec();
+        let (from, to) = match dir {
+            Dir::Push => (
+                std::ffi::OsString::from(src.join("")),
+                server.remote_os(std::ffi::OsStr::new("mirror")),
+            ),
+            Dir::Pull => (
+                std::ffi::OsString::from(server.remote("data/")),
+                dst.clone().into_os_string(),
+            ),
+        };
+        args.push(&from);
+        args.push(&to);
+        sync(&home, &args)
+    };
+    go(&[&"--delete"]).assert_ok();
+    assert_same_tree(&src, &dst, EXACT);
+
+    fs::rename(src.join("d1/f1"), src.join("d2/renamed")).unwrap();
+    fs::remove_file(src.join("d3/f3")).unwrap();
+    fs::remove_dir_all(src.join("gone")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", src.join("d0/out")).unwrap();
+    fs::remove_file(src.join("link")).unwrap();
+    std::os::unix::fs::symlink("d2/renamed", src.join("link")).unwrap();
+    fs::set_permissions(src.join("d0/f4"), fs::Permissions::from_mode(0o640)).unwrap();
+    patch(&src.join("d2/f6"), 10, b"changed");
+
+    let before = snapshot(&dst);
+    let dry = go(&[&"-n", &"--delete"]);
+    dry.assert_ok();
+    assert_eq!(
+        snapshot(&dst),
+        before,
+        "the dry run changed the destination"
+    );
+    assert_eq!(dry.json_of("end")["would_delete"], 4, "{}", dry.describe());
+
+    go(&[&"--delete"]).assert_ok();
+    assert_same_tree(&src, &dst, EXACT);
+    assert_eq!(
+        fs::read_link(dst.join("d0/out")).unwrap(),
+        Path::new("/etc/passwd"),
+        "a link out of the tree arrives as a link, never followed"
+    );
+    drop(server);
+}
+
+#[test]
+fn a_pushed_tree_with_renames_deletions_links_and_modes_becomes_the_source() {
+    tree_with_delete(Dir::Push);
+}
+
+#[test]
+fn a_pulled_tree_with_renames_deletions_links_and_modes_becomes_the_source() {
+    tree_with_delete(Dir::Pull);
+}

@@ -526,6 +526,7 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool, de
             "streams": r.start.streams, "chunk_bytes": r.start.chunk_bytes,
             "direction": r.start.direction, "deleted_files": r.deleted,
             "unchanged_files": r.files_unchanged, "compared_files": r.files_compared,
+            "created_files": r.files_ok.saturating_sub(r.files_unchanged + r.files_compared),
             "reused_bytes": r.reused_bytes,
         });
         if let (Some(v), Some(obj)) = (verdict, end.as_object_mut()) {

@@ -64,6 +64,15 @@ impl RecvSession {
         }
     }
 
+    /// Sync into the top itself (`sync src/ DIR` where DIR is the receiver's top): the
+    /// source directory's entry names no path here, but the top is the directory it sends.
+    pub(super) fn plan_top_dir(&mut self, entry_path: &[u8]) {
+        if let Some(d) = self.deletion.as_mut() {
+            d.plan
+                .sent_dir(Path::new(""), below_top(entry_path).unwrap_or_default());
+        }
+    }
+
     /// The list is settled and fits: the listings go out (nothing happens without
     /// `--delete`).
     pub(super) fn start_deletion(&mut self) {

@@ -134,6 +134,7 @@ impl RecvSession {
         }
         let Some((target_is_dir, path)) = self.sync_place(path, entry.kind)? else {
             // `sync src/ .`: the source directory itself is the destination's top.
+            self.plan_top_dir(&entry.path);
             return Ok(None);
         };
         let placed = place_entry(
