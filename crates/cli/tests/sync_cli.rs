@@ -44,8 +44,11 @@ fn patch(path: &Path, offset: u64, data: &[u8]) {
     f.write_all_at(data, offset).unwrap();
 }
 
-/// Every entry's path, size, mode, mtime and inode.
-fn snapshot(root: &Path) -> Vec<(Vec<u8>, u64, u32, (i64, i64), u64)> {
+/// An entry's path, size, mode, mtime and inode.
+type EntryState = (Vec<u8>, u64, u32, (i64, i64), u64);
+
+/// Every entry's state.
+fn snapshot(root: &Path) -> Vec<EntryState> {
     list_tree(root)
         .into_iter()
         .map(|(k, m)| (k, m.len(), m.mode(), mtime_of(&m), m.ino()))
