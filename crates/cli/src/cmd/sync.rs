@@ -19,8 +19,13 @@ use super::cp;
 /// changed blocks of a huge file cost little, large enough for a long path.
 const SYNC_CHUNK: u64 = 4 << 20;
 
-/// Arguments of `longhaul sync`.
+/// Arguments of `longhaul sync`: cp's, less those sync sets itself (`-r` is always on,
+/// `--checksum-only` is cp's).
 #[derive(clap::Args, Debug)]
+#[command(
+    mut_arg("recursive", |a| a.hide(true)),
+    mut_arg("checksum_only", |a| a.hide(true))
+)]
 pub struct Args {
     /// Compare every file present at both ends chunk by chunk, also those whose size
     /// and mtime match (rsync's --checksum): finds changes that kept both.
