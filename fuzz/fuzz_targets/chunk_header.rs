@@ -8,7 +8,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use longhaul_fuzz::take;
-use longhaul_proto::transfer::{ChunkHeader, CHUNK_FLAG_HOLE, MAX_CHUNK_BYTES, MAX_FILE_ID};
+use longhaul_proto::transfer::{
+    ChunkHeader, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME, MAX_CHUNK_BYTES, MAX_FILE_ID,
+};
 use longhaul_proto::ChunkKey;
 
 fuzz_target!(|data: &[u8]| {
@@ -29,7 +31,8 @@ fuzz_target!(|data: &[u8]| {
         hash: take(&mut rest),
     };
     let in_bounds = h.file <= MAX_FILE_ID
-        && h.flags & !CHUNK_FLAG_HOLE == 0
+        && h.flags & !(CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME) == 0
+        && h.flags != CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME
         && u64::from(h.len) <= MAX_CHUNK_BYTES
         && h.offset.checked_add(u64::from(h.len)).is_some();
     let bytes = h.encode(&key);

@@ -684,13 +684,7 @@ impl Store {
         }
         // A mode or mtime that cannot be set does not stop the file going in place, but
         // it is reported (the file then fails rsync's quick check on a rerun).
-        let mut unset = Vec::new();
-        if let Err(e) = data.set_permissions(Permissions::from_mode(job.mode)) {
-            unset.push(format!("its mode {:o} could not be set: {e}", job.mode));
-        }
-        if let Err(e) = data.set_times(FileTimes::new().set_modified(mtime_of(job.mtime))) {
-            unset.push(format!("its mtime could not be set: {e}"));
-        }
+        let unset = set_mode_and_mtime(data, job);
         Ok((f, unset))
     }
 
@@ -766,13 +760,7 @@ impl Store {
         let reuse = job.reuse.as_ref().ok_or(CommitError::NeverCreated)?;
         let old =
             super::old_copy::open_unchanged(&self.root, reuse).map_err(CommitError::OldCopy)?;
-        let mut unset = Vec::new();
-        if let Err(e) = old.set_permissions(Permissions::from_mode(job.mode)) {
-            unset.push(format!("its mode {:o} could not be set: {e}", job.mode));
-        }
-        if let Err(e) = old.set_times(FileTimes::new().set_modified(mtime_of(job.mtime))) {
-            unset.push(format!("its mtime could not be set: {e}"));
-        }
+        let unset = set_mode_and_mtime(&old, job);
         // Only our own part file, still under its name.
         if let Some(d) = self.data(job.id) {
             if let Some(f) = d.data.get() {
@@ -804,13 +792,7 @@ impl Store {
         let data = f.data.get().ok_or(CommitError::NeverCreated)?;
         data.set_len(size).map_err(CommitError::Sync)?;
         file_io::sync_data(data).map_err(CommitError::Sync)?;
-        let mut unset = Vec::new();
-        if let Err(e) = data.set_permissions(Permissions::from_mode(job.mode)) {
-            unset.push(format!("its mode {:o} could not be set: {e}", job.mode));
-        }
-        if let Err(e) = data.set_times(FileTimes::new().set_modified(mtime_of(job.mtime))) {
-            unset.push(format!("its mtime could not be set: {e}"));
-        }
+        let unset = set_mode_and_mtime(data, job);
         file_io::sync_all(data).map_err(CommitError::Sync)?;
         if let Ok(mut files) = self.files.lock() {
             files.remove(&job.id);
@@ -953,6 +935,20 @@ fn fix_dirs(root: &ServedRoot, dirs: &mut [DirFix]) {
 }
 
 /// A time from the wire (times before 1970 are clamped to it).
+/// Sets the job's mode and mtime on `f`; what could not be set, for the report (a
+/// mode or mtime that cannot be set does not stop the file going in place, but the file
+/// then fails rsync's quick check on a rerun).
+fn set_mode_and_mtime(f: &File, job: &CommitJob) -> Vec<String> {
+    let mut unset = Vec::new();
+    if let Err(e) = f.set_permissions(Permissions::from_mode(job.mode)) {
+        unset.push(format!("its mode {:o} could not be set: {e}", job.mode));
+    }
+    if let Err(e) = f.set_times(FileTimes::new().set_modified(mtime_of(job.mtime))) {
+        unset.push(format!("its mtime could not be set: {e}"));
+    }
+    unset
+}
+
 /// Sync: the file is the old copy as it is ([`longhaul_transfer::session::recv::Reuse::keep_old`]).
 fn keeps_old(job: &CommitJob) -> bool {
     job.reuse.as_ref().is_some_and(|r| r.keep_old)

@@ -287,12 +287,7 @@ impl RecvSession {
             )));
         }
         let existing = found.existing;
-        let source = SourceIdentity {
-            size: e.size,
-            mtime_secs: e.mtime_secs,
-            mtime_nanos: e.mtime_nanos,
-            fingerprint: e.fingerprint,
-        };
+        let source = source_of(e);
         let size = e.size;
         let skip = |reason| Some(vec![TransferMessage::SkipFile { file: id, reason }]);
         // Already in place from an earlier run (same size and mtime, which a commit
@@ -399,12 +394,7 @@ impl RecvSession {
             return Ok(());
         };
         let e = &f.entry;
-        let source = SourceIdentity {
-            size: e.size,
-            mtime_secs: e.mtime_secs,
-            mtime_nanos: e.mtime_nanos,
-            fingerprint: e.fingerprint,
-        };
+        let source = source_of(e);
         let size = e.size;
         if dry_run {
             // Nothing is opened; the sender learns what the copy holds and reports.
@@ -508,12 +498,7 @@ impl RecvSession {
         if !intact {
             // A power cut can keep a record whose data never reached the disk: start over.
             let e = &f.entry;
-            let source = SourceIdentity {
-                size: e.size,
-                mtime_secs: e.mtime_secs,
-                mtime_nanos: e.mtime_nanos,
-                fingerprint: e.fingerprint,
-            };
+            let source = source_of(e);
             let opened = FileReceiver::open(source, cfg.chunk_size, None)
                 .map_err(|e| SessionError::Refused(e.to_string()))?;
             let PartStart::Fresh {
@@ -608,6 +593,16 @@ impl RecvSession {
                 self.events.push_back(RecvEvent::FixDirs(dirs));
             }
         }
+    }
+}
+
+/// Who the source of an entry is, for the resume rule.
+fn source_of(e: &FileEntry) -> SourceIdentity {
+    SourceIdentity {
+        size: e.size,
+        mtime_secs: e.mtime_secs,
+        mtime_nanos: e.mtime_nanos,
+        fingerprint: e.fingerprint,
     }
 }
 
