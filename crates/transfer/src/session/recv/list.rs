@@ -602,7 +602,6 @@ impl RecvSession {
             });
             self.phase = Phase::Receiving;
             self.release_links();
-            self.release_hard_links();
             self.progress = ProgressSnapshot {
                 done_bytes: self.outcome.resumed_bytes,
                 total_bytes: self.outcome.total_bytes,
