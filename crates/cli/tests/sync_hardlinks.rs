@@ -1,8 +1,9 @@
 //! `longhaul sync -H` end to end: a real `longhaul serve --root` and `longhaul sync`
 //! processes on loopback, push and pull. In the source `a/x`, `b/y` and `c/z` are three
-//! names of one file (and `d/w` a file of its own): with `-H` the destination's three
-//! names share one inode with the right bytes, the data crossing once; a second run sends
-//! nothing and keeps it so; without `-H` each name arrives as its own file.
+//! names of one file (and `d/w` a file of its own): a dry run makes nothing; with `-H` the
+//! destination's three names share one inode with the right bytes, the data crossing
+//! once; a second run (with `--delete`) sends nothing and keeps them; a name replaced by a
+//! file of its own is linked again; without `-H` each name arrives as its own file.
 
 #[macro_use]
 mod support;
@@ -87,6 +88,16 @@ fn hard_links(dir: Dir) {
         }
     };
 
+    let dry = go(&["-n", "-H"], &dst, "mirror");
+    dry.assert_ok();
+    for n in NAMES {
+        assert!(
+            !dst.join(n).exists(),
+            "the dry run made {n}\n{}",
+            dry.describe()
+        );
+    }
+
     let first = go(&["-H"], &dst, "mirror");
     first.assert_ok();
     let ino = inodes(&dst, &data);
@@ -108,7 +119,7 @@ fn hard_links(dir: Dir) {
         assert!(!dst.join(n).exists(), "{n} left behind");
     }
 
-    let again = go(&["-H"], &dst, "mirror");
+    let again = go(&["-H", "--delete"], &dst, "mirror");
     again.assert_ok();
     assert_eq!(again.end_u64("sent_bytes"), 0, "{}", again.describe());
     assert_eq!(inodes(&dst, &data), ino, "{}", again.describe());
