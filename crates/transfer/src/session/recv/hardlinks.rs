@@ -1,7 +1,7 @@
 //! Hard link entries (`sync -H`): another name of an earlier file entry of the same list,
 //! placed and looked at like a file but carrying no data. The quick check leaves a
 //! destination that already is its target's inode (the target itself left as found)
-//! alone; `--no-clobber` leaves anything there. Otherwise the link waits until every file
+//! alone (`--checksum-only` checks just that); `--no-clobber` leaves anything there. Otherwise the link waits until every file
 //! of the list is finished (committed, found complete or failed), then the driver makes it
 //! ([`RecvEvent::MakeHardLink`]) and its answer ([`RecvSession::hardlink_made`]) finishes
 //! the entry like a file's commit (so the last one still waits for the directories'

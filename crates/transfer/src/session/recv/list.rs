@@ -334,6 +334,8 @@ impl RecvSession {
             return self.decided(id, skip(SkipReason::AlreadyComplete), true);
         }
         if cfg.checksum_only {
+            // Nothing is changed: a hard link of it is checked against this inode.
+            f.kept_inode = found.inode;
             let why = match existing {
                 None => Some("missing at the destination"),
                 Some(m) if m.len != size || !m.is_file => Some("differs in size from the source"),
