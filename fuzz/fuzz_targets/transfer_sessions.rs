@@ -54,6 +54,10 @@ fuzz_target!(|data: &[u8]| {
                     rx.symlink_made(job.id, Ok(()));
                     Ok(())
                 }
+                RecvEvent::MakeHardLink(job) => {
+                    rx.hardlink_made(job.id, Ok(()));
+                    Ok(())
+                }
                 _ => Ok(()),
             };
             if answered.is_err() {
@@ -70,10 +74,10 @@ fuzz_target!(|data: &[u8]| {
         mtime_nanos: 0,
         mode: 0o644,
         fingerprint: 0,
-        link_target: if kind == EntryKind::Symlink {
-            b"../elsewhere".to_vec()
-        } else {
-            Vec::new()
+        link_target: match kind {
+            EntryKind::Symlink => b"../elsewhere".to_vec(),
+            EntryKind::HardLink => b"top/a".to_vec(),
+            EntryKind::File | EntryKind::Dir => Vec::new(),
         },
     };
     let entries = vec![
@@ -81,6 +85,7 @@ fuzz_target!(|data: &[u8]| {
         file("top/a", EntryKind::File, 10_000),
         file("top/b", EntryKind::File, 0),
         file("top/c", EntryKind::Symlink, 0),
+        file("top/d", EntryKind::HardLink, 0),
     ];
     let cfg = SendConfig {
         chunk_size: 4096,

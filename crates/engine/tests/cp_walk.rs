@@ -4,7 +4,8 @@
 //! listed as links with their targets (never followed, in a tree or named as a pull's
 //! source); sockets and work files skipped with a warning; the refusals (directory without -r,
 //! same base name twice, missing source, paths beyond the bounds, `/`, unreadable
-//! directories) and no escape from a served root.
+//! directories) and no escape from a served root. With `hard_links` (`sync -H`) every walk
+//! lists later names of a file as hard links of the first; without it, as files.
 
 use std::ffi::OsStr;
 use std::fs;
@@ -13,7 +14,10 @@ use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
-use longhaul_engine::cp::walk::{walk_local, walk_served, walk_served_root, SourceFile, WalkError};
+use longhaul_engine::cp::walk::{
+    walk_local, walk_local_filtered, walk_served, walk_served_filtered, walk_served_root,
+    walk_served_root_filtered, SourceFile, WalkError,
+};
 use longhaul_proto::transfer::EntryKind;
 use longhaul_sys::served_root::{Resolver, ServedRoot};
 use longhaul_transfer::{parse_peer_path, source_fingerprint};
@@ -384,4 +388,68 @@ fn served_walk_never_leaves_the_root() {
     // `..` and absolute paths cannot even be named.
     assert!(parse_peer_path(b"../outside").is_err());
     assert!(parse_peer_path(b"/etc").is_err());
+}
+
+/// `src/a/x`, `src/b/y` and `src/c/z` are one file, `src/d` another with one name: with
+/// `hard_links` every walk lists `b/y` and `c/z` as hard links naming `src/a/x` (size 0);
+/// without it all are files.
+#[test]
+fn hard_links_are_listed_only_when_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("root/src");
+    for d in ["a", "b", "c"] {
+        fs::create_dir_all(src.join(d)).unwrap();
+    }
+    fs::write(src.join("a/x"), b"shared").unwrap();
+    fs::write(src.join("d"), b"alone").unwrap();
+    fs::hard_link(src.join("a/x"), src.join("b/y")).unwrap();
+    fs::hard_link(src.join("a/x"), src.join("c/z")).unwrap();
+    let kinds = |list: &[SourceFile]| -> Vec<(String, EntryKind, u64, String)> {
+        list.iter()
+            .filter(|s| s.entry.kind != EntryKind::Dir)
+            .map(|s| {
+                let e = &s.entry;
+                let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+                (text(&e.path), e.kind, e.size, text(&e.link_target))
+            })
+            .collect()
+    };
+    let file = |p: &str, size| (p.to_string(), EntryKind::File, size, String::new());
+    let link = |p: &str| (p.to_string(), EntryKind::HardLink, 0, "src/a/x".to_string());
+    let kept = [
+        file("src/a/x", 6),
+        link("src/b/y"),
+        link("src/c/z"),
+        file("src/d", 5),
+    ];
+    let apart = [
+        file("src/a/x", 6),
+        file("src/b/y", 6),
+        file("src/c/z", 6),
+        file("src/d", 5),
+    ];
+    let none = Default::default();
+    let nop = &mut |_| {};
+    let srcs = std::slice::from_ref(&src);
+    assert_eq!(
+        kinds(&walk_local_filtered(srcs, true, &none, true, nop).unwrap()),
+        kept
+    );
+    assert_eq!(kinds(&walk_local(srcs, true, nop).unwrap()), apart);
+    for root in roots(tmp.path()) {
+        let p = parse_peer_path(b"src").unwrap();
+        let served = walk_served_filtered(&root, &p, true, &none, true, nop).unwrap();
+        assert_eq!(kinds(&served), kept, "{:?}", root.resolver());
+        let plain = walk_served(&root, &p, true, nop).unwrap();
+        assert_eq!(kinds(&plain), apart);
+    }
+    // The whole root: entry paths start with the root's name.
+    let root = ServedRoot::open(&src).unwrap();
+    let whole = walk_served_root_filtered(&root, true, &none, true, nop).unwrap();
+    let link_targets: Vec<_> = whole
+        .iter()
+        .filter(|s| s.entry.kind == EntryKind::HardLink)
+        .map(|s| s.entry.link_target.clone())
+        .collect();
+    assert_eq!(link_targets, [b"src/a/x".to_vec(), b"src/a/x".to_vec()]);
 }

@@ -144,6 +144,7 @@ fn cp_pull(addr: SocketAddr) -> Result<(), String> {
         delta: None,
         filter: Default::default(),
         delete: false,
+        hard_links: false,
     };
     let report =
         run_cp(cfg, Arc::new(Progress::default()), &mut |_| {}).map_err(|e| e.to_string())?;

@@ -29,7 +29,8 @@ fn arb_entry() -> impl Strategy<Value = FileEntry> {
         prop_oneof![
             Just(EntryKind::File),
             Just(EntryKind::Dir),
-            Just(EntryKind::Symlink)
+            Just(EntryKind::Symlink),
+            Just(EntryKind::HardLink)
         ],
         any::<u64>(),
         any::<i64>(),
@@ -47,7 +48,7 @@ fn arb_entry() -> impl Strategy<Value = FileEntry> {
                 mtime_nanos,
                 mode,
                 fingerprint,
-                link_target: if kind == EntryKind::Symlink {
+                link_target: if matches!(kind, EntryKind::Symlink | EntryKind::HardLink) {
                     target
                 } else {
                     Vec::new()
@@ -365,6 +366,60 @@ fn bounds_are_refused() {
     longhaul_proto::encode_frame(&longhaul_proto::Message::Ping { seq: 1 }, &mut bench);
     assert_eq!(is_transfer_frame(&bench), Some(false));
     assert_eq!(is_transfer_frame(&bench[..4]), None);
+}
+
+/// A hard link entry's target (an entry path) is bounded like a symlink's: the longest
+/// round-trips; an empty one, one with a NUL, one too long and a hard link with a size are
+/// refused by the encoder; the decoder refuses an unknown kind byte after it (4).
+#[test]
+fn hard_link_targets_are_bounded() {
+    let link = |target: Vec<u8>| FileEntry {
+        path: b"top/b/y".to_vec(),
+        kind: EntryKind::HardLink,
+        size: 0,
+        mtime_secs: 1,
+        mtime_nanos: 0,
+        mode: 0o644,
+        fingerprint: 0,
+        link_target: target,
+    };
+    let frame = |e: FileEntry| TransferMessage::FileEntries {
+        first_id: 0,
+        entries: vec![e],
+    };
+    let mut buf = Vec::new();
+    let longest = link(vec![b'x'; MAX_PATH_BYTES]);
+    encode_transfer_frame(&frame(longest.clone()), &mut buf).unwrap();
+    let (back, _) = decode_transfer_frame(&buf).unwrap().unwrap();
+    assert_eq!(back, frame(longest));
+    for (bad, why) in [
+        (link(Vec::new()), "link target"),
+        (link(vec![b'x'; MAX_PATH_BYTES + 1]), "link target"),
+        (link(b"top/\0x".to_vec()), "NUL"),
+        (
+            FileEntry {
+                size: 1,
+                ..link(b"top/a/x".to_vec())
+            },
+            "hard link with size",
+        ),
+    ] {
+        let mut out = Vec::new();
+        let e = encode_transfer_frame(&frame(bad.clone()), &mut out).unwrap_err();
+        assert!(e.to_string().contains(why), "{e}");
+        assert!(pack_file_entries(&[bad], 0).is_err());
+    }
+    // The kind byte follows the path (2 + len bytes after the frame's first fields).
+    let mut good = Vec::new();
+    encode_transfer_frame(&frame(link(b"top/a/x".to_vec())), &mut good).unwrap();
+    let at = good
+        .windows(7)
+        .position(|w| w == b"top/b/y")
+        .expect("the path is in the frame")
+        + 7;
+    assert_eq!(good[at], 3);
+    good[at] = 4;
+    assert!(decode_transfer_frame(&good).is_err());
 }
 
 /// A symlink entry whose target is empty, too long or holds a NUL is refused by the

@@ -355,6 +355,56 @@ impl ServedRoot {
         Ok(())
     }
 
+    /// Makes `rel` another name of the regular file `target` (`linkat(2)`, both resolved
+    /// beneath the root like [`Self::open_file`]; neither last component is followed).
+    /// A `target` that is not a regular file (a symlink, a directory, ...) is refused with
+    /// an error of kind `InvalidInput`, as is one swapped for another file while linking
+    /// (the new name is removed again). Never replaces: an existing `rel` is an error of
+    /// kind `AlreadyExists`.
+    pub fn hard_link(&self, target: &Path, rel: &Path) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let not_a_file = || {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cannot link to {}: not a regular file", self.place(target)),
+            )
+        };
+        // Who the target is, its last component not followed.
+        let pinned = File::from(self.open_beneath(
+            target,
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0,
+        )?)
+        .metadata()?;
+        if !pinned.is_file() {
+            return Err(not_a_file());
+        }
+        let (from_dir, from_name) = self.parent_and_name(target)?;
+        let (to_dir, to_name) = self.parent_and_name(rel)?;
+        // SAFETY: both dir fds are open and both names valid C strings; flags 0: the
+        // target's last component is not followed.
+        let rc = unsafe {
+            libc::linkat(
+                from_dir.as_raw_fd(),
+                from_name.as_ptr(),
+                to_dir.as_raw_fd(),
+                to_name.as_ptr(),
+                0,
+            )
+        };
+        if rc != 0 {
+            return Err(self.describe(io::Error::last_os_error(), "link", rel));
+        }
+        // The name linked may have been swapped since it was pinned: the new name must be
+        // the regular file that was checked.
+        let made = self.metadata(rel)?;
+        if made.dev() != pinned.dev() || made.ino() != pinned.ino() {
+            let _ = self.remove_file(rel);
+            return Err(not_a_file());
+        }
+        Ok(())
+    }
+
     /// Sets the modification time of `rel` itself (`utimensat(2)` with
     /// `AT_SYMLINK_NOFOLLOW`: a symlink's own time, never its target's); the access time
     /// is left as it is.

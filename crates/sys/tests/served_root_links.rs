@@ -144,3 +144,42 @@ fn a_new_link_renamed_over_replaces_links_and_files_but_not_directories() {
     }
     assert_eq!(fs::read(tmp.path().join("secret")).unwrap(), b"outside");
 }
+
+/// `hard_link` makes another name of a regular file below the root (both resolvers); it
+/// never follows a symlink (a link to a file is refused, not linked through), never goes
+/// through a parent that leaves the root, refuses a directory, and never replaces.
+#[test]
+fn hard_links_are_made_only_to_regular_files_beneath_the_root() {
+    let tmp = setup();
+    let root = tmp.path().join("root");
+    fs::write(root.join("sub/f"), b"data").unwrap();
+    symlink("f", root.join("sub/to_f")).unwrap();
+    let roots = both(&tmp);
+    let names = 1 + roots.len() as u64;
+    for (n, r) in roots.into_iter().enumerate() {
+        let name = format!("sub/g{n}");
+        r.hard_link(Path::new("sub/f"), Path::new(&name)).unwrap();
+        let (a, b) = (
+            fs::metadata(root.join("sub/f")).unwrap(),
+            fs::symlink_metadata(root.join(&name)).unwrap(),
+        );
+        assert_eq!((a.dev(), a.ino()), (b.dev(), b.ino()));
+        let e = r
+            .hard_link(Path::new("sub/f"), Path::new(&name))
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
+        let refused = |target: &str| {
+            let made = format!("sub/no{n}");
+            let e = r
+                .hard_link(Path::new(target), Path::new(&made))
+                .unwrap_err();
+            assert!(!root.join(&made).exists(), "{target}: linked anyway");
+            e
+        };
+        assert_eq!(refused("sub/to_f").kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(refused("sub").kind(), io::ErrorKind::InvalidInput);
+        refused("up/secret");
+        refused("missing");
+    }
+    assert_eq!(fs::metadata(root.join("sub/f")).unwrap().nlink(), names);
+}

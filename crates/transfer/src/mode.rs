@@ -33,7 +33,7 @@ pub fn received_mode(wire_mode: u32, kind: EntryKind, keep_setuid: bool) -> u32 
     }
     let dropped = match kind {
         // A symlink's mode is never set (Linux has no lchmod); dropped like a file's.
-        EntryKind::File | EntryKind::Symlink => S_ISUID | S_ISGID | S_ISVTX,
+        EntryKind::File | EntryKind::Symlink | EntryKind::HardLink => S_ISUID | S_ISGID | S_ISVTX,
         EntryKind::Dir => S_ISUID | S_ISGID,
     };
     mode & !dropped

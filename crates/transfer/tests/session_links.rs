@@ -5,7 +5,10 @@
 //! link with the same target alone; `--no-clobber` and `--checksum-only` treat links like
 //! files; a link that cannot be made fails alone; the sender's and the receiver's counts
 //! of files include links; a chunk, a digest or `HaveChunks` naming a link is a protocol
-//! error.
+//! error. Hard link entries (`sync -H`) are made (`MakeHardLink`) only after every file
+//! of the list is finished, name their target's placed path, fail alone when the target
+//! failed, are left alone when already the target's inode, and one naming anything but an
+//! earlier file of the list is a protocol error.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -14,8 +17,8 @@ use std::time::Instant;
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry, SkipReason, TransferMessage};
 use longhaul_transfer::session::recv::Arrival;
 use longhaul_transfer::session::{
-    ExpectedList, LinkJob, LookResult, Meta, RecvConfig, RecvEvent, RecvSession, Room, SendConfig,
-    SendSession, SessionError, Work,
+    ExpectedList, HardLinkJob, LinkJob, LookResult, Meta, RecvConfig, RecvEvent, RecvSession, Room,
+    SendConfig, SendSession, SessionError, Work,
 };
 
 const CS: u64 = 4096;
@@ -29,7 +32,7 @@ fn entry(path: &str, kind: EntryKind, size: u64, target: &[u8]) -> FileEntry {
         mtime_nanos: 9,
         mode: match kind {
             EntryKind::Dir => 0o755,
-            EntryKind::File => 0o644,
+            EntryKind::File | EntryKind::HardLink => 0o644,
             EntryKind::Symlink => 0o777,
         },
         fingerprint: 3,
@@ -47,6 +50,10 @@ fn file(path: &str, size: u64) -> FileEntry {
 
 fn link(path: &str, target: &[u8]) -> FileEntry {
     entry(path, EntryKind::Symlink, 0, target)
+}
+
+fn hard_link(path: &str, target: &str) -> FileEntry {
+    entry(path, EntryKind::HardLink, 0, target.as_bytes())
 }
 
 fn config() -> RecvConfig {
@@ -104,6 +111,10 @@ struct World {
     fail: HashSet<u32>,
     /// The links the receiver asked for, in order.
     links_made: Vec<LinkJob>,
+    /// The hard links it asked for, in order, with the files placed by then.
+    hard_links_made: Vec<(HardLinkJob, usize)>,
+    /// Files placed (their commits answered).
+    placed: usize,
     /// The list was answered (`FileListEnd` queued) when each link was asked for.
     list_end_before_links: Vec<bool>,
     commits: BTreeMap<u32, (bool, String)>,
@@ -149,7 +160,20 @@ fn run(
                     rx.looked(id, found)?;
                 }
                 RecvEvent::Open { id, .. } => rx.opened(id, true)?,
-                RecvEvent::Commit(job) => rx.placed(job.id, Ok(())),
+                RecvEvent::Commit(job) => {
+                    world.placed += 1;
+                    let r = if world.fail.contains(&job.id) {
+                        Err("no room".to_string())
+                    } else {
+                        Ok(())
+                    };
+                    rx.placed(job.id, r)
+                }
+                RecvEvent::MakeHardLink(job) => {
+                    let id = job.id;
+                    world.hard_links_made.push((job, world.placed));
+                    rx.hardlink_made(id, Ok(()));
+                }
                 RecvEvent::MakeSymlink(job) => {
                     world.list_end_before_links.push(rx.is_listed());
                     let r = if world.fail.contains(&job.id) {
@@ -531,4 +555,131 @@ fn data_or_a_digest_for_a_link_is_a_protocol_error() {
         reason: String::new(),
     };
     assert!(tx.handle(two).is_err(), "a directory is never committed");
+}
+
+#[test]
+fn hard_links_are_made_once_every_file_is_placed() {
+    let entries = vec![
+        dir("top"),
+        file("top/a", 9000),
+        hard_link("top/b", "top/a"),
+        file("top/c", 5000),
+        hard_link("top/d", "top/c"),
+        hard_link("top/e", "top/a"),
+    ];
+    let mut w = World::default();
+    let (tx, rx) = run(entries, config(), None, &mut w).unwrap();
+    let made: Vec<(String, String, String, usize)> = w
+        .hard_links_made
+        .iter()
+        .map(|(j, placed)| {
+            let s = |p: &PathBuf| p.display().to_string();
+            (s(&j.final_rel), s(&j.temp_rel), s(&j.target_rel), *placed)
+        })
+        .collect();
+    let want = |name: &str, target: &str| {
+        (
+            format!("top/{name}"),
+            format!("top/.{name}.longhaul-link"),
+            format!("top/{target}"),
+            2,
+        )
+    };
+    assert_eq!(made, [want("b", "a"), want("d", "c"), want("e", "a")]);
+    assert!(
+        w.chunks_sent.iter().all(|&e| e == 1 || e == 3),
+        "{:?}",
+        w.chunks_sent
+    );
+    for id in 1..=5 {
+        assert_eq!(w.commits.get(&id), Some(&(true, String::new())), "{id}");
+    }
+    assert_eq!(w.fix_dirs, 1);
+    assert_eq!(
+        w.commits_at_fix,
+        Some(4),
+        "the last commit waits for FixDirs"
+    );
+    assert_eq!(tx.outcome().files_ok, 5);
+    assert_eq!(rx.outcome().files_ok, 5);
+}
+
+#[test]
+fn a_hard_link_of_a_failed_file_fails_alone() {
+    let entries = vec![
+        dir("top"),
+        file("top/a", 100),
+        file("top/c", 100),
+        hard_link("top/b", "top/a"),
+        hard_link("top/d", "top/c"),
+    ];
+    let mut w = World {
+        fail: HashSet::from([1]),
+        ..World::default()
+    };
+    run(entries, config(), None, &mut w).unwrap();
+    let (ok, why) = w.commits[&3].clone();
+    assert!(
+        !ok && why.contains("top/a") && why.contains("failed"),
+        "{why}"
+    );
+    assert_eq!(w.commits[&4], (true, String::new()));
+    assert_eq!(w.hard_links_made.len(), 1);
+}
+
+#[test]
+fn a_hard_link_already_in_place_is_left_alone() {
+    let complete = |inode| LookResult {
+        existing: Some(Meta {
+            is_file: true,
+            is_dir: false,
+            len: 100,
+            mtime_secs: 1_700_000_000,
+            mtime_nanos: 9,
+            mode: 0o644,
+            special: None,
+        }),
+        inode: Some(inode),
+        ..LookResult::default()
+    };
+    let entries = vec![
+        dir("top"),
+        file("top/a", 100),
+        hard_link("top/b", "top/a"),
+        hard_link("top/c", "top/a"),
+    ];
+    let mut w = World::default();
+    w.looks.insert(1, complete((1, 7)));
+    w.looks.insert(2, complete((1, 7)));
+    // A file of its own with the same size and mtime: made a link.
+    w.looks.insert(3, complete((1, 8)));
+    run(entries, config(), None, &mut w).unwrap();
+    assert_eq!(w.skipped.get(&2), Some(&SkipReason::AlreadyComplete));
+    let made: Vec<u32> = w.hard_links_made.iter().map(|(j, _)| j.id).collect();
+    assert_eq!(made, [3]);
+}
+
+#[test]
+fn a_hard_link_to_anything_but_an_earlier_file_is_a_protocol_error() {
+    for target in [
+        "top/later",
+        "top",
+        "top/l",
+        "top/nope",
+        "../etc/passwd",
+        "top//a",
+    ] {
+        let entries = vec![
+            dir("top"),
+            file("top/a", 100),
+            link("top/l", b"a"),
+            hard_link("top/b", target),
+            file("top/later", 100),
+        ];
+        let r = run(entries, config(), None, &mut World::default());
+        let Err(SessionError::Protocol(why)) = r else {
+            panic!("{target}: not refused as a protocol error")
+        };
+        assert!(why.contains("top/b"), "{target}: {why}");
+    }
 }

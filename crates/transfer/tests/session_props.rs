@@ -201,6 +201,7 @@ fn run(case: &Case) -> Result<Report, SessionError> {
                                 part: Some(meta(0)),
                                 manifest: Some(m.encode()),
                                 link_target: None,
+                                inode: None,
                             }
                         }
                     };
@@ -222,6 +223,9 @@ fn run(case: &Case) -> Result<Report, SessionError> {
                 RecvEvent::Commit(job) => rx.placed(job.id, Ok(())),
                 RecvEvent::MakeSymlink(job) => {
                     panic!("no symlink in this list: {job:?}")
+                }
+                RecvEvent::MakeHardLink(job) => {
+                    panic!("no hard link in this list: {job:?}")
                 }
                 RecvEvent::FixDirs(_) => {
                     // Answered later, once the sender had a chance to hear everything

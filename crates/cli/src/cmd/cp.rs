@@ -72,6 +72,11 @@ pub struct Args {
     /// Never replace an existing destination file.
     #[arg(long)]
     pub no_clobber: bool,
+    /// Keep hard links (rsync's -H): names of one file in the source arrive as names of
+    /// one file at the destination, its data sent once. Without it each name arrives as
+    /// its own file.
+    #[arg(short = 'H', long)]
+    pub hard_links: bool,
     /// Also keep an unfinished transfer's progress through a power cut: the receiver
     /// flushes written chunks and their resume records every 2 s, and each directory
     /// right after a file is renamed into it. Without it every file is still flushed to
@@ -276,8 +281,13 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
                     }
                 }
             }
-            let listed =
-                walk_local_filtered(&locals, args.recursive, &filter, &mut |w| warn(json, w))?;
+            let listed = walk_local_filtered(
+                &locals,
+                args.recursive,
+                &filter,
+                args.hard_links,
+                &mut |w| warn(json, w),
+            )?;
             let items = listed
                 .into_iter()
                 .map(|s| SendItem {
@@ -434,6 +444,7 @@ fn transfer(
         security,
         recursive: args.recursive,
         no_clobber: args.no_clobber,
+        hard_links: args.hard_links,
         sync: args.sync,
         checksum_only: args.checksum_only,
         keep_setuid: args.keep_setuid,

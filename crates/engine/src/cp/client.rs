@@ -94,6 +94,9 @@ pub struct CpConfig {
     /// `--delete`: the receiver removes what the source lacks from the directories the
     /// transfer sends (needs `recursive`), keeping what `filter` excludes.
     pub delete: bool,
+    /// `-H`: the sender lists later names of a file as hard links of the first (a push's
+    /// items are walked so already; a pull's server is asked to).
+    pub hard_links: bool,
 }
 
 /// How the transfer was set up (for the `start` line).
@@ -269,6 +272,7 @@ pub fn run_cp(
         inplace: cfg.delta.is_some_and(|r| r.inplace),
         dry_run: cfg.delta.is_some_and(|r| r.dry_run),
         delete: cfg.delete,
+        hard_links: cfg.hard_links,
     };
     let params = TransferParams {
         direction: if push {

@@ -146,6 +146,7 @@ impl Shared {
                     Answer::Opened(id, intact) => s.opened(id, intact)?,
                     Answer::Placed(id, r) => s.placed(id, r),
                     Answer::LinkMade(id, r) => s.symlink_made(id, r),
+                    Answer::HardLinkMade(id, r) => s.hardlink_made(id, r),
                     Answer::DirsFixed => s.dirs_fixed(),
                     Answer::DirsCreated(made) => s.dirs_created(made),
                     Answer::OldHashed(id, old) => s.old_hashed(id, old)?,

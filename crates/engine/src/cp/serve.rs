@@ -142,6 +142,7 @@ pub fn serve_transfer(
     let opts = params.options;
     let checksum_only = opts.checksum_only;
     let recursive = opts.recursive;
+    let hard_links = opts.hard_links;
     let rtt = Duration::from_micros(u64::from(params.rtt_us));
     let push = params.direction == CopyDirection::Push;
     // `dir/` must be an existing directory: a push's destination, or a pull's source
@@ -171,11 +172,15 @@ pub fn serve_transfer(
             scope.spawn(move || {
                 let listed = match path {
                     Some(p) => {
-                        walk_served_filtered(root, p, recursive, filter, &mut |w| warnings.push(w))
+                        walk_served_filtered(root, p, recursive, filter, hard_links, &mut |w| {
+                            warnings.push(w)
+                        })
                     }
-                    None => walk_served_root_filtered(root, recursive, filter, &mut |w| {
-                        warnings.push(w)
-                    }),
+                    None => {
+                        walk_served_root_filtered(root, recursive, filter, hard_links, &mut |w| {
+                            warnings.push(w)
+                        })
+                    }
                 };
                 let _ = walked.0.send(listed);
             });

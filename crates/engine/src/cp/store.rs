@@ -46,6 +46,7 @@ use longhaul_transfer::{
 use super::chunk_io::hash_range;
 use crate::hash_cache::HashCache;
 
+mod hardlinks;
 mod links;
 
 /// Why the store could not do what the receiving session asked: this end's failure,
@@ -276,6 +277,8 @@ pub enum Answer {
     Placed(u32, Result<(), String>),
     /// [`longhaul_transfer::session::RecvSession::symlink_made`].
     LinkMade(u32, Result<(), String>),
+    /// [`longhaul_transfer::session::RecvSession::hardlink_made`].
+    HardLinkMade(u32, Result<(), String>),
     /// [`longhaul_transfer::session::RecvSession::dirs_fixed`].
     DirsFixed,
     /// [`longhaul_transfer::session::RecvSession::dirs_created`].
@@ -393,6 +396,9 @@ impl Store {
             }
             RecvEvent::Commit(job) => Ok(Answer::Placed(job.id, self.commit_placed(&job))),
             RecvEvent::MakeSymlink(job) => Ok(Answer::LinkMade(job.id, self.make_symlink(&job))),
+            RecvEvent::MakeHardLink(job) => {
+                Ok(Answer::HardLinkMade(job.id, self.make_hard_link(&job)))
+            }
             RecvEvent::Discard {
                 id,
                 part_rel,
@@ -441,7 +447,10 @@ impl Store {
         manifest_rel: Option<&Path>,
         manifest_limit: u64,
     ) -> io::Result<LookResult> {
-        let existing = meta_of(&self.root, final_rel)?;
+        let (existing, inode) = match meta_and_inode(&self.root, final_rel)? {
+            Some((m, inode)) => (Some(m), Some(inode)),
+            None => (None, None),
+        };
         // A symlink's target, for the quick check of a symlink entry (read, not followed).
         let link_target = match existing {
             Some(m) if !m.is_file && !m.is_dir && m.special.is_none() => {
@@ -473,6 +482,7 @@ impl Store {
             part,
             manifest,
             link_target,
+            inode,
         })
     }
 
@@ -964,19 +974,28 @@ fn mtime_of((secs, nanos): (i64, u32)) -> SystemTime {
 }
 
 fn meta_of(root: &ServedRoot, rel: &Path) -> io::Result<Option<Meta>> {
+    Ok(meta_and_inode(root, rel)?.map(|(m, _)| m))
+}
+
+/// [`meta_of`] and the entry's (device, inode).
+fn meta_and_inode(root: &ServedRoot, rel: &Path) -> io::Result<Option<(Meta, (u64, u64))>> {
     match root.metadata(rel) {
         Ok(m) => {
             let ft = m.file_type();
             let ordinary = ft.is_file() || ft.is_dir() || ft.is_symlink();
-            Ok(Some(Meta {
-                is_file: m.is_file(),
-                is_dir: m.is_dir(),
-                len: m.len(),
-                mtime_secs: m.mtime(),
-                mtime_nanos: m.mtime_nsec(),
-                mode: m.mode() & 0o7777,
-                special: (!ordinary).then(|| file_io::kind_name(ft)),
-            }))
+            let inode = (m.dev(), m.ino());
+            Ok(Some((
+                Meta {
+                    is_file: m.is_file(),
+                    is_dir: m.is_dir(),
+                    len: m.len(),
+                    mtime_secs: m.mtime(),
+                    mtime_nanos: m.mtime_nsec(),
+                    mode: m.mode() & 0o7777,
+                    special: (!ordinary).then(|| file_io::kind_name(ft)),
+                },
+                inode,
+            )))
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),

@@ -15,6 +15,11 @@
 //! push is followed (like `cp` and `scp`); below a served root nothing is followed
 //! (`lstat`, `readlinkat` through the root's descriptor), the source of a pull included.
 //!
+//! With `hard_links` (`sync -H`), a regular file with more than one link whose device and
+//! inode were already listed in this walk is a [`EntryKind::HardLink`] entry naming the
+//! first name's entry path (size 0: its data is the first name's). Without it every name
+//! is its own file.
+//!
 //! The `_filtered` walks leave out what `--exclude` / `--include` rules exclude
 //! ([`Filter`], matched on the path below the source's base name): an excluded directory
 //! is not listed at all, so nothing below it is sent.
@@ -133,17 +138,20 @@ pub fn walk_local(
     recursive: bool,
     warn: &mut dyn FnMut(String),
 ) -> Result<Vec<SourceFile>, WalkError> {
-    walk_local_filtered(sources, recursive, &Filter::default(), warn)
+    walk_local_filtered(sources, recursive, &Filter::default(), false, warn)
 }
 
-/// [`walk_local`] leaving out what `filter` excludes (see the module docs).
+/// [`walk_local`] leaving out what `filter` excludes, listing later names of a file as
+/// hard links with `hard_links` (see the module docs).
 pub fn walk_local_filtered(
     sources: &[PathBuf],
     recursive: bool,
     filter: &Filter,
+    hard_links: bool,
     warn: &mut dyn FnMut(String),
 ) -> Result<Vec<SourceFile>, WalkError> {
     let mut walk = Walk::new(LocalTree, recursive, filter, warn);
+    walk.hard_links = hard_links;
     let mut names: HashMap<Vec<u8>, &PathBuf> = HashMap::new();
     for src in sources {
         let name = local_base_name(src)?;
@@ -177,15 +185,17 @@ pub fn walk_served(
     recursive: bool,
     warn: &mut dyn FnMut(String),
 ) -> Result<Vec<SourceFile>, WalkError> {
-    walk_served_filtered(root, source, recursive, &Filter::default(), warn)
+    walk_served_filtered(root, source, recursive, &Filter::default(), false, warn)
 }
 
-/// [`walk_served`] leaving out what `filter` excludes (see the module docs).
+/// [`walk_served`] leaving out what `filter` excludes, listing later names of a file as
+/// hard links with `hard_links` (see the module docs).
 pub fn walk_served_filtered(
     root: &ServedRoot,
     source: &SafeRelPath,
     recursive: bool,
     filter: &Filter,
+    hard_links: bool,
     warn: &mut dyn FnMut(String),
 ) -> Result<Vec<SourceFile>, WalkError> {
     let origin = source.to_path_buf();
@@ -199,6 +209,7 @@ pub fn walk_served_filtered(
         },
     })?;
     let mut walk = Walk::new(ServedTree(root), recursive, filter, warn);
+    walk.hard_links = hard_links;
     walk.visit(origin, source.file_name().to_vec(), &md)?;
     Ok(walk.out)
 }
@@ -210,14 +221,16 @@ pub fn walk_served_root(
     recursive: bool,
     warn: &mut dyn FnMut(String),
 ) -> Result<Vec<SourceFile>, WalkError> {
-    walk_served_root_filtered(root, recursive, &Filter::default(), warn)
+    walk_served_root_filtered(root, recursive, &Filter::default(), false, warn)
 }
 
-/// [`walk_served_root`] leaving out what `filter` excludes (see the module docs).
+/// [`walk_served_root`] leaving out what `filter` excludes, listing later names of a file
+/// as hard links with `hard_links` (see the module docs).
 pub fn walk_served_root_filtered(
     root: &ServedRoot,
     recursive: bool,
     filter: &Filter,
+    hard_links: bool,
     warn: &mut dyn FnMut(String),
 ) -> Result<Vec<SourceFile>, WalkError> {
     let shown = root.path().to_path_buf();
@@ -234,6 +247,7 @@ pub fn walk_served_root_filtered(
         return Err(WalkError::IsDirectory { path: shown });
     }
     let mut walk = Walk::new(ServedTree(root), recursive, filter, warn);
+    walk.hard_links = hard_links;
     walk.visit(PathBuf::new(), name, &md)?;
     Ok(walk.out)
 }
@@ -341,6 +355,11 @@ struct Walk<'w, T> {
     filter: &'w Filter,
     warn: &'w mut dyn FnMut(String),
     out: Vec<SourceFile>,
+    /// `sync -H`: later names of a file are listed as hard links of the first.
+    hard_links: bool,
+    /// With `hard_links`: the entry path of the first name of each (device, inode) with
+    /// more than one link.
+    first_names: HashMap<(u64, u64), Vec<u8>>,
 }
 
 impl<'w, T: Tree> Walk<'w, T> {
@@ -352,6 +371,8 @@ impl<'w, T: Tree> Walk<'w, T> {
             filter,
             warn,
             out: Vec::new(),
+            hard_links: false,
+            first_names: HashMap::new(),
         }
     }
 
@@ -360,6 +381,21 @@ impl<'w, T: Tree> Walk<'w, T> {
     /// before descending.
     fn visit(&mut self, origin: PathBuf, path: Vec<u8>, md: &Metadata) -> Result<(), WalkError> {
         let ft = md.file_type();
+        if ft.is_file() && self.hard_links && md.nlink() > 1 {
+            match self.first_names.get(&(md.dev(), md.ino())) {
+                Some(first) => {
+                    let first = first.clone();
+                    self.push(&origin, path, EntryKind::HardLink, md)?;
+                    if let Some(last) = self.out.last_mut() {
+                        last.entry.link_target = first;
+                    }
+                    return Ok(());
+                }
+                None => {
+                    self.first_names.insert((md.dev(), md.ino()), path.clone());
+                }
+            }
+        }
         let kind = if ft.is_file() {
             EntryKind::File
         } else if ft.is_dir() {

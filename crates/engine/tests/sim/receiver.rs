@@ -136,6 +136,7 @@ impl SimReceiver {
                     }
                     Answer::Placed(id, r) => s.placed(id, r),
                     Answer::LinkMade(id, r) => s.symlink_made(id, r),
+                    Answer::HardLinkMade(id, r) => s.hardlink_made(id, r),
                     Answer::OldHashed(id, old) => {
                         s.old_hashed(id, old).map_err(|e| e.to_string())?
                     }

@@ -121,6 +121,9 @@ pub enum EntryKind {
     /// A symbolic link (created as a link with [`FileEntry::link_target`], no data; never
     /// followed at either end).
     Symlink,
+    /// A hard link (`sync -H`): another name of an earlier [`EntryKind::File`] entry of
+    /// the same list, whose entry path is [`FileEntry::link_target`]; no data (size 0).
+    HardLink,
 }
 
 /// One file or directory the sender will send.
@@ -141,7 +144,9 @@ pub struct FileEntry {
     /// Source fingerprint (device, inode, ctime) for the resume rule.
     pub fingerprint: u64,
     /// A symlink's target, as `readlink` gave it (1..=[`MAX_PATH_BYTES`] bytes, no NUL);
-    /// empty for a file or a directory. On the wire only for a symlink.
+    /// a hard link's: the entry path of the earlier file it is another name of (same
+    /// namespace as [`FileEntry::path`]). Empty for a file or a directory. On the wire
+    /// only for a symlink or a hard link.
     pub link_target: Vec<u8>,
 }
 
@@ -348,13 +353,14 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
                     EntryKind::File => 0,
                     EntryKind::Dir => 1,
                     EntryKind::Symlink => 2,
+                    EntryKind::HardLink => 3,
                 });
                 w.u64(e.size);
                 w.u64(e.mtime_secs as u64);
                 w.u32(e.mtime_nanos);
                 w.u32(e.mode);
                 w.u64(e.fingerprint);
-                if e.kind == EntryKind::Symlink {
+                if matches!(e.kind, EntryKind::Symlink | EntryKind::HardLink) {
                     w.path(&e.link_target);
                 }
             }
@@ -513,10 +519,11 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
                     0 => EntryKind::File,
                     1 => EntryKind::Dir,
                     2 => EntryKind::Symlink,
+                    3 => EntryKind::HardLink,
                     v => {
                         return Err(invalid(
                             "entry kind",
-                            format!("{v} is not file (0), dir (1) or symlink (2)"),
+                            format!("{v} is not file (0), dir (1), symlink (2) or hard link (3)"),
                         ))
                     }
                 };
@@ -528,7 +535,7 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
                     mtime_nanos: r.u32("mtime nanos")?,
                     mode: r.u32("mode")?,
                     fingerprint: r.u64("fingerprint")?,
-                    link_target: if kind == EntryKind::Symlink {
+                    link_target: if matches!(kind, EntryKind::Symlink | EntryKind::HardLink) {
                         r.link_target()?
                     } else {
                         Vec::new()
@@ -710,7 +717,7 @@ pub fn pack_have_chunks(file: u32, runs: &[(u32, u32)]) -> Vec<TransferMessage> 
 
 fn entry_wire_len(e: &FileEntry) -> usize {
     let target = match e.kind {
-        EntryKind::Symlink => 2 + e.link_target.len(),
+        EntryKind::Symlink | EntryKind::HardLink => 2 + e.link_target.len(),
         EntryKind::File | EntryKind::Dir => 0,
     };
     2 + e.path.len() + 1 + 8 + 8 + 4 + 4 + 8 + target
@@ -863,10 +870,15 @@ fn validate_entry(e: &FileEntry) -> Result<(), ProtoError> {
             return Err(invalid("size", format!("a directory with size {}", e.size)));
         }
         EntryKind::Dir => {}
-        EntryKind::Symlink if e.size != 0 => {
-            return Err(invalid("size", format!("a symlink with size {}", e.size)));
+        EntryKind::Symlink | EntryKind::HardLink if e.size != 0 => {
+            let what = if e.kind == EntryKind::Symlink {
+                "symlink"
+            } else {
+                "hard link"
+            };
+            return Err(invalid("size", format!("a {what} with size {}", e.size)));
         }
-        EntryKind::Symlink => {
+        EntryKind::Symlink | EntryKind::HardLink => {
             path_len(&e.link_target).map_err(|_| {
                 invalid(
                     "link target",
@@ -881,7 +893,7 @@ fn validate_entry(e: &FileEntry) -> Result<(), ProtoError> {
             }
         }
     }
-    if e.kind != EntryKind::Symlink && !e.link_target.is_empty() {
+    if matches!(e.kind, EntryKind::File | EntryKind::Dir) && !e.link_target.is_empty() {
         return Err(invalid(
             "link target",
             format!("a {:?} entry with a link target", e.kind),

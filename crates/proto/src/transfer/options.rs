@@ -42,6 +42,9 @@ pub mod transfer_flags {
     /// The receiver removes what the source lacks from the directories the transfer
     /// sends (`--delete`), keeping what the rules exclude.
     pub const DELETE: u32 = 1 << 9;
+    /// Hard links are kept (`sync -H`): the sender's walk lists a file already listed
+    /// under another name (same device and inode) as a `HardLink` entry naming the first.
+    pub const HARD_LINKS: u32 = 1 << 13;
     /// Every flag this build knows.
     pub const ALL: u32 = RECURSIVE
         | NO_CLOBBER
@@ -55,7 +58,8 @@ pub mod transfer_flags {
         | CONTENTS
         | INPLACE
         | DRY_RUN
-        | DELETE;
+        | DELETE
+        | HARD_LINKS;
 }
 
 /// The flags of a transfer request, parsed: what the wire's [`transfer_flags`] bits mean.
@@ -87,6 +91,8 @@ pub struct TransferOptions {
     pub dry_run: bool,
     /// Remove what the source lacks (`--delete`).
     pub delete: bool,
+    /// Keep hard links (`-H`): the sender lists later names of a file as `HardLink`s.
+    pub hard_links: bool,
 }
 
 impl TransferOptions {
@@ -114,6 +120,7 @@ impl TransferOptions {
             inplace: bits & INPLACE != 0,
             dry_run: bits & DRY_RUN != 0,
             delete: bits & DELETE != 0,
+            hard_links: bits & HARD_LINKS != 0,
         })
     }
 
@@ -134,6 +141,7 @@ impl TransferOptions {
             (self.inplace, INPLACE),
             (self.dry_run, DRY_RUN),
             (self.delete, DELETE),
+            (self.hard_links, HARD_LINKS),
         ]
         .iter()
         .filter(|(on, _)| *on)

@@ -355,10 +355,11 @@ impl SendSession {
         }
     }
 
-    /// The entry is a file or a symlink of this transfer (what a `SkipFile` may name).
+    /// The entry is a file, a symlink or a hard link of this transfer (what a `SkipFile`
+    /// may name).
     fn check_entry(&self, file: u32) -> Result<(), SessionError> {
         match self.entries.get(file as usize) {
-            Some(e) if e.kind == EntryKind::Symlink => Ok(()),
+            Some(e) if matches!(e.kind, EntryKind::Symlink | EntryKind::HardLink) => Ok(()),
             _ => self.check_file(file).map(|_| ()),
         }
     }
@@ -443,8 +444,10 @@ impl SendSession {
         self.outcome.resumed_bytes = resumed;
         self.links = (0..self.entries.len() as u32)
             .filter(|i| {
-                self.entries[*i as usize].kind == EntryKind::Symlink
-                    && !self.skipped.contains_key(i)
+                matches!(
+                    self.entries[*i as usize].kind,
+                    EntryKind::Symlink | EntryKind::HardLink
+                ) && !self.skipped.contains_key(i)
             })
             .collect();
         self.links_total = self.links.len() as u64;

@@ -311,8 +311,10 @@ impl RecvSession {
 
     pub(super) fn finish(&mut self, id: u32, verdict: Result<(), String>) {
         let Some(f) = self.file_mut(id) else { return };
-        f.state = FileState::Finished;
+        let was = std::mem::replace(&mut f.state, FileState::Finished);
+        let unfinished_file = f.entry.kind == EntryKind::File && was != FileState::Finished;
         f.receiver = None;
+        f.failed = verdict.is_err();
         let name = f.final_rel.display().to_string();
         let (ok, reason) = match verdict {
             Ok(()) => (true, String::new()),
@@ -343,6 +345,10 @@ impl RecvSession {
             self.events.push_back(RecvEvent::FixDirs(dirs));
         } else {
             self.outbox.push_back(msg);
+        }
+        if unfinished_file {
+            self.files_unfinished = self.files_unfinished.saturating_sub(1);
+            self.release_hard_links();
         }
     }
 

@@ -76,6 +76,7 @@ impl RecvSession {
             let links = std::mem::take(&mut self.pending_links);
             self.events.extend(links);
         }
+        self.release_hard_links();
     }
 
     /// The driver's answer to [`RecvEvent::MakeSymlink`]: the link is in place, or why

@@ -126,6 +126,14 @@ impl RecvSession {
             SessionError::Refused(format!("refused path {}: {e}", show(&entry.path)))
         })?;
         self.admissible(&path, entry.kind)?;
+        let link_of = match entry.kind {
+            EntryKind::HardLink => Some(self.hard_link_target(&path, &entry.link_target)?),
+            EntryKind::File => {
+                self.file_ids.insert(path.as_bytes().to_vec(), id);
+                None
+            }
+            EntryKind::Dir | EntryKind::Symlink => None,
+        };
         let top = path.components().next().unwrap_or_default().to_vec();
         match &self.first_source {
             None => self.first_source = Some(top),
@@ -195,7 +203,7 @@ impl RecvSession {
                 ))
             })?;
         let chunks = chunk_count(entry.size, self.cfg.chunk_size);
-        let work = if entry.kind == EntryKind::Symlink {
+        let work = if matches!(entry.kind, EntryKind::Symlink | EntryKind::HardLink) {
             link_name(&placed)
         } else {
             part_name(&placed)
@@ -223,6 +231,9 @@ impl RecvSession {
             manifest_limit: HEADER_LEN as u64 + RECORD_LEN as u64 * (chunks * 2 + 16),
         });
         self.answers.push_back((id, None));
+        if entry.kind == EntryKind::File {
+            self.files_unfinished += 1;
+        }
         Ok(Some(RecvFile {
             hashes: FileHashes::new(entry.size, self.cfg.chunk_size),
             entry,
@@ -239,6 +250,9 @@ impl RecvSession {
             old: None,
             reused: Vec::new(),
             in_place: false,
+            link_of,
+            kept_inode: None,
+            failed: false,
         }))
     }
 
@@ -278,6 +292,9 @@ impl RecvSession {
         if e.kind == EntryKind::Symlink {
             return self.decide_link(id, found);
         }
+        if e.kind == EntryKind::HardLink {
+            return self.decide_hard_link(id, found);
+        }
         // A one-chunk file whose name a directory holds fails alone, at its commit; a
         // larger one is refused before its part file is made next to the directory.
         if found.existing.is_some_and(|m| m.is_dir) && !f.lazy {
@@ -302,6 +319,8 @@ impl RecvSession {
                     && m.mtime_nanos == i64::from(e.mtime_nanos)
             })
         {
+            // A hard link of it that already is this inode stays as it is.
+            f.kept_inode = found.inode;
             // rsync -a keeps permissions current on files whose data did not change.
             let mode = received_mode(e.mode, EntryKind::File, cfg.keep_setuid) & !cfg.umask;
             let set_mode = (delta.is_some() && !dry && existing.is_some_and(|m| m.mode != mode))
@@ -315,6 +334,8 @@ impl RecvSession {
             return self.decided(id, skip(SkipReason::AlreadyComplete), true);
         }
         if cfg.checksum_only {
+            // Nothing is changed: a hard link of it is checked against this inode.
+            f.kept_inode = found.inode;
             let why = match existing {
                 None => Some("missing at the destination"),
                 Some(m) if m.len != size || !m.is_file => Some("differs in size from the source"),
@@ -551,8 +572,12 @@ impl RecvSession {
         }
         if finished {
             if let Some(f) = self.file_mut(id) {
-                f.state = FileState::Finished;
+                let was = std::mem::replace(&mut f.state, FileState::Finished);
+                if f.entry.kind == EntryKind::File && was != FileState::Finished {
+                    self.files_unfinished = self.files_unfinished.saturating_sub(1);
+                }
             }
+            self.release_hard_links();
         } else {
             self.uncommitted += 1;
         }

@@ -29,6 +29,9 @@
 //! **Symlinks** (`links`) are placed and looked at like files but carry no data: the
 //! driver makes each one ([`RecvEvent::MakeSymlink`], answered by
 //! [`RecvSession::symlink_made`]) once the list is answered, and it commits like a file.
+//! **Hard links** (`hardlinks`, `sync -H`): an entry naming an earlier file of the list
+//! is placed like a file and made by the driver ([`RecvEvent::MakeHardLink`], answered by
+//! [`RecvSession::hardlink_made`]) once every file of the list is finished.
 //! **`--delete`** ([`RecvSession::with_delete`]): once the list is settled and fits, the
 //! directories it sends are listed at the destination ([`RecvEvent::ListDest`]) and what
 //! the source lacks is removed ([`RecvEvent::Remove`]) before the list's end is answered.
@@ -48,12 +51,13 @@
 
 mod chunks;
 mod deletion;
+mod hardlinks;
 mod links;
 mod list;
 mod room;
 mod types;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 
 use longhaul_proto::transfer::{EntryKind, FileEntry, TransferMessage};
@@ -64,8 +68,8 @@ use crate::receiver::FileReceiver;
 
 pub use room::human_bytes;
 pub use types::{
-    Arrival, ChunkPlan, CommitJob, CopyIdentity, DirFix, ExpectedList, LinkJob, ListCaps,
-    LookResult, Meta, OldCopy, OpenPlan, RecvConfig, RecvEvent, RecvOutcome, Reuse, Room,
+    Arrival, ChunkPlan, CommitJob, CopyIdentity, DirFix, ExpectedList, HardLinkJob, LinkJob,
+    ListCaps, LookResult, Meta, OldCopy, OpenPlan, RecvConfig, RecvEvent, RecvOutcome, Reuse, Room,
     SyncRules,
 };
 
@@ -92,6 +96,9 @@ enum FileState {
     /// A symlink entry: [`RecvEvent::MakeSymlink`] asked for (or held until the list is
     /// answered and the room checked).
     Linking,
+    /// A hard link entry: waiting for every file of the list to finish, then
+    /// [`RecvEvent::MakeHardLink`] asked for.
+    HardLinking,
     /// Committed (or failed).
     Finished,
 }
@@ -118,6 +125,12 @@ struct RecvFile {
     reused: Vec<u32>,
     /// Sync `--inplace`: the data file is the destination file itself.
     in_place: bool,
+    /// A hard link entry: the id of the file entry it is another name of.
+    link_of: Option<u32>,
+    /// A file left as found by the quick check: its destination's device and inode.
+    kept_inode: Option<(u64, u64)>,
+    /// Finished with a failure.
+    failed: bool,
 }
 
 /// The receiving end's state machine; see the module docs.
@@ -157,6 +170,12 @@ pub struct RecvSession {
     /// `MakeSymlink` events held until the room is checked and the list answered (a
     /// link's `FileCommitted` must not reach the sender before `FileListEnd`).
     pending_links: Vec<RecvEvent>,
+    /// File entries by their entry path (as parsed): what a hard link entry may name.
+    file_ids: HashMap<Vec<u8>, u32>,
+    /// File entries not finished yet: hard links are made once there are none.
+    files_unfinished: u64,
+    /// Hard link entries waiting for that.
+    pending_hardlinks: Vec<u32>,
     /// `longhaul sync` ([`RecvSession::with_sync`]).
     sync_rules: Option<SyncRules>,
     /// `--delete` ([`RecvSession::with_delete`]).
@@ -192,6 +211,9 @@ impl RecvSession {
             pending_opens: Vec::new(),
             opens_released: false,
             pending_links: Vec::new(),
+            file_ids: HashMap::new(),
+            files_unfinished: 0,
+            pending_hardlinks: Vec::new(),
             sync_rules: None,
             deletion: None,
         }

@@ -111,6 +111,9 @@ pub struct LookResult {
     /// it is not one. A symlink entry whose destination already holds its target is left
     /// alone (rsync's quick check for links).
     pub link_target: Option<Vec<u8>>,
+    /// The destination's device and inode (`lstat`), when something is there: a hard
+    /// link entry whose destination already is its target's inode is left alone.
+    pub inode: Option<(u64, u64)>,
 }
 
 /// How the driver opens a file's data for [`RecvEvent::Open`].
@@ -340,6 +343,14 @@ pub enum RecvEvent {
     /// is not, and that entry fails alone. The target is stored verbatim, wherever it
     /// points: making a link never follows it. Answer [`RecvSession::symlink_made`].
     MakeSymlink(LinkJob),
+    /// Make hard link entry `id` (`sync -H`), once every file of the list is finished: a
+    /// hard link of the regular file at `target_rel` (never following a symlink, never
+    /// leaving the root; anything else there is refused) made at `temp_rel` (a stale one
+    /// there is removed first), then renamed over `final_rel`. An existing file or link
+    /// there is replaced; a directory is not, and that entry fails alone. When `final_rel`
+    /// already is `target_rel`'s inode nothing is made. Answer
+    /// [`RecvSession::hardlink_made`].
+    MakeHardLink(HardLinkJob),
     /// `--delete`: list this destination directory's entries as `lstat` sees them (never
     /// following a symlink below [`DestListing::sent`]); answer
     /// [`RecvSession::dest_listed`].
@@ -365,6 +376,22 @@ pub struct LinkJob {
     pub target: Vec<u8>,
     /// The link's own modification time (seconds, nanoseconds).
     pub mtime: (i64, u32),
+    /// Flush the directory right after the rename (`--sync`).
+    pub sync: bool,
+}
+
+/// A hard link to make ([`RecvEvent::MakeHardLink`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HardLinkJob {
+    /// The entry's id in the list.
+    pub id: u32,
+    /// Its final path below the root.
+    pub final_rel: PathBuf,
+    /// Where the link is made before the rename (`.NAME.longhaul-link`).
+    pub temp_rel: PathBuf,
+    /// The final path of the file it is another name of (placed from an earlier entry
+    /// of the list, already finished).
+    pub target_rel: PathBuf,
     /// Flush the directory right after the rename (`--sync`).
     pub sync: bool,
 }
