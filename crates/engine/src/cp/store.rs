@@ -48,6 +48,9 @@ use crate::hash_cache::HashCache;
 
 mod hardlinks;
 mod links;
+mod sync;
+
+use sync::{in_place, keeps_old};
 
 /// Why the store could not do what the receiving session asked: this end's failure,
 /// which stops the transfer.
@@ -404,17 +407,7 @@ impl Store {
                 part_rel,
                 manifest_rel,
             } => {
-                // Only our own (locked) part file, still under its name, and its manifest.
-                let ours = self.data(id).and_then(|d| {
-                    let f = d.data.get()?;
-                    same_file(&self.root, &part_rel, f).ok()
-                });
-                if ours == Some(true) {
-                    let _ = self.root.remove_file(&part_rel);
-                    if let Some(m) = manifest_rel {
-                        let _ = self.root.remove_file(&m);
-                    }
-                }
+                self.remove_own_work_files(id, &part_rel, manifest_rel.as_deref());
                 Ok(Answer::None)
             }
             RecvEvent::ListDest(listing) => {
@@ -753,64 +746,29 @@ impl Store {
             let _ = self.root.remove_file(m);
         }
         // The data stays open for nothing now.
-        if let Ok(mut files) = self.files.lock() {
-            files.remove(&job.id);
-        }
-        if unset.is_empty() {
-            Ok(())
-        } else {
-            Err(CommitError::MetadataUnset(unset))
-        }
+        self.forget(job.id);
+        unset_result(unset)
     }
 
-    /// Sync, every chunk equal to the old copy and the same size: the old file stays (it
-    /// is the source's bytes); its mode and mtime are set, and the part file and manifest
-    /// made for it, if any, are removed.
-    fn keep_old(&self, job: &CommitJob) -> Result<(), CommitError> {
-        let reuse = job.reuse.as_ref().ok_or(CommitError::NeverCreated)?;
-        let old =
-            super::old_copy::open_unchanged(&self.root, reuse).map_err(CommitError::OldCopy)?;
-        let unset = set_mode_and_mtime(&old, job);
-        // Only our own part file, still under its name.
-        if let Some(d) = self.data(job.id) {
-            if let Some(f) = d.data.get() {
-                if !d.unnamed.load(Ordering::Acquire)
-                    && same_file(&self.root, &job.part_rel, f).unwrap_or(false)
-                {
-                    let _ = self.root.remove_file(&job.part_rel);
-                }
+    /// Removes file `id`'s part file and manifest, only if the part name is still our
+    /// own (locked) data: another session's is never touched.
+    fn remove_own_work_files(&self, id: u32, part_rel: &Path, manifest_rel: Option<&Path>) {
+        let ours = self.data(id).and_then(|d| {
+            let f = d.data.get()?;
+            same_file(&self.root, part_rel, f).ok()
+        });
+        if ours == Some(true) {
+            let _ = self.root.remove_file(part_rel);
+            if let Some(m) = manifest_rel {
+                let _ = self.root.remove_file(m);
             }
         }
-        if let Some(m) = &job.manifest_rel {
-            let _ = self.root.remove_file(m);
-        }
-        if let Ok(mut files) = self.files.lock() {
-            files.remove(&job.id);
-        }
-        if unset.is_empty() {
-            Ok(())
-        } else {
-            Err(CommitError::MetadataUnset(unset))
-        }
     }
 
-    /// Sync `--inplace`: the changed chunks are in the destination file itself; cut it
-    /// to the source's size, set its mode and mtime, flush it (the mtime says the file
-    /// is current, so it must not be on disk before the data).
-    fn commit_in_place(&self, job: &CommitJob, size: u64) -> Result<(), CommitError> {
-        let f = self.data(job.id).ok_or(CommitError::NeverOpened)?;
-        let data = f.data.get().ok_or(CommitError::NeverCreated)?;
-        data.set_len(size).map_err(CommitError::Sync)?;
-        file_io::sync_data(data).map_err(CommitError::Sync)?;
-        let unset = set_mode_and_mtime(data, job);
-        file_io::sync_all(data).map_err(CommitError::Sync)?;
+    /// File `id` is done with: its data is closed.
+    fn forget(&self, id: u32) {
         if let Ok(mut files) = self.files.lock() {
-            files.remove(&job.id);
-        }
-        if unset.is_empty() {
-            Ok(())
-        } else {
-            Err(CommitError::MetadataUnset(unset))
+            files.remove(&id);
         }
     }
 
@@ -944,7 +902,6 @@ fn fix_dirs(root: &ServedRoot, dirs: &mut [DirFix]) {
     }
 }
 
-/// A time from the wire (times before 1970 are clamped to it).
 /// Sets the job's mode and mtime on `f`; what could not be set, for the report (a
 /// mode or mtime that cannot be set does not stop the file going in place, but the file
 /// then fails rsync's quick check on a rerun).
@@ -959,16 +916,16 @@ fn set_mode_and_mtime(f: &File, job: &CommitJob) -> Vec<String> {
     unset
 }
 
-/// Sync: the file is the old copy as it is ([`longhaul_transfer::session::recv::Reuse::keep_old`]).
-fn keeps_old(job: &CommitJob) -> bool {
-    job.reuse.as_ref().is_some_and(|r| r.keep_old)
+/// A commit whose file is in place: an error naming what could not be set, if anything.
+fn unset_result(unset: Vec<String>) -> Result<(), CommitError> {
+    if unset.is_empty() {
+        Ok(())
+    } else {
+        Err(CommitError::MetadataUnset(unset))
+    }
 }
 
-/// Sync `--inplace`: the file was updated where it is.
-fn in_place(job: &CommitJob) -> bool {
-    job.reuse.as_ref().is_some_and(|r| r.in_place.is_some())
-}
-
+/// A time from the wire (times before 1970 are clamped to it).
 fn mtime_of((secs, nanos): (i64, u32)) -> SystemTime {
     UNIX_EPOCH + Duration::new(secs.max(0) as u64, nanos.min(999_999_999))
 }
