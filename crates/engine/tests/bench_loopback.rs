@@ -100,7 +100,7 @@ impl BenchObserver for Collect {
 fn config(target: String) -> BenchConfig {
     BenchConfig {
         target,
-        streams: 1,
+        streams: Some(1),
         duration: Duration::from_millis(1500),
         bytes: None,
         reverse: false,
@@ -120,7 +120,7 @@ fn config(target: String) -> BenchConfig {
 fn timed_run_over_ipv4_reports_intervals_and_both_ends() {
     let server = TestServer::start("127.0.0.1:0");
     let mut cfg = config(server.target());
-    cfg.streams = 2;
+    cfg.streams = Some(2);
     let mut obs = Collect::default();
     let end = run_bench(&cfg, &mut obs).unwrap();
     let start = obs.start.expect("no start report");
@@ -169,7 +169,7 @@ fn reverse_run_over_ipv6() {
 fn byte_budget_is_exact_and_shared_by_streams() {
     let server = TestServer::start("127.0.0.1:0");
     let mut cfg = config(server.target());
-    cfg.streams = 3;
+    cfg.streams = Some(3);
     cfg.bytes = Some(300_000_001);
     let end = run_bench(&cfg, &mut Collect::default()).unwrap();
     assert_eq!(end.summary.bytes, 300_000_001);
@@ -180,7 +180,7 @@ fn pacing_caps_the_rate() {
     let server = TestServer::start("127.0.0.1:0");
     let mut cfg = config(server.target());
     cfg.rate_bps = Some(200_000_000);
-    cfg.streams = 2;
+    cfg.streams = Some(2);
     let end = run_bench(&cfg, &mut Collect::default()).unwrap();
     // Pacing is an upper bound: a slow machine only lowers the rate.
     assert!(

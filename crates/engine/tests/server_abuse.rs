@@ -103,7 +103,7 @@ impl BenchObserver for Quiet {
 fn bench(addr: SocketAddr, reverse: bool) -> BenchConfig {
     BenchConfig {
         target: addr.to_string(),
-        streams: 2,
+        streams: Some(2),
         duration: Duration::from_secs(10),
         bytes: Some(8 << 20),
         reverse,

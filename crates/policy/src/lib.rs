@@ -32,9 +32,10 @@ pub use congestion::{check_congestion, default_congestion};
 pub use error::PolicyError;
 pub use log_limit::{LogLimiter, LogLine};
 pub use memory::{MemoryBudget, MemoryNeed, MemoryRefusal, Reservation};
-pub use probe::{drain_time, ProbeAction, ProbeSample, RateProbe, DRAIN_GAIN};
+pub use probe::{Pacing, Phase, RateProbe, StartUpExit, StreamSample, DRAIN_GAIN, PROBE_EVERY};
 pub use transport::{
-    plan_transport, Congestion, Role, TransportPlan, TransportRequest, Window, MIN_PROBE_RTT,
+    plan_transport, streams_for_path, Congestion, Role, TransportPlan, TransportRequest, Window,
+    MIN_PROBE_RTT,
 };
 pub use verdict::{judge, Chrono, LimitedBy};
 pub use watchdog::{Watchdog, STALL};

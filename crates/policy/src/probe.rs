@@ -1,314 +1,519 @@
-//! Finding the bottleneck rate when the user did not give one, with no I/O.
+//! The sender's rate controller when the user gave no rate, with no I/O: it finds the
+//! bottleneck without overrunning its buffer, then holds every stream's pacing so that the
+//! sum never exceeds the bottleneck, and keeps checking that it does not.
 //!
-//! The record teams sized the window and pacing to the path by hand, from a priori
-//! knowledge. `--window auto` without `--rate` learns the rate instead: while the run
-//! starts it max-filters the kernel's estimate (BBR's bandwidth model when BBR runs,
-//! otherwise the delivery-rate samples), declares the probe over after three rounds
-//! without 25 % growth (BBR's own start-up exit rule) or, for loss-based congestion
-//! control, at the first retransmission, and then the sender holds its pacing to that rate
-//! so the path's queue is not overrun for the rest of the run.
+//! The record teams sized the window and pacing to the path by hand. longhaul learns the
+//! rate instead, from TCP_INFO of every stream sampled several times a round trip
+//! ([`RateProbe::sample_every`]), in four phases:
 //!
-//! BBR, which finds the rate best, also drains the pipe every 10 s (ProbeRTT) to re-measure
-//! the minimum RTT: on a 180 ms path that costs about 4 % of the run. Once the rate is held
-//! by pacing, a clean path needs no model at all, so the sender cruises on CUBIC, paced at
-//! the rate found (pacing, not the window, keeps the queue empty). If the path then loses
-//! packets although nobody sends faster than the bottleneck, the loss is not congestion:
-//! the sender goes back to BBR, which does not mistake such loss for a full queue.
+//! - **Start-up.** The kernel's start-up (BBR, else slow start) doubles each stream's
+//!   rate per round trip, uncapped. News of a queue is a round trip old, so by the time it
+//!   shows the doubling has already queued about 0.44 BDP (the integral of the last
+//!   round's excess): the start-up must end at the first sign, not three rounds later as
+//!   BBR's own rule does (which overruns a 1-BDP buffer by thousands of packets). It ends at the first sign of a queue: the RTT (the smallest of the streams'
+//!   smoothed RTTs, so one stream's noise does not end it) more than
+//!   clamp(min RTT / 32, 2 ms, 8 ms) above the minimum in two samples running. That is a
+//!   quarter of HyStart++'s threshold: the queue grows slowly at first, and the time it
+//!   takes to cross the threshold adds to the 0.44 BDP (at 100 ms, HyStart++'s 10 ms takes
+//!   half a round more and the queue reaches 1 BDP); or at a
+//!   retransmission under loss-based congestion control; or after three rounds without 25 %
+//!   growth (a path whose queue never shows, e.g. a policer). The rate to hold is the
+//!   largest delivery rate (all streams) of the last round: once a queue forms, that is
+//!   the bottleneck's.
+//! - **Drain.** Pacing at [`DRAIN_GAIN`] x the held rate until the queue the start-up left
+//!   is gone (the RTT back within 1 % of the minimum) or the time it needs has passed twice.
+//! - **Hold.** The held rate, shared by the streams that have data to send (a stream whose
+//!   work is done gives its share to the others, so the last chunks of a transfer cross at
+//!   the full rate). A round whose RTT is more than 2.5 % over the minimum means the held
+//!   rate builds a queue: it is lowered to 98 % of what was delivered and the queue drained.
+//! - **Probe up.** After [`PROBE_EVERY`] clean rounds in which the streams sent all the
+//!   held rate allowed, one round paces higher (2 %, doubling after each success up to
+//!   25 %), and the next round shows whether more was delivered without a queue: then the
+//!   higher rate is held; if not, a round at the same share below the rate removes the
+//!   probe's queue. A held rate that is too low climbs back; one at the bottleneck costs a
+//!   queue of 2 % of the BDP for a round.
+//!
+//! Once the rate is held, pacing (not the window) keeps the queue empty, so BBR's model and
+//! its ProbeRTT (4-6 % of a long run) are not needed: the sender cruises on CUBIC. If the
+//! held path then loses packets although nobody sends faster than the bottleneck, the loss
+//! is not congestion: the sender goes back to BBR, which does not mistake it for a full
+//! queue.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
-/// Rounds without 25 % growth that end the probe.
-const FLAT_ROUNDS: u32 = 3;
-/// Growth that counts as still climbing.
+/// Growth per round that counts as still climbing (BBR's start-up exit rule).
 const GROWTH: f64 = 1.25;
-/// Shortest probe round, so that short RTTs still average over some samples.
+/// Rounds without [`GROWTH`] that end the start-up on a path whose queue never shows.
+const FLAT_ROUNDS: u32 = 3;
+/// Shortest round, so that short RTTs still average over some samples.
 const MIN_ROUND: Duration = Duration::from_millis(20);
-
-/// One observation of all streams of a sender, summed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ProbeSample {
-    /// Time since the run started.
-    pub at: Duration,
-    /// Sum of the streams' latest delivery-rate samples, bit/s.
-    pub delivery_bps: u64,
-    /// Sum of BBR's bandwidth estimates, bit/s, when every stream runs BBR.
-    pub bbr_bps: Option<u64>,
-    /// Segments retransmitted so far, all streams.
-    pub retransmits: u64,
-    /// Every stream's latest delivery-rate sample was application-limited (the sender
-    /// had nothing to send: a sync sending headers of unchanged chunks, a reader slower
-    /// than the path): such a round says nothing about the path and never ends the probe.
-    pub app_limited: bool,
-}
-
-/// Pacing during the drain, as a share of the held rate.
+/// Pacing during a drain, as a share of the held rate.
 pub const DRAIN_GAIN: f64 = 0.75;
+/// Clean rounds at the held rate before it is probed upward.
+pub const PROBE_EVERY: u32 = 5;
+/// First upward probe, as a share of the held rate; it doubles after each success.
+const FIRST_PROBE: f64 = 0.02;
+/// Largest upward probe.
+const MAX_PROBE: f64 = 0.25;
 /// Longest drain.
 const MAX_DRAIN: Duration = Duration::from_secs(20);
 
-/// How long to pace at [`DRAIN_GAIN`] x the held rate so that the queue the start-up left
-/// in the path empties: the queue holds `srtt - min_rtt` of traffic at the bottleneck rate,
-/// and pacing 25 % below that rate removes it in four times as long. `None` when the
-/// queue is negligible (under 2 ms or 5 % of the base RTT).
-pub fn drain_time(srtt: Duration, min_rtt: Duration) -> Option<Duration> {
-    let excess = srtt.saturating_sub(min_rtt);
-    if excess < Duration::from_millis(2) || excess < min_rtt / 20 {
-        return None;
-    }
-    Some(excess.mul_f64(1.0 / (1.0 - DRAIN_GAIN)).min(MAX_DRAIN))
+/// What the controller keeps of one sample, for a round.
+#[derive(Debug, Clone, Copy)]
+struct Moment {
+    at: Duration,
+    /// Sum of the streams' delivery-rate samples, bit/s.
+    total_bps: u64,
+    /// Sum of the streams' delivered bytes.
+    delivered: u64,
+    /// The RTT now (see [`RateProbe::on_sample`]).
+    rtt: Option<Duration>,
 }
 
-/// What the sender should do after a sample.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProbeAction {
-    /// The probe ended: cap pacing at `rate_bps` (all streams together), and switch the
-    /// congestion control to `congestion` if given.
-    Hold {
-        /// Total rate to pace at, bit/s.
-        rate_bps: u64,
-        /// Congestion control to cruise on.
-        congestion: Option<&'static str>,
+/// One stream's TCP_INFO, as the controller needs it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamSample {
+    /// The kernel's latest delivery-rate sample, bit/s.
+    pub delivery_bps: u64,
+    /// Bytes delivered to the peer so far (acknowledged or SACKed).
+    pub delivered_bytes: u64,
+    /// Whether that sample was application-limited (the sender had nothing to send).
+    pub app_limited: bool,
+    /// Smoothed RTT (zero before the first sample).
+    pub srtt: Duration,
+    /// The kernel's minimum RTT (zero before the first sample).
+    pub min_rtt: Duration,
+    /// Segments retransmitted so far.
+    pub retransmits: u64,
+    /// The stream has data unsent or unacknowledged: it takes a share of the rate.
+    pub busy: bool,
+}
+
+/// What the driver applies to the sockets after a sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pacing {
+    /// Pacing cap per stream, bit/s, in the order of the samples (`None`: no cap).
+    pub per_stream_bps: Vec<Option<u64>>,
+    /// Switch every stream to this congestion control.
+    pub congestion: Option<&'static str>,
+}
+
+/// The controller's phase, for logs and the JSON.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Phase {
+    /// Growing, at most doubling per round.
+    StartUp,
+    /// Emptying the queue, until `until` at the latest.
+    Drain {
+        /// Latest end of the drain.
+        until: Duration,
     },
-    /// The held path lost packets: switch back to this congestion control.
-    Switch(&'static str),
+    /// Holding the rate.
+    Hold,
+    /// Pacing `gain` x the held rate since `since` (one round), then watching one round.
+    ProbeUp {
+        /// Multiple of the held rate being tried.
+        gain: f64,
+        /// When the probe round began.
+        since: Duration,
+    },
+    /// Pacing `gain` below the held rate for one round from `since`, to remove the queue
+    /// a failed probe of the same share left.
+    Settle {
+        /// Share of the held rate left out.
+        gain: f64,
+        /// When the settling round began.
+        since: Duration,
+    },
 }
 
-/// The state of the probe.
+/// Why the start-up ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartUpExit {
+    /// A queue showed in the RTT.
+    Queue,
+    /// A retransmission under loss-based congestion control.
+    Loss,
+    /// Three rounds without 25 % growth.
+    Plateau,
+}
+
+/// The state of the controller.
 #[derive(Debug, Clone)]
 pub struct RateProbe {
     round: Duration,
-    loss_ends_probe: bool,
-    best_bps: u64,
-    round_best_bps: u64,
+    loss_ends_startup: bool,
+    phase: Phase,
+    /// Smallest minimum RTT any stream reported.
+    base_rtt: Option<Duration>,
+    /// The last round's samples.
+    window: VecDeque<Moment>,
+    /// The largest rate delivered over a whole round while the start-up's queue drained.
+    drain_best: u64,
+    /// Start-up: the best total at the last growth, and rounds without growth.
     round_end: Duration,
+    round_best_bps: u64,
     flat_rounds: u32,
     first_retransmits: Option<u64>,
     held: Option<u64>,
-    /// While cruising: retransmits seen so far, and the end of the grace period in which
-    /// the start-up's loss recovery may still be retransmitting.
+    exit: Option<StartUpExit>,
+    /// Draining the start-up's queue (the held rate may still rise to what it delivers).
+    startup_drain: bool,
+    clean_rounds: u32,
+    next_probe: f64,
+    /// The largest held rate so far.
+    peak_held: u64,
+    /// Cruising: retransmits so far and the end of the grace period in which the
+    /// start-up's recovery may still be retransmitting; `None` when not cruising.
     cruising: Option<(u64, Duration)>,
+    bbr: bool,
 }
 
 impl RateProbe {
-    /// A probe for a path with round-trip time `rtt`. `loss_ends_probe` is true for
+    /// A controller for a path with round-trip time `rtt`. `loss_ends_startup` is true for
     /// loss-based congestion control (reno, cubic), whose first loss means the path is full.
-    pub fn new(rtt: Duration, loss_ends_probe: bool) -> Self {
+    pub fn new(rtt: Duration, loss_ends_startup: bool) -> Self {
         let round = rtt.max(MIN_ROUND);
         Self {
             round,
-            loss_ends_probe,
-            best_bps: 0,
-            round_best_bps: 0,
+            loss_ends_startup,
+            phase: Phase::StartUp,
+            base_rtt: None,
+            window: VecDeque::new(),
             round_end: round,
+            round_best_bps: 0,
             flat_rounds: 0,
             first_retransmits: None,
             held: None,
+            exit: None,
+            startup_drain: false,
+            drain_best: 0,
+            clean_rounds: 0,
+            next_probe: FIRST_PROBE,
+            peak_held: 0,
             cruising: None,
+            bbr: !loss_ends_startup,
         }
     }
 
-    /// How often to sample: one round (the RTT, at least 20 ms).
+    /// How long a round is (the RTT, at least 20 ms).
     pub fn round(&self) -> Duration {
         self.round
     }
 
-    /// Feeds one sample; returns what to do when the probe ends or a cruise must switch.
-    pub fn on_sample(&mut self, s: ProbeSample) -> Option<ProbeAction> {
-        if let Some((base, grace_end)) = self.cruising {
-            if s.at < grace_end {
-                self.cruising = Some((s.retransmits, grace_end));
-            } else if s.retransmits > base {
-                self.cruising = None;
-                return Some(ProbeAction::Switch("bbr"));
+    /// How often to sample: an eighth of a round, between 5 and 50 ms.
+    pub fn sample_every(&self) -> Duration {
+        (self.round / 8).clamp(Duration::from_millis(5), Duration::from_millis(50))
+    }
+
+    /// The rate being held (all streams, bit/s), once the start-up has ended.
+    pub fn held_bps(&self) -> Option<u64> {
+        self.held
+    }
+
+    /// The largest rate held so far (bit/s).
+    pub fn peak_held_bps(&self) -> Option<u64> {
+        self.held.map(|_| self.peak_held)
+    }
+
+    /// The current phase.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Why the start-up ended, once it has.
+    pub fn startup_exit(&self) -> Option<StartUpExit> {
+        self.exit
+    }
+
+    /// The smallest RTT seen, once a stream has reported one.
+    pub fn base_rtt(&self) -> Option<Duration> {
+        self.base_rtt
+    }
+
+    /// Feeds one sample of every stream at `at` (time since the data began); returns the
+    /// pacing to apply.
+    pub fn on_sample(&mut self, at: Duration, streams: &[StreamSample]) -> Pacing {
+        let total: u64 = streams.iter().map(|s| s.delivery_bps).sum();
+        let retransmits: u64 = streams.iter().map(|s| s.retransmits).sum();
+        let app_limited = streams.iter().all(|s| s.app_limited || !s.busy);
+        for s in streams.iter().filter(|s| !s.min_rtt.is_zero()) {
+            self.base_rtt = Some(self.base_rtt.map_or(s.min_rtt, |b| b.min(s.min_rtt)));
+        }
+        // The RTT now: the smallest smoothed RTT of the streams with data in flight (a
+        // queue at the bottleneck delays them all; one stream in recovery does not count).
+        let rtt_now = streams
+            .iter()
+            .filter(|s| s.busy && !s.srtt.is_zero())
+            .map(|s| s.srtt)
+            .min();
+        self.window.push_back(Moment {
+            at,
+            total_bps: total,
+            delivered: streams.iter().map(|s| s.delivered_bytes).sum(),
+            rtt: rtt_now,
+        });
+        while self.window.front().is_some_and(|m| m.at + self.round < at) {
+            self.window.pop_front();
+        }
+        let mut congestion = None;
+        if let Some(cc) = self.check_cruise(at, retransmits) {
+            congestion = Some(cc);
+        }
+        let qdelay = self.queue_delay(at);
+        match self.phase {
+            Phase::StartUp => {
+                if let Some(exit) = self.startup_verdict(at, total, retransmits, app_limited) {
+                    let held = self.best_total().max(1);
+                    self.exit = Some(exit);
+                    self.startup_drain = true;
+                    self.hold(held);
+                    self.phase = Phase::Drain {
+                        until: at + self.drain_limit(qdelay),
+                    };
+                    if self.bbr {
+                        congestion = Some("cubic");
+                        let grace = (self.round * 4).max(Duration::from_secs(1));
+                        self.cruising = Some((retransmits, at + grace));
+                    }
+                }
             }
+            Phase::Drain { until } => {
+                // While the start-up's queue drains, the bottleneck still delivers its full
+                // rate: what a whole round delivered then is the rate to hold (the samples
+                // at the exit are a round trip old, or a burst's).
+                if self.startup_drain {
+                    if let Some(rate) = self.round_rate() {
+                        self.drain_best = self.drain_best.max(rate);
+                    }
+                }
+                if at >= until || qdelay.is_some_and(|q| q <= self.empty_queue()) {
+                    if std::mem::take(&mut self.startup_drain) && self.drain_best > 0 {
+                        self.held = Some(self.drain_best);
+                        self.peak_held = self.drain_best;
+                    }
+                    self.phase = Phase::Hold;
+                    self.clean_rounds = 0;
+                    self.round_end = at + self.round;
+                }
+            }
+            Phase::Hold => self.on_hold(at, qdelay, app_limited),
+            Phase::ProbeUp { gain, since } => {
+                // One round at the higher rate, then one round to see what it delivered.
+                if at >= since + self.round * 2 {
+                    let delivered = self.round_rate().unwrap_or(0);
+                    let held = self.held.unwrap_or(1);
+                    let wanted = held as f64 * (1.0 + (gain - 1.0) * 0.75);
+                    let queued = qdelay.is_some_and(|q| q > self.standing_queue());
+                    if delivered as f64 >= wanted && !queued {
+                        self.hold(delivered.min((held as f64 * gain) as u64));
+                        self.next_probe = (self.next_probe * 2.0).min(MAX_PROBE);
+                        self.clean_rounds = PROBE_EVERY - 1;
+                        self.phase = Phase::Hold;
+                    } else {
+                        if delivered > held && delivered < held + held / 50 {
+                            self.hold(delivered);
+                        }
+                        self.next_probe = FIRST_PROBE;
+                        self.clean_rounds = 0;
+                        self.phase = Phase::Settle {
+                            gain: gain - 1.0,
+                            since: at,
+                        };
+                    }
+                    self.round_end = at + self.round;
+                }
+            }
+            Phase::Settle { since, .. } => {
+                if at >= since + self.round {
+                    self.phase = Phase::Hold;
+                    self.round_end = at + self.round;
+                }
+            }
+        }
+        Pacing {
+            per_stream_bps: self.per_stream(streams),
+            congestion,
+        }
+    }
+
+    /// The start-up's exit, if this sample ends it.
+    fn startup_verdict(
+        &mut self,
+        at: Duration,
+        total: u64,
+        retransmits: u64,
+        app_limited: bool,
+    ) -> Option<StartUpExit> {
+        let base = *self.first_retransmits.get_or_insert(retransmits);
+        let best = self.best_total();
+        if best == 0 || (total == 0 && app_limited) {
             return None;
         }
-        if self.held.is_some() {
+        // The first round's bursts (every stream's initial window at once) are no verdict.
+        if at < self.round * 2 {
             return None;
         }
-        let estimate = s.bbr_bps.unwrap_or(s.delivery_bps);
-        self.best_bps = self.best_bps.max(estimate);
-        let base = *self.first_retransmits.get_or_insert(s.retransmits);
-        let lost = self.loss_ends_probe && s.retransmits > base && self.best_bps > 0;
-        if s.at >= self.round_end {
-            if s.app_limited {
+        if self.loss_ends_startup && retransmits > base {
+            return Some(StartUpExit::Loss);
+        }
+        // Two samples in a row over the threshold: news of a queue is a round trip old
+        // already, so it is not filtered over a longer time.
+        let recent = self.window.iter().rev().take(2).filter_map(|m| m.rtt).max();
+        let queued = |r: Duration| r.saturating_sub(self.base_rtt.unwrap_or(r));
+        if self.window.len() >= 2 && recent.is_some_and(|r| queued(r) > self.startup_threshold()) {
+            return Some(StartUpExit::Queue);
+        }
+        if at >= self.round_end {
+            if app_limited {
                 // Not the path's rate: no verdict from this round.
-            } else if self.best_bps as f64 >= self.round_best_bps as f64 * GROWTH {
-                self.round_best_bps = self.best_bps;
+            } else if best as f64 >= self.round_best_bps as f64 * GROWTH {
+                self.round_best_bps = best;
                 self.flat_rounds = 0;
             } else {
                 self.flat_rounds += 1;
             }
-            while self.round_end <= s.at {
+            while self.round_end <= at {
                 self.round_end += self.round;
             }
         }
-        if lost || (self.flat_rounds >= FLAT_ROUNDS && self.best_bps > 0) {
-            self.held = Some(self.best_bps);
-            let cruise = s.bbr_bps.is_some();
-            if cruise {
-                let grace = (self.round * 4).max(Duration::from_secs(1));
-                self.cruising = Some((s.retransmits, s.at + grace));
-            }
-            return Some(ProbeAction::Hold {
-                rate_bps: self.best_bps,
-                congestion: cruise.then_some("cubic"),
-            });
-        }
-        None
+        (self.flat_rounds >= FLAT_ROUNDS).then_some(StartUpExit::Plateau)
     }
 
-    /// The rate being held, once the probe has ended.
-    pub fn held_bps(&self) -> Option<u64> {
-        self.held
+    fn on_hold(&mut self, at: Duration, qdelay: Option<Duration>, app_limited: bool) {
+        if at < self.round_end {
+            return;
+        }
+        self.round_end = at + self.round;
+        let held = self.held.unwrap_or(1);
+        if qdelay.is_some_and(|q| q > self.standing_queue()) {
+            // The held rate builds a queue: it is above the bottleneck.
+            let delivered = self.round_rate().unwrap_or(held).min(held);
+            self.held = Some((delivered as f64 * 0.98) as u64);
+            self.phase = Phase::Drain {
+                until: at + self.drain_limit(qdelay),
+            };
+            self.clean_rounds = 0;
+            self.next_probe = FIRST_PROBE;
+            return;
+        }
+        let using_it = self.round_rate().unwrap_or(0) as f64 >= held as f64 * 0.95;
+        if app_limited || !using_it {
+            self.clean_rounds = 0;
+            return;
+        }
+        self.clean_rounds += 1;
+        if self.clean_rounds >= PROBE_EVERY {
+            self.phase = Phase::ProbeUp {
+                gain: 1.0 + self.next_probe,
+                since: at,
+            };
+        }
+    }
+
+    /// The pacing cap of each stream in the current phase.
+    fn per_stream(&self, streams: &[StreamSample]) -> Vec<Option<u64>> {
+        let Some(held) = self.held else {
+            // Start-up: the kernel's own (BBR's, or slow start's) doubling per round trip.
+            return vec![None; streams.len()];
+        };
+        let total = match self.phase {
+            Phase::Drain { .. } => held as f64 * DRAIN_GAIN,
+            Phase::ProbeUp { gain, since } if self.window_since(since) => held as f64 * gain,
+            Phase::Settle { gain, .. } => held as f64 * (1.0 - gain),
+            _ => held as f64,
+        };
+        let busy = streams.iter().filter(|s| s.busy).count().max(1);
+        let share = (total / busy as f64).max(8_000.0) as u64;
+        // An idle stream keeps a small share, so the first bytes of its next work do not
+        // wait for the next sample.
+        let idle = (share / 8).max(8_000);
+        streams
+            .iter()
+            .map(|s| Some(if s.busy { share } else { idle }))
+            .collect()
+    }
+
+    /// Whether `at - since` is still within the probe's first round (the round that
+    /// paces higher; the second only watches).
+    fn window_since(&self, since: Duration) -> bool {
+        self.window
+            .back()
+            .is_some_and(|m| m.at < since + self.round)
+    }
+
+    fn hold(&mut self, bps: u64) {
+        self.held = Some(bps);
+        self.peak_held = self.peak_held.max(bps);
+    }
+
+    /// The largest total delivery-rate sample of the last round.
+    fn best_total(&self) -> u64 {
+        self.window.iter().map(|m| m.total_bps).max().unwrap_or(0)
+    }
+
+    /// The rate delivered over the last round (bit/s), once the window spans most of one.
+    fn round_rate(&self) -> Option<u64> {
+        let (first, last) = (self.window.front()?, self.window.back()?);
+        let span = last.at.saturating_sub(first.at);
+        if span < self.round * 3 / 4 {
+            return None;
+        }
+        let bytes = last.delivered.saturating_sub(first.delivered);
+        Some((bytes as f64 * 8.0 / span.as_secs_f64()) as u64)
+    }
+
+    /// The queueing delay: the smallest RTT of the last quarter round over the minimum.
+    fn queue_delay(&self, at: Duration) -> Option<Duration> {
+        let base = self.base_rtt?;
+        let since = at.saturating_sub(self.round / 4);
+        self.window
+            .iter()
+            .filter(|m| m.at >= since)
+            .filter_map(|m| m.rtt)
+            .min()
+            .map(|r| r.saturating_sub(base))
+    }
+
+    /// Queue delay that ends the start-up: min RTT / 32 within 2..=8 ms.
+    fn startup_threshold(&self) -> Duration {
+        (self.base_rtt.unwrap_or(self.round) / 32)
+            .clamp(Duration::from_millis(2), Duration::from_millis(8))
+    }
+
+    /// Queue delay that a held rate must not build: 2.5 % of the minimum RTT, at least 2 ms.
+    fn standing_queue(&self) -> Duration {
+        (self.base_rtt.unwrap_or(self.round) / 40).max(Duration::from_millis(2))
+    }
+
+    /// Queue delay that counts as empty: 1 % of the minimum RTT, at least 1 ms.
+    fn empty_queue(&self) -> Duration {
+        (self.base_rtt.unwrap_or(self.round) / 100).max(Duration::from_millis(1))
+    }
+
+    /// The longest a drain may take: twice what the queue needs at [`DRAIN_GAIN`].
+    fn drain_limit(&self, qdelay: Option<Duration>) -> Duration {
+        let q = qdelay.unwrap_or_default().max(self.round / 4);
+        (q.mul_f64(2.0 / (1.0 - DRAIN_GAIN))).min(MAX_DRAIN)
+    }
+
+    /// Cruising on CUBIC: after the grace period, a retransmission means loss that is not
+    /// congestion (nobody sends faster than the bottleneck): back to BBR, once.
+    fn check_cruise(&mut self, at: Duration, retransmits: u64) -> Option<&'static str> {
+        let (base, grace_end) = self.cruising?;
+        if at < grace_end {
+            self.cruising = Some((retransmits, grace_end));
+            None
+        } else if retransmits > base {
+            self.cruising = None;
+            Some("bbr")
+        } else {
+            None
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sample(ms: u64, bps: u64, retransmits: u64) -> ProbeSample {
-        ProbeSample {
-            at: Duration::from_millis(ms),
-            delivery_bps: bps,
-            bbr_bps: None,
-            retransmits,
-            app_limited: false,
-        }
-    }
-
-    /// Regression (`longhaul sync` over 180 ms): a sender with little to send held its
-    /// pacing at the ~100 kbit/s its headers made, and then sent the changed chunks at
-    /// that rate.
-    #[test]
-    fn application_limited_rounds_never_end_the_probe() {
-        let mut p = RateProbe::new(Duration::from_millis(100), false);
-        for round in 1..50u64 {
-            let mut s = sample(round * 100, 100_000, 0);
-            s.app_limited = true;
-            assert_eq!(p.on_sample(s), None, "held at round {round}");
-        }
-        // Then the path fills, and the probe ends at its rate.
-        let mut held = None;
-        for round in 50..80u64 {
-            held = held.or(p.on_sample(sample(round * 100, 900_000_000, 0)));
-        }
-        assert!(matches!(
-            held,
-            Some(ProbeAction::Hold {
-                rate_bps: 900_000_000,
-                ..
-            })
-        ));
-    }
-
-    #[test]
-    fn slow_start_then_plateau_holds_the_plateau() {
-        let mut p = RateProbe::new(Duration::from_millis(100), false);
-        let mut rate = 10_000_000u64;
-        let mut held = None;
-        for round in 1..40u64 {
-            rate = (rate * 2).min(1_000_000_000);
-            if let Some(ProbeAction::Hold {
-                rate_bps: h,
-                congestion,
-            }) = p.on_sample(sample(round * 100, rate, 0))
-            {
-                assert_eq!(congestion, None, "no BBR model: nothing to switch from");
-                held = Some((round, h));
-                break;
-            }
-        }
-        let (round, h) = held.expect("probe never ended");
-        assert_eq!(h, 1_000_000_000);
-        // 10 Mbit/s doubles to 1 Gbit/s in 7 rounds, then three flat rounds.
-        assert!((9..=11).contains(&round), "ended at round {round}");
-        assert_eq!(p.held_bps(), Some(1_000_000_000));
-        assert_eq!(p.on_sample(sample(9999, 5, 0)), None);
-    }
-
-    #[test]
-    fn loss_ends_the_probe_for_loss_based_control_only() {
-        let mut cubic = RateProbe::new(Duration::from_millis(100), true);
-        assert_eq!(cubic.on_sample(sample(100, 500_000_000, 3)), None);
-        assert_eq!(cubic.on_sample(sample(200, 800_000_000, 3)), None);
-        assert_eq!(
-            cubic.on_sample(sample(300, 900_000_000, 4)),
-            Some(ProbeAction::Hold {
-                rate_bps: 900_000_000,
-                congestion: None
-            })
-        );
-
-        let mut bbr = RateProbe::new(Duration::from_millis(100), false);
-        assert_eq!(bbr.on_sample(sample(100, 500_000_000, 3)), None);
-        assert_eq!(bbr.on_sample(sample(200, 800_000_000, 9)), None);
-    }
-
-    #[test]
-    fn bbr_model_is_preferred_over_delivery_samples() {
-        let mut p = RateProbe::new(Duration::from_millis(50), false);
-        let mut held = None;
-        for i in 1..20 {
-            let s = ProbeSample {
-                at: Duration::from_millis(i * 50),
-                delivery_bps: 2_000_000_000,
-                bbr_bps: Some(950_000_000),
-                retransmits: 0,
-                app_limited: false,
-            };
-            held = held.or(p.on_sample(s));
-        }
-        assert_eq!(
-            held,
-            Some(ProbeAction::Hold {
-                rate_bps: 950_000_000,
-                congestion: Some("cubic")
-            })
-        );
-        // Cruising on CUBIC: a retransmission means non-congestive loss, back to BBR once.
-        let at = |ms, retransmits| ProbeSample {
-            at: Duration::from_millis(ms),
-            delivery_bps: 950_000_000,
-            bbr_bps: None,
-            retransmits,
-            app_limited: false,
-        };
-        // Retransmits within the grace period (the start-up's recovery) only move the base.
-        assert_eq!(p.on_sample(at(1100, 3)), None);
-        assert_eq!(p.on_sample(at(2000, 3)), None);
-        assert_eq!(p.on_sample(at(2050, 5)), Some(ProbeAction::Switch("bbr")));
-        assert_eq!(p.on_sample(at(2100, 9)), None);
-    }
-
-    #[test]
-    fn a_standing_queue_is_drained_at_three_quarters_of_the_rate() {
-        let ms = Duration::from_millis;
-        // 436 ms path with the start-up's 1-BDP queue still standing: 4 x 424 ms.
-        assert_eq!(drain_time(ms(860), ms(436)), Some(ms(1696)));
-        assert_eq!(drain_time(ms(437), ms(436)), None);
-        assert_eq!(
-            drain_time(ms(188), ms(180)),
-            None,
-            "under 5 % of the base RTT"
-        );
-        assert_eq!(drain_time(ms(190), ms(180)), Some(ms(40)));
-        assert_eq!(drain_time(ms(100_000), ms(100)), Some(MAX_DRAIN));
-    }
-
-    #[test]
-    fn short_rtt_rounds_are_at_least_20_ms() {
-        let mut p = RateProbe::new(Duration::from_micros(30), false);
-        // Samples every 1 ms at a flat rate: the first 20 ms round counts as growth from
-        // nothing, then three flat rounds end the probe at 80 ms.
-        let mut ended = None;
-        for ms in 1..200 {
-            if p.on_sample(sample(ms, 1_000_000_000, 0)).is_some() {
-                ended = Some(ms);
-                break;
-            }
-        }
-        assert_eq!(ended, Some(80));
-    }
-}
+#[path = "probe_tests.rs"]
+mod tests;

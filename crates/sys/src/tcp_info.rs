@@ -111,6 +111,9 @@ pub struct TcpInfo {
     pub bytes_retrans: u64,
     /// Latest delivery-rate sample, bytes/s.
     pub delivery_rate: u64,
+    /// Segments delivered to the peer (acknowledged or SACKed, so it does not jump when a
+    /// loss recovery ends as `bytes_acked` does).
+    pub delivered_segs: u32,
     /// Whether that sample was limited by the application.
     pub delivery_rate_app_limited: bool,
     /// Microseconds the connection had data in flight.
@@ -172,6 +175,7 @@ pub fn tcp_info(sock: &impl AsRawFd) -> io::Result<TcpInfo> {
         bytes_sent: raw.bytes_sent,
         bytes_retrans: raw.bytes_retrans,
         delivery_rate: raw.delivery_rate,
+        delivered_segs: raw.delivered,
         delivery_rate_app_limited: raw.flags & 1 != 0,
         busy_time_us: raw.busy_time,
         rwnd_limited_us: raw.rwnd_limited,

@@ -53,7 +53,8 @@ pub struct Args {
     /// Copy directories and their contents.
     #[arg(short = 'r', long)]
     pub recursive: bool,
-    /// Parallel TCP streams (default: 2 under 2 ms RTT, else 4).
+    /// Parallel TCP streams (default: from the RTT: 2 under 2 ms, else one per 7 ms rounded
+    /// up to a power of two, 4 to 64; many streams reach a long path's rate sooner).
     #[arg(short = 'P', long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub streams: Option<u16>,
     /// Pace all streams together to this rate.

@@ -27,8 +27,8 @@ const RTT_PINGS: u32 = 5;
 pub struct BenchConfig {
     /// `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address.
     pub target: String,
-    /// Parallel streams.
-    pub streams: u16,
+    /// Parallel streams (`None`: from the path, [`longhaul_policy::streams_for_path`]).
+    pub streams: Option<u16>,
     /// Duration of a timed run.
     pub duration: Duration,
     /// Bytes to move instead of a duration.
@@ -127,6 +127,9 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         ..
     } = dialed;
 
+    let streams = cfg
+        .streams
+        .unwrap_or_else(|| longhaul_policy::streams_for_path(rtt));
     // Window plan.
     let role = if cfg.reverse {
         Role::Receiver
@@ -136,7 +139,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     let (plan, local) = host::plan_transport_here(
         &TransportRequest {
             role,
-            streams: cfg.streams,
+            streams,
             rate_bps: cfg.rate_bps,
             window: cfg.window.map_or(Window::Auto, Window::Fixed),
             congestion: cfg.congestion.clone(),
@@ -151,7 +154,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     let mut warnings = plan.warnings.clone();
 
     let params = BenchParams {
-        streams: cfg.streams,
+        streams,
         duration_ms: if cfg.bytes.is_some() {
             0
         } else {
@@ -188,10 +191,10 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     let rx_rate = if cfg.reverse { cfg.rx_rate_bps } else { None };
     let data = DataDialer::start(
         addr,
-        cfg.streams,
+        streams,
         side,
         &local_choice,
-        rx_rate.map(|r| (r, cfg.streams, rtt)),
+        rx_rate.map(|r| (r, streams, rtt)),
         data_tls,
     );
     session.request(params.clone())?;
@@ -239,7 +242,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
 
     let start = StartReport {
         server: addr.to_string(),
-        streams: cfg.streams,
+        streams,
         reverse: cfg.reverse,
         duration_seconds: cfg.bytes.is_none().then_some(cfg.duration.as_secs_f64()),
         bytes: cfg.bytes,
@@ -287,7 +290,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     let deadline = cfg.bytes.is_none().then(|| run.started_at() + cfg.duration);
     let mut watchdog =
         longhaul_policy::Watchdog::new(run.started_at(), cfg.duration, cfg.bytes.is_some());
-    let probe_every = rtt.max(Duration::from_millis(20));
+    let probe_every = run.probe_every(rtt);
     let mut next_interval = run.started_at() + cfg.interval;
     let mut next_probe = run.started_at() + probe_every;
     let mut peer_results: Option<Results> = None;

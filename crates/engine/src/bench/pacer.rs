@@ -1,126 +1,122 @@
-//! Holds a sender's pacing to the bottleneck: feeds the [`RateProbe`] with TCP_INFO of
-//! every stream, and when the probe ends, drains the start-up's queue, caps each stream's
-//! pacing at its share of the rate found and switches congestion control as the probe
-//! says. Used by bench runs and by `longhaul cp`'s sender.
+//! Holds a sender's pacing to the bottleneck: samples TCP_INFO of every stream several
+//! times a round trip ([`RateProbe::sample_every`]), feeds the [`RateProbe`] and applies
+//! what it decides (each stream's pacing cap, a congestion-control switch). Used by bench
+//! runs and by `longhaul cp`'s sender.
 
 use crate::transport::secure::SecureStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use longhaul_sys::tcp_info::{bbr_info, tcp_info};
+use longhaul_sys::tcp_info::tcp_info;
 
-use longhaul_policy::{drain_time, ProbeAction, ProbeSample, RateProbe, DRAIN_GAIN};
+use longhaul_policy::{RateProbe, StreamSample};
 
-/// The probe and what it decided, over a set of sockets.
+/// The controller and what it applied, over a set of sockets.
 pub struct Pacer {
     socks: Vec<Arc<SecureStream>>,
     probe: RateProbe,
     start: Instant,
-    held_bps: Option<u64>,
+    /// The pacing cap last set on each socket (bytes/s; `u64::MAX`: none).
+    applied: Vec<u64>,
     cruise: Option<String>,
-    /// End of the drain after the hold, and the per-stream rate to pace at then.
-    drain_until: Option<(Duration, u64)>,
+    /// `LONGHAUL_PACER_TRACE` is set: every sample and decision goes to stderr.
+    trace: bool,
 }
 
 impl Pacer {
     /// A pacer for these sockets; `start` is when their data began.
     pub fn new(socks: Vec<Arc<SecureStream>>, probe: RateProbe, start: Instant) -> Self {
+        let applied = vec![u64::MAX; socks.len()];
         Self {
             socks,
             probe,
             start,
-            held_bps: None,
+            applied,
             cruise: None,
-            drain_until: None,
+            trace: std::env::var_os("LONGHAUL_PACER_TRACE").is_some(),
         }
     }
 
-    /// The rate held after the probe, bit/s.
-    pub fn held_bps(&self) -> Option<u64> {
-        self.held_bps
+    /// How often [`Pacer::step`] should run.
+    pub fn every(&self) -> Duration {
+        self.probe.sample_every()
     }
 
-    /// The congestion control the held run cruises on, if the probe switched it.
+    /// The rate held after the start-up (all streams, bit/s).
+    pub fn held_bps(&self) -> Option<u64> {
+        self.probe.held_bps()
+    }
+
+    /// The largest rate held so far (bit/s).
+    pub fn peak_held_bps(&self) -> Option<u64> {
+        self.probe.peak_held_bps()
+    }
+
+    /// The controller (its phase, the start-up's exit, the minimum RTT).
+    pub fn probe(&self) -> &RateProbe {
+        &self.probe
+    }
+
+    /// The congestion control the held run cruises on, if the controller switched it.
     pub fn cruise(&self) -> Option<&str> {
         self.cruise.as_deref()
     }
 
-    /// Feeds the rate probe (sender only); when it ends, caps every stream's pacing at
-    /// its share of the rate found and switches congestion control as the probe says.
-    pub fn step(&mut self) -> Option<ProbeAction> {
-        if let Some((until, per_stream)) = self.drain_until {
-            if self.start.elapsed() >= until {
-                for s in &self.socks {
-                    let _ = longhaul_sys::socket::set_max_pacing_rate(&**s, per_stream / 8);
-                }
-                self.drain_until = None;
+    /// Samples every stream, feeds the controller and applies its pacing.
+    pub fn step(&mut self) {
+        let samples: Vec<StreamSample> = self
+            .socks
+            .iter()
+            .map(|s| match tcp_info(&**s) {
+                Ok(i) => StreamSample {
+                    delivery_bps: i.delivery_rate * 8,
+                    delivered_bytes: u64::from(i.delivered_segs) * u64::from(i.snd_mss),
+                    app_limited: i.delivery_rate_app_limited,
+                    srtt: Duration::from_micros(u64::from(i.rtt_us)),
+                    min_rtt: Duration::from_micros(u64::from(i.min_rtt_us)),
+                    retransmits: u64::from(i.total_retrans),
+                    busy: i.unacked > 0 || i.notsent_bytes > 0,
+                },
+                Err(_) => StreamSample::default(),
+            })
+            .collect();
+        let at = self.start.elapsed();
+        let pacing = self.probe.on_sample(at, &samples);
+        if self.trace {
+            let rtt = samples.iter().filter(|s| s.busy).map(|s| s.srtt).min();
+            let sent: Option<u64> = pacing.per_stream_bps.iter().copied().sum();
+            eprintln!(
+                "pacer {:.3} {:?} held {:?} pacing {:?} rtt {:?} delivery {}",
+                at.as_secs_f64(),
+                self.probe.phase(),
+                self.probe.held_bps(),
+                sent,
+                rtt,
+                samples.iter().map(|s| s.delivery_bps).sum::<u64>()
+            );
+        }
+        for ((s, applied), cap) in self
+            .socks
+            .iter()
+            .zip(&mut self.applied)
+            .zip(pacing.per_stream_bps)
+        {
+            let want = cap.map_or(u64::MAX, |bps| (bps / 8).max(1));
+            // Only changes of more than half a percent reach the kernel.
+            let differs = (want == u64::MAX) != (*applied == u64::MAX)
+                || want.abs_diff(*applied) > *applied / 200;
+            if differs && longhaul_sys::socket::set_max_pacing_rate(&**s, want).is_ok() {
+                *applied = want;
             }
         }
-        let probe = &mut self.probe;
-        let mut delivery = 0u64;
-        let mut bbr = Some(0u64);
-        let mut retrans = 0u64;
-        let mut app_limited = true;
-        for s in &self.socks {
-            let Ok(info) = tcp_info(&**s) else {
-                continue;
-            };
-            app_limited &= info.delivery_rate_app_limited;
-            delivery += info.delivery_rate * 8;
-            retrans += info.total_retrans as u64;
-            bbr = match (bbr, bbr_info(&**s)) {
-                (Some(sum), Some(b)) => Some(sum + b.bandwidth * 8),
-                _ => None,
-            };
-        }
-        let action = probe.on_sample(ProbeSample {
-            at: self.start.elapsed(),
-            delivery_bps: delivery,
-            bbr_bps: bbr,
-            retransmits: retrans,
-            app_limited,
-        })?;
-        match action {
-            ProbeAction::Hold {
-                rate_bps,
-                congestion,
-            } => {
-                let per_stream = rate_bps / self.socks.len().max(1) as u64;
-                // Empty the queue the start-up left behind before holding the rate, or the
-                // held run keeps it standing (and its RTT doubled) to the end.
-                let (srtt, min_rtt) = self
-                    .socks
-                    .iter()
-                    .filter_map(|s| tcp_info(&**s).ok())
-                    .map(|i| (i.rtt_us as u64, i.min_rtt_us as u64))
-                    .fold((0, u64::MAX), |(a, b), (r, m)| (a.max(r), b.min(m)));
-                let drain = drain_time(
-                    Duration::from_micros(srtt),
-                    Duration::from_micros(min_rtt.min(srtt)),
-                );
-                let pace = match drain {
-                    Some(d) => {
-                        self.drain_until = Some((self.start.elapsed() + d, per_stream));
-                        (per_stream as f64 * DRAIN_GAIN) as u64
-                    }
-                    None => per_stream,
-                };
-                for s in &self.socks {
-                    let _ = longhaul_sys::socket::set_max_pacing_rate(&**s, pace / 8);
-                    if let Some(cc) = congestion {
-                        let _ = longhaul_sys::socket::set_congestion(&**s, cc);
-                    }
-                }
-                self.held_bps = Some(rate_bps);
-                self.cruise = congestion.map(str::to_string);
+        if let Some(cc) = pacing.congestion {
+            for s in &self.socks {
+                let _ = longhaul_sys::socket::set_congestion(&**s, cc);
             }
-            ProbeAction::Switch(cc) => {
-                for s in &self.socks {
-                    let _ = longhaul_sys::socket::set_congestion(&**s, cc);
-                }
-                self.cruise = Some(format!("{cc} (after non-congestive loss)"));
-            }
+            self.cruise = Some(match &self.cruise {
+                None => cc.to_string(),
+                Some(_) => format!("{cc} (after non-congestive loss)"),
+            });
         }
-        Some(action)
     }
 }

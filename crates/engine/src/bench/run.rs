@@ -14,7 +14,7 @@ use super::pacer::Pacer;
 use super::stream::{self, Budget, Payload, StreamOutcome};
 pub use crate::telemetry::Role;
 use crate::telemetry::{Sampler, StreamCounters};
-use longhaul_policy::{Chrono, ProbeAction, RateProbe};
+use longhaul_policy::{Chrono, RateProbe};
 
 /// How the sender paces and when it stops.
 pub struct SenderPlan {
@@ -60,6 +60,9 @@ impl DataRun {
                     for s in &sockets {
                         longhaul_sys::socket::set_max_pacing_rate(s, bps / 8)?;
                     }
+                }
+                for s in &sockets {
+                    crate::transport::sockopts::limit_unsent(s, sockets.len())?;
                 }
                 let budget = match plan.bytes {
                     Some(b) => Budget::Bytes(Arc::new(AtomicU64::new(b))),
@@ -165,9 +168,23 @@ impl DataRun {
         self.pacer.as_ref().and_then(Pacer::cruise)
     }
 
-    /// Feeds the rate probe (sender only); see [`Pacer::step`].
-    pub fn probe_step(&mut self) -> Option<ProbeAction> {
-        self.pacer.as_mut()?.step()
+    /// Feeds the rate controller (sender only); see [`Pacer::step`].
+    pub fn probe_step(&mut self) {
+        if let Some(p) = self.pacer.as_mut() {
+            p.step();
+        }
+    }
+
+    /// How often [`RunState::probe_step`] should run (`rtt` when nothing is probed).
+    pub fn probe_every(&self, rtt: Duration) -> Duration {
+        self.pacer
+            .as_ref()
+            .map_or(rtt.max(Duration::from_millis(20)), Pacer::every)
+    }
+
+    /// The largest rate the controller held (bit/s).
+    pub fn peak_held_bps(&self) -> Option<u64> {
+        self.pacer.as_ref().and_then(Pacer::peak_held_bps)
     }
 
     /// Per-stream samples since the previous call.

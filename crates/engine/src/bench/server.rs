@@ -658,7 +658,7 @@ fn drive(
     let duration = Duration::from_millis(params.duration_ms);
     let deadline = (params.bytes == 0).then(|| start + duration);
     let mut watchdog = longhaul_policy::Watchdog::new(start, duration, params.bytes > 0);
-    let probe_every = rtt.max(Duration::from_millis(20));
+    let probe_every = run.probe_every(rtt);
     let mut next_interval = start + interval;
     let mut next_probe = start + probe_every;
     let mut stopped = false;

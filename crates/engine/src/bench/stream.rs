@@ -13,8 +13,6 @@ use longhaul_sys::zerocopy::{self, MemFile};
 
 /// Bytes handed to the kernel per call.
 const CHUNK: usize = 1 << 20;
-/// Unsent bytes a sender keeps queued in its socket beyond what is in flight.
-const NOTSENT_LOWAT: u32 = 8 << 20;
 /// Size of the payload the sender cycles through (every packet of a run carries
 /// different data within this span, as the Land Speed Record rules ask).
 const PAYLOAD_LEN: usize = 8 << 20;
@@ -174,10 +172,6 @@ fn send_loop(
     if mode == SendMode::MsgZerocopy {
         zerocopy::enable_zerocopy(sock)?;
     }
-    // Keep little unsent data in the socket: with a send buffer sized for a long path,
-    // hundreds of megabytes would otherwise queue behind the window, and a timed run would
-    // take seconds past its end to drain them.
-    longhaul_sys::socket::set_notsent_lowat(sock, NOTSENT_LOWAT)?;
     loop {
         let want = CHUNK.min(len - offset);
         let n = budget.claim(want);

@@ -208,11 +208,7 @@ pub fn run_cp(
     let push = matches!(cfg.job, CpJob::Push { .. });
     let streams = cfg
         .streams
-        .unwrap_or(if rtt < Duration::from_millis(10) {
-            2
-        } else {
-            4
-        })
+        .unwrap_or_else(|| longhaul_policy::streams_for_path(rtt))
         .clamp(1, longhaul_proto::limits::MAX_STREAMS);
     // The same decisions as bench, from the same function: this end's buffer, and on a
     // push the congestion control, the probe and the pacing (the server decides them

@@ -211,11 +211,15 @@ pub fn run_sender(
     };
     // Clones to unblock the stream threads if the transfer stops early.
     let handles: Vec<SecureStream> = streams.iter().filter_map(|s| s.try_clone().ok()).collect();
+    let count = streams.len();
     let workers: Vec<_> = streams
         .into_iter()
         .enumerate()
         .map(|(i, s)| {
             let sh = shared.clone();
+            // Each stream takes its next chunk only when the one before has nearly left,
+            // so at the end no stream holds seconds of chunks while the others idle.
+            let _ = crate::transport::sockopts::limit_unsent(&s, count);
             std::thread::spawn(move || stream_loop(&sh, i as u32, s))
         })
         .collect();
@@ -228,10 +232,10 @@ pub fn run_sender(
             .iter()
             .filter_map(|h| h.try_clone().ok().map(Arc::new))
             .collect();
-        let every = probe.round();
         let sh = shared.clone();
         std::thread::spawn(move || {
             let mut pacer = Pacer::new(socks, probe, Instant::now());
+            let every = pacer.every();
             while !sh.stop.raised() && !sh.done.load(Ordering::SeqCst) {
                 if pacer_wait.recv_timeout(every) != Err(RecvTimeoutError::Timeout) {
                     return;

@@ -6,6 +6,21 @@ use std::time::Duration;
 
 use longhaul_policy::{BufferChoice, Side};
 
+/// Unsent bytes a sender's data sockets hold at most together (TCP_NOTSENT_LOWAT, shared
+/// by the streams, at least 256 KiB each): 33 ms at 1 Gbit/s, enough to keep the path busy
+/// between writes. With a send buffer sized for a
+/// long path, hundreds of megabytes would otherwise queue behind the window: a timed bench
+/// would take seconds past its end to drain them, and a cp stream would take chunks it
+/// cannot send for seconds while the other streams run dry at the end.
+pub const NOTSENT_LOWAT: u32 = 4 << 20;
+
+/// Keeps at most its share of [`NOTSENT_LOWAT`] of unsent data in one of `streams`
+/// sender sockets.
+pub fn limit_unsent(sock: &impl std::os::fd::AsRawFd, streams: usize) -> io::Result<()> {
+    let share = (NOTSENT_LOWAT / streams.max(1) as u32).max(256 << 10);
+    longhaul_sys::socket::set_notsent_lowat(sock, share)
+}
+
 /// A vanished peer ends a run after this long without acknowledgements.
 pub const USER_TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -229,7 +229,9 @@ pub struct BenchPlan {
 pub fn bench_in(ns: &str, plan: BenchPlan, keys: DemoKeys) -> anyhow::Result<BenchRun> {
     let cfg = BenchConfig {
         target: plan.target,
-        streams: 1,
+        // longhaul's own run takes the path's stream count; a row that shows what a fixed
+        // window or another congestion control does runs one stream, as the records did.
+        streams: (plan.window.is_some() || plan.congestion.is_some()).then_some(1),
         duration: plan.duration,
         bytes: None,
         reverse: false,

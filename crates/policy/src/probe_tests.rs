@@ -1,0 +1,317 @@
+//! The rate controller against a fluid model of a bottleneck (rate, buffer, base RTT) and
+//! of the kernel's start-up (each stream doubles per round trip from an initial window of
+//! ten 4418-byte segments, up to a cwnd of three times its share of the BDP).
+
+use super::*;
+
+const MSS_BITS: f64 = 4418.0 * 8.0;
+
+/// A bottleneck and the senders' kernels, advanced in steps of `dt`.
+struct Path {
+    rate: f64,
+    buffer_bits: f64,
+    base: Duration,
+    dt: Duration,
+    now: Duration,
+    queue_bits: f64,
+    /// The kernel's own rate per stream (what it would send uncapped).
+    kernel: Vec<f64>,
+    caps: Vec<Option<u64>>,
+    busy: Vec<bool>,
+    /// Per step: (per-stream departures from the bottleneck bit/s, queue bits after).
+    history: VecDeque<(Vec<f64>, f64)>,
+    /// Bits each stream has delivered, as its sender knows it (a round trip late).
+    delivered: Vec<f64>,
+    dropped_bits: f64,
+    max_queue_bits: f64,
+}
+
+impl Path {
+    fn new(rate: f64, rtt_ms: u64, streams: usize) -> Self {
+        let base = Duration::from_millis(rtt_ms);
+        let iw = 10.0 * MSS_BITS / base.as_secs_f64();
+        Self {
+            rate,
+            buffer_bits: rate * base.as_secs_f64(),
+            base,
+            dt: Duration::from_millis(5),
+            now: Duration::ZERO,
+            queue_bits: 0.0,
+            kernel: vec![iw; streams],
+            caps: vec![None; streams],
+            busy: vec![true; streams],
+            history: VecDeque::new(),
+            delivered: vec![0.0; streams],
+            dropped_bits: 0.0,
+            max_queue_bits: 0.0,
+        }
+    }
+
+    fn steps_per_rtt(&self) -> usize {
+        (self.base.as_nanos() / self.dt.as_nanos()) as usize
+    }
+
+    /// One step: the streams send, the bottleneck serves and queues (dropping past its
+    /// buffer), the kernels grow.
+    fn step(&mut self) {
+        let dt = self.dt.as_secs_f64();
+        let n = self.kernel.len() as f64;
+        let sends: Vec<f64> = (0..self.kernel.len())
+            .map(|i| {
+                if !self.busy[i] {
+                    return 0.0;
+                }
+                let cap = self.caps[i].map_or(f64::INFINITY, |c| c as f64);
+                self.kernel[i].min(cap)
+            })
+            .collect();
+        let input: f64 = sends.iter().sum();
+        let served = (self.queue_bits / dt + input).min(self.rate);
+        self.queue_bits += (input - served) * dt;
+        if self.queue_bits > self.buffer_bits {
+            self.dropped_bits += self.queue_bits - self.buffer_bits;
+            self.queue_bits = self.buffer_bits;
+        }
+        self.max_queue_bits = self.max_queue_bits.max(self.queue_bits);
+        let out: Vec<f64> = sends
+            .iter()
+            .map(|s| if input > 0.0 { served * s / input } else { 0.0 })
+            .collect();
+        self.history.push_back((out, self.queue_bits));
+        while self.history.len() > self.steps_per_rtt() {
+            if let Some((old, _)) = self.history.pop_front() {
+                for (d, o) in self.delivered.iter_mut().zip(old) {
+                    *d += o * dt;
+                }
+            }
+        }
+        let grow = 2f64.powf(dt / self.base.as_secs_f64());
+        let ceiling = 3.0 * self.rate / n;
+        for k in &mut self.kernel {
+            *k = (*k * grow).min(ceiling);
+        }
+        self.now += self.dt;
+    }
+
+    /// What TCP_INFO says now: delivery and RTT are a round trip old.
+    fn samples(&self) -> Vec<StreamSample> {
+        let (out, queue) = self
+            .history
+            .front()
+            .cloned()
+            .unwrap_or((vec![0.0; self.kernel.len()], 0.0));
+        let srtt = self.base + Duration::from_secs_f64(queue.max(0.0) / self.rate);
+        out.iter()
+            .enumerate()
+            .map(|(i, d)| StreamSample {
+                delivery_bps: *d as u64,
+                delivered_bytes: (self.delivered[i] / 8.0) as u64,
+                app_limited: false,
+                srtt,
+                min_rtt: self.base,
+                retransmits: (self.dropped_bits / MSS_BITS) as u64,
+                busy: self.busy[i],
+            })
+            .collect()
+    }
+
+    fn queue_delay(&self) -> Duration {
+        Duration::from_secs_f64(self.queue_bits.max(0.0) / self.rate)
+    }
+
+    /// Runs the controller against the path until `until`.
+    fn run(&mut self, p: &mut RateProbe, until: Duration) {
+        let every = p.sample_every();
+        let mut next = Duration::ZERO;
+        while self.now < until {
+            if self.now >= next {
+                let pacing = p.on_sample(self.now, &self.samples());
+                self.caps = pacing.per_stream_bps;
+                next += every;
+            }
+            self.step();
+        }
+    }
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+#[test]
+fn startup_on_a_1bdp_buffer_never_drops_and_holds_the_bottleneck() {
+    for streams in [1, 4, 16, 64] {
+        let mut path = Path::new(1e9, 436, streams);
+        let mut p = RateProbe::new(path.base, false);
+        path.run(&mut p, secs(20));
+        assert_eq!(path.dropped_bits, 0.0, "{streams} streams dropped");
+        let held = p.held_bps().expect("the start-up never ended") as f64;
+        assert!(
+            (0.9e9..=1e9).contains(&held),
+            "{streams} streams: held {held}"
+        );
+        assert!(p.peak_held_bps().unwrap() as f64 <= 1.0e9 * 1.01);
+        assert!(
+            path.queue_delay() <= path.base / 20,
+            "{streams} streams: a standing queue of {:?}",
+            path.queue_delay()
+        );
+        assert!(
+            path.max_queue_bits < path.buffer_bits * 0.95,
+            "{streams} streams: the start-up filled {:.0} % of the buffer",
+            100.0 * path.max_queue_bits / path.buffer_bits
+        );
+    }
+}
+
+#[test]
+fn more_streams_reach_the_bottleneck_sooner() {
+    let reach = |streams| {
+        let mut path = Path::new(1e9, 436, streams);
+        let mut p = RateProbe::new(path.base, false);
+        let mut t = Duration::ZERO;
+        while p.held_bps().is_none() {
+            t += secs(1) / 10;
+            path.run(&mut p, t);
+            assert!(t < secs(30), "{streams} streams never ended the start-up");
+        }
+        t
+    };
+    let (one, sixty_four) = (reach(1), reach(64));
+    assert!(
+        one >= sixty_four + path_rounds(436, 5),
+        "1 stream {one:?}, 64 streams {sixty_four:?}"
+    );
+}
+
+fn path_rounds(rtt_ms: u64, rounds: u32) -> Duration {
+    Duration::from_millis(rtt_ms) * rounds
+}
+
+#[test]
+fn a_held_rate_above_the_bottleneck_is_lowered() {
+    let mut path = Path::new(1e9, 180, 8);
+    let mut p = RateProbe::new(path.base, false);
+    path.run(&mut p, secs(10));
+    assert!(p.held_bps().unwrap() as f64 > 0.9e9);
+    // The path's rate falls by a fifth (another flow arrives, a route changes).
+    path.rate = 0.8e9;
+    path.buffer_bits = path.rate * path.base.as_secs_f64();
+    path.run(&mut p, secs(30));
+    let held = p.held_bps().unwrap() as f64;
+    assert!((0.7e9..=0.8e9).contains(&held), "held {held}");
+    assert!(path.queue_delay() <= path.base / 20);
+}
+
+#[test]
+fn a_held_rate_below_the_bottleneck_climbs_back() {
+    let mut path = Path::new(0.5e9, 100, 8);
+    let mut p = RateProbe::new(path.base, false);
+    path.run(&mut p, secs(5));
+    assert!(p.held_bps().unwrap() as f64 <= 0.5e9);
+    path.rate = 1e9;
+    path.buffer_bits = path.rate * path.base.as_secs_f64();
+    path.run(&mut p, secs(40));
+    let held = p.held_bps().unwrap() as f64;
+    assert!((0.9e9..=1e9).contains(&held), "held {held}");
+    assert_eq!(path.dropped_bits, 0.0);
+}
+
+#[test]
+fn idle_streams_give_their_share_to_busy_ones() {
+    let mut path = Path::new(1e9, 100, 4);
+    let mut p = RateProbe::new(path.base, false);
+    path.run(&mut p, secs(5));
+    let held = p.held_bps().unwrap();
+    path.busy = vec![true, false, false, false];
+    let pacing = p.on_sample(path.now, &path.samples());
+    let caps: Vec<u64> = pacing.per_stream_bps.iter().map(|c| c.unwrap()).collect();
+    assert!(caps[0] >= held * 99 / 100, "{caps:?} of {held}");
+    assert!(caps[1..].iter().all(|&c| c <= held / 8 + 1));
+}
+
+/// Regression (`longhaul sync` over 180 ms): a sender with little to send held its
+/// pacing at the ~100 kbit/s its headers made, and then sent the changed chunks at that rate.
+#[test]
+fn application_limited_rounds_never_end_the_startup() {
+    let mut p = RateProbe::new(Duration::from_millis(100), false);
+    let s = |bps| StreamSample {
+        delivery_bps: bps,
+        delivered_bytes: 0,
+        app_limited: true,
+        srtt: Duration::from_millis(100),
+        min_rtt: Duration::from_millis(100),
+        retransmits: 0,
+        busy: true,
+    };
+    for round in 1..50u64 {
+        p.on_sample(Duration::from_millis(round * 100), &[s(100_000)]);
+        assert_eq!(p.held_bps(), None, "held at round {round}");
+    }
+}
+
+#[test]
+fn loss_ends_the_startup_for_loss_based_control_only() {
+    let s = |retransmits| StreamSample {
+        delivery_bps: 500_000_000,
+        delivered_bytes: 0,
+        app_limited: false,
+        srtt: Duration::from_millis(100),
+        min_rtt: Duration::from_millis(100),
+        retransmits,
+        busy: true,
+    };
+    let ms = Duration::from_millis;
+    let mut cubic = RateProbe::new(ms(100), true);
+    cubic.on_sample(ms(250), &[s(3)]);
+    assert_eq!(cubic.held_bps(), None);
+    cubic.on_sample(ms(300), &[s(4)]);
+    assert_eq!(cubic.startup_exit(), Some(StartUpExit::Loss));
+    assert_eq!(cubic.held_bps(), Some(500_000_000));
+
+    let mut bbr = RateProbe::new(ms(100), false);
+    bbr.on_sample(ms(250), &[s(3)]);
+    bbr.on_sample(ms(300), &[s(9)]);
+    assert_eq!(bbr.held_bps(), None);
+}
+
+#[test]
+fn bbr_cruises_on_cubic_and_returns_on_loss_after_the_grace_period() {
+    let mut path = Path::new(1e9, 100, 2);
+    let mut p = RateProbe::new(path.base, false);
+    let mut switched = Vec::new();
+    let every = p.sample_every();
+    while path.now < secs(3) {
+        let pacing = p.on_sample(path.now, &path.samples());
+        switched.extend(pacing.congestion);
+        path.caps = pacing.per_stream_bps;
+        for _ in 0..(every.as_millis() / 5) {
+            path.step();
+        }
+    }
+    assert_eq!(switched, ["cubic"]);
+    // A loss on the held path, long after the start-up's recovery.
+    let mut s = path.samples();
+    s[0].retransmits += 1;
+    assert_eq!(p.on_sample(path.now, &s).congestion, Some("bbr"));
+    s[0].retransmits += 1;
+    assert_eq!(p.on_sample(path.now, &s).congestion, None);
+}
+
+#[test]
+fn samples_are_an_eighth_of_a_round_within_5_to_50_ms() {
+    let ms = Duration::from_millis;
+    assert_eq!(RateProbe::new(ms(436), false).sample_every(), ms(50));
+    assert_eq!(
+        RateProbe::new(ms(100), false).sample_every(),
+        ms(12) + ms(1) / 2
+    );
+    assert_eq!(
+        RateProbe::new(Duration::from_micros(30), false).sample_every(),
+        ms(5)
+    );
+    assert_eq!(
+        RateProbe::new(Duration::from_micros(30), false).round(),
+        ms(20)
+    );
+}
