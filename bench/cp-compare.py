@@ -289,6 +289,9 @@ class Bench:
         self.env = dict(os.environ, HOME=os.path.join(self.work, "home"))
         os.makedirs(self.env["HOME"], exist_ok=True)
         self.have_cp = self.detect_cp()
+        # The direction data crosses the emulated bottleneck: a_to_b for a push (client in
+        # namespace a), b_to_a for a pull.
+        self.data_dir = "a_to_b"
 
     def detect_cp(self):
         ok = subprocess.run([self.lh, "cp", "--help"], capture_output=True).returncode == 0
@@ -360,7 +363,7 @@ class Bench:
         try:
             with open(f"/run/longhaul/emulate-{self.a.emu_name}.json") as f:
                 st = json.load(f)["stats"]
-            return (st["uptime_ns"] / 1e9, st["a_to_b"]["link"]["bytes_out"])
+            return (st["uptime_ns"] / 1e9, st[self.data_dir]["link"]["bytes_out"])
         except (OSError, ValueError, KeyError):
             return None
 
@@ -370,7 +373,7 @@ class Bench:
             return None
         out = subprocess.run([self.lh, "emulate", "stats", self.a.emu_name, "--json"], capture_output=True, text=True)
         try:
-            link = json.loads(out.stdout)["stats"]["a_to_b"]["link"]
+            link = json.loads(out.stdout)["stats"][self.data_dir]["link"]
         except (ValueError, KeyError):
             return None
         return {k: link[k] for k in ("segments_out", "bytes_out", "dropped_queue_segments")}
@@ -384,7 +387,10 @@ class Bench:
                 "tool_seconds": end.get("seconds"), "streams": end.get("streams", start.get("streams")),
                 "chunk_bytes": end.get("chunk_bytes", start.get("chunk_bytes")),
                 "tool_client_cpu_s": end.get("cpu_seconds"), "window_bytes": start.get("window_bytes"),
-                "congestion": start.get("congestion"), "sent_bytes": end.get("sent_bytes")}
+                "congestion": start.get("congestion"), "sent_bytes": end.get("sent_bytes"),
+                "first_byte_rtts": end.get("first_byte_rtts"),
+                "jump_start": (end.get("jump_start") or {}).get("used")
+                if isinstance(end.get("jump_start"), dict) else end.get("jump_start")}
 
     @staticmethod
     def parse_bench(path):
@@ -458,8 +464,44 @@ class Bench:
                                   [f"file://{src}", f"ftp://{host}:{gport}{gf_dst}/big"]),
                              gsrv, nbytes, 1, os.path.join(gf_dst, "big"), same)
 
+            # Pulls over the emulated path (the server sends, data crosses b -> a): the
+            # server's root holds a hard link of the source.
+            pull_dst = os.path.join(self.work, "pull-dst")
+            os.makedirs(pull_dst, exist_ok=True)
+            pull_src = os.path.join(lh_root, "pull-src")
+            if ns_client is not None and not os.path.exists(pull_src):
+                os.link(src, pull_src)
+
+            def pulling(run):
+                def go():
+                    self.data_dir = "b_to_a"
+                    try:
+                        run()
+                    finally:
+                        self.data_dir = "a_to_b"
+                return go
+
+            @pulling
+            def cp_pull():
+                if not os.path.exists(pull_src):  # a push's clean-up empties the root
+                    os.link(src, pull_src)
+                self.measure(case, "longhaul cp pull",
+                             wrap(ns_client, [self.lh, "cp", "--json", "--no-progress",
+                                              f"longhaul://{host}:{lport}/pull-src",
+                                              os.path.join(pull_dst, "big")]),
+                             lsrv, nbytes, 1, os.path.join(pull_dst, "big"), same, env=self.env,
+                             parse=self.parse_cp)
+
+            @pulling
+            def gridftp_pull():
+                self.measure(case, "globus-url-copy pull",
+                             wrap(ns_client, ["globus-url-copy"] + gridftp_args +
+                                  [f"ftp://{host}:{gport}{src}", f"file://{pull_dst}/big"]),
+                             gsrv, nbytes, 1, os.path.join(pull_dst, "big"), same)
+
             verified = [gridftp_verified] if self.a.gridftp_verify and case == "loopback" else []
-            tools = ([cp] if self.have_cp else []) + [gridftp, bench] + verified
+            pulls = ([cp_pull] if self.have_cp else []) + [gridftp_pull] if ns_client is not None else []
+            tools = ([cp] if self.have_cp else []) + [gridftp, bench] + verified + pulls
             for rep in range(reps):
                 # Each repetition starts with the next tool, so drift on a shared machine
                 # and the order itself hit every tool alike.
@@ -680,6 +722,8 @@ def summary(results, rate):
     for case, lh, peer, target in (("loopback", "longhaul cp", "globus-url-copy", 1.5),
                                    ("lfn", "longhaul cp", "globus-url-copy", 1.25),
                                    ("lfn-jumbo", "longhaul cp", "globus-url-copy", 1.25),
+                                   ("lfn", "longhaul cp pull", "globus-url-copy pull", 1.25),
+                                   ("lfn-jumbo", "longhaul cp pull", "globus-url-copy pull", 1.25),
                                    ("small", "longhaul cp -r", "scp -r", 5.0)):
         v = median(case, peer + " -verify-checksum")
         if median(case, lh) and v:
@@ -705,7 +749,8 @@ def summary(results, rate):
         if a and ref:
             ratios[f"{case}: longhaul cp / longhaul bench throughput"] = a["gbit_s"] / ref["gbit_s"]
     for case in ("lfn", "lfn-jumbo"):
-        for tool in ("longhaul cp", "globus-url-copy", "longhaul bench"):
+        for tool in ("longhaul cp", "globus-url-copy", "longhaul bench", "longhaul cp pull",
+                     "globus-url-copy pull"):
             a = median(case, tool)
             if not a:
                 continue
@@ -714,8 +759,20 @@ def summary(results, rate):
             cruise = a.get("bottleneck", {}).get("cruise_share")
             if cruise:
                 ratios[f"{case}: {tool} use of the bottleneck while the middle 80 % of the bytes crossed it"] = cruise
-            if tool == "longhaul cp":
-                checks[f"{case}: longhaul cp >= 90 % of the bottleneck (file bytes / wall)"] = share >= 0.9
+            if tool.startswith("longhaul cp"):
+                checks[f"{case}: {tool} >= 90 % of the bottleneck (file bytes / wall)"] = share >= 0.9
+                # Issue 15: the first run and the second (jump-start) run, each on its own.
+                runs = sorted((x for x in results if x["case"] == case and x["tool"] == tool
+                               and x["exit_code"] == 0), key=lambda x: x.get("jump_start") or False)
+                for x in runs:
+                    which = "with jump-start" if x.get("jump_start") else "without jump-start"
+                    ratios[f"{case}: {tool} {which}: share of the bottleneck"] = x["gbit_s"] * 1e9 / rate
+                    if x.get("first_byte_rtts") is not None:
+                        ratios[f"{case}: {tool} {which}: round trips before the first data byte"] = \
+                            x["first_byte_rtts"]
+                    drops = x.get("bottleneck", {}).get("dropped_queue_segments")
+                    if drops is not None:
+                        ratios[f"{case}: {tool} {which}: drops at the bottleneck"] = drops
                 if cruise:
                     checks[f"{case}: longhaul cp >= 90 % of the bottleneck (middle 80 % of the bytes)"] = cruise >= 0.9
     return ratios, checks

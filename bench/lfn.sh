@@ -6,8 +6,26 @@
 #                 longhaul bench with no flags
 # and prints each rate as a share of the bottleneck and the ratios.
 # Needs root and iperf3. Usage: bench/lfn.sh [SECONDS] [RATE] [RTT] [MTU]
+#
+# bench/lfn.sh --longest [RUNS] [RATE] [RTT] [MTU]   (defaults 10 1G 436ms 4470)
+#   the longest paths (issue 15; bench/longest.py): a first-run 20 s bench, a second run
+#   (jump-start), then RUNS x 40 s with --no-jump-start; per run the share of the
+#   bottleneck, drops at the bottleneck, srtt over the minimum RTT after the start-up, the
+#   largest held rate over the bottleneck and the round trips before the first data byte.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --longest ]; then
+  [ "$(id -u)" = 0 ] || { echo "run as root (namespaces, TUN)" >&2; exit 2; }
+  runs="${2:-10}"; rate="${3:-1G}"; rtt="${4:-436ms}"; mtu="${5:-4470}"
+  if [ -n "${LONGHAUL_BIN:-}" ]; then lh=$(readlink -f "$LONGHAUL_BIN"); else
+    cargo build --release -q -p longhaul; lh=$PWD/target/release/longhaul; fi
+  name="lgst$$"
+  trap '"$lh" emulate down "$name" >/dev/null 2>&1 || true' EXIT
+  echo "path: $rate, RTT $rtt, MTU $mtu, buffer 1 BDP, stock sysctls"
+  "$lh" emulate up "$name" --rate "$rate" --rtt "$rtt" --mtu "$mtu" --daemon >/dev/null
+  python3 bench/longest.py "$lh" "$name" "$rate" "$rtt" "$mtu" "$runs" "${OUT:-target/longest}"
+  exit 0
+fi
 secs="${1:-30}"; rate="${2:-1G}"; rtt="${3:-180ms}"; mtu="${4:-1500}"
 command -v iperf3 >/dev/null || { echo "install iperf3 first (apt-get install -y iperf3)" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "run as root (namespaces, TUN)" >&2; exit 2; }

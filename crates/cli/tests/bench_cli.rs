@@ -295,6 +295,9 @@ fn rx_rate_holds_the_sender_to_a_slow_receiver() {
                 "3s",
                 "-i",
                 "0.5s",
+                // One stream, as the receive window this test watches is per stream.
+                "-P",
+                "1",
                 "--read-rate",
                 "100M",
                 "--json",

@@ -4,7 +4,7 @@
 //!
 //! The record teams sized the window and pacing to the path by hand. longhaul learns the
 //! rate instead, from TCP_INFO of every stream sampled several times a round trip
-//! ([`RateProbe::sample_every`]), in four phases:
+//! ([`RateProbe::sample_every`]: every 25 ms on a long path), in four phases:
 //!
 //! - **Start-up.** The kernel's start-up (BBR, else slow start) doubles each stream's
 //!   rate per round trip, uncapped. News of a queue is a round trip old, so by the time it
@@ -12,7 +12,8 @@
 //!   round's excess): the start-up must end at the first sign, not three rounds later as
 //!   BBR's own rule does (which overruns a 1-BDP buffer by thousands of packets). It ends at the first sign of a queue: the RTT (the smallest of the streams'
 //!   smoothed RTTs, so one stream's noise does not end it) more than
-//!   clamp(min RTT / 32, 2 ms, 8 ms) above the minimum in two samples running. That is a
+//!   clamp(min RTT / 32, 4 ms, 8 ms) above the minimum in two samples running, and
+//!   growing (bursts and a busy receiver raise the RTT too, but do not keep raising it). That is a
 //!   quarter of HyStart++'s threshold: the queue grows slowly at first, and the time it
 //!   takes to cross the threshold adds to the 0.44 BDP (at 100 ms, HyStart++'s 10 ms takes
 //!   half a round more and the queue reaches 1 BDP); or at a
@@ -21,17 +22,21 @@
 //!   largest delivery rate (all streams) of the last round: once a queue forms, that is
 //!   the bottleneck's.
 //! - **Drain.** Pacing at [`DRAIN_GAIN`] x the held rate until the queue the start-up left
-//!   is gone (the RTT back within 1 % of the minimum) or the time it needs has passed twice.
+//!   is gone: the bytes in flight fit the path (held rate x minimum RTT), or the RTT is
+//!   back within 1 % of the minimum (a round trip later), or the time a round of queue
+//!   needs has passed.
 //! - **Hold.** The held rate, shared by the streams that have data to send (a stream whose
 //!   work is done gives its share to the others, so the last chunks of a transfer cross at
 //!   the full rate). A round whose RTT is more than 2.5 % over the minimum means the held
-//!   rate builds a queue: it is lowered to 98 % of what was delivered and the queue drained.
+//!   rate builds a queue: it is lowered to 98 % of what was delivered (by at most a tenth
+//!   per round) and the queue drained.
 //! - **Probe up.** After [`PROBE_EVERY`] clean rounds in which the streams sent all the
 //!   held rate allowed, one round paces higher (2 %, doubling after each success up to
-//!   25 %), and the next round shows whether more was delivered without a queue: then the
-//!   higher rate is held; if not, a round at the same share below the rate removes the
-//!   probe's queue. A held rate that is too low climbs back; one at the bottleneck costs a
-//!   queue of 2 % of the BDP for a round.
+//!   100 %), and the next round shows whether more was delivered without a queue: then the
+//!   higher rate is held and the next, twice as large, follows at once; if not, 98 % of
+//!   what the path delivered is held and the probe's queue drained. A held rate that is
+//!   too low climbs back as a start-up would; one at the bottleneck costs a queue of 2 %
+//!   of the BDP for a round.
 //!
 //! Once the rate is held, pacing (not the window) keeps the queue empty, so BBR's model and
 //! its ProbeRTT (4-6 % of a long run) are not needed: the sender cruises on CUBIC. If the
@@ -54,8 +59,9 @@ pub const DRAIN_GAIN: f64 = 0.75;
 pub const PROBE_EVERY: u32 = 5;
 /// First upward probe, as a share of the held rate; it doubles after each success.
 const FIRST_PROBE: f64 = 0.02;
-/// Largest upward probe.
-const MAX_PROBE: f64 = 0.25;
+/// Largest upward probe: doubling, as a start-up would, so that a held rate far too low
+/// (a start-up ended early by noise) climbs back in a few round trips.
+const MAX_PROBE: f64 = 1.0;
 /// Longest drain.
 const MAX_DRAIN: Duration = Duration::from_secs(20);
 
@@ -67,6 +73,10 @@ struct Moment {
     total_bps: u64,
     /// Sum of the streams' delivered bytes.
     delivered: u64,
+    /// Sum of the streams' time held back by the receiver's window, µs.
+    held_back_us: u64,
+    /// Streams with data to send.
+    busy: usize,
     /// The RTT now (see [`RateProbe::on_sample`]).
     rtt: Option<Duration>,
 }
@@ -78,6 +88,11 @@ pub struct StreamSample {
     pub delivery_bps: u64,
     /// Bytes delivered to the peer so far (acknowledged or SACKed).
     pub delivered_bytes: u64,
+    /// Bytes sent and not yet acknowledged.
+    pub in_flight_bytes: u64,
+    /// Microseconds so far in which the stream could not send because of the receiver's
+    /// window (TCP_INFO's rwnd-limited time).
+    pub held_back_us: u64,
     /// Whether that sample was application-limited (the sender had nothing to send).
     pub app_limited: bool,
     /// Smoothed RTT (zero before the first sample).
@@ -111,19 +126,12 @@ pub enum Phase {
     },
     /// Holding the rate.
     Hold,
-    /// Pacing `gain` x the held rate since `since` (one round), then watching one round.
+    /// Pacing `gain` x the held rate since `since` (one round), then watching one round;
+    /// after a success the next, twice as large, follows at once.
     ProbeUp {
         /// Multiple of the held rate being tried.
         gain: f64,
         /// When the probe round began.
-        since: Duration,
-    },
-    /// Pacing `gain` below the held rate for one round from `since`, to remove the queue
-    /// a failed probe of the same share left.
-    Settle {
-        /// Share of the held rate left out.
-        gain: f64,
-        /// When the settling round began.
         since: Duration,
     },
 }
@@ -149,8 +157,6 @@ pub struct RateProbe {
     base_rtt: Option<Duration>,
     /// The last round's samples.
     window: VecDeque<Moment>,
-    /// The largest rate delivered over a whole round while the start-up's queue drained.
-    drain_best: u64,
     /// Start-up: the best total at the last growth, and rounds without growth.
     round_end: Duration,
     round_best_bps: u64,
@@ -188,7 +194,6 @@ impl RateProbe {
             held: None,
             exit: None,
             startup_drain: false,
-            drain_best: 0,
             clean_rounds: 0,
             next_probe: FIRST_PROBE,
             peak_held: 0,
@@ -202,9 +207,11 @@ impl RateProbe {
         self.round
     }
 
-    /// How often to sample: an eighth of a round, between 5 and 50 ms.
+    /// How often to sample: a sixteenth of a round, between 5 and 25 ms (the start-up's
+    /// exit needs two samples: at 436 ms 25 ms apart, in which a rate 2x the bottleneck
+    /// queues 6 % of the BDP).
     pub fn sample_every(&self) -> Duration {
-        (self.round / 8).clamp(Duration::from_millis(5), Duration::from_millis(50))
+        (self.round / 16).clamp(Duration::from_millis(5), Duration::from_millis(25))
     }
 
     /// The rate being held (all streams, bit/s), once the start-up has ended.
@@ -252,6 +259,8 @@ impl RateProbe {
             at,
             total_bps: total,
             delivered: streams.iter().map(|s| s.delivered_bytes).sum(),
+            held_back_us: streams.iter().map(|s| s.held_back_us).sum(),
+            busy: streams.iter().filter(|s| s.busy).count(),
             rtt: rtt_now,
         });
         while self.window.front().is_some_and(|m| m.at + self.round < at) {
@@ -262,6 +271,7 @@ impl RateProbe {
             congestion = Some(cc);
         }
         let qdelay = self.queue_delay(at);
+        let in_flight: u64 = streams.iter().map(|s| s.in_flight_bytes).sum();
         match self.phase {
             Phase::StartUp => {
                 if let Some(exit) = self.startup_verdict(at, total, retransmits, app_limited) {
@@ -281,17 +291,20 @@ impl RateProbe {
             }
             Phase::Drain { until } => {
                 // While the start-up's queue drains, the bottleneck still delivers its full
-                // rate: what a whole round delivered then is the rate to hold (the samples
-                // at the exit are a round trip old, or a burst's).
-                if self.startup_drain {
-                    if let Some(rate) = self.round_rate() {
-                        self.drain_best = self.drain_best.max(rate);
-                    }
-                }
-                if at >= until || qdelay.is_some_and(|q| q <= self.empty_queue()) {
-                    if std::mem::take(&mut self.startup_drain) && self.drain_best > 0 {
-                        self.held = Some(self.drain_best);
-                        self.peak_held = self.drain_best;
+                // rate: what the last round of the drain delivered is the rate to hold (the
+                // samples at the exit are a round trip old, or a burst's; the largest round
+                // of the drain may hold a catch-up burst of a busy path).
+                // The queue is gone when the bytes in flight fit the path (the RTT says so
+                // only a round trip later, after a round of pacing below the rate).
+                let path_bytes = self.held.unwrap_or(0) as f64 / 8.0
+                    * self.base_rtt.unwrap_or(self.round).as_secs_f64();
+                let emptied = in_flight > 0 && (in_flight as f64) <= path_bytes * 1.02;
+                if at >= until || emptied || qdelay.is_some_and(|q| q <= self.empty_queue()) {
+                    if std::mem::take(&mut self.startup_drain) {
+                        if let Some(rate) = self.round_rate() {
+                            self.held = Some(rate);
+                            self.peak_held = rate;
+                        }
                     }
                     self.phase = Phase::Hold;
                     self.clean_rounds = 0;
@@ -307,27 +320,25 @@ impl RateProbe {
                     let wanted = held as f64 * (1.0 + (gain - 1.0) * 0.75);
                     let queued = qdelay.is_some_and(|q| q > self.standing_queue());
                     if delivered as f64 >= wanted && !queued {
+                        // The path took it all: hold it and try twice the step at once.
                         self.hold(delivered.min((held as f64 * gain) as u64));
                         self.next_probe = (self.next_probe * 2.0).min(MAX_PROBE);
-                        self.clean_rounds = PROBE_EVERY - 1;
-                        self.phase = Phase::Hold;
+                        self.phase = Phase::ProbeUp {
+                            gain: 1.0 + self.next_probe,
+                            since: at,
+                        };
                     } else {
-                        if delivered > held && delivered < held + held / 50 {
-                            self.hold(delivered);
+                        // The bottleneck is below the probe: what the path delivered is its
+                        // rate; hold a little under it and drain what the probe queued.
+                        if delivered > held {
+                            self.hold((delivered as f64 * (1.0 - FIRST_PROBE)) as u64);
                         }
                         self.next_probe = FIRST_PROBE;
                         self.clean_rounds = 0;
-                        self.phase = Phase::Settle {
-                            gain: gain - 1.0,
-                            since: at,
+                        self.phase = Phase::Drain {
+                            until: at + self.drain_limit(qdelay),
                         };
                     }
-                    self.round_end = at + self.round;
-                }
-            }
-            Phase::Settle { since, .. } => {
-                if at >= since + self.round {
-                    self.phase = Phase::Hold;
                     self.round_end = at + self.round;
                 }
             }
@@ -358,11 +369,25 @@ impl RateProbe {
         if self.loss_ends_startup && retransmits > base {
             return Some(StartUpExit::Loss);
         }
-        // Two samples in a row over the threshold: news of a queue is a round trip old
-        // already, so it is not filtered over a longer time.
-        let recent = self.window.iter().rev().take(2).filter_map(|m| m.rtt).max();
-        let queued = |r: Duration| r.saturating_sub(self.base_rtt.unwrap_or(r));
-        if self.window.len() >= 2 && recent.is_some_and(|r| queued(r) > self.startup_threshold()) {
+        // Two samples in a row over the threshold, the queue still growing by a quarter
+        // of the threshold from one to the next: a burst of the streams' initial windows
+        // or a busy receiver's late acks raise the RTT for a while, but only a rate above
+        // the bottleneck keeps raising it (at 2x the rate, by a sample's length per
+        // sample). News of a queue is a round trip old already, so it is not filtered
+        // longer.
+        let threshold = self.startup_threshold();
+        let recent: Vec<Duration> = self
+            .window
+            .iter()
+            .rev()
+            .take(2)
+            .filter_map(|m| m.rtt)
+            .map(|r| r.saturating_sub(self.base_rtt.unwrap_or(r)))
+            .collect();
+        if recent.len() == 2
+            && recent.iter().all(|q| *q > threshold)
+            && recent[0] >= recent[1] + threshold / 4
+        {
             return Some(StartUpExit::Queue);
         }
         if at >= self.round_end {
@@ -387,19 +412,29 @@ impl RateProbe {
         }
         self.round_end = at + self.round;
         let held = self.held.unwrap_or(1);
+        let delivered = self.round_rate().unwrap_or(0);
         if qdelay.is_some_and(|q| q > self.standing_queue()) {
-            // The held rate builds a queue: it is above the bottleneck.
-            let delivered = self.round_rate().unwrap_or(held).min(held);
-            self.held = Some((delivered as f64 * 0.98) as u64);
-            self.phase = Phase::Drain {
-                until: at + self.drain_limit(qdelay),
-            };
+            if !self.held_back() {
+                // The held rate builds a queue: it is above the bottleneck. By at most a
+                // tenth per round (one round's figure is not trusted further), never below a
+                // quarter of the best rate held: a queue that lowering does not drain is
+                // another flow's, and a delay-based sender must not spiral down to nothing
+                // against a loss-based one.
+                let floor = self.peak_held / 4;
+                let lowered = (delivered.min(held) as f64 * 0.98).max(held as f64 * 0.9);
+                self.held = Some((lowered as u64).max(floor));
+                self.phase = Phase::Drain {
+                    until: at + self.drain_limit(qdelay),
+                };
+                self.next_probe = FIRST_PROBE;
+            }
+            // Otherwise the receiver's window held the streams back:
+            // its late acks raise the RTT, and lowering the rate to what the streams
+            // delivered would only spiral down with it.
             self.clean_rounds = 0;
-            self.next_probe = FIRST_PROBE;
             return;
         }
-        let using_it = self.round_rate().unwrap_or(0) as f64 >= held as f64 * 0.95;
-        if app_limited || !using_it {
+        if app_limited || delivered as f64 <= held as f64 * 0.95 {
             self.clean_rounds = 0;
             return;
         }
@@ -421,7 +456,6 @@ impl RateProbe {
         let total = match self.phase {
             Phase::Drain { .. } => held as f64 * DRAIN_GAIN,
             Phase::ProbeUp { gain, since } if self.window_since(since) => held as f64 * gain,
-            Phase::Settle { gain, .. } => held as f64 * (1.0 - gain),
             _ => held as f64,
         };
         let busy = streams.iter().filter(|s| s.busy).count().max(1);
@@ -453,7 +487,20 @@ impl RateProbe {
         self.window.iter().map(|m| m.total_bps).max().unwrap_or(0)
     }
 
+    /// Whether the receiver's window held the busy streams back for more than a tenth of
+    /// the last round.
+    fn held_back(&self) -> bool {
+        let (Some(first), Some(last)) = (self.window.front(), self.window.back()) else {
+            return false;
+        };
+        let span = last.at.saturating_sub(first.at).as_micros() as u64;
+        let back = last.held_back_us.saturating_sub(first.held_back_us);
+        back * 10 > span * last.busy.max(1) as u64
+    }
+
     /// The rate delivered over the last round (bit/s), once the window spans most of one.
+    /// (Acks leave the far end as the bottleneck releases the data, whatever the queue
+    /// before it, so a round of acks carries a round of the bottleneck's time.)
     fn round_rate(&self) -> Option<u64> {
         let (first, last) = (self.window.front()?, self.window.back()?);
         let span = last.at.saturating_sub(first.at);
@@ -476,10 +523,11 @@ impl RateProbe {
             .map(|r| r.saturating_sub(base))
     }
 
-    /// Queue delay that ends the start-up: min RTT / 32 within 2..=8 ms.
+    /// Queue delay that ends the start-up: min RTT / 32 within 4..=8 ms (below 4 ms, the
+    /// first rounds' bursts of many streams' initial windows end it falsely).
     fn startup_threshold(&self) -> Duration {
         (self.base_rtt.unwrap_or(self.round) / 32)
-            .clamp(Duration::from_millis(2), Duration::from_millis(8))
+            .clamp(Duration::from_millis(4), Duration::from_millis(8))
     }
 
     /// Queue delay that a held rate must not build: 2.5 % of the minimum RTT, at least 2 ms.
@@ -492,10 +540,12 @@ impl RateProbe {
         (self.base_rtt.unwrap_or(self.round) / 100).max(Duration::from_millis(1))
     }
 
-    /// The longest a drain may take: twice what the queue needs at [`DRAIN_GAIN`].
+    /// The longest a drain may take: what a queue of a round (or of the RTT's excess, if
+    /// larger) needs at [`DRAIN_GAIN`]. The queue the RTT shows is a round trip old, so the
+    /// drain normally ends earlier, on the bytes in flight.
     fn drain_limit(&self, qdelay: Option<Duration>) -> Duration {
-        let q = qdelay.unwrap_or_default().max(self.round / 4);
-        (q.mul_f64(2.0 / (1.0 - DRAIN_GAIN))).min(MAX_DRAIN)
+        let q = qdelay.unwrap_or_default().max(self.round);
+        (q.mul_f64(1.0 / (1.0 - DRAIN_GAIN))).min(MAX_DRAIN)
     }
 
     /// Cruising on CUBIC: after the grace period, a retransmission means loss that is not

@@ -111,9 +111,12 @@ pub struct TcpInfo {
     pub bytes_retrans: u64,
     /// Latest delivery-rate sample, bytes/s.
     pub delivery_rate: u64,
-    /// Segments delivered to the peer (acknowledged or SACKed, so it does not jump when a
-    /// loss recovery ends as `bytes_acked` does).
+    /// Segments delivered to the peer (acknowledged or SACKed; a short segment counts as
+    /// one, so this times the MSS overstates the bytes).
     pub delivered_segs: u32,
+    /// Segments SACKed above the cumulative acknowledgement (`bytes_acked` plus these
+    /// does not jump when a loss recovery ends).
+    pub sacked_segs: u32,
     /// Whether that sample was limited by the application.
     pub delivery_rate_app_limited: bool,
     /// Microseconds the connection had data in flight.
@@ -176,6 +179,7 @@ pub fn tcp_info(sock: &impl AsRawFd) -> io::Result<TcpInfo> {
         bytes_retrans: raw.bytes_retrans,
         delivery_rate: raw.delivery_rate,
         delivered_segs: raw.delivered,
+        sacked_segs: raw.sacked,
         delivery_rate_app_limited: raw.flags & 1 != 0,
         busy_time_us: raw.busy_time,
         rwnd_limited_us: raw.rwnd_limited,

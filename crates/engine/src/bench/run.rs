@@ -78,6 +78,8 @@ impl DataRun {
             _ => (None, None, SendMode::Write, None),
         };
         let socks: Vec<Arc<SecureStream>> = sockets.into_iter().map(Arc::new).collect();
+        // `--read-rate` is the application's total: each stream reads its share.
+        let read_rate_bps = read_rate_bps / socks.len().max(1) as u64;
         let counters = Arc::new(StreamCounters::new(socks.len()));
         // The sampler's base snapshot is taken before any byte moves.
         let sampler = Sampler::new(role, socks.clone(), counters.clone(), start);

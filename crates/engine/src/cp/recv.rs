@@ -309,9 +309,11 @@ pub fn run_receiver(
     }
     if let Err(e) = &result {
         shared.fail(e.to_string());
-        for h in &handles {
-            let _ = h.shutdown(Shutdown::Both);
-        }
+    }
+    // Settled (or failed): the stream threads stop now, not when the sender's end of
+    // stream arrives a round trip later (every byte this end needed has arrived).
+    for h in &handles {
+        let _ = h.shutdown(Shutdown::Both);
     }
     shared.stop.raise();
     control.tx.shutdown();
@@ -413,7 +415,13 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
             control.tx.send_error(&reason);
             return Err(CpError::Stopped { reason });
         }
-        let Some(item) = control.recv_timeout(Duration::from_millis(200)) else {
+        // Every file committed and the last answer queued: the sender's TransferDone
+        // would only cost another round trip.
+        if sh.with(|s| Ok(s.is_settled()))? {
+            control.mark_finished();
+            return Ok(());
+        }
+        let Some(item) = control.recv_timeout(Duration::from_millis(25)) else {
             continue;
         };
         match item {

@@ -250,6 +250,26 @@ impl RecvSession {
         self.phase == Phase::Done
     }
 
+    /// Every entry of the list is committed or failed, the tree is final and the last
+    /// `FileCommitted` is queued: nothing the sender can still say changes this end's
+    /// outcome (its `TransferDone` only confirms it), so the receiver may finish without
+    /// waiting a round trip for it. Not in `--checksum-only` or a dry run, whose end the
+    /// sender's messages decide.
+    pub fn is_settled(&self) -> bool {
+        self.phase == Phase::Done
+            || (self.phase == Phase::Receiving
+                && !self.cfg.checksum_only
+                && !self.dry_run()
+                && self.uncommitted == 0
+                && self.held_commit.is_none()
+                && self.pending_hardlinks.is_empty()
+                && self
+                    .files
+                    .iter()
+                    .flatten()
+                    .all(|f| f.state == FileState::Finished))
+    }
+
     /// Progress counters.
     pub fn progress(&self) -> ProgressSnapshot {
         self.progress
