@@ -94,6 +94,15 @@ pub struct TcpInfo {
     pub total_retrans: u32,
     /// Segments in flight.
     pub unacked: u32,
+    /// Segments the peer acknowledged selectively (SACK) above the cumulative ACK.
+    pub sacked: u32,
+    /// The peer's segment size as this end estimates it (the largest payload seen), bytes.
+    pub rcv_mss: u32,
+    /// Data segments received, duplicates and out-of-order ones included (wraps at 2^32).
+    pub data_segs_in: u32,
+    /// Segments received out of order, over the connection's life (wraps at 2^32);
+    /// `None` on kernels before 5.4, which do not count them.
+    pub rcv_ooopack: Option<u32>,
     /// Path MTU, bytes.
     pub pmtu: u32,
     /// Pacing rate, bytes/s.
@@ -164,6 +173,11 @@ pub fn tcp_info(sock: &impl AsRawFd) -> io::Result<TcpInfo> {
         rcv_rtt_us: raw.rcv_rtt,
         total_retrans: raw.total_retrans,
         unacked: raw.unacked,
+        sacked: raw.sacked,
+        rcv_mss: raw.rcv_mss,
+        data_segs_in: raw.data_segs_in,
+        rcv_ooopack: (len as usize >= std::mem::offset_of!(RawTcpInfo, rcv_ooopack) + 4)
+            .then_some(raw.rcv_ooopack),
         pmtu: raw.pmtu,
         pacing_rate: raw.pacing_rate,
         max_pacing_rate: raw.max_pacing_rate,
@@ -267,5 +281,9 @@ mod tests {
         }
         assert_eq!(stx.bytes_acked - sbase, 1000);
         assert!(tx.snd_mss > 0 && tx.snd_cwnd > 0 && tx.len >= 200);
+        // The receiver counted the data segments and saw nothing out of order.
+        assert!(rx.data_segs_in > 0 && rx.rcv_mss > 0, "{rx:?}");
+        assert!(rx.rcv_ooopack.is_none_or(|n| n == 0), "{rx:?}");
+        assert_eq!(tx.sacked, 0);
     }
 }

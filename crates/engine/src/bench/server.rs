@@ -677,7 +677,7 @@ fn drive(
         }
         if now >= next_interval {
             let r = run.sample();
-            session.send_interval(r);
+            session.send_interval(r.report);
             send_queued(session, &link).map_err(ServeError::io("sending an interval report"))?;
             next_interval += interval;
         }
