@@ -452,7 +452,7 @@ fn send_queued(session: &mut ClientSession, link: &ControlLink) -> Result<(), Be
 /// crossed the path.
 pub fn view(sampled: &Sampled, rate_bps: Option<u64>, held: Option<u64>) -> IntervalView {
     let r = &sampled.report;
-    let secs = ((r.end_ms.saturating_sub(r.start_ms)) as f64 / 1e3).max(1e-3);
+    let secs = (sampled.crossed_ms as f64 / 1e3).max(1e-3);
     let n = r.streams.len().max(1) as f64;
     let streams: Vec<StreamInterval> = r
         .streams

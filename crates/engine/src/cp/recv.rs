@@ -427,6 +427,9 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
                     return Ok(());
                 }
             }
+            Incoming::Bench(longhaul_proto::Message::Interval(r)) => {
+                sh.progress.peer_reports().push(r)
+            }
             Incoming::Bench(m) => {
                 return Err(refuse(
                     control,

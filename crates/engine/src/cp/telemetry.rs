@@ -17,7 +17,10 @@
 use longhaul_proto::StreamResult;
 use serde::Serialize;
 
+use std::sync::Arc;
+
 use super::client::CpStart;
+use super::peer_intervals::{delivered_by_peer, PeerReports};
 use super::Progress;
 use crate::bench::client::view;
 use crate::bench::report::{IntervalView, StreamSummary};
@@ -30,6 +33,8 @@ pub struct CpTelemetry {
     role: Role,
     sampler: Sampler,
     rate_bps: Option<u64>,
+    /// The sending server's reports (a pull).
+    peer: Arc<PeerReports>,
 }
 
 impl CpTelemetry {
@@ -52,12 +57,19 @@ impl CpTelemetry {
                 std::time::Instant::now(),
             ),
             rate_bps,
+            peer: progress.peer_reports().clone(),
         })
     }
 
-    /// The interval since the previous call (or the start).
+    /// The interval since the previous call (or the start); on a pull, its rates are of
+    /// what the server reported delivered in the meantime, if it reported.
     pub fn interval(&mut self) -> IntervalView {
-        interval_view(self.role, &self.sampler.sample(), self.rate_bps)
+        let own = self.sampler.sample();
+        let sampled = match self.role {
+            Role::Receiver => delivered_by_peer(own, &self.peer.take()),
+            Role::Sender => own,
+        };
+        interval_view(self.role, &sampled, self.rate_bps)
     }
 
     /// What limited the transfer, from the start until now.
@@ -236,6 +248,7 @@ mod tests {
                 streams: vec![sample(0, 125, 0)],
             },
             crossed: vec![250],
+            crossed_ms: 1000,
             source: RateSource::Arrived,
         };
         let i = interval_view(Role::Receiver, &r, None);

@@ -54,6 +54,8 @@ pub struct CrossedMeter {
     base_received: u64,
     prev_received: u64,
     prev_segs: u32,
+    /// Data segments counted since the base.
+    segs: u64,
     prev_ooo: Option<u32>,
     /// Out-of-order segments since the receiver last had none held.
     ooo_since_clean: u64,
@@ -72,6 +74,7 @@ impl CrossedMeter {
             base_received: base.bytes_received,
             prev_received: base.bytes_received,
             prev_segs: base.data_segs_in,
+            segs: 0,
             prev_ooo: base.rcv_ooopack,
             ooo_since_clean: 0,
             estimate: 0,
@@ -111,6 +114,7 @@ impl CrossedMeter {
         let in_order = now.bytes_received - self.base_received;
         let segs = u64::from(now.data_segs_in.wrapping_sub(self.prev_segs));
         self.prev_segs = now.data_segs_in;
+        self.segs = self.segs.saturating_add(segs);
         let (Some(ooo_now), Some(ooo_prev)) = (now.rcv_ooopack, self.prev_ooo) else {
             // A kernel that does not count out-of-order segments: the exact count.
             return in_order;
@@ -127,13 +131,22 @@ impl CrossedMeter {
             }
             _ => {
                 self.ooo_since_clean = self.ooo_since_clean.saturating_add(ooo);
-                let seg = u64::from(now.rcv_mss);
+                let seg = self.bytes_per_segment(now, in_order);
                 let held_at_most = self.ooo_since_clean.saturating_mul(seg);
                 self.estimate
                     .saturating_add(segs.saturating_mul(seg))
                     .clamp(in_order, in_order.saturating_add(held_at_most))
             }
         }
+    }
+
+    /// Bytes a counted data segment carries: at least the peer's MSS, more when the
+    /// kernel counts coalesced packets once (GRO, offload super-packets from a TUN
+    /// device): the in-order bytes per segment so far, which errs low (segments held
+    /// behind a hole are counted, their bytes not yet).
+    fn bytes_per_segment(&self, now: &TcpInfo, in_order: u64) -> u64 {
+        let average = in_order.checked_div(self.segs).unwrap_or(0);
+        average.max(u64::from(now.rcv_mss))
     }
 }
 
@@ -197,7 +210,11 @@ mod tests {
         );
         // The cumulative ACK alone shows 10k, 0, 0, 30k, 10k.
         assert_eq!(c, vec![10_000, 9_000, 10_000, 11_000, 10_000]);
-        assert_eq!(c.iter().sum::<u64>(), 50_000, "all acknowledged bytes, once");
+        assert_eq!(
+            c.iter().sum::<u64>(),
+            50_000,
+            "all acknowledged bytes, once"
+        );
     }
 
     #[test]
@@ -248,6 +265,18 @@ mod tests {
         );
         assert_eq!(c, vec![10_000, 0, 0, 5_500]);
         assert_eq!(c.iter().sum::<u64>(), 15_500, "the exact total in the end");
+    }
+
+    #[test]
+    fn a_receiver_counts_coalesced_packets_at_their_average_size() {
+        // GRO (or a TUN device's super-packets) counts 4 segments as one: 4 kB each.
+        let c = counts(
+            Role::Receiver,
+            rx(0, 0, 0),
+            &[rx(40_000, 10, 0), rx(40_000, 15, 5), rx(80_000, 20, 5)],
+        );
+        // Behind the hole, 5 packets at 40k / 15 = 2666 bytes: low, never the 1 kB MSS.
+        assert_eq!(c, vec![40_000, 13_330, 26_670]);
     }
 
     #[test]

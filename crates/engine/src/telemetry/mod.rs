@@ -95,6 +95,8 @@ pub struct Sampled {
     pub crossed: Vec<u64>,
     /// Which count `crossed` is.
     pub source: RateSource,
+    /// Milliseconds `crossed` covers (the report's span, or the peer's whose count it is).
+    pub crossed_ms: u64,
 }
 
 impl Sampled {
@@ -102,6 +104,7 @@ impl Sampled {
     pub fn from_sender(report: IntervalReport) -> Self {
         Self {
             crossed: report.streams.iter().map(|s| s.bytes).collect(),
+            crossed_ms: report.end_ms.saturating_sub(report.start_ms),
             report,
             source: RateSource::Delivered,
         }
@@ -197,6 +200,7 @@ impl Sampler {
         };
         self.last_sample = now;
         Sampled {
+            crossed_ms: report.end_ms.saturating_sub(report.start_ms),
             report,
             crossed,
             source: RateSource::of(self.role),
