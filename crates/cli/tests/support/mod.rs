@@ -143,6 +143,24 @@ pub fn longhaul_via(prefix: &[&str], home: &Path) -> Command {
     c
 }
 
+/// The JSON Lines a command printed; it must have succeeded (else its stderr is the panic).
+pub fn json_of(out: std::process::Output) -> Vec<serde_json::Value> {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_lines(&out.stdout)
+}
+
+/// Each line of `out` as JSON; a line that is not is the panic.
+pub fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
+}
+
 /// An emulated path brought up with `longhaul emulate up NAME --daemon ARGS` (namespaces
 /// `lh-NAME-a` and `lh-NAME-b`), taken down on drop (which also ends what still runs in
 /// its namespaces).
