@@ -8,7 +8,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{is_root, longhaul_via as command, Proc, Scratch, Server, BIN};
+use support::{
+    is_root, json_lines, json_of, longhaul_via as command, EmulatedPath, Proc, Scratch, Server,
+};
 
 /// Starts `longhaul serve ARGS` through `prefix` and waits for its "listening on ADDR" line
 /// (no sleeping); returns it and ADDR.
@@ -16,23 +18,6 @@ fn serve(prefix: &[&str], home: &Scratch, args: &[&str]) -> (Server, String) {
     let server = Server::start_args(prefix, &home.0, args);
     let addr = server.addr.clone();
     (server, addr)
-}
-
-/// The JSON Lines of a command that must have succeeded.
-fn json_of(out: std::process::Output) -> Vec<serde_json::Value> {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    json_lines(&out.stdout)
-}
-
-fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
-    String::from_utf8_lossy(out)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
-        .collect()
 }
 
 #[test]
@@ -237,33 +222,6 @@ fn bench_between_two_namespaces_over_veth() {
     assert_eq!(end["type"], "end");
     assert!(end["summary"]["bytes"].as_u64().unwrap() > 0);
     assert_eq!(objs[0]["server"], "10.231.0.1:5290");
-}
-
-/// An emulated path brought up with `longhaul emulate up --daemon`, taken down on drop.
-struct EmulatedPath(String);
-
-impl EmulatedPath {
-    fn up(name: &str, args: &[&str]) -> Self {
-        let out = Command::new(BIN)
-            .args(["emulate", "up", name, "--daemon"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Self(name.to_string())
-    }
-}
-
-impl Drop for EmulatedPath {
-    fn drop(&mut self) {
-        let _ = Command::new(BIN)
-            .args(["emulate", "down", &self.0])
-            .output();
-    }
 }
 
 /// Receiver-side pacing (the University of Tokyo's fix for receivers slower than the

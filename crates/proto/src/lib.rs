@@ -68,8 +68,12 @@ pub mod features {
     /// Data connections without TLS (`--encryption off`), asked for by the client; the
     /// control connection is TLS regardless and file chunks carry a MAC.
     pub const PLAIN_DATA: u64 = 1 << 2;
+    /// Interval reports (`Interval`) from the sending server of a file transfer (a pull)
+    /// on the control connection: the bytes its streams delivered, which the receiving
+    /// client counts its rates from.
+    pub const TRANSFER_INTERVALS: u64 = 1 << 3;
     /// Everything this build implements.
-    pub const ALL: u64 = BENCH | INTERVALS | PLAIN_DATA;
+    pub const ALL: u64 = BENCH | INTERVALS | PLAIN_DATA | TRANSFER_INTERVALS;
     /// What a client announces unless asked for more.
-    pub const DEFAULT: u64 = BENCH | INTERVALS;
+    pub const DEFAULT: u64 = BENCH | INTERVALS | TRANSFER_INTERVALS;
 }

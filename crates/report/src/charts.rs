@@ -26,8 +26,14 @@ pub fn throughput_chart(log: &RunLog) -> Chart {
         let digits = if div >= 1e9 { 3 } else { 1 };
         format!(" (mean {:.digits$} {unit})", b / div)
     });
+    // Say which count the rates are of: bytes that crossed the path.
+    let source = match log.rate_source() {
+        Some("delivered") => ", bytes delivered",
+        Some(_) => ", bytes arrived",
+        None => "",
+    };
     let mut chart = Chart::new(
-        &format!("Throughput per stream and in total{mean}"),
+        &format!("Throughput per stream and in total{mean}{source}"),
         "time (s)",
         unit,
     );
@@ -147,5 +153,25 @@ mod tests {
         assert_eq!(cw.series[0].points[0], (1.0, first));
         let svg = run_figure_svg(&log);
         assert!(svg.contains("37 retr") && svg.contains("Round-trip time"));
+        assert!(
+            !tp.title.contains("bytes delivered"),
+            "an older log says nothing"
+        );
+    }
+
+    #[test]
+    fn the_throughput_title_says_which_count_the_rates_are_of() {
+        let line = |source: &str| {
+            format!(
+                "{{\"type\":\"interval\",\"start\":0,\"end\":1,\"bits_per_second\":1e9,\
+                 \"bytes\":1,\"rate_source\":\"{source}\"}}\n"
+            )
+        };
+        let log = RunLog::parse(&(line("delivered") + &line("arrived") + &line("delivered")))
+            .expect("parses");
+        assert_eq!(log.rate_source(), Some("delivered"));
+        assert!(throughput_chart(&log).title.ends_with(", bytes delivered"));
+        let pull = RunLog::parse(&line("arrived")).expect("parses");
+        assert!(throughput_chart(&pull).title.ends_with(", bytes arrived"));
     }
 }

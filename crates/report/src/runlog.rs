@@ -71,6 +71,8 @@ pub struct Interval {
     pub bits_per_second: f64,
     /// Total bytes in the interval.
     pub bytes: f64,
+    /// Which count the rates come from (`delivered`, `arrived`), when the log says.
+    pub rate_source: Option<String>,
     /// Total retransmits in the interval.
     pub retransmits: f64,
     /// Per-stream figures.
@@ -201,6 +203,25 @@ impl RunLog {
             .and_then(|e| e.seconds)
             .or_else(|| self.intervals.last().map(|i| i.end_s))
             .filter(|s| *s > 0.0)
+    }
+
+    /// Which count most intervals' rates come from (`delivered`, `arrived`), if the log
+    /// says (bench and cp logs since the rates are of bytes that crossed the path).
+    pub fn rate_source(&self) -> Option<&str> {
+        let delivered = self.sources("delivered");
+        let arrived = self.sources("arrived");
+        match (delivered, arrived) {
+            (0, 0) => None,
+            (d, a) if d >= a => Some("delivered"),
+            _ => Some("arrived"),
+        }
+    }
+
+    fn sources(&self, name: &str) -> usize {
+        self.intervals
+            .iter()
+            .filter(|i| i.rate_source.as_deref() == Some(name))
+            .count()
     }
 
     /// Mean throughput: the summary's, else bytes / seconds.
@@ -447,6 +468,7 @@ fn parse_interval(obj: &Map<String, Value>, prev_end: f64, step: f64) -> Interva
         end_s,
         bits_per_second,
         bytes,
+        rate_source: text_of(obj, &["rate_source"]).map(|s| s.chars().take(32).collect()),
         retransmits,
         streams,
     }

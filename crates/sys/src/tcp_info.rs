@@ -94,6 +94,15 @@ pub struct TcpInfo {
     pub total_retrans: u32,
     /// Segments in flight.
     pub unacked: u32,
+    /// Segments the peer acknowledged selectively (SACK) above the cumulative ACK.
+    pub sacked: u32,
+    /// The peer's segment size as this end estimates it (the largest payload seen), bytes.
+    pub rcv_mss: u32,
+    /// Data segments received, duplicates and out-of-order ones included (wraps at 2^32).
+    pub data_segs_in: u32,
+    /// Segments received out of order, over the connection's life (wraps at 2^32);
+    /// `None` on kernels before 5.4, which do not count them.
+    pub rcv_ooopack: Option<u32>,
     /// Path MTU, bytes.
     pub pmtu: u32,
     /// Pacing rate, bytes/s.
@@ -111,12 +120,6 @@ pub struct TcpInfo {
     pub bytes_retrans: u64,
     /// Latest delivery-rate sample, bytes/s.
     pub delivery_rate: u64,
-    /// Segments delivered to the peer (acknowledged or SACKed; a short segment counts as
-    /// one, so this times the MSS overstates the bytes).
-    pub delivered_segs: u32,
-    /// Segments SACKed above the cumulative acknowledgement (`bytes_acked` plus these
-    /// does not jump when a loss recovery ends).
-    pub sacked_segs: u32,
     /// Whether that sample was limited by the application.
     pub delivery_rate_app_limited: bool,
     /// Microseconds the connection had data in flight.
@@ -170,6 +173,11 @@ pub fn tcp_info(sock: &impl AsRawFd) -> io::Result<TcpInfo> {
         rcv_rtt_us: raw.rcv_rtt,
         total_retrans: raw.total_retrans,
         unacked: raw.unacked,
+        sacked: raw.sacked,
+        rcv_mss: raw.rcv_mss,
+        data_segs_in: raw.data_segs_in,
+        rcv_ooopack: (len as usize >= std::mem::offset_of!(RawTcpInfo, rcv_ooopack) + 4)
+            .then_some(raw.rcv_ooopack),
         pmtu: raw.pmtu,
         pacing_rate: raw.pacing_rate,
         max_pacing_rate: raw.max_pacing_rate,
@@ -178,8 +186,6 @@ pub fn tcp_info(sock: &impl AsRawFd) -> io::Result<TcpInfo> {
         bytes_sent: raw.bytes_sent,
         bytes_retrans: raw.bytes_retrans,
         delivery_rate: raw.delivery_rate,
-        delivered_segs: raw.delivered,
-        sacked_segs: raw.sacked,
         delivery_rate_app_limited: raw.flags & 1 != 0,
         busy_time_us: raw.busy_time,
         rwnd_limited_us: raw.rwnd_limited,
@@ -275,5 +281,9 @@ mod tests {
         }
         assert_eq!(stx.bytes_acked - sbase, 1000);
         assert!(tx.snd_mss > 0 && tx.snd_cwnd > 0 && tx.len >= 200);
+        // The receiver counted the data segments and saw nothing out of order.
+        assert!(rx.data_segs_in > 0 && rx.rcv_mss > 0, "{rx:?}");
+        assert!(rx.rcv_ooopack.is_none_or(|n| n == 0), "{rx:?}");
+        assert_eq!(tx.sacked, 0);
     }
 }

@@ -143,6 +143,59 @@ pub fn longhaul_via(prefix: &[&str], home: &Path) -> Command {
     c
 }
 
+/// The JSON Lines a command printed; it must have succeeded (else its stderr is the panic).
+pub fn json_of(out: std::process::Output) -> Vec<serde_json::Value> {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_lines(&out.stdout)
+}
+
+/// Each line of `out` as JSON; a line that is not is the panic.
+pub fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
+}
+
+/// An emulated path brought up with `longhaul emulate up NAME --daemon ARGS` (namespaces
+/// `lh-NAME-a` and `lh-NAME-b`), taken down on drop (which also ends what still runs in
+/// its namespaces).
+pub struct EmulatedPath(pub String);
+
+impl EmulatedPath {
+    /// Brings the path up; panics with the emulator's words if it cannot.
+    pub fn up(name: &str, args: &[&str]) -> Self {
+        let out = Command::new(BIN)
+            .args(["emulate", "up", name, "--daemon"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self(name.to_string())
+    }
+
+    /// The namespace of end `a` or `b`.
+    pub fn ns(&self, end: char) -> String {
+        format!("lh-{}-{end}", self.0)
+    }
+}
+
+impl Drop for EmulatedPath {
+    fn drop(&mut self) {
+        let _ = Command::new(BIN)
+            .args(["emulate", "down", &self.0])
+            .output();
+    }
+}
+
 /// `longhaul serve --listen 127.0.0.1 --port 0 [--root DIR]` (or with any arguments, see
 /// [`Server::start_args`]) with its stderr collected.
 pub struct Server {

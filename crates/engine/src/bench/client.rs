@@ -5,13 +5,14 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use longhaul_proto::{
-    BenchParams, ClientEvent, ClientSession, Direction, ErrorCode, IntervalReport, ProtoError,
-    Results, SendMode, Token,
+    BenchParams, ClientEvent, ClientSession, Direction, ErrorCode, ProtoError, Results, SendMode,
+    Token,
 };
 
 use super::report::*;
 use super::run::{chrono_of, DataRun, Role, SenderPlan};
 use crate::host;
+use crate::telemetry::Sampled;
 use crate::transport::control::{ControlLink, Incoming};
 use crate::transport::dial::{dial, flush, recv, DataDialer, Dialed};
 use crate::transport::sockopts;
@@ -342,7 +343,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
                 while let Some(ev) = session.poll_event() {
                     match ev {
                         ClientEvent::PeerInterval(r) if role == Role::Receiver => {
-                            obs.interval(&view(&r, cfg.rate_bps, None));
+                            obs.interval(&view(&Sampled::from_sender(r), cfg.rate_bps, None));
                         }
                         ClientEvent::PeerResults(r) => peer_results = Some(r),
                         _ => {}
@@ -450,19 +451,24 @@ fn send_queued(session: &mut ClientSession, link: &ControlLink) -> Result<(), Be
     Ok(())
 }
 
-/// Turns one end's interval samples into the printed view.
-pub fn view(r: &IntervalReport, rate_bps: Option<u64>, held: Option<u64>) -> IntervalView {
-    let secs = ((r.end_ms.saturating_sub(r.start_ms)) as f64 / 1e3).max(1e-3);
+/// Turns one end's interval samples into the printed view; rates are of the bytes that
+/// crossed the path.
+pub fn view(sampled: &Sampled, rate_bps: Option<u64>, held: Option<u64>) -> IntervalView {
+    let r = &sampled.report;
+    let secs = (sampled.crossed_ms as f64 / 1e3).max(1e-3);
     let n = r.streams.len().max(1) as f64;
     let streams: Vec<StreamInterval> = r
         .streams
         .iter()
-        .map(|s| {
-            let bps = s.bytes as f64 * 8.0 / secs;
+        .enumerate()
+        .map(|(i, s)| {
+            let crossed = sampled.crossed.get(i).copied().unwrap_or(s.bytes);
+            let bps = crossed as f64 * 8.0 / secs;
             let paced = rate_bps.map(|rate| bps / (rate as f64 / n));
             StreamInterval {
                 id: s.stream,
                 bytes: s.bytes,
+                crossed_bytes: crossed,
                 bits_per_second: bps,
                 cwnd_bytes: s.cwnd_bytes,
                 rtt_ms: s.srtt_us as f64 / 1e3,
@@ -482,12 +488,15 @@ pub fn view(r: &IntervalReport, rate_bps: Option<u64>, held: Option<u64>) -> Int
         })
         .collect();
     let bytes = streams.iter().map(|s| s.bytes).sum::<u64>();
+    let crossed = streams.iter().map(|s| s.crossed_bytes).sum::<u64>();
     IntervalView {
         start: r.start_ms as f64 / 1e3,
         end: r.end_ms as f64 / 1e3,
-        bits_per_second: bytes as f64 * 8.0 / secs,
+        bits_per_second: crossed as f64 * 8.0 / secs,
         retransmits: streams.iter().map(|s| s.retransmits).sum(),
         bytes,
+        crossed_bytes: crossed,
+        rate_source: sampled.source,
         streams,
         held_rate_bps: held,
     }

@@ -70,11 +70,9 @@ impl Pacer {
             .map(|s| match tcp_info(&**s) {
                 Ok(i) => StreamSample {
                     delivery_bps: i.delivery_rate * 8,
-                    // Acknowledged bytes exactly, plus what is SACKed above them (so a
-                    // loss recovery's end is no jump); counting delivered segments times
-                    // the MSS overstated the rate by 8 %: writes end in short segments.
-                    delivered_bytes: i.bytes_acked
-                        + u64::from(i.sacked_segs) * u64::from(i.snd_mss),
+                    // Counting delivered segments times the MSS overstated the rate by
+                    // 8 %: writes end in short segments.
+                    delivered_bytes: crate::telemetry::crossed::delivered_bytes(&i),
                     held_back_us: i.rwnd_limited_us,
                     in_flight_bytes: u64::from(i.unacked) * u64::from(i.snd_mss),
                     app_limited: i.delivery_rate_app_limited,

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+pub use crate::telemetry::crossed::RateSource;
 use longhaul_policy::LimitedBy;
 
 /// Figures of one host's network stack.
@@ -81,9 +82,12 @@ pub struct StartReport {
 pub struct StreamInterval {
     /// Stream index.
     pub id: u16,
-    /// Bytes acknowledged (or received) in the interval.
+    /// Payload bytes in the interval: at a sender those that crossed the path (as
+    /// `crossed_bytes`), at a receiver those the application read.
     pub bytes: u64,
-    /// Bit rate over the interval.
+    /// Payload bytes that crossed the path in the interval, counted as `rate_source` says.
+    pub crossed_bytes: u64,
+    /// Bit rate over the interval, of `crossed_bytes`.
     pub bits_per_second: f64,
     /// Congestion window, bytes.
     pub cwnd_bytes: u64,
@@ -108,9 +112,15 @@ pub struct IntervalView {
     pub end: f64,
     /// Per stream.
     pub streams: Vec<StreamInterval>,
-    /// Bytes of all streams.
+    /// Bytes of all streams (as a stream's `bytes`).
     pub bytes: u64,
-    /// Bit rate of all streams.
+    /// Bytes that crossed the path, all streams.
+    pub crossed_bytes: u64,
+    /// Which count `crossed_bytes` and the rates come from: `delivered` (the sender's
+    /// kernel: acknowledged cumulatively or selectively) or `arrived` (the receiver's
+    /// kernel: in order, or held behind a hole).
+    pub rate_source: RateSource,
+    /// Bit rate of all streams, of `crossed_bytes`.
     pub bits_per_second: f64,
     /// Retransmits of all streams.
     pub retransmits: u32,

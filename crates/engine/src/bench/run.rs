@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use longhaul_proto::{IntervalReport, Results, SendMode, StreamResult};
+use longhaul_proto::{Results, SendMode, StreamResult};
 
 use super::pacer::Pacer;
 use super::stream::{self, Budget, Payload, StreamOutcome};
 pub use crate::telemetry::Role;
-use crate::telemetry::{Sampler, StreamCounters};
+use crate::telemetry::{Sampled, Sampler, StreamCounters};
 use longhaul_policy::{Chrono, RateProbe};
 
 /// How the sender paces and when it stops.
@@ -190,7 +190,7 @@ impl DataRun {
     }
 
     /// Per-stream samples since the previous call.
-    pub fn sample(&mut self) -> IntervalReport {
+    pub fn sample(&mut self) -> Sampled {
         self.sampler.sample()
     }
 

@@ -350,6 +350,8 @@ struct Attach {
     id: u64,
     secret: SessionSecret,
     plain_data: bool,
+    /// The client takes interval reports when this end sends (a pull).
+    intervals: bool,
     expected: Option<Expected>,
     /// The session's memory, held until the transfer ends.
     hold: Option<MemoryHold>,
@@ -393,6 +395,10 @@ impl StreamAttach for Attach {
         }
         self.hold = Some(MemoryHold::reserve(&self.shared.memory, need)?);
         Ok(need.chunk_bytes)
+    }
+
+    fn peer_takes_intervals(&self) -> bool {
+        self.intervals
     }
 }
 
@@ -450,6 +456,7 @@ pub(super) fn run_session(
     let (secret, params, plain_data) = {
         let mut secret = None;
         let mut plain_data = false;
+        let mut intervals = false;
         loop {
             let r = session.handle(msg);
             let events: Vec<ServerEvent> = std::iter::from_fn(|| session.poll_event()).collect();
@@ -473,6 +480,7 @@ pub(super) fn run_session(
                     } => {
                         secret = Some(s);
                         plain_data = features & longhaul_proto::features::PLAIN_DATA != 0;
+                        intervals = features & longhaul_proto::features::TRANSFER_INTERVALS != 0;
                     }
                     ServerEvent::Params(p) => params = Some(p),
                     ServerEvent::HostReportRequested { rate_bps, rtt_us } => {
@@ -505,6 +513,7 @@ pub(super) fn run_session(
                         id,
                         secret: s,
                         plain_data,
+                        intervals,
                         expected: None,
                         hold: None,
                     };
@@ -677,7 +686,7 @@ fn drive(
         }
         if now >= next_interval {
             let r = run.sample();
-            session.send_interval(r);
+            session.send_interval(r.report);
             send_queued(session, &link).map_err(ServeError::io("sending an interval report"))?;
             next_interval += interval;
         }

@@ -10,6 +10,7 @@ pub mod chunk_io;
 pub mod clean;
 pub mod client;
 pub mod old_copy;
+pub mod peer_intervals;
 pub mod recv;
 pub mod send;
 pub mod serve;
@@ -206,8 +207,11 @@ pub struct Progress {
     files_total: AtomicU64,
     files_done: AtomicU64,
     listed: std::sync::atomic::AtomicBool,
-    /// Payload bytes per data stream, where someone samples them (the client).
+    /// Payload bytes per data stream, where someone samples them (the client, and a
+    /// server that reports its intervals).
     streams: std::sync::OnceLock<std::sync::Arc<crate::telemetry::StreamCounters>>,
+    /// The sending peer's interval reports not yet taken (a pull's client).
+    peer: std::sync::Arc<peer_intervals::PeerReports>,
 }
 
 impl Progress {
@@ -243,6 +247,10 @@ impl Progress {
         if let Some(c) = self.streams.get() {
             c.add(stream, n);
         }
+    }
+    /// The sending peer's interval reports (a pull's client keeps them here).
+    pub fn peer_reports(&self) -> &std::sync::Arc<peer_intervals::PeerReports> {
+        &self.peer
     }
     /// `(done bytes, total bytes, done files, total files)`.
     pub fn snapshot(&self) -> (u64, u64, u64, u64) {

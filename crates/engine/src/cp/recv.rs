@@ -248,7 +248,7 @@ pub fn run_receiver(
         if shared.lock()?.is_listed() {
             break;
         }
-        let msg = next_message(&control, "receiving the file list")?;
+        let msg = next_message(&control, &shared.progress, "receiving the file list")?;
         if let Err(e) = shared.with(|s| Ok(s.handle(msg)?)) {
             return Err(refuse(&control, e));
         }
@@ -387,18 +387,29 @@ fn room(t: &RecvTarget, target_is_dir: bool) -> Option<Room> {
     })
 }
 
-/// The next transfer message, waiting as long as it takes; the peer's error or a lost
-/// connection (with `what` this end was doing) is the error.
-fn next_message(control: &ControlLink, what: &str) -> Result<TransferMessage, CpError> {
-    match control.rx.recv() {
-        Ok(Incoming::Msg(m)) => Ok(m),
-        Ok(Incoming::Bench(m)) => Err(CpError::Protocol(format!(
-            "the peer sent {} during a file transfer ({what})",
-            m.kind()
-        ))),
-        Ok(Incoming::PeerError(e)) => Err(CpError::Peer(e)),
-        Ok(Incoming::Lost(e)) => Err(CpError::Lost(format!("{e} ({what})"))),
-        Err(_) => Err(CpError::Lost(format!("control connection gone ({what})"))),
+/// The next transfer message, waiting as long as it takes (the sender's interval reports
+/// go to `progress` on the way); the peer's error or a lost connection (with `what` this
+/// end was doing) is the error.
+fn next_message(
+    control: &ControlLink,
+    progress: &Progress,
+    what: &str,
+) -> Result<TransferMessage, CpError> {
+    loop {
+        return match control.rx.recv() {
+            Ok(Incoming::Msg(m)) => Ok(m),
+            Ok(Incoming::Bench(longhaul_proto::Message::Interval(r))) => {
+                progress.peer_reports().push(r);
+                continue;
+            }
+            Ok(Incoming::Bench(m)) => Err(CpError::Protocol(format!(
+                "the peer sent {} during a file transfer ({what})",
+                m.kind()
+            ))),
+            Ok(Incoming::PeerError(e)) => Err(CpError::Peer(e)),
+            Ok(Incoming::Lost(e)) => Err(CpError::Lost(format!("{e} ({what})"))),
+            Err(_) => Err(CpError::Lost(format!("control connection gone ({what})"))),
+        };
     }
 }
 
@@ -434,6 +445,9 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
                     // Our TransferDone is best effort: the sender need not wait for it.
                     return Ok(());
                 }
+            }
+            Incoming::Bench(longhaul_proto::Message::Interval(r)) => {
+                sh.progress.peer_reports().push(r)
             }
             Incoming::Bench(m) => {
                 return Err(refuse(

@@ -82,6 +82,9 @@ pub struct Sender {
     /// Sync: where source files' chunk hashes are kept across runs, and whether they may
     /// be trusted (not with `--checksum`).
     pub hash_cache: Option<(HashCache, bool)>,
+    /// Tell the receiver what the streams delivered this often (a pull's server, when the
+    /// client takes interval reports).
+    pub report_every: Option<Duration>,
 }
 
 impl Sender {
@@ -109,6 +112,7 @@ impl Sender {
             root,
             probe,
             hash_cache: None,
+            report_every: None,
         })
     }
 }
@@ -181,6 +185,7 @@ pub fn run_sender(
         root,
         probe,
         hash_cache,
+        report_every,
     } = sender;
     let checksum_only = session.checksum_only();
     let (hash_tx, hash_rx) = mpsc::channel();
@@ -212,6 +217,15 @@ pub fn run_sender(
     // Clones to unblock the stream threads if the transfer stops early.
     let handles: Vec<SecureStream> = streams.iter().filter_map(|s| s.try_clone().ok()).collect();
     let count = streams.len();
+    // A pull's server tells the client what the streams delivered, until dropped.
+    let reporter = report_every.map(|every| {
+        super::peer_intervals::Reporter::start(
+            &streams,
+            &shared.progress,
+            control.tx.clone(),
+            every,
+        )
+    });
     let workers: Vec<_> = streams
         .into_iter()
         .enumerate()
@@ -245,6 +259,7 @@ pub fn run_sender(
         })
     });
     let result = control_loop(&shared, &control);
+    drop(reporter);
     shared.done.store(true, Ordering::SeqCst);
     drop(pacer_stop);
     if let Some(p) = pacer {

@@ -43,6 +43,11 @@ pub trait StreamAttach {
     /// transfer; with `cut_chunk` (a push, whose chunks the server holds) the chunk may be
     /// made smaller to fit. Returns the chunk size, or the words to refuse with.
     fn reserve_memory(&mut self, need: MemoryNeed, cut_chunk: bool) -> Result<u64, String>;
+    /// Whether the client takes interval reports from a sending server
+    /// ([`longhaul_proto::features::TRANSFER_INTERVALS`]).
+    fn peer_takes_intervals(&self) -> bool {
+        false
+    }
 }
 
 /// The files a server's transfers may reach.
@@ -333,6 +338,9 @@ pub fn serve_transfer(
         )?;
         if opts.delta && opts.dry_run {
             sender.session.set_dry_run();
+        }
+        if attach.peer_takes_intervals() {
+            sender.report_every = Some(super::peer_intervals::REPORT_EVERY);
         }
         if opts.delta {
             // A cache that cannot be opened only costs re-reading.

@@ -7,20 +7,25 @@
 //! [`super::client::run_cp`] hands out in its [`CpStart`]; turning samples and totals into
 //! views is pure ([`interval_view`], [`verdict_of`]).
 //!
-//! On a push the client sends: its TCP_INFO is the sender's, and the verdict is judged as
-//! bench judges it. On a pull the client receives: bytes are what it read, the RTT is its
-//! receive-side estimate, the window and kernel rates are the server's (0 here), and
-//! `limited_by` is `unknown`.
+//! On a push the client sends: its TCP_INFO is the sender's, rates are of the bytes
+//! delivered, and the verdict is judged as bench judges it. On a pull the client receives:
+//! rates are of the bytes that arrived (the kernel's count, not the chunks the application
+//! read between disk writes), `bytes` are what it read, the RTT is its receive-side
+//! estimate, the window and kernel rates are the server's (0 here), and `limited_by` is
+//! `unknown`.
 
-use longhaul_proto::{IntervalReport, StreamResult};
+use longhaul_proto::StreamResult;
 use serde::Serialize;
 
+use std::sync::Arc;
+
 use super::client::CpStart;
+use super::peer_intervals::{delivered_by_peer, PeerReports};
 use super::Progress;
 use crate::bench::client::view;
 use crate::bench::report::{IntervalView, StreamSummary};
 use crate::bench::run::chrono_of;
-use crate::telemetry::{Role, Sampler};
+use crate::telemetry::{Role, Sampled, Sampler};
 use longhaul_policy::{judge, Chrono, LimitedBy};
 
 /// The sampler of one transfer's data streams at the client.
@@ -28,6 +33,8 @@ pub struct CpTelemetry {
     role: Role,
     sampler: Sampler,
     rate_bps: Option<u64>,
+    /// The sending server's reports (a pull).
+    peer: Arc<PeerReports>,
 }
 
 impl CpTelemetry {
@@ -50,12 +57,19 @@ impl CpTelemetry {
                 std::time::Instant::now(),
             ),
             rate_bps,
+            peer: progress.peer_reports().clone(),
         })
     }
 
-    /// The interval since the previous call (or the start).
+    /// The interval since the previous call (or the start); on a pull, its rates are of
+    /// what the server reported delivered in the meantime, if it reported.
     pub fn interval(&mut self) -> IntervalView {
-        interval_view(self.role, &self.sampler.sample(), self.rate_bps)
+        let own = self.sampler.sample();
+        let sampled = match self.role {
+            Role::Receiver => delivered_by_peer(own, &self.peer.take()),
+            Role::Sender => own,
+        };
+        interval_view(self.role, &sampled, self.rate_bps)
     }
 
     /// What limited the transfer, from the start until now.
@@ -83,7 +97,7 @@ pub struct CpVerdict {
 
 /// One interval of this end's samples, as bench prints it; at a receiver nothing can be
 /// judged (`limited_by` is `unknown`).
-pub fn interval_view(role: Role, r: &IntervalReport, rate_bps: Option<u64>) -> IntervalView {
+pub fn interval_view(role: Role, r: &Sampled, rate_bps: Option<u64>) -> IntervalView {
     let mut v = view(r, rate_bps, None);
     if role == Role::Receiver {
         for s in &mut v.streams {
@@ -153,7 +167,8 @@ pub fn verdict_of(role: Role, totals: &[StreamResult], rate_bps: Option<u64>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use longhaul_proto::StreamSample;
+    use crate::telemetry::crossed::RateSource;
+    use longhaul_proto::{IntervalReport, StreamSample};
 
     fn total(stream: u16, bytes: u64, busy: u64, rwnd: u64) -> StreamResult {
         StreamResult {
@@ -225,14 +240,23 @@ mod tests {
         assert_eq!(v.limited_by, LimitedBy::Unknown);
         assert_eq!(v.streams[0].limited_by, LimitedBy::Unknown);
         assert_eq!(v.streams[0].cwnd_bytes, 0);
-        let r = IntervalReport {
-            start_ms: 0,
-            end_ms: 1000,
-            streams: vec![sample(0, 125, 0)],
+        // The application read 125 bytes; 250 arrived (the rest waits in the socket).
+        let r = Sampled {
+            report: IntervalReport {
+                start_ms: 0,
+                end_ms: 1000,
+                streams: vec![sample(0, 125, 0)],
+            },
+            crossed: vec![250],
+            crossed_ms: 1000,
+            source: RateSource::Arrived,
         };
         let i = interval_view(Role::Receiver, &r, None);
         assert_eq!(i.streams[0].limited_by, LimitedBy::Unknown);
-        assert_eq!(i.bits_per_second, 1000.0);
+        assert_eq!((i.bytes, i.crossed_bytes), (125, 250));
+        assert_eq!(i.bits_per_second, 2000.0, "the rate of what arrived");
+        assert_eq!(i.streams[0].bits_per_second, 2000.0);
+        assert_eq!(i.rate_source, RateSource::Arrived);
     }
 
     #[test]
@@ -242,7 +266,7 @@ mod tests {
             end_ms: 2000,
             streams: vec![sample(0, 250, 400_000), sample(1, 250, 0)],
         };
-        let i = interval_view(Role::Sender, &r, None);
+        let i = interval_view(Role::Sender, &Sampled::from_sender(r), None);
         // Half the interval idle beats 400 ms of receiver window.
         assert_eq!(i.streams[0].limited_by, LimitedBy::Application);
         assert_eq!((i.start, i.end, i.bytes), (1.0, 2.0, 500));

@@ -292,7 +292,7 @@ impl BenchObserver for Collect {
         }
         p.count += 1;
         p.end = view.end;
-        p.bytes += view.bytes;
+        p.bytes += view.crossed_bytes;
         p.retransmits += u64::from(view.retransmits);
         p.cwnd = view.streams.iter().map(|s| s.cwnd_bytes).sum();
         p.rtt_ms = view.streams.first().map_or(0.0, |s| s.rtt_ms);

@@ -1,16 +1,20 @@
 //! Per-stream telemetry of data connections, shared by `bench` and `cp`: byte counters the
 //! stream threads bump, and a [`Sampler`] that reads each socket's TCP_INFO once per
-//! interval and turns the counters and the kernel's figures into an [`IntervalReport`]
+//! interval and turns the counters and the kernel's figures into a [`Sampled`] interval
 //! (and, at the end, per-stream totals as [`StreamResult`]s).
 //!
-//! The sampler is the thin I/O layer (TCP_INFO, the clock); the arithmetic on two
-//! snapshots is in the pure [`stream_sample`] and [`stream_total`].
+//! The sampler is the thin I/O layer (TCP_INFO, the clock); the arithmetic on snapshots is
+//! in the pure [`stream_sample`], [`stream_total`] and [`crossed::CrossedMeter`] (the bytes
+//! that crossed the path, behind every interval's rate).
+
+pub mod crossed;
 
 use crate::transport::secure::SecureStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crossed::{tls_payload, CrossedMeter, RateSource};
 use longhaul_proto::{IntervalReport, StreamResult, StreamSample};
 use longhaul_sys::tcp_info::{tcp_info, TcpInfo};
 
@@ -75,14 +79,37 @@ struct Tracked {
     prev_bytes: u64,
     /// The counter when sampling started.
     base_bytes: u64,
-    /// A sender's payload bytes reported so far (acknowledged, never more than written).
+    /// A sender's payload bytes reported so far (delivered, never more than written).
     reported: u64,
+    /// The bytes that crossed the path.
+    crossed: CrossedMeter,
 }
 
-/// Payload bytes in a full TLS 1.3 record, and the record on the wire (5-byte header,
-/// content type, 16-byte AEAD tag): a TLS sender's acknowledged bytes include this framing.
-const TLS_RECORD_PAYLOAD: u64 = 16_384;
-const TLS_RECORD_WIRE: u64 = TLS_RECORD_PAYLOAD + 22;
+/// One interval of a set of streams: this end's samples, and the bytes that crossed the
+/// path per stream (the count behind the rates).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sampled {
+    /// Per-stream samples; `bytes` is what crossed at a sender, what was read at a receiver.
+    pub report: IntervalReport,
+    /// Payload bytes that crossed the path in the interval, per stream (as `report`).
+    pub crossed: Vec<u64>,
+    /// Which count `crossed` is.
+    pub source: RateSource,
+    /// Milliseconds `crossed` covers (the report's span, or the peer's whose count it is).
+    pub crossed_ms: u64,
+}
+
+impl Sampled {
+    /// A sender's samples (a peer's report): its `bytes` are what crossed.
+    pub fn from_sender(report: IntervalReport) -> Self {
+        Self {
+            crossed: report.streams.iter().map(|s| s.bytes).collect(),
+            crossed_ms: report.end_ms.saturating_sub(report.start_ms),
+            report,
+            source: RateSource::Delivered,
+        }
+    }
+}
 
 /// Samples the TCP_INFO of a set of data streams, interval after interval.
 pub struct Sampler {
@@ -114,6 +141,7 @@ impl Sampler {
                     prev_bytes: counters.get(i),
                     base_bytes: counters.get(i),
                     reported: 0,
+                    crossed: CrossedMeter::new(role, &base),
                 }
             })
             .collect();
@@ -137,32 +165,31 @@ impl Sampler {
     }
 
     /// Per-stream samples since the previous call (or since the start).
-    pub fn sample(&mut self) -> IntervalReport {
+    pub fn sample(&mut self) -> Sampled {
         let now = self.start.elapsed();
         let mut streams = Vec::with_capacity(self.streams.len());
+        let mut crossed = Vec::with_capacity(self.streams.len());
         for (i, s) in self.streams.iter_mut().enumerate() {
             // A socket the kernel no longer answers for keeps its last figures.
             let info = tcp_info(&*s.sock).unwrap_or(s.prev);
             let counted = self.counters.get(i);
-            let mut sample = stream_sample(
-                i as u16,
-                self.role,
-                &s.prev,
-                &info,
-                counted.saturating_sub(s.prev_bytes),
-            );
-            if self.role == Role::Sender {
-                // What the kernel acknowledged is wire bytes: under TLS less the records'
-                // framing, and never more payload than was written.
-                if s.sock.is_tls() {
-                    sample.bytes = sample.bytes / TLS_RECORD_WIRE * TLS_RECORD_PAYLOAD
-                        + sample.bytes % TLS_RECORD_WIRE * TLS_RECORD_PAYLOAD / TLS_RECORD_WIRE;
-                }
-                let written = counted.saturating_sub(s.base_bytes);
-                sample.bytes = sample.bytes.min(written.saturating_sub(s.reported));
-                s.reported += sample.bytes;
+            // The kernel counts wire bytes: under TLS less the records' framing.
+            let mut moved = s.crossed.advance(&info);
+            if s.sock.is_tls() {
+                moved = tls_payload(moved);
             }
-            streams.push(sample);
+            let bytes = match self.role {
+                Role::Sender => {
+                    // Never more payload than was written.
+                    let written = counted.saturating_sub(s.base_bytes);
+                    moved = moved.min(written.saturating_sub(s.reported));
+                    s.reported += moved;
+                    moved
+                }
+                Role::Receiver => counted.saturating_sub(s.prev_bytes),
+            };
+            streams.push(stream_sample(i as u16, self.role, &s.prev, &info, bytes));
+            crossed.push(moved);
             s.prev = info;
             s.prev_bytes = counted;
         }
@@ -172,7 +199,12 @@ impl Sampler {
             streams,
         };
         self.last_sample = now;
-        report
+        Sampled {
+            crossed_ms: report.end_ms.saturating_sub(report.start_ms),
+            report,
+            crossed,
+            source: RateSource::of(self.role),
+        }
     }
 
     /// Per-stream totals from the start: counted bytes, the time since the start, and the
@@ -190,8 +222,8 @@ impl Sampler {
     }
 }
 
-/// One stream's figures between two TCP_INFO snapshots. A sender counts what the peer
-/// acknowledged (not what sits in its buffer); a receiver what it read (`counted`).
+/// One stream's figures between two TCP_INFO snapshots, with the `bytes` the caller
+/// counted (a sender: what crossed the path, [`crossed`]; a receiver: what it read).
 /// A receiver's own window and rates say nothing about the path (the sender's are at the
 /// other end), so they are 0, and its RTT is the kernel's receive-side estimate.
 pub fn stream_sample(
@@ -199,18 +231,16 @@ pub fn stream_sample(
     role: Role,
     prev: &TcpInfo,
     now: &TcpInfo,
-    counted: u64,
+    bytes: u64,
 ) -> StreamSample {
-    let (bytes, cwnd_bytes, srtt_us, delivery_rate_bps, pacing_rate_bps) = match role {
+    let (cwnd_bytes, srtt_us, delivery_rate_bps, pacing_rate_bps) = match role {
         Role::Sender => (
-            now.bytes_acked.saturating_sub(prev.bytes_acked),
             now.cwnd_bytes(),
             now.rtt_us,
             now.delivery_rate.saturating_mul(8),
             now.pacing_rate.saturating_mul(8),
         ),
         Role::Receiver => (
-            counted,
             0,
             if now.rcv_rtt_us > 0 {
                 now.rcv_rtt_us
@@ -281,16 +311,16 @@ mod tests {
     }
 
     #[test]
-    fn a_sender_counts_acknowledged_bytes_and_the_differences_of_its_counters() {
+    fn a_sender_reports_the_differences_of_its_counters() {
         let s = stream_sample(
             3,
             Role::Sender,
             &info(1000, 2, 100, 10, 5),
             &info(6000, 7, 900, 40, 5),
-            123_456,
+            5000,
         );
         assert_eq!(s.stream, 3);
-        assert_eq!(s.bytes, 5000, "acked, not the written count");
+        assert_eq!(s.bytes, 5000);
         assert_eq!(s.retransmits, 5);
         assert_eq!(
             (s.busy_us, s.rwnd_limited_us, s.sndbuf_limited_us),
@@ -411,10 +441,14 @@ mod tests {
         (&*server).read_exact(&mut buf).unwrap();
         counters.add(0, 10_000);
         let r = sampler.sample();
-        assert_eq!(r.streams.len(), 1);
-        assert_eq!(r.streams[0].bytes, 10_000);
-        assert!(r.end_ms >= r.start_ms);
-        assert_eq!(sampler.sample().streams[0].bytes, 0, "nothing new was read");
+        assert_eq!(r.report.streams.len(), 1);
+        assert_eq!(r.report.streams[0].bytes, 10_000);
+        assert!(r.report.end_ms >= r.report.start_ms);
+        // All of it arrived in order: the kernel's count is exact.
+        assert_eq!((r.crossed, r.source), (vec![10_000], RateSource::Arrived));
+        let again = sampler.sample();
+        assert_eq!(again.report.streams[0].bytes, 0, "nothing new was read");
+        assert_eq!(again.crossed, vec![0], "nothing new arrived");
         let t = sampler.totals();
         assert_eq!(t[0].bytes, 10_000);
     }
