@@ -160,6 +160,15 @@ pub fn tls_payload(wire: u64) -> u64 {
         + wire % TLS_RECORD_WIRE * TLS_RECORD_PAYLOAD / TLS_RECORD_WIRE
 }
 
+/// Bytes a sender's connection delivered so far: acknowledged cumulatively, plus what the
+/// peer SACKed above that at the sender's segment size (so the count does not jump when a
+/// loss recovery ends). The rate controller's delivered count and the sender's interval
+/// rates both come from here.
+pub fn delivered_bytes(info: &TcpInfo) -> u64 {
+    info.bytes_acked
+        .saturating_add(u64::from(info.sacked) * u64::from(info.snd_mss))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,13 +340,4 @@ mod tests {
         assert_eq!(tls_payload(0), 0);
         assert!(tls_payload(8_203) <= 8_192);
     }
-}
-
-/// Bytes a sender's connection delivered so far: acknowledged cumulatively, plus what the
-/// peer SACKed above that at the sender's segment size (so the count does not jump when a
-/// loss recovery ends). The rate controller's delivered count and the sender's interval
-/// rates both come from here.
-pub fn delivered_bytes(info: &TcpInfo) -> u64 {
-    info.bytes_acked
-        .saturating_add(u64::from(info.sacked) * u64::from(info.snd_mss))
 }
