@@ -355,6 +355,12 @@ fn settled(id: &FileIdentity, taken: SystemTime, settle: Duration) -> bool {
 }
 
 fn default_dir() -> io::Result<PathBuf> {
+    Ok(cache_base()?.join("chunk-hashes"))
+}
+
+/// The user's longhaul cache directory: `$XDG_CACHE_HOME/longhaul` (an absolute
+/// `XDG_CACHE_HOME`), else `$HOME/.cache/longhaul`.
+pub(crate) fn cache_base() -> io::Result<PathBuf> {
     let base = match std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from) {
         Some(p) if p.is_absolute() => p,
         _ => match std::env::var_os("HOME").map(PathBuf::from) {
@@ -367,5 +373,5 @@ fn default_dir() -> io::Result<PathBuf> {
             }
         },
     };
-    Ok(base.join("longhaul").join("chunk-hashes"))
+    Ok(base.join("longhaul"))
 }

@@ -9,6 +9,8 @@ pub mod cp;
 pub mod emulate;
 pub mod hash_cache;
 pub mod host;
+pub mod jump;
+pub mod path_cache;
 pub mod ssh;
 pub mod telemetry;
 pub mod token;

@@ -16,8 +16,8 @@
 
 pub mod admission;
 pub mod congestion;
-pub mod jump_start;
 mod error;
+pub mod jump_start;
 pub mod log_limit;
 pub mod memory;
 pub mod probe;
@@ -30,11 +30,11 @@ pub use admission::{
     Admitted, Arrival, DoorLimits, Doorway, PendingId, SessionQueue, Source, Stage, Ticket,
 };
 pub use congestion::{check_congestion, default_congestion};
+pub use error::PolicyError;
 pub use jump_start::{
     decide as decide_jump, JumpAction, JumpInputs, JumpPlan, JumpRequest, JumpSample,
     JumpValidator, NoJump, PathMemory, ServerView,
 };
-pub use error::PolicyError;
 pub use log_limit::{LogLimiter, LogLine};
 pub use memory::{MemoryBudget, MemoryNeed, MemoryRefusal, Reservation};
 pub use probe::{drain_time, ProbeAction, ProbeSample, RateProbe, DRAIN_GAIN};
