@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{is_root, longhaul_via as command, Proc, Scratch, Server, BIN};
+use support::{is_root, longhaul_via as command, EmulatedPath, Proc, Scratch, Server, BIN};
 
 /// Starts `longhaul serve ARGS` through `prefix` and waits for its "listening on ADDR" line
 /// (no sleeping); returns it and ADDR.
@@ -237,33 +237,6 @@ fn bench_between_two_namespaces_over_veth() {
     assert_eq!(end["type"], "end");
     assert!(end["summary"]["bytes"].as_u64().unwrap() > 0);
     assert_eq!(objs[0]["server"], "10.231.0.1:5290");
-}
-
-/// An emulated path brought up with `longhaul emulate up --daemon`, taken down on drop.
-struct EmulatedPath(String);
-
-impl EmulatedPath {
-    fn up(name: &str, args: &[&str]) -> Self {
-        let out = Command::new(BIN)
-            .args(["emulate", "up", name, "--daemon"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Self(name.to_string())
-    }
-}
-
-impl Drop for EmulatedPath {
-    fn drop(&mut self) {
-        let _ = Command::new(BIN)
-            .args(["emulate", "down", &self.0])
-            .output();
-    }
 }
 
 /// Receiver-side pacing (the University of Tokyo's fix for receivers slower than the

@@ -862,3 +862,30 @@ pub fn wait_until_stable(path: &Path, quiet: Duration) {
     }
     panic!("{} kept changing for 20 s", path.display());
 }
+
+/// An emulated path brought up with `longhaul emulate up --daemon`, taken down on drop.
+pub struct EmulatedPath(String);
+
+impl EmulatedPath {
+    pub fn up(name: &str, args: &[&str]) -> Self {
+        let out = Command::new(BIN)
+            .args(["emulate", "up", name, "--daemon"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self(name.to_string())
+    }
+}
+
+impl Drop for EmulatedPath {
+    fn drop(&mut self) {
+        let _ = Command::new(BIN)
+            .args(["emulate", "down", &self.0])
+            .output();
+    }
+}
