@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{is_root, longhaul_via as command, EmulatedPath, Proc, Scratch, Server, BIN};
+use support::{is_root, longhaul_via as command, EmulatedPath, Proc, Scratch, Server};
 
 /// Starts `longhaul serve ARGS` through `prefix` and waits for its "listening on ADDR" line
 /// (no sleeping); returns it and ADDR.

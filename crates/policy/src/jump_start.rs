@@ -197,7 +197,7 @@ pub fn decide(i: &JumpInputs) -> Result<JumpPlan, NoJump> {
 
 /// Whether an RTT measured now matches a remembered one.
 pub fn rtt_matches(then: Duration, now: Duration) -> bool {
-    let diff = then.abs_diff(now);
+    let diff = if then > now { then - now } else { now - then };
     diff <= then.mul_f64(RTT_TOLERANCE).max(RTT_TOLERANCE_ABS)
 }
 
