@@ -18,7 +18,7 @@
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Write};
 use std::net::IpAddr;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -152,20 +152,7 @@ impl PathCache {
     /// The cache in `dir` (created 0700; a symlink or non-directory there is refused).
     pub fn in_dir(dir: impl Into<PathBuf>) -> io::Result<Self> {
         let dir = dir.into();
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)?;
-        let meta = fs::symlink_metadata(&dir)?;
-        if !meta.file_type().is_dir() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("path cache {} is not a directory", dir.display()),
-            ));
-        }
-        if meta.mode() & 0o077 != 0 {
-            fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))?;
-        }
+        crate::hash_cache::private_dir(&dir, "path cache")?;
         Ok(Self {
             file: dir.join("paths"),
         })
@@ -257,6 +244,7 @@ fn now_unix_nanos() -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
 
     fn rec(peer: &str, rate: u64, written: u64) -> PathRecord {
         PathRecord {
