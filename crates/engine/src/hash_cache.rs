@@ -103,23 +103,7 @@ impl HashCache {
     /// others is narrowed to 0700 (refused if that is not ours to change).
     pub fn at(dir: impl Into<PathBuf>) -> io::Result<Self> {
         let dir = dir.into();
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)?;
-        let meta = fs::symlink_metadata(&dir)?;
-        if !meta.file_type().is_dir() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "chunk-hash cache {} is not a directory (a symlink?)",
-                    dir.display()
-                ),
-            ));
-        }
-        if meta.mode() & 0o077 != 0 {
-            fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))?;
-        }
+        private_dir(&dir, "chunk-hash cache")?;
         Ok(Self {
             dir,
             limits: CacheLimits::default(),
@@ -355,6 +339,33 @@ fn settled(id: &FileIdentity, taken: SystemTime, settle: Duration) -> bool {
 }
 
 fn default_dir() -> io::Result<PathBuf> {
+    Ok(cache_base()?.join("chunk-hashes"))
+}
+
+/// Makes `dir` (0700, with its parents) for a per-user cache named `what` in errors: a
+/// symlink or a non-directory there is refused, a directory open to others is narrowed to
+/// 0700 (refused if that is not ours to change).
+pub(crate) fn private_dir(dir: &Path, what: &str) -> io::Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let meta = fs::symlink_metadata(dir)?;
+    if !meta.file_type().is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} {} is not a directory (a symlink?)", dir.display()),
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// The user's longhaul cache directory: `$XDG_CACHE_HOME/longhaul` (an absolute
+/// `XDG_CACHE_HOME`), else `$HOME/.cache/longhaul`.
+pub(crate) fn cache_base() -> io::Result<PathBuf> {
     let base = match std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from) {
         Some(p) if p.is_absolute() => p,
         _ => match std::env::var_os("HOME").map(PathBuf::from) {
@@ -367,5 +378,5 @@ fn default_dir() -> io::Result<PathBuf> {
             }
         },
     };
-    Ok(base.join("longhaul").join("chunk-hashes"))
+    Ok(base.join("longhaul"))
 }

@@ -1,7 +1,7 @@
 //! Drivers that move real bytes: the transport under bench and cp (connections,
 //! handshake, data streams, the control link), bench streams, cp's file ends, pacing,
-//! telemetry sampling, the emulator's packet loop, starting the far end over ssh, and the
-//! chunk-hash cache of sync.
+//! telemetry sampling, the emulator's packet loop, starting the far end over ssh, the
+//! chunk-hash cache of sync, and jump-start's path cache and route metrics.
 #![forbid(unsafe_code)]
 
 pub mod bench;
@@ -9,6 +9,8 @@ pub mod cp;
 pub mod emulate;
 pub mod hash_cache;
 pub mod host;
+pub mod jump;
+pub mod path_cache;
 pub mod ssh;
 pub mod telemetry;
 pub mod token;

@@ -113,6 +113,7 @@ fn config(target: String) -> BenchConfig {
         read_rate_bps: None,
         token: token(),
         security: Security::pinned(server_tls().fingerprint()),
+        jump_start: false,
     }
 }
 
@@ -354,6 +355,7 @@ fn absurd_parameters_from_a_raw_client_are_refused_after_authentication() {
         rtt_us: 100,
         interval_ms: 1000,
         send_mode: SendMode::Write,
+        jump: None,
     };
     dialed.conn.send(&Message::BenchParams(bad)).unwrap();
     match dialed.conn.recv().unwrap() {
@@ -395,6 +397,7 @@ fn data_streams_go_without_tls_only_when_the_client_asked() {
         rtt_us: 100,
         interval_ms: 1000,
         send_mode: SendMode::Write,
+        jump: None,
     };
     dialed.session.request(params).unwrap();
     flush(&mut dialed.session, &mut dialed.conn).unwrap();

@@ -116,6 +116,7 @@ fn bench(addr: SocketAddr, reverse: bool) -> BenchConfig {
         read_rate_bps: None,
         token: token(),
         security: Security::pinned(server_tls().fingerprint()),
+        jump_start: false,
     }
 }
 

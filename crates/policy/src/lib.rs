@@ -2,7 +2,7 @@
 //! decide buffers, congestion control, probing and pacing for their data streams
 //! ([`transport`]); the socket buffer each stream needs and what to do when the kernel
 //! caps it ([`window`]), which congestion control to run ([`congestion`]), the rate probe that finds the bottleneck when the user gave no rate
-//! ([`probe`]), the verdict on what limited a run ([`verdict`]) and the watchdog that gives
+//! ([`probe`]), jump-start for a path seen before ([`jump_start`]), the verdict on what limited a run ([`verdict`]) and the watchdog that gives
 //! up on a stuck one ([`watchdog`]); who the server lets wait at its door, and for how
 //! long ([`admission`]); how much memory it commits to sessions ([`memory`]); and how much
 //! it says about the connections it turns away ([`log_limit`]).
@@ -17,6 +17,7 @@
 pub mod admission;
 pub mod congestion;
 mod error;
+pub mod jump_start;
 pub mod log_limit;
 pub mod memory;
 pub mod probe;
@@ -30,6 +31,10 @@ pub use admission::{
 };
 pub use congestion::{check_congestion, default_congestion};
 pub use error::PolicyError;
+pub use jump_start::{
+    decide as decide_jump, JumpAction, JumpInputs, JumpPlan, JumpRequest, JumpSample,
+    JumpValidator, NoJump, PathMemory, ServerView,
+};
 pub use log_limit::{LogLimiter, LogLine};
 pub use memory::{MemoryBudget, MemoryNeed, MemoryRefusal, Reservation};
 pub use probe::{Pacing, Phase, RateProbe, StartUpExit, StreamSample, DRAIN_GAIN, PROBE_EVERY};

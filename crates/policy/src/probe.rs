@@ -145,6 +145,8 @@ pub enum StartUpExit {
     Loss,
     /// Three rounds without 25 % growth.
     Plateau,
+    /// No start-up: a jump-start's rate was confirmed ([`RateProbe::resume_at`]).
+    Jump,
 }
 
 /// The state of the controller.
@@ -212,6 +214,30 @@ impl RateProbe {
     /// queues 6 % of the BDP).
     pub fn sample_every(&self) -> Duration {
         (self.round / 16).clamp(Duration::from_millis(5), Duration::from_millis(25))
+    }
+
+    /// Skips the start-up: a jump-start's validator confirmed that the path carries
+    /// `rate_bps` (all streams). The rate is held from `at` as if a start-up had found it;
+    /// returns the congestion control to switch to (BBR cruises on CUBIC, as after a
+    /// start-up).
+    pub fn resume_at(
+        &mut self,
+        at: Duration,
+        rate_bps: u64,
+        retransmits: u64,
+    ) -> Option<&'static str> {
+        self.exit = Some(StartUpExit::Jump);
+        self.hold(rate_bps.max(1));
+        self.phase = Phase::Hold;
+        self.round_end = at + self.round;
+        self.clean_rounds = 0;
+        if self.bbr {
+            let grace = (self.round * 4).max(Duration::from_secs(1));
+            self.cruising = Some((retransmits, at + grace));
+            Some("cubic")
+        } else {
+            None
+        }
     }
 
     /// The rate being held (all streams, bit/s), once the start-up has ended.

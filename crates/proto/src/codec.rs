@@ -98,6 +98,16 @@ pub fn encode_frame(msg: &Message, out: &mut Vec<u8>) {
                 SendMode::Sendfile => 1,
                 SendMode::MsgZerocopy => 2,
             });
+            match &p.jump {
+                None => w.u8(0),
+                Some(j) => {
+                    w.u8(1);
+                    w.u64(j.start_bps);
+                    w.u64(j.remembered_bps);
+                    w.u32(j.init_cwnd);
+                    w.u32(j.init_rwnd);
+                }
+            }
         }
         Message::BenchReady(r) => {
             w.u8(ty::BENCH_READY);
@@ -110,6 +120,8 @@ pub fn encode_frame(msg: &Message, out: &mut Vec<u8>) {
             w.u64(r.rcvbuf_bytes);
             w.u64(r.sndbuf_bytes);
             w.u64(r.rx_rate_bps);
+            w.u64(r.jump_start_bps);
+            w.text(&r.jump_note, limits::MAX_TEXT);
         }
         Message::DataHello {
             session_id,
@@ -250,6 +262,16 @@ fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
                 2 => SendMode::MsgZerocopy,
                 v => return Err(invalid("send mode", format!("unknown value {v}"))),
             },
+            jump: match r.u8("jump")? {
+                0 => None,
+                1 => Some(JumpAsk {
+                    start_bps: r.u64("jump start rate")?,
+                    remembered_bps: r.u64("jump remembered rate")?,
+                    init_cwnd: r.u32("jump initcwnd")?,
+                    init_rwnd: r.u32("jump initrwnd")?,
+                }),
+                v => return Err(invalid("jump", format!("unknown value {v}"))),
+            },
         }),
         ty::BENCH_READY => Message::BenchReady(BenchReady {
             facts: HostFacts {
@@ -263,6 +285,8 @@ fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
             rcvbuf_bytes: r.u64("rcvbuf")?,
             sndbuf_bytes: r.u64("sndbuf")?,
             rx_rate_bps: r.u64("rx rate")?,
+            jump_start_bps: r.u64("jump start rate")?,
+            jump_note: r.text("jump note", limits::MAX_TEXT)?,
         }),
         ty::DATA_HELLO => Message::DataHello {
             session_id: r.u64("session id")?,

@@ -44,7 +44,7 @@ pub use codec::{decode_frame, encode_frame, FRAME_HEADER_LEN};
 pub use error::{ErrorCode, ProtoError};
 pub use message::{
     validate_report_request, BenchParams, BenchReady, Direction, HostFacts, IntervalReport,
-    Message, Results, SendMode, StreamResult, StreamSample,
+    JumpAsk, Message, Results, SendMode, StreamResult, StreamSample,
 };
 pub use session::{ClientEvent, ClientSession, DataAttachments, ServerEvent, ServerSession};
 pub use ssh_ready::SshReady;
@@ -54,10 +54,11 @@ pub use ssh_ready::SshReady;
 /// control; 4: a transfer request says whether its window is fixed; 5: TLS 1.3 on every
 /// connection, chunk headers carry a MAC under the session's key, data without TLS on
 /// request; 6: symlink entries, `FilterRules` after every transfer request, `--delete`,
-/// and sync's `OldChunks`, `WouldSend` and `CHUNK_FLAG_SAME`).
-pub const PROTOCOL_VERSION: u16 = 6;
+/// and sync's `OldChunks`, `WouldSend` and `CHUNK_FLAG_SAME`; 7: jump-start, `BenchParams`'
+/// `jump` and `BenchReady`'s `jump_start_bps`/`jump_note`).
+pub const PROTOCOL_VERSION: u16 = 7;
 /// The oldest protocol version this build still accepts.
-pub const MIN_PROTOCOL_VERSION: u16 = 6;
+pub const MIN_PROTOCOL_VERSION: u16 = 7;
 
 /// Feature bits announced in the hello messages.
 pub mod features {

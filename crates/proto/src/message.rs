@@ -186,6 +186,23 @@ pub struct BenchParams {
     pub interval_ms: u32,
     /// How the sender hands data to the kernel.
     pub send_mode: SendMode,
+    /// Jump-start: the client remembers this path and asks the server to set its initial
+    /// windows toward the client before the data connections (and, when the server sends,
+    /// to start paced at the given rate). The server bounds it by its own view.
+    pub jump: Option<JumpAsk>,
+}
+
+/// What a client asks of the server for a jump-start (see `docs/jump-start.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct JumpAsk {
+    /// Total pacing rate to start at, bit/s (used when the server sends).
+    pub start_bps: u64,
+    /// The remembered rate to hold once the jump is confirmed, bit/s.
+    pub remembered_bps: u64,
+    /// Initial congestion window per stream, segments (the server's route `initcwnd`).
+    pub init_cwnd: u32,
+    /// Initial receive window per stream, segments (the server's route `initrwnd`).
+    pub init_rwnd: u32,
 }
 
 impl BenchParams {
@@ -267,6 +284,11 @@ pub struct BenchReady {
     pub sndbuf_bytes: u64,
     /// Receiver-side pacing in force on the server, total bit/s (0 = off).
     pub rx_rate_bps: u64,
+    /// The jump-start the server carries out: total start rate when it sends, else the
+    /// initial window it set (0 = none; see `jump_note`).
+    pub jump_start_bps: u64,
+    /// Why the server did not jump as asked ("" when it did or was not asked).
+    pub jump_note: String,
 }
 
 /// One stream's figures over one interval, from the reporting end's TCP_INFO.

@@ -103,6 +103,12 @@ fn arb_message() -> impl Strategy<Value = Message> {
                         interval_ms,
                         send_mode: [SendMode::Write, SendMode::Sendfile, SendMode::MsgZerocopy]
                             [mode as usize],
+                        jump: (v[1] % 2 == 1).then_some(longhaul_proto::JumpAsk {
+                            start_bps: v[2],
+                            remembered_bps: v[3],
+                            init_cwnd: v[4] as u32,
+                            init_rwnd: v[0] as u32,
+                        }),
                     })
                 }
             ),
@@ -119,6 +125,12 @@ fn arb_message() -> impl Strategy<Value = Message> {
                 rcvbuf_bytes: v[4],
                 sndbuf_bytes: v[5],
                 rx_rate_bps: v[6],
+                jump_start_bps: v[0] ^ v[6],
+                jump_note: if force {
+                    "no route".into()
+                } else {
+                    String::new()
+                },
             })
         }),
         (any::<u64>(), any::<u16>(), any::<[u8; 32]>()).prop_map(|(session_id, stream, mac)| {

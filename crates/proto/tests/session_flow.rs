@@ -23,6 +23,7 @@ fn params() -> BenchParams {
         rtt_us: 180_000,
         interval_ms: 1000,
         send_mode: SendMode::Sendfile,
+        jump: None,
     }
 }
 
@@ -77,6 +78,8 @@ fn full_session_runs_and_data_streams_attach_once() {
         rcvbuf_bytes: 1 << 20,
         sndbuf_bytes: 0,
         rx_rate_bps: 0,
+        jump_start_bps: 0,
+        jump_note: String::new(),
     });
     pump(&mut c, &mut s).unwrap();
     assert!(matches!(c.poll_event(), Some(ClientEvent::Ready(_))));

@@ -8,6 +8,7 @@ pub mod file_io;
 pub mod netdev;
 pub mod netns;
 pub mod process;
+pub mod route;
 pub mod served_root;
 pub mod socket;
 pub mod sysctl;

@@ -61,6 +61,9 @@ pub struct Args {
     /// How the sender hands data to the kernel.
     #[arg(long, value_enum, default_value_t = Mode::Write)]
     pub send_mode: Mode,
+    /// Do not start at the rate remembered for this path (jump-start; see docs/jump-start.md).
+    #[arg(long)]
+    pub no_jump_start: bool,
     /// Print JSON Lines (start, interval, end, error objects) instead of text.
     #[arg(long)]
     pub json: bool,
@@ -164,6 +167,7 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
         read_rate_bps: args.read_rate,
         token,
         security,
+        jump_start: !args.no_jump_start,
     };
     let mut out: Box<dyn Printer> = if args.json {
         Box::new(JsonPrinter)
@@ -268,6 +272,7 @@ impl Printer for TextPrinter {
         for w in &s.warnings {
             say(&format!("warning: {w}"));
         }
+        say(&s.jump_start.describe());
         say("[ ID] Interval          Transfer     Bitrate          Retr  Cwnd        RTT        Limited by");
     }
 
@@ -344,6 +349,9 @@ impl Printer for TextPrinter {
             s.receiver.cpu_seconds_per_gb,
             s.receiver.cpu_percent
         ));
+        if e.jump_start.used {
+            say(&e.jump_start.describe());
+        }
         say(&format!("Limited by: {}: {}", s.limited_by_text, s.advice));
     }
 }

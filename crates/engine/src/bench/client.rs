@@ -12,12 +12,13 @@ use longhaul_proto::{
 use super::report::*;
 use super::run::{chrono_of, DataRun, Role, SenderPlan};
 use crate::host;
+use crate::jump::ClientJump;
 use crate::telemetry::Sampled;
 use crate::transport::control::{ControlLink, Incoming};
 use crate::transport::dial::{dial, flush, recv, DataDialer, Dialed};
 use crate::transport::sockopts;
 use crate::transport::tls::Security;
-use longhaul_policy::{judge, BufferCaps, TransportRequest, Window};
+use longhaul_policy::{judge, BufferCaps, JumpValidator, TransportRequest, Window};
 
 pub use crate::transport::dial::{resolve, DEFAULT_PORT};
 /// Pings on the idle control connection to measure the RTT.
@@ -54,6 +55,8 @@ pub struct BenchConfig {
     pub token: Token,
     /// How the server is trusted, and whether the data streams are encrypted.
     pub security: Security,
+    /// Jump-start to a path seen before (false: `--no-jump-start`).
+    pub jump_start: bool,
 }
 
 /// Receives what a run reports as it goes.
@@ -154,6 +157,22 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     let local_choice = plan.buffer.clone();
     let mut warnings = plan.warnings.clone();
 
+    // Jump-start: decided from the user's path cache, the route's initial windows set
+    // before any data connection exists (see `crate::jump`).
+    let local_ip = conn
+        .stream()
+        .tcp()
+        .local_addr()
+        .map_err(io_err("control connection"))?
+        .ip();
+    let mss = longhaul_sys::tcp_info::tcp_info(conn.stream().tcp()).map_or(0, |i| i.snd_mss);
+    let probing =
+        cfg.rate_bps.is_none() && cfg.window.is_none() && rtt >= longhaul_policy::MIN_PROBE_RTT;
+    let mut jump = ClientJump::prepare(cfg.jump_start, addr.ip(), local_ip, rtt, streams, probing);
+    if let Some(needs) = &jump.report.needs {
+        warnings.push(format!("jump-start not used: it needs {needs}"));
+    }
+
     let params = BenchParams {
         streams,
         duration_ms: if cfg.bytes.is_some() {
@@ -188,16 +207,22 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         rtt_us: rtt.as_micros().min(u32::MAX as u128) as u32,
         interval_ms: cfg.interval.as_millis().clamp(10, u32::MAX as u128) as u32,
         send_mode: cfg.send_mode,
+        jump: jump.ask(),
     };
     let rx_rate = if cfg.reverse { cfg.rx_rate_bps } else { None };
-    let data = DataDialer::start(
-        addr,
-        streams,
-        side,
-        &local_choice,
-        rx_rate.map(|r| (r, streams, rtt)),
-        data_tls,
-    );
+    let dial_data = || {
+        DataDialer::start(
+            addr,
+            streams,
+            side,
+            &local_choice,
+            rx_rate.map(|r| (r, streams, rtt)),
+            data_tls.clone(),
+        )
+    };
+    // Without a jump the data connections open while the parameters' round trip runs; a
+    // jump opens them only once the server has set its route metrics (one more RTT).
+    let mut early = jump.plan.is_none().then(dial_data);
     session.request(params.clone())?;
     flush(&mut session, &mut conn)?;
     let ready = loop {
@@ -209,6 +234,11 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         }
     };
     warnings.extend(plan.peer_warning(&BufferCaps::from(&ready.facts)));
+    jump.server_answered(cfg.reverse, ready.jump_start_bps, &ready.jump_note);
+    let data = match early.take() {
+        Some(d) => d,
+        None => dial_data(),
+    };
     if let Some(fp) = pinned_now {
         warnings.push(format!(
             "first contact with {}: its certificate {fp} is now pinned in the known-servers \
@@ -272,6 +302,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         client_host: HostView::from(&local),
         server_host: HostView::from(&ready.facts),
         warnings,
+        jump_start: jump.report.clone(),
     };
     obs.start(&start);
 
@@ -280,6 +311,10 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         pacing_bps: plan.pacing_bps,
         probe: plan.probe.clone(),
         bytes: cfg.bytes,
+        jump: jump
+            .plan
+            .filter(|_| plan.probe.is_some())
+            .map(|p| JumpValidator::new(p, rtt)),
     });
     let mut run = DataRun::start(role, sockets, sender_plan, cfg.read_rate_bps.unwrap_or(0))
         .map_err(io_err("starting the data streams"))?;
@@ -295,6 +330,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     let mut next_interval = run.started_at() + cfg.interval;
     let mut next_probe = run.started_at() + probe_every;
     let mut peer_results: Option<Results> = None;
+    let mut steady = SteadyRate::default();
     let mut stopped = false;
     let mut failure: Option<BenchError> = None;
     loop {
@@ -312,7 +348,9 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         if now >= next_interval {
             let own = run.sample();
             if role == Role::Sender {
-                obs.interval(&view(&own, cfg.rate_bps, run.held_bps()));
+                let v = view(&own, cfg.rate_bps, run.held_bps());
+                steady.push(v.bits_per_second);
+                obs.interval(&v);
             }
             next_interval += cfg.interval;
         }
@@ -343,7 +381,9 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
                 while let Some(ev) = session.poll_event() {
                     match ev {
                         ClientEvent::PeerInterval(r) if role == Role::Receiver => {
-                            obs.interval(&view(&Sampled::from_sender(r), cfg.rate_bps, None));
+                            let v = view(&Sampled::from_sender(r), cfg.rate_bps, None);
+                            steady.push(v.bits_per_second);
+                            obs.interval(&v);
                         }
                         ClientEvent::PeerResults(r) => peer_results = Some(r),
                         _ => {}
@@ -438,7 +478,52 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     };
     let mut end = summarize(sender, receiver, cfg.rate_bps, run.held_bps());
     end.summary.cruise_congestion = run.cruise().map(str::to_string);
+    jump.restore_route();
+    if role == Role::Sender {
+        jump.report.set_verdict(run.jump_verdict());
+    } else if jump.report.used {
+        jump.report.verdict = Some("decided at the server (see its log)".into());
+    }
+    end.jump_start = jump.report;
+    // The path's record for the next run: the steady delivered rate (the second half of
+    // the intervals), the smallest RTT any stream saw.
+    let min_rtt = sender
+        .streams
+        .iter()
+        .map(|s| s.min_rtt_us)
+        .filter(|&us| us > 0)
+        .min()
+        .map_or(rtt, |us| Duration::from_micros(us as u64));
+    if let Some(rate) = steady.rate().or(run.held_bps()) {
+        crate::jump::remember(addr.ip(), local_ip, rate, min_rtt, mss);
+    }
     Ok(end)
+}
+
+/// The interval rates of a run, for the steady delivered rate the path cache records.
+#[derive(Default)]
+struct SteadyRate(Vec<f64>);
+
+impl SteadyRate {
+    /// Most intervals kept (a day at 1 s).
+    const MAX: usize = 86_400;
+
+    fn push(&mut self, bps: f64) {
+        if self.0.len() < Self::MAX {
+            self.0.push(bps);
+        }
+    }
+
+    /// The median of the second half of the intervals (the start-up excluded); `None` for
+    /// fewer than four intervals.
+    fn rate(&self) -> Option<u64> {
+        if self.0.len() < 4 {
+            return None;
+        }
+        let mut late: Vec<f64> = self.0[self.0.len() / 2..].to_vec();
+        late.sort_by(f64::total_cmp);
+        Some(late[late.len() / 2] as u64)
+    }
 }
 
 /// Sends what the session queued through the control link's writer.
@@ -576,5 +661,6 @@ pub fn summarize(
             receiver: cost(receiver),
         },
         streams,
+        jump_start: crate::jump::JumpReport::default(),
     }
 }

@@ -2,6 +2,12 @@
 //! times a round trip ([`RateProbe::sample_every`]), feeds the [`RateProbe`] and applies
 //! what it decides (each stream's pacing cap, a congestion-control switch). Used by bench
 //! runs and by `longhaul cp`'s sender.
+//!
+//! With jump-start ([`Pacer::with_jump_start`]) the streams start paced at the jump rate
+//! (set by the caller before the first byte) and a [`JumpValidator`] sees every sample
+//! before the controller: confirmed, the controller holds the remembered rate from there
+//! ([`RateProbe::resume_at`]); retreated, the pacing drops to the retreat rate for the
+//! drain, then a fresh start-up runs as on a first run.
 
 use crate::transport::secure::SecureStream;
 use std::sync::Arc;
@@ -9,7 +15,16 @@ use std::time::{Duration, Instant};
 
 use longhaul_sys::tcp_info::tcp_info;
 
-use longhaul_policy::{RateProbe, StreamSample};
+use longhaul_policy::{JumpAction, JumpSample, JumpValidator, Pacing, RateProbe, StreamSample};
+
+/// A jump being validated, and what a retreat restarts from.
+struct Jump {
+    validator: JumpValidator,
+    /// The controller as built, for the fresh start-up after a retreat.
+    fresh: RateProbe,
+    /// After a retreat: until when, and the total rate to pace at meanwhile.
+    retreat: Option<(Duration, u64)>,
+}
 
 /// The controller and what it applied, over a set of sockets.
 pub struct Pacer {
@@ -19,6 +34,7 @@ pub struct Pacer {
     /// The pacing cap last set on each socket (bytes/s; `u64::MAX`: none).
     applied: Vec<u64>,
     cruise: Option<String>,
+    jump: Option<Jump>,
     /// `LONGHAUL_PACER_TRACE` is set: every sample and decision goes to stderr.
     trace: bool,
 }
@@ -33,8 +49,28 @@ impl Pacer {
             start,
             applied,
             cruise: None,
+            jump: None,
             trace: std::env::var_os("LONGHAUL_PACER_TRACE").is_some(),
         }
+    }
+
+    /// The same pacer for a run that jumps: the caller paced every stream at its share of
+    /// the jump's start rate before the first byte; `validator` judges the first round trips.
+    pub fn with_jump_start(mut self, validator: JumpValidator) -> Self {
+        let start_bps = validator.plan().start_bps;
+        let per_stream = start_bps / self.socks.len().max(1) as u64 / 8;
+        self.applied = vec![per_stream.max(1); self.socks.len()];
+        self.jump = Some(Jump {
+            validator,
+            fresh: self.probe.clone(),
+            retreat: None,
+        });
+        self
+    }
+
+    /// The jump's verdict, once made (`None` without a jump or before the verdict).
+    pub fn jump_verdict(&self) -> Option<JumpAction> {
+        self.jump.as_ref().and_then(|j| j.validator.verdict())
     }
 
     /// How often [`Pacer::step`] should run.
@@ -62,7 +98,8 @@ impl Pacer {
         self.cruise.as_deref()
     }
 
-    /// Samples every stream, feeds the controller and applies its pacing.
+    /// Samples every stream, feeds the jump's validator and the controller, and applies
+    /// their pacing.
     pub fn step(&mut self) {
         let samples: Vec<StreamSample> = self
             .socks
@@ -85,42 +122,92 @@ impl Pacer {
             })
             .collect();
         let at = self.start.elapsed();
+        let n = self.socks.len().max(1) as u64;
+        if let Some(jump) = self.jump.as_mut() {
+            if !jump.validator.done() {
+                let sample = JumpSample {
+                    at,
+                    delivery_bps: samples.iter().map(|s| s.delivery_bps).sum(),
+                    srtt: samples.iter().map(|s| s.srtt).max().unwrap_or_default(),
+                    min_rtt: samples
+                        .iter()
+                        .map(|s| s.min_rtt)
+                        .filter(|r| !r.is_zero())
+                        .min()
+                        .unwrap_or_default(),
+                    retransmits: samples.iter().map(|s| s.retransmits).sum(),
+                };
+                match jump.validator.on_sample(sample) {
+                    // Still validating: the jump's pacing stays.
+                    None => return,
+                    Some(JumpAction::Confirm { rate_bps }) => {
+                        let cc = self.probe.resume_at(at, rate_bps, sample.retransmits);
+                        self.switch(cc);
+                    }
+                    Some(JumpAction::Retreat {
+                        rate_bps, drain, ..
+                    }) => {
+                        jump.retreat = Some((at + drain, rate_bps));
+                        self.probe = jump.fresh.clone();
+                    }
+                }
+            }
+            if let Some(jump) = self.jump.as_mut() {
+                match jump.retreat {
+                    Some((until, rate_bps)) if at < until => {
+                        let caps = vec![Some(rate_bps / n); self.socks.len()];
+                        self.apply(caps);
+                        return;
+                    }
+                    Some(_) => jump.retreat = None,
+                    None => {}
+                }
+            }
+        }
         let pacing = self.probe.on_sample(at, &samples);
         if self.trace {
-            let rtt = samples.iter().filter(|s| s.busy).map(|s| s.srtt).min();
-            let sent: Option<u64> = pacing.per_stream_bps.iter().copied().sum();
-            eprintln!(
-                "pacer {:.3} {:?} held {:?} pacing {:?} rtt {:?} delivery {}",
-                at.as_secs_f64(),
-                self.probe.phase(),
-                self.probe.held_bps(),
-                sent,
-                rtt,
-                samples.iter().map(|s| s.delivery_bps).sum::<u64>()
-            );
+            self.trace_sample(at, &samples, &pacing);
         }
-        for ((s, applied), cap) in self
-            .socks
-            .iter()
-            .zip(&mut self.applied)
-            .zip(pacing.per_stream_bps)
-        {
+        self.apply(pacing.per_stream_bps);
+        self.switch(pacing.congestion);
+    }
+
+    /// Sets each socket's pacing cap where it changed by more than half a percent.
+    fn apply(&mut self, caps: Vec<Option<u64>>) {
+        for ((s, applied), cap) in self.socks.iter().zip(&mut self.applied).zip(caps) {
             let want = cap.map_or(u64::MAX, |bps| (bps / 8).max(1));
-            // Only changes of more than half a percent reach the kernel.
             let differs = (want == u64::MAX) != (*applied == u64::MAX)
                 || want.abs_diff(*applied) > *applied / 200;
             if differs && longhaul_sys::socket::set_max_pacing_rate(&**s, want).is_ok() {
                 *applied = want;
             }
         }
-        if let Some(cc) = pacing.congestion {
-            for s in &self.socks {
-                let _ = longhaul_sys::socket::set_congestion(&**s, cc);
-            }
-            self.cruise = Some(match &self.cruise {
-                None => cc.to_string(),
-                Some(_) => format!("{cc} (after non-congestive loss)"),
-            });
+    }
+
+    /// Switches every stream's congestion control.
+    fn switch(&mut self, cc: Option<&'static str>) {
+        let Some(cc) = cc else { return };
+        for s in &self.socks {
+            let _ = longhaul_sys::socket::set_congestion(&**s, cc);
         }
+        self.cruise = Some(match &self.cruise {
+            None => cc.to_string(),
+            Some(_) => format!("{cc} (after non-congestive loss)"),
+        });
+    }
+
+    fn trace_sample(&self, at: Duration, samples: &[StreamSample], pacing: &Pacing) {
+        let rtt = samples.iter().filter(|s| s.busy).map(|s| s.srtt).min();
+        let sent: Option<u64> = pacing.per_stream_bps.iter().copied().sum();
+        eprintln!(
+            "pacer {:.3} {:?} held {:?} pacing {:?} rtt {:?} delivery {} in flight {}",
+            at.as_secs_f64(),
+            self.probe.phase(),
+            self.probe.held_bps(),
+            sent,
+            rtt,
+            samples.iter().map(|s| s.delivery_bps).sum::<u64>(),
+            samples.iter().map(|s| s.in_flight_bytes).sum::<u64>(),
+        );
     }
 }

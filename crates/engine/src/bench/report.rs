@@ -75,6 +75,8 @@ pub struct StartReport {
     pub server_host: HostView,
     /// Warnings, each with its fix.
     pub warnings: Vec<String>,
+    /// Jump-start: whether used, with what, or why not.
+    pub jump_start: crate::jump::JumpReport,
 }
 
 /// One stream's figures in an interval (the sender's TCP_INFO).
@@ -194,4 +196,6 @@ pub struct EndReport {
     pub summary: Summary,
     /// Per stream.
     pub streams: Vec<StreamSummary>,
+    /// Jump-start, with the validation's verdict.
+    pub jump_start: crate::jump::JumpReport,
 }

@@ -14,7 +14,7 @@ use super::pacer::Pacer;
 use super::stream::{self, Budget, Payload, StreamOutcome};
 pub use crate::telemetry::Role;
 use crate::telemetry::{Sampled, Sampler, StreamCounters};
-use longhaul_policy::{Chrono, RateProbe};
+use longhaul_policy::{Chrono, JumpAction, JumpValidator, RateProbe};
 
 /// How the sender paces and when it stops.
 pub struct SenderPlan {
@@ -26,6 +26,9 @@ pub struct SenderPlan {
     pub probe: Option<RateProbe>,
     /// Stop after this many bytes in all (None: timed, stopped by [`DataRun::stop`]).
     pub bytes: Option<u64>,
+    /// Jump-start: the validator of the jump (its plan's start rate paces every stream
+    /// from the first byte). Needs `probe`.
+    pub jump: Option<JumpValidator>,
 }
 
 struct StreamState {
@@ -54,9 +57,13 @@ impl DataRun {
         let start = Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
         let cpu0 = longhaul_sys::cpu::process_cpu_times();
-        let (payload, budget, mode, probe) = match (&role, sender) {
+        let (payload, budget, mode, probe, jump) = match (&role, sender) {
             (Role::Sender, Some(plan)) => {
-                if let Some(bps) = plan.pacing_bps {
+                let jump_bps = plan
+                    .jump
+                    .as_ref()
+                    .map(|v| v.plan().start_bps / sockets.len().max(1) as u64);
+                if let Some(bps) = plan.pacing_bps.or(jump_bps) {
                     for s in &sockets {
                         longhaul_sys::socket::set_max_pacing_rate(s, bps / 8)?;
                     }
@@ -73,9 +80,10 @@ impl DataRun {
                     Some(budget),
                     plan.mode,
                     plan.probe,
+                    plan.jump,
                 )
             }
-            _ => (None, None, SendMode::Write, None),
+            _ => (None, None, SendMode::Write, None, None),
         };
         let socks: Vec<Arc<SecureStream>> = sockets.into_iter().map(Arc::new).collect();
         // `--read-rate` is the application's total: each stream reads its share.
@@ -112,7 +120,13 @@ impl DataRun {
                 outcome: None,
             });
         }
-        let pacer = probe.map(|p| Pacer::new(socks, p, start));
+        let pacer = probe.map(|p| {
+            let pacer = Pacer::new(socks, p, start);
+            match jump {
+                Some(v) => pacer.with_jump_start(v),
+                None => pacer,
+            }
+        });
         Ok(Self {
             streams,
             sampler,
@@ -163,6 +177,11 @@ impl DataRun {
     /// The pacing rate the probe settled on (total, bit/s), once it has.
     pub fn held_bps(&self) -> Option<u64> {
         self.pacer.as_ref().and_then(Pacer::held_bps)
+    }
+
+    /// The jump-start's verdict, once made.
+    pub fn jump_verdict(&self) -> Option<JumpAction> {
+        self.pacer.as_ref().and_then(Pacer::jump_verdict)
     }
 
     /// The congestion control the held run cruises on, if the probe switched it.

@@ -22,12 +22,15 @@ use super::serve_conn::handle_connection;
 use super::serve_error::ServeError;
 use crate::cp::serve::{serve_transfer, ServedFiles, StreamAttach};
 use crate::host;
+use crate::jump::ServerJump;
 use crate::transport::attach::{AttachError, AttachTable, Expected};
 use crate::transport::control::{ControlLink, Incoming};
 use crate::transport::framed::{Frame, FramedConn, RecvError};
 use crate::transport::sockopts;
 use crate::transport::tls::ServerTls;
-use longhaul_policy::{MemoryNeed, Side, TransportRequest, Window, MAX_WINDOW};
+use longhaul_policy::{
+    JumpValidator, MemoryNeed, ServerView, Side, TransportRequest, Window, MAX_WINDOW,
+};
 use longhaul_proto::transfer::TransferMessage;
 use longhaul_proto::SessionSecret;
 use longhaul_transfer::session::ListCaps;
@@ -592,11 +595,33 @@ pub(super) fn run_session(
     if side == Side::Receive {
         widen_window_scale(shared, chosen, &facts);
     }
+    // Jump-start asked by the client: bounded by this server's own view, the route's
+    // initial windows set before the client opens the data connections (it waits for this
+    // answer), removed when the session ends.
+    let jump = params.jump.map(|ask| {
+        let info = longhaul_sys::tcp_info::tcp_info(conn.stream().tcp()).ok();
+        let view = ServerView {
+            rtt: info.map_or(rtt, |i| Duration::from_micros(i.min_rtt_us as u64)),
+            client_rtt: rtt,
+            mss: info.map_or(0, |i| i.snd_mss),
+            streams: params.streams,
+            buffer_bytes: if chosen > 0 {
+                chosen
+            } else {
+                transport.window_bytes
+            },
+            max_rate_bps: None,
+            privileged: longhaul_sys::socket::can_force_buffers(),
+        };
+        ServerJump::apply(&ask, &view, role == Role::Sender, peer.ip())
+    });
     session.accept(BenchReady {
         facts: facts.clone(),
         rcvbuf_bytes: if side == Side::Receive { chosen } else { 0 },
         sndbuf_bytes: if side == Side::Send { chosen } else { 0 },
         rx_rate_bps: rx_rate.unwrap_or(0),
+        jump_start_bps: jump.as_ref().map_or(0, |j| j.start_bps),
+        jump_note: jump.as_ref().map(|j| j.note.clone()).unwrap_or_default(),
     });
     send_all(&mut session, &mut conn).map_err(ServeError::io("sending BenchReady"))?;
 
@@ -627,14 +652,25 @@ pub(super) fn run_session(
         pacing_bps: transport.pacing_bps,
         probe: transport.probe.clone(),
         bytes: (params.bytes > 0).then_some(params.bytes),
+        jump: jump
+            .as_ref()
+            .and_then(|j| j.plan)
+            .filter(|_| transport.probe.is_some())
+            .map(|p| JumpValidator::new(p, Duration::from_micros(p.remembered_rtt_us))),
     });
     let mut run = DataRun::start(role, sockets, plan, params.read_rate_bps)
         .map_err(ServeError::io("starting the data streams"))?;
     let outcome = drive(&mut session, conn, &mut run, &params, role, rtt);
+    let jumped = match (&jump, run.jump_verdict()) {
+        (Some(j), _) if !j.note.is_empty() => format!("; jump-start declined: {}", j.note),
+        (Some(_), Some(v)) => format!("; jump-start {v:?}"),
+        _ => String::new(),
+    };
+    drop(jump);
     outcome
         .map(|(bytes, secs)| {
             format!(
-                "{} {} streams, {:.3} GB in {:.2} s = {:.3} Gbit/s; {}",
+                "{} {} streams, {:.3} GB in {:.2} s = {:.3} Gbit/s; {}{jumped}",
                 if role == Role::Sender {
                     "sent"
                 } else {

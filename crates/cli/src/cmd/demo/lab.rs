@@ -244,6 +244,8 @@ pub fn bench_in(ns: &str, plan: BenchPlan, keys: DemoKeys) -> anyhow::Result<Ben
         read_rate_bps: None,
         security: Security::pinned(keys.tls.fingerprint()),
         token: keys.token,
+        // The demo shows a first run's start-up, not a remembered path's.
+        jump_start: false,
     };
     let every = plan.progress_every;
     let (end, lines) = netns::run_in(ns, move || {

@@ -1,0 +1,286 @@
+//! The jump-start driver (the decision and validator are `longhaul_policy::jump_start`):
+//! looks up the path in the user's [`PathCache`], decides, sets the initial windows on the
+//! route to the peer for the run ([`InitialWindows`], removed when the run ends, also when it
+//! fails), bounds a client's request at a server, writes the path's record after a
+//! successful run, and fills the `jump_start` object of the JSON start and end records.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use longhaul_policy::jump_start::{self, bound_request, JumpAction, Retreat};
+use longhaul_policy::{JumpInputs, JumpPlan, JumpRequest, NoJump, ServerView};
+use longhaul_proto::JumpAsk;
+use longhaul_sys::route::InitialWindows;
+use serde::Serialize;
+
+use crate::path_cache::{now_unix, PathCache, PathRecord};
+
+/// What the JSON says about jump-start (`start.jump_start`, `end.jump_start`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct JumpReport {
+    /// Whether the run started at the remembered rate.
+    pub used: bool,
+    /// The remembered delivered rate of the path, bit/s.
+    pub remembered_rate_bps: Option<u64>,
+    /// The remembered minimum RTT, ms.
+    pub remembered_rtt_ms: Option<f64>,
+    /// Runs that confirmed the record.
+    pub confirmations: Option<u32>,
+    /// Total pacing rate from the first byte, bit/s.
+    pub start_rate_bps: Option<u64>,
+    /// Route metric `initcwnd` per stream, segments.
+    pub initcwnd: Option<u32>,
+    /// Route metric `initrwnd` per stream, segments.
+    pub initrwnd: Option<u32>,
+    /// Why not used.
+    pub not_used: Option<String>,
+    /// What it would need (root / CAP_NET_ADMIN) when that is why.
+    pub needs: Option<String>,
+    /// The validation's verdict: `confirmed`, `retreated`, or `pending` (run ended first).
+    pub verdict: Option<String>,
+    /// Why it retreated: `loss`, `queue` or `shortfall`.
+    pub retreat: Option<String>,
+    /// What the server said when it did not follow the request.
+    pub server_note: Option<String>,
+}
+
+impl JumpReport {
+    fn not_used(why: &NoJump, memory: Option<&PathRecord>) -> Self {
+        let mut r = Self::remembered(memory);
+        r.not_used = Some(why.describe());
+        if *why == NoJump::NeedsPrivilege {
+            r.needs = Some(
+                "root or CAP_NET_ADMIN to set the route metrics initcwnd/initrwnd (or a BPF \
+                 sock_ops program that sets the initial window)"
+                    .into(),
+            );
+        }
+        r
+    }
+
+    fn remembered(memory: Option<&PathRecord>) -> Self {
+        Self {
+            remembered_rate_bps: memory.map(|m| m.rate_bps),
+            remembered_rtt_ms: memory.map(|m| m.min_rtt_us as f64 / 1e3),
+            confirmations: memory.map(|m| m.confirmations),
+            ..Self::default()
+        }
+    }
+
+    fn used(plan: &JumpPlan, memory: Option<&PathRecord>) -> Self {
+        Self {
+            used: true,
+            start_rate_bps: Some(plan.start_bps),
+            initcwnd: Some(plan.init_cwnd),
+            initrwnd: Some(plan.init_rwnd),
+            ..Self::remembered(memory)
+        }
+    }
+
+    /// Records the validator's verdict (`None`: the run ended before one).
+    pub fn set_verdict(&mut self, verdict: Option<JumpAction>) {
+        if !self.used {
+            return;
+        }
+        let (v, why) = match verdict {
+            Some(JumpAction::Confirm { .. }) => ("confirmed", None),
+            Some(JumpAction::Retreat { why, .. }) => (
+                "retreated",
+                Some(match why {
+                    Retreat::Loss => "loss",
+                    Retreat::Queue => "queue",
+                    Retreat::Shortfall => "shortfall",
+                }),
+            ),
+            None => ("pending", None),
+        };
+        self.verdict = Some(v.into());
+        self.retreat = why.map(str::to_string);
+    }
+
+    /// One line for the human output.
+    pub fn describe(&self) -> String {
+        if self.used {
+            format!(
+                "jump-start: {:.3} Gbit/s from the first byte (remembered {:.3} Gbit/s at \
+                 {:.1} ms), initcwnd {}{}",
+                self.start_rate_bps.unwrap_or(0) as f64 / 1e9,
+                self.remembered_rate_bps.unwrap_or(0) as f64 / 1e9,
+                self.remembered_rtt_ms.unwrap_or(0.0),
+                self.initcwnd.unwrap_or(0),
+                match (&self.verdict, &self.retreat) {
+                    (Some(v), Some(r)) => format!(", {v} ({r})"),
+                    (Some(v), None) => format!(", {v}"),
+                    _ => String::new(),
+                }
+            )
+        } else {
+            format!(
+                "jump-start: not used: {}",
+                self.not_used.as_deref().unwrap_or("?")
+            )
+        }
+    }
+}
+
+/// A client's jump for one run: the plan, the route guard and the report.
+pub struct ClientJump {
+    /// The plan, when the run jumps.
+    pub plan: Option<JumpPlan>,
+    /// What the JSON says.
+    pub report: JumpReport,
+    route: Option<InitialWindows>,
+}
+
+impl ClientJump {
+    /// Decides for a run to `peer` from `local` with the RTT measured now, and (when it
+    /// jumps) sets the initial windows on this end's route to the peer. `enabled` is false
+    /// with `--no-jump-start`; `probing` when the rate probe runs.
+    pub fn prepare(
+        enabled: bool,
+        peer: IpAddr,
+        local: IpAddr,
+        rtt: Duration,
+        streams: u16,
+        probing: bool,
+    ) -> Self {
+        let cache = PathCache::open_default().ok();
+        let record = cache.as_ref().and_then(|c| c.lookup(peer, local));
+        let inputs = JumpInputs {
+            memory: record.map(|r| r.memory(now_unix())),
+            rtt_now: rtt,
+            streams,
+            disabled: !enabled,
+            probing,
+            privileged: longhaul_sys::socket::can_force_buffers(),
+        };
+        let plan = match longhaul_policy::decide_jump(&inputs) {
+            Ok(p) => p,
+            Err(why) => return Self::without(JumpReport::not_used(&why, record.as_ref())),
+        };
+        match InitialWindows::set(peer, plan.init_cwnd, plan.init_rwnd) {
+            Ok(route) => Self {
+                plan: Some(plan),
+                report: JumpReport::used(&plan, record.as_ref()),
+                route: Some(route),
+            },
+            Err(e) => {
+                let mut r = JumpReport::remembered(record.as_ref());
+                r.not_used = Some(format!("cannot set the route metrics: {e}"));
+                Self::without(r)
+            }
+        }
+    }
+
+    fn without(report: JumpReport) -> Self {
+        Self {
+            plan: None,
+            report,
+            route: None,
+        }
+    }
+
+    /// The request for the server, when jumping.
+    pub fn ask(&self) -> Option<JumpAsk> {
+        self.plan.map(|p| JumpAsk {
+            start_bps: p.start_bps,
+            remembered_bps: p.remembered_bps,
+            init_cwnd: p.init_cwnd,
+            init_rwnd: p.init_rwnd,
+        })
+    }
+
+    /// Takes the server's answer: `sender_is_server` when the server sends (then its
+    /// refusal ends the jump); otherwise a refusal only leaves the server's initial
+    /// receive window at the kernel's default.
+    pub fn server_answered(&mut self, sender_is_server: bool, start_bps: u64, note: &str) {
+        if self.plan.is_none() {
+            return;
+        }
+        if !note.is_empty() {
+            self.report.server_note = Some(note.to_string());
+        }
+        if sender_is_server {
+            if start_bps == 0 {
+                self.plan = None;
+                self.route = None;
+                self.report.used = false;
+                self.report.not_used = Some(format!("the server declined: {note}"));
+            } else {
+                self.report.start_rate_bps = Some(start_bps);
+            }
+        }
+    }
+
+    /// Ends the run's route metrics now (they are also removed on drop).
+    pub fn restore_route(&mut self) {
+        self.route = None;
+    }
+}
+
+/// Writes the path's record after a successful run that reached a steady rate (a path
+/// shorter than a jump needs is not recorded). Errors are ignored: the cache only helps.
+pub fn remember(peer: IpAddr, local: IpAddr, rate_bps: u64, min_rtt: Duration, mss: u32) {
+    if min_rtt < jump_start::MIN_RTT || rate_bps < jump_start::MIN_RATE_BPS || mss == 0 {
+        return;
+    }
+    if let Ok(cache) = PathCache::open_default() {
+        let _ = cache.store(PathRecord {
+            peer,
+            local,
+            rate_bps,
+            min_rtt_us: min_rtt.as_micros() as u64,
+            mss,
+            written_unix: now_unix(),
+            confirmations: 1,
+        });
+    }
+}
+
+/// A server's side of a client's jump: the bounded plan (when it sends) and the route guard.
+pub struct ServerJump {
+    /// The plan when the server sends and jumps.
+    pub plan: Option<JumpPlan>,
+    /// Start rate for the answer (0: no jump at the sending server).
+    pub start_bps: u64,
+    /// Why not, for the answer ("" when it followed the request).
+    pub note: String,
+    _route: Option<InitialWindows>,
+}
+
+impl ServerJump {
+    /// Bounds the client's request by this server's own view and sets the initial windows
+    /// on its route to the client: `initcwnd` when it sends, `initrwnd` when it receives.
+    pub fn apply(ask: &JumpAsk, view: &ServerView, sends: bool, client: IpAddr) -> Self {
+        let req = JumpRequest {
+            start_bps: ask.start_bps,
+            remembered_bps: ask.remembered_bps,
+            init_cwnd: if sends { ask.init_cwnd } else { ask.init_rwnd },
+        };
+        let plan = match bound_request(&req, view) {
+            Ok(p) => p,
+            Err(why) => {
+                return Self {
+                    plan: None,
+                    start_bps: 0,
+                    note: why.describe(),
+                    _route: None,
+                }
+            }
+        };
+        match InitialWindows::set(client, plan.init_cwnd, plan.init_rwnd) {
+            Ok(route) => Self {
+                plan: sends.then_some(plan),
+                start_bps: if sends { plan.start_bps } else { 0 },
+                note: String::new(),
+                _route: Some(route),
+            },
+            Err(e) => Self {
+                plan: None,
+                start_bps: 0,
+                note: format!("cannot set the route metrics: {e}"),
+                _route: None,
+            },
+        }
+    }
+}
