@@ -33,7 +33,7 @@ pub use congestion::{check_congestion, default_congestion};
 pub use error::PolicyError;
 pub use jump_start::{
     decide as decide_jump, JumpAction, JumpInputs, JumpPlan, JumpRequest, JumpSample,
-    JumpValidator, NoJump, PathMemory, ServerView,
+    JumpValidator, NoJump, PathMemory, ServerView, JUMP_STREAMS,
 };
 pub use log_limit::{LogLimiter, LogLine};
 pub use memory::{MemoryBudget, MemoryNeed, MemoryRefusal, Reservation};

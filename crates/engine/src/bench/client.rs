@@ -131,9 +131,38 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         ..
     } = dialed;
 
-    let streams = cfg
+    // Jump-start: decided from the user's path cache, the route's initial windows set
+    // before any data connection exists (see `crate::jump`).
+    let local_ip = conn
+        .stream()
+        .tcp()
+        .local_addr()
+        .map_err(io_err("control connection"))?
+        .ip();
+    let mss = longhaul_sys::tcp_info::tcp_info(conn.stream().tcp()).map_or(0, |i| i.snd_mss);
+    let probing =
+        cfg.rate_bps.is_none() && cfg.window.is_none() && rtt >= longhaul_policy::MIN_PROBE_RTT;
+    let auto_streams = cfg
         .streams
         .unwrap_or_else(|| longhaul_policy::streams_for_path(rtt));
+    // A jump needs no streams for its start-up (its initial windows carry the rate), and
+    // 64 streams' jumps fell short where 8 and 1 held the rate from the first round trip.
+    let jump_streams = cfg
+        .streams
+        .unwrap_or(longhaul_policy::JUMP_STREAMS.min(auto_streams));
+    let mut jump = ClientJump::prepare(
+        cfg.jump_start,
+        addr.ip(),
+        local_ip,
+        rtt,
+        jump_streams,
+        probing,
+    );
+    let streams = if jump.plan.is_some() {
+        jump_streams
+    } else {
+        auto_streams
+    };
     // Window plan.
     let role = if cfg.reverse {
         Role::Receiver
@@ -157,18 +186,6 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     let local_choice = plan.buffer.clone();
     let mut warnings = plan.warnings.clone();
 
-    // Jump-start: decided from the user's path cache, the route's initial windows set
-    // before any data connection exists (see `crate::jump`).
-    let local_ip = conn
-        .stream()
-        .tcp()
-        .local_addr()
-        .map_err(io_err("control connection"))?
-        .ip();
-    let mss = longhaul_sys::tcp_info::tcp_info(conn.stream().tcp()).map_or(0, |i| i.snd_mss);
-    let probing =
-        cfg.rate_bps.is_none() && cfg.window.is_none() && rtt >= longhaul_policy::MIN_PROBE_RTT;
-    let mut jump = ClientJump::prepare(cfg.jump_start, addr.ip(), local_ip, rtt, streams, probing);
     if let Some(needs) = &jump.report.needs {
         warnings.push(format!("jump-start not used: it needs {needs}"));
     }
