@@ -10,6 +10,7 @@ pub mod emulate;
 pub mod hash_cache;
 pub mod host;
 pub mod ssh;
+pub mod startup;
 pub mod telemetry;
 pub mod token;
 pub mod transport;

@@ -434,6 +434,9 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     };
     let mut end = summarize(sender, receiver, cfg.rate_bps, run.held_bps());
     end.summary.cruise_congestion = run.cruise().map(str::to_string);
+    end.summary.first_byte_ms =
+        crate::startup::first_data_after_start().map(|t| t.as_secs_f64() * 1e3);
+    end.summary.first_byte_rtts = crate::startup::first_data_rtts(rtt);
     Ok(end)
 }
 
@@ -562,6 +565,8 @@ pub fn summarize(
             cruise_congestion: None,
             sender: cost(sender),
             receiver: cost(receiver),
+            first_byte_ms: None,
+            first_byte_rtts: None,
         },
         streams,
     }
