@@ -13,14 +13,12 @@ use super::report::*;
 use super::run::{chrono_of, DataRun, Role, SenderPlan};
 use crate::host;
 use crate::transport::control::{ControlLink, Incoming};
-use crate::transport::dial::{dial, flush, recv, DataDialer, Dialed};
+use crate::transport::dial::{dial, flush, recv, DataPlan, Dialed};
 use crate::transport::sockopts;
 use crate::transport::tls::Security;
 use longhaul_policy::{judge, BufferCaps, TransportRequest, Window};
 
 pub use crate::transport::dial::{resolve, DEFAULT_PORT};
-/// Pings on the idle control connection to measure the RTT.
-const RTT_PINGS: u32 = 5;
 
 /// What the user asked for.
 #[derive(Debug, Clone)]
@@ -113,19 +111,24 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError 
 
 /// Runs a bench against a `longhaul serve`.
 pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndReport, BenchError> {
-    // Handshake.
-    let mut dialed = dial(&cfg.target, &cfg.token, &cfg.security)?;
-    dialed.authenticate()?;
-    // RTT: the minimum over a few pings on the idle control connection.
-    let rtt = dialed.measure_rtt(RTT_PINGS)?;
+    // Handshake, with the data connections opened at the same moment (see
+    // docs/startup.md): the RTT is the control connection's connect time.
     let Dialed {
         mut conn,
         mut session,
         addr,
-        data_tls,
+        rtt,
+        data,
         pinned_now,
-        ..
-    } = dialed;
+    } = dial(
+        &cfg.target,
+        &cfg.token,
+        &cfg.security,
+        DataPlan {
+            streams: cfg.streams,
+            receiving: cfg.reverse,
+        },
+    )?;
 
     // Window plan.
     let role = if cfg.reverse {
@@ -186,16 +189,15 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         send_mode: cfg.send_mode,
     };
     let rx_rate = if cfg.reverse { cfg.rx_rate_bps } else { None };
-    let data = DataDialer::start(
-        addr,
-        cfg.streams,
+    // One flight: our proof, the parameters, and every data stream's hello.
+    session.request(params.clone())?;
+    flush(&mut session, &mut conn)?;
+    let sockets = data.attach(
+        &session,
         side,
         &local_choice,
         rx_rate.map(|r| (r, cfg.streams, rtt)),
-        data_tls,
-    );
-    session.request(params.clone())?;
-    flush(&mut session, &mut conn)?;
+    )?;
     let ready = loop {
         let msg = recv(&mut conn, "waiting for the server to accept the parameters")?;
         session.handle(msg)?;
@@ -220,9 +222,6 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         congestion.clone()
     };
 
-    // Data connections: connected while the parameters' round trip runs, proved once
-    // the server is ready for them.
-    let sockets = data.attach(&session)?;
     for s in &sockets {
         let cc = (role == Role::Sender).then_some(congestion.as_str());
         sockopts::tune_connected(s.tcp(), cc).map_err(io_err("setting up a data connection"))?;

@@ -2,9 +2,13 @@
 //! expect streams are registered in an [`AttachTable`]; an accepted connection whose
 //! first frame is a `DataHello` is checked against its session's secret and handed to
 //! that session; the session waits for all its streams ([`Expected::collect`]).
+//!
+//! A client sends its data hellos in the flight of its proof and request (see
+//! docs/startup.md), so a hello may arrive before its session has read the request and
+//! registered: it waits (at most [`EARLY_HELLO_WAIT`]) for the session to appear.
 
 use std::collections::HashMap;
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use longhaul_proto::{DataAttachments, SessionSecret};
@@ -14,6 +18,9 @@ use super::secure::SecureStream;
 
 /// How long a session waits for its data streams.
 pub const ATTACH_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a data hello waits for its session to register (the request is read and
+/// checked, a pull's tree walked, a slot waited for).
+pub const EARLY_HELLO_WAIT: Duration = Duration::from_secs(15);
 
 struct Pending {
     attach: DataAttachments,
@@ -26,6 +33,8 @@ struct Pending {
 #[derive(Default)]
 pub struct AttachTable {
     sessions: Mutex<HashMap<u64, Pending>>,
+    /// Signalled when a session registers, for hellos that came first.
+    registered: Condvar,
 }
 
 /// Why a data connection was refused (the text goes back to the peer), or why a
@@ -81,6 +90,7 @@ impl AttachTable {
                     sink,
                 },
             );
+        self.registered.notify_all();
         Ok(Expected {
             table: self.clone(),
             id,
@@ -90,16 +100,32 @@ impl AttachTable {
     }
 
     /// A data connection said `DataHello{session_id, stream, mac}`: hands it to its
-    /// session if the proof holds.
+    /// session if the proof (bound to the connection's exporter `conn`, empty without
+    /// TLS) holds, waiting up to `wait` for a session not registered yet.
     pub fn attach(
         &self,
         conn: FramedConn,
         session_id: u64,
         stream: u16,
         mac: &[u8; 32],
+        binding: &[u8],
+        wait: Duration,
     ) -> Result<(), AttachError> {
         let sink = {
+            let until = Instant::now() + wait;
             let mut sessions = self.sessions.lock().map_err(|_| AttachError::Poisoned)?;
+            // Bounded: every pass waits for a registration or the deadline.
+            while !sessions.contains_key(&session_id) {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(AttachError::UnknownSession);
+                }
+                sessions = self
+                    .registered
+                    .wait_timeout(sessions, left)
+                    .map_err(|_| AttachError::Poisoned)?
+                    .0;
+            }
             let p = sessions
                 .get_mut(&session_id)
                 .ok_or(AttachError::UnknownSession)?;
@@ -109,7 +135,7 @@ impl AttachTable {
                 ));
             }
             p.attach
-                .attach(session_id, stream, mac)
+                .attach(session_id, stream, mac, binding)
                 .map_err(|e| AttachError::Refused(e.to_string()))?;
             p.sink.clone()
         };
