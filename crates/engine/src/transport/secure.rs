@@ -375,7 +375,7 @@ mod tests {
         let fp = server_tls.fingerprint();
         let accept = std::thread::spawn(move || {
             let (s, _) = l.accept().unwrap();
-            server_tls.accept(s, T).unwrap()
+            server_tls.accept(s, T, &[]).unwrap()
         });
         let tcp = TcpStream::connect(target).unwrap();
         let client = ClientTls::new("localhost", 0, ServerTrust::Pinned(fp))
