@@ -154,7 +154,6 @@ fn a_server_that_does_not_speak_tls_is_named_an_older_longhaul() {
     // The client opens its data connections with the control connection: every one
     // is answered (on its own thread: a data connection speaks only after the control
     // connection's TLS), until the client is gone.
-    listener.set_nonblocking(false).unwrap();
     let old = std::thread::spawn(move || {
         let mut answering = Vec::new();
         // The control connection and the default four data connections.
@@ -193,5 +192,10 @@ fn a_server_that_does_not_speak_tls_is_named_an_older_longhaul() {
         "{}",
         run.describe()
     );
+    // Data connections the client did not get to open before it gave up are stood in
+    // for, so that the fake server's bounded accept loop ends.
+    for _ in 0..=longhaul_engine::cp::client::DEFAULT_STREAMS {
+        let _ = std::net::TcpStream::connect(addr);
+    }
     old.join().unwrap();
 }
