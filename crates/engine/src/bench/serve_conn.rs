@@ -119,6 +119,8 @@ pub(super) fn handle_connection(
             };
             let session = ServerSession::new(cfg.token.clone(), server_nonce, binding);
             let id = session.session_id();
+            // Its data hellos, in flight at the same time, wait for it.
+            let _announced = shared.attach.announce(id);
             // The session takes a slot once the client proved the token (waiting in line
             // for one when all are taken), and leaves the door then.
             let outcome = run_session(conn, hello, session, pending, shared, cfg, log);
@@ -173,11 +175,7 @@ fn attach_data(
     let reply = conn.stream().try_clone();
     let binding = conn.stream().exporter();
     let binding: &[u8] = binding.as_ref().map_or(&[], |b| b);
-    let wait = crate::transport::attach::EARLY_HELLO_WAIT;
-    match shared
-        .attach
-        .attach(conn, session_id, stream, mac, binding, wait)
-    {
+    match shared.attach.attach(conn, session_id, stream, mac, binding) {
         Ok(()) => pending.proved(),
         Err(e) => {
             shared.log_conn(log, &format!("{peer}: data connection refused: {e}"));

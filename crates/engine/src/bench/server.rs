@@ -155,7 +155,8 @@ impl Server {
         // What an accepted socket gets by default, before any session raises the
         // listener's buffer.
         let default_rcvbuf = longhaul_sys::socket::receive_buffer(&sock).unwrap_or(0);
-        sock.listen(128)?;
+        // Every client opens its control and data connections at once (up to 257).
+        sock.listen(1024)?;
         let listener: TcpListener = sock.into();
         let shared = Arc::new(Shared {
             listener: listener.try_clone().ok().map(Socket::from),

@@ -3,8 +3,9 @@
 //! hellos. Round trips are the cost of a long path (docs/startup.md counts them):
 //!
 //! - t = 0: the control connection's and every data connection's SYN leave together;
-//! - 1 RTT: TCP is up; the connect time is the RTT (the kernel answers a SYN, so no
-//!   application delay is in it); TLS starts on every connection;
+//! - 1 RTT: TCP is up; the connect time is the RTT's first sample (the kernel answers a
+//!   SYN, so no application delay is in it), the TLS handshake its second; TLS starts on
+//!   every connection;
 //! - 2 RTT: TLS is up, and the server's hello (0.5-RTT data, proving the token for its
 //!   certificate) came with it: [`dial`] returns with the client's proof queued, the
 //!   caller queues its request behind it, and [`DataDialer::attach`] sends the data
@@ -55,8 +56,8 @@ pub struct Dialed {
     pub session: ClientSession,
     /// The server's address that answered.
     pub addr: SocketAddr,
-    /// The RTT: the control connection's TCP connect (SYN to SYN-ACK, answered by the
-    /// server's kernel).
+    /// The RTT: the smaller of the control connection's TCP connect (SYN to SYN-ACK,
+    /// answered by the server's kernel) and its TLS handshake.
     pub rtt: Duration,
     /// The data connections, connecting since the start.
     pub data: DataDialer,
@@ -103,7 +104,11 @@ pub fn dial(
         .set_nodelay(true)
         .and_then(|()| stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT)))
         .map_err(io_err("control connection"))?;
+    let t_tls = Instant::now();
     let (stream, pinned_now) = tls.connect(stream, target, HANDSHAKE_TIMEOUT)?;
+    // A SYN lost in a full accept queue is sent again a second later: the TLS
+    // handshake's round trip (plus some crypto) is the second sample.
+    let rtt = rtt.min(t_tls.elapsed());
     if early_tls.is_none() {
         dialer.give_tls(Some(tls.for_data()?));
     }
