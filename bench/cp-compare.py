@@ -401,7 +401,7 @@ class Bench:
         s = end["summary"]
         return {"tool_gbit_s": s["bits_per_second"] / 1e9, "tool_seconds": s["seconds"],
                 "tool_bytes": s["bytes"], "retransmits": s.get("retransmits"),
-                "streams": len(end.get("streams", []))}
+                "streams": len(end.get("streams", [])), "first_byte_rtts": s.get("first_byte_rtts")}
 
     def longhaul_server(self, name, ns, listen, root):
         port = free_port()
@@ -661,7 +661,8 @@ Subsystem sftp /usr/lib/openssh/sftp-server
         print(f"\n{host['date_utc']}  {host['hostname']}  {host['cpus']} CPUs  kernel {host['kernel']}  "
               f"files on {host['filesystem']['type']} ({host['filesystem']['device']})")
         print(f"{'case':9} {'tool':32} {'wall s':>7} {'Gbit/s':>7} {'tool Gb/s':>9} {'files/s':>8} "
-              f"{'cli CPU':>7} {'srv CPU':>7} {'CPU s/GB':>8} {'sync s':>7} {'ok':>3} {'streams':>7} {'drops':>7} use%")
+              f"{'cli CPU':>7} {'srv CPU':>7} {'CPU s/GB':>8} {'sync s':>7} {'ok':>3} {'streams':>7} {'drops':>7} "
+              f"{'1st RTT':>7} use%")
         for r in self.results:
             tg = f"{r['tool_gbit_s']:.3f}" if r.get("tool_gbit_s") else "-"
             fs = f"{r['sync_s']:.2f}" if "sync_s" in r else "-"
@@ -672,7 +673,7 @@ Subsystem sftp /usr/lib/openssh/sftp-server
                   f"{r['files_per_s']:8.0f} {r['client_cpu_s']:7.2f} {r['server_cpu_s']:7.2f} "
                   f"{r['cpu_s_per_gb']:8.2f} {fs:>7} {ok:>3} {r.get('streams') or '-':>7} "
                   f"{r['bottleneck']['dropped_queue_segments'] if 'bottleneck' in r else '-':>7} "
-                  f"{cruise_text(r)}")
+                  f"{first_rtts_text(r):>7} {cruise_text(r)}")
         ratios, checks = self.summary()
         for k, v in ratios.items():
             print(f"  {k}: {v:.2f}")
@@ -776,6 +777,12 @@ def summary(results, rate):
                 if cruise:
                     checks[f"{case}: longhaul cp >= 90 % of the bottleneck (middle 80 % of the bytes)"] = cruise >= 0.9
     return ratios, checks
+
+
+def first_rtts_text(r):
+    """Round trips before longhaul's first data byte (`first_byte_rtts`, docs/startup.md)."""
+    v = r.get("first_byte_rtts")
+    return f"{v:.2f}" if isinstance(v, (int, float)) else "-"
 
 
 def cruise_text(r):

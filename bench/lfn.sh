@@ -78,8 +78,9 @@ bench() { # bench LABEL ARGS...
   "$lh" emulate exec "$name" b -- sh -c "'$lh' serve --listen '$addr' --once >/dev/null 2>&1 &"
   sleep 0.5
   local json; json=$("$lh" emulate exec "$name" a -- timeout $((secs + 60)) "$lh" bench "$addr" -t "$secs" --json "$@" | tail -n 1)
-  read -r bps rx < <(python3 -c 'import json,sys; s=json.loads(sys.argv[1])["summary"]; print(s["bits_per_second"], s["retransmits"])' "$json")
+  read -r bps rx fb < <(python3 -c 'import json,sys; s=json.loads(sys.argv[1])["summary"]; print(s["bits_per_second"], s["retransmits"], s.get("first_byte_rtts"))' "$json")
   report "$label" "$bps" "$rx"
+  echo "  first data byte after $fb RTT (docs/startup.md)"
   echo "$bps" > "$out.$label_key"
 }
 

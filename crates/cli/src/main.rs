@@ -52,6 +52,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    longhaul_engine::startup::mark_command_start();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Plan(args) => cmd::plan::run(args),

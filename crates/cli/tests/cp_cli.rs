@@ -342,7 +342,7 @@ fn multi_gb_sparse_file_is_identical_and_stays_sparse_both_ways() {
             data_chunks.len()
         );
         assert_eq!(end["bytes"], SIZE, "{end}");
-        // No -P: two streams on a path under 2 ms of RTT.
+        // No -P: from the path's RTT (longhaul_policy::streams_for_path): 2 on loopback.
         assert_eq!(streams, 2, "{end}");
     };
 

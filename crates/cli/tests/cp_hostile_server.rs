@@ -15,7 +15,7 @@ use std::time::Duration;
 use longhaul_engine::transport::framed::{Frame, FramedConn};
 use longhaul_engine::transport::tls::ServerTls;
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry, TransferMessage};
-use longhaul_proto::{ServerEvent, ServerSession};
+use longhaul_proto::{Message, ServerEvent, ServerSession};
 use support::*;
 
 /// Serves one pull with a lying file list, then sends the lie's bytes and digest.
@@ -23,12 +23,53 @@ fn lying_server(listener: TcpListener, token_file: std::path::PathBuf, lie: Vec<
     let (token, _) = longhaul_engine::token::load_token(Some(&token_file)).expect("token");
     // A server of its own identity: the client (a fresh home) pins it on first contact.
     let tls = ServerTls::ephemeral().unwrap();
-    let (sock, _) = listener.accept().expect("control connection");
-    let sock = tls.accept(sock, Duration::from_secs(20)).expect("TLS");
-    sock.set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    let mut conn = FramedConn::new(sock);
-    let mut session = ServerSession::new(token, [7u8; 32], 42);
+    let cert = tls.fingerprint().0;
+    let mut hello = Vec::new();
+    longhaul_proto::encode_frame(&ServerSession::hello(&token, [7u8; 32], &cert), &mut hello);
+    // The client opens its data connections together with the control connection:
+    // each is told apart by its first message.
+    let (tx, rx) = std::sync::mpsc::channel();
+    {
+        let tls = tls.clone();
+        let hello = hello.clone();
+        std::thread::spawn(move || {
+            // At most the control connection and 256 data connections.
+            for _ in 0..257 {
+                let Ok((tcp, _)) = listener.accept() else {
+                    return;
+                };
+                // Each on its own thread: a data connection's TLS may wait for the
+                // control connection's.
+                let (tls, hello, tx) = (tls.clone(), hello.clone(), tx.clone());
+                std::thread::spawn(move || {
+                    let Ok(sock) = tls.accept(tcp, Duration::from_secs(20), &hello) else {
+                        return;
+                    };
+                    let _ = sock.set_read_timeout(Some(Duration::from_secs(20)));
+                    let mut conn = FramedConn::new(sock);
+                    if let Ok(first) = conn.recv_any() {
+                        let _ = tx.send((first, conn));
+                    }
+                });
+            }
+        });
+    }
+    let mut data = Vec::new();
+    let (mut conn, hello_msg) = loop {
+        match rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a control connection")
+        {
+            (Frame::Bench(m @ Message::ClientHello { .. }), c) => break (c, m),
+            (_, c) => data.push(c.into_parts().0),
+        }
+    };
+    let binding = longhaul_proto::ChannelBinding {
+        cert,
+        exporter: conn.stream().exporter().expect("an exporter"),
+    };
+    let mut session = ServerSession::new(token, [7u8; 32], binding);
+    session.handle(hello_msg).expect("a valid hello");
     let mut chunk_key = None;
     let params = loop {
         match conn.recv_any().expect("a frame from the client") {
@@ -61,12 +102,12 @@ fn lying_server(listener: TcpListener, token_file: std::path::PathBuf, lie: Vec<
     })
     .unwrap();
     // Take the data connections (their proofs are not checked: this server lies anyway).
-    let data: Vec<_> = (0..params.streams)
-        .map(|_| {
-            let tcp = listener.accept().expect("data connection").0;
-            tls.accept(tcp, Duration::from_secs(20)).expect("TLS")
-        })
-        .collect();
+    while data.len() < params.streams as usize {
+        let (_, c) = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a data connection");
+        data.push(c.into_parts().0);
+    }
     // The token holder knows the session's key: its headers pass the MAC, so only the
     // client's own checks stand between the lie and the disk.
     let chunk_key = chunk_key.expect("authenticated");

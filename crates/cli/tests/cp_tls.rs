@@ -147,23 +147,41 @@ fn a_certificate_issued_by_a_ca_is_verified_with_ca() {
 
 #[test]
 fn a_server_that_does_not_speak_tls_is_named_an_older_longhaul() {
+    // At most this many data connections (the path's count on loopback is 2).
+    const MOST_STREAMS: u16 = 4;
     // What a longhaul of protocol 4 answers to a TLS ClientHello: its frame decoder
     // reads the record header as an absurd length and sends an Error frame in clear.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
+    // The client opens its data connections with the control connection: every one
+    // is answered (on its own thread: a data connection speaks only after the control
+    // connection's TLS), until the client is gone.
     let old = std::thread::spawn(move || {
-        let (mut c, _) = listener.accept().unwrap();
-        let mut first = [0u8; 5];
-        c.read_exact(&mut first).unwrap();
-        let mut frame = Vec::new();
-        longhaul_proto::encode_frame(
-            &longhaul_proto::Message::Error {
-                code: longhaul_proto::ErrorCode::Protocol,
-                message: "frame of 369295616 bytes exceeds the limit".into(),
-            },
-            &mut frame,
-        );
-        let _ = c.write_all(&frame);
+        let mut answering = Vec::new();
+        // The control connection and the default four data connections.
+        for _ in 0..1 + MOST_STREAMS {
+            let Ok((mut c, _)) = listener.accept() else {
+                break;
+            };
+            answering.push(std::thread::spawn(move || {
+                let mut first = [0u8; 5];
+                if c.read_exact(&mut first).is_err() {
+                    return;
+                }
+                let mut frame = Vec::new();
+                longhaul_proto::encode_frame(
+                    &longhaul_proto::Message::Error {
+                        code: longhaul_proto::ErrorCode::Protocol,
+                        message: "frame of 369295616 bytes exceeds the limit".into(),
+                    },
+                    &mut frame,
+                );
+                let _ = c.write_all(&frame);
+            }));
+        }
+        for a in answering {
+            let _ = a.join();
+        }
     });
     let s = Scratch::new("tls-old");
     let home = s.dir("home");
@@ -176,5 +194,10 @@ fn a_server_that_does_not_speak_tls_is_named_an_older_longhaul() {
         "{}",
         run.describe()
     );
+    // Data connections the client did not get to open before it gave up are stood in
+    // for, so that the fake server's bounded accept loop ends.
+    for _ in 0..=MOST_STREAMS {
+        let _ = std::net::TcpStream::connect(addr);
+    }
     old.join().unwrap();
 }

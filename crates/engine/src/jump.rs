@@ -284,3 +284,19 @@ impl ServerJump {
         }
     }
 }
+
+/// Whether this user's path cache has a record for any address `target` resolves to: a
+/// run to it may jump, so its data connections wait until the routes are set.
+pub fn seen_before(target: &str) -> bool {
+    let Ok(addrs) = crate::transport::dial::resolve(target, crate::transport::dial::DEFAULT_PORT)
+    else {
+        return false;
+    };
+    let Ok(cache) = PathCache::open_default() else {
+        return false;
+    };
+    let records = cache.load();
+    addrs
+        .iter()
+        .any(|a| records.iter().any(|r| r.peer == a.ip()))
+}

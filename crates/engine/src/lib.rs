@@ -12,6 +12,7 @@ pub mod host;
 pub mod jump;
 pub mod path_cache;
 pub mod ssh;
+pub mod startup;
 pub mod telemetry;
 pub mod token;
 pub mod transport;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use longhaul_engine::bench::report::{IntervalView, StartReport};
 use longhaul_engine::bench::{run_bench, BenchConfig, BenchObserver, ServeConfig, Server};
-use longhaul_engine::transport::dial::{dial, flush, recv};
+use longhaul_engine::transport::dial::{dial, flush, recv, DataPlan};
 use longhaul_engine::transport::tls::{Security, ServerTls};
 use longhaul_proto::{encode_frame, BenchParams, Direction, Message, SendMode, Token};
 
@@ -337,6 +337,10 @@ fn absurd_parameters_from_a_raw_client_are_refused_after_authentication() {
         &server.target(),
         &token(),
         &config(server.target()).security,
+        DataPlan {
+            streams: 0,
+            receiving: false,
+        },
     )
     .unwrap();
     dialed.authenticate().unwrap();
@@ -380,6 +384,10 @@ fn data_streams_go_without_tls_only_when_the_client_asked() {
         &server.target(),
         &token(),
         &config(server.target()).security,
+        DataPlan {
+            streams: 0,
+            receiving: false,
+        },
     )
     .unwrap();
     dialed.authenticate().unwrap();
@@ -405,7 +413,7 @@ fn data_streams_go_without_tls_only_when_the_client_asked() {
     assert!(matches!(ready, Message::BenchReady(_)), "{ready:?}");
     let session = dialed.session;
     let mut b = Vec::new();
-    encode_frame(&session.data_hello(0).unwrap(), &mut b);
+    encode_frame(&session.data_hello(0, &[]).unwrap(), &mut b);
     let reply = send_raw(server.addr, &b);
     assert!(
         error_text(&reply).contains("without TLS for a session that encrypts"),

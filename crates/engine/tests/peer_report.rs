@@ -106,11 +106,17 @@ fn hostile_server(reply: &'static str) -> (String, std::thread::JoinHandle<()>) 
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
-        let stream = server_tls()
-            .accept(stream, Duration::from_secs(10))
-            .unwrap();
+        let tls = server_tls();
+        let cert = tls.fingerprint().0;
+        let mut hello = Vec::new();
+        longhaul_proto::encode_frame(&ServerSession::hello(&token(), [3; 32], &cert), &mut hello);
+        let stream = tls.accept(stream, Duration::from_secs(10), &hello).unwrap();
+        let binding = longhaul_proto::ChannelBinding {
+            cert,
+            exporter: stream.exporter().unwrap(),
+        };
         let mut conn = FramedConn::new(stream);
-        let mut session = ServerSession::new(token(), [3; 32], 7);
+        let mut session = ServerSession::new(token(), [3; 32], binding);
         loop {
             let Ok(msg) = conn.recv() else { return };
             if session.handle(msg).is_err() {

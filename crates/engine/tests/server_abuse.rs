@@ -18,7 +18,12 @@ use longhaul_engine::bench::{
 use longhaul_engine::cp::client::{run_cp, CpConfig, CpJob};
 use longhaul_engine::cp::serve::ServedFiles;
 use longhaul_engine::cp::Progress;
-use longhaul_engine::transport::dial::dial;
+use longhaul_engine::transport::dial::{dial, DataPlan};
+
+const NO_DATA: DataPlan = DataPlan {
+    streams: 0,
+    receiving: false,
+};
 use longhaul_engine::transport::tls::{ClientTls, Security, ServerTls, ServerTrust};
 use longhaul_proto::{SendMode, Token};
 use longhaul_sys::served_root::ServedRoot;
@@ -282,14 +287,14 @@ fn a_full_line_is_told_busy_and_an_unproved_connection_holds_no_slot() {
     let addr = server.addr;
     let security = Security::pinned(server_tls().fingerprint());
     // Said hello but never proved the token: holds no slot.
-    let unproved = dial(&addr.to_string(), &token(), &security).unwrap();
+    let unproved = dial(&addr.to_string(), &token(), &security, NO_DATA).unwrap();
     run_bench(&bench(addr, false), &mut Quiet).expect("a run beside an unproved client");
     // Proved the token: holds the only slot until it goes.
     // The run before may still hold the slot for a moment after its client returned
     // (the server ends the session after the client's last read): retry while "busy".
     let mut tries = 0;
     let holder = loop {
-        let mut c = dial(&addr.to_string(), &token(), &security).unwrap();
+        let mut c = dial(&addr.to_string(), &token(), &security, NO_DATA).unwrap();
         match c.authenticate() {
             Ok(_) => break c,
             Err(e) if e.to_string().contains("try again later") && tries < 50 => {

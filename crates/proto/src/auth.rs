@@ -1,5 +1,7 @@
-//! Challenge-response authentication over a shared token (HMAC-SHA256), the per-session
-//! secret both ends derive, and the proof every data connection carries.
+//! Authentication over a shared token (HMAC-SHA256) bound to the TLS connection (the
+//! server's certificate and the connection's exporter, so no challenge round trip is
+//! needed), the per-session secret both ends derive, and the proof every data connection
+//! carries.
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -47,21 +49,60 @@ impl Token {
         mac_with_key(&self.0, label, parts)
     }
 
-    /// The proof the server sends: it knows the token and saw the client's nonce.
-    pub fn server_proof(&self, client: &Nonce, server: &Nonce) -> [u8; MAC_LEN] {
-        self.mac(b"longhaul/1 server proof", &[client, server])
+    /// The proof the server sends on every TLS connection, as 0.5-RTT data right behind
+    /// its TLS Finished (before it has heard anything from the client): the token's
+    /// holder vouches for the certificate `cert` (its SHA-256) that this TLS handshake
+    /// proves the server holds the key of. A proof for another certificate, replayed by
+    /// a man in the middle with his own, fails the client's check; no freshness is
+    /// needed, since the handshake itself proves possession of the key.
+    pub fn server_proof(&self, cert: &[u8; 32], server: &Nonce) -> [u8; MAC_LEN] {
+        self.mac(b"longhaul/7 server proof", &[cert, server])
     }
 
-    /// The proof the client sends after it has checked the server's.
-    pub fn client_proof(&self, client: &Nonce, server: &Nonce) -> [u8; MAC_LEN] {
-        self.mac(b"longhaul/1 client proof", &[client, server])
+    /// The proof the client sends after it has checked the server's, bound to this TLS
+    /// connection by its exporter (RFC 8446 section 7.5): replayed on any other
+    /// connection it fails, with no challenge round trip.
+    pub fn client_proof(
+        &self,
+        binding: &ChannelBinding,
+        client: &Nonce,
+        server: &Nonce,
+    ) -> [u8; MAC_LEN] {
+        self.mac(
+            b"longhaul/7 client proof",
+            &[&binding.exporter, &binding.cert, client, server],
+        )
     }
 
-    /// The per-session secret both ends derive; it authenticates data connections.
-    pub fn session_secret(&self, client: &Nonce, server: &Nonce) -> SessionSecret {
-        SessionSecret(self.mac(b"longhaul/1 session secret", &[client, server]))
+    /// The per-session secret both ends derive from the control connection's exporter;
+    /// it authenticates data connections and chunk headers. Known to the client as soon
+    /// as its TLS handshake ends, so data connections attach without waiting for the
+    /// server.
+    pub fn session_secret(&self, binding: &ChannelBinding) -> SessionSecret {
+        SessionSecret(self.mac(b"longhaul/7 session secret", &[&binding.exporter]))
     }
 }
+
+/// What ties a control session to its TLS connection: the server certificate's SHA-256
+/// and 32 bytes of the connection's keying-material exporter (label
+/// [`EXPORTER_LABEL`]), the same at both ends of one connection and unpredictable for
+/// any other.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ChannelBinding {
+    /// SHA-256 of the server's certificate (DER).
+    pub cert: [u8; 32],
+    /// The connection's exporter output.
+    pub exporter: [u8; 32],
+}
+
+impl std::fmt::Debug for ChannelBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChannelBinding(<hidden>)")
+    }
+}
+
+/// The TLS exporter label of a connection's binding.
+pub const EXPORTER_LABEL: &[u8] = b"EXPORTER-longhaul/7 channel binding";
 
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -80,6 +121,15 @@ impl std::fmt::Debug for SessionSecret {
 }
 
 impl SessionSecret {
+    /// The session's name in data hellos and the server's table: derived from the secret
+    /// (so both ends know it before any answer), and telling nothing about it.
+    pub fn session_id(&self) -> u64 {
+        let tag = mac_with_key(&self.0, b"longhaul/7 session id", &[]);
+        let mut id = [0u8; 8];
+        id.copy_from_slice(&tag[..8]);
+        u64::from_be_bytes(id)
+    }
+
     /// The key that authenticates this session's chunk headers (and through their BLAKE3
     /// hashes, the chunks' bytes), whether or not the data stream is encrypted.
     pub fn chunk_key(&self) -> ChunkKey {
@@ -121,12 +171,19 @@ impl std::fmt::Debug for ChunkKey {
     }
 }
 
-/// The tag a data connection presents for `stream` of session `session_id`.
-pub fn data_mac(secret: &SessionSecret, session_id: u64, stream: u16) -> [u8; MAC_LEN] {
+/// The tag a data connection presents for `stream` of session `session_id`; `conn` is
+/// the data connection's own exporter (empty without TLS), so over TLS a hello replayed
+/// on another connection fails.
+pub fn data_mac(
+    secret: &SessionSecret,
+    session_id: u64,
+    stream: u16,
+    conn: &[u8],
+) -> [u8; MAC_LEN] {
     mac_with_key(
         &secret.0,
-        b"longhaul/1 data stream",
-        &[&session_id.to_be_bytes(), &stream.to_be_bytes()],
+        b"longhaul/7 data stream",
+        &[&session_id.to_be_bytes(), &stream.to_be_bytes(), conn],
     )
 }
 
@@ -205,16 +262,37 @@ mod tests {
         Token::new(s.as_bytes()).unwrap()
     }
 
+    fn binding(e: u8) -> ChannelBinding {
+        ChannelBinding {
+            cert: [9; 32],
+            exporter: [e; 32],
+        }
+    }
+
     #[test]
-    fn proofs_differ_by_role_and_token() {
+    fn proofs_differ_by_role_token_and_connection() {
         let (c, s) = ([1u8; 32], [2u8; 32]);
         let t = token("0123456789abcdef0123456789abcdef");
-        assert_ne!(t.server_proof(&c, &s), t.client_proof(&c, &s));
+        let other = token("0123456789abcdef0123456789abcdee");
         assert_ne!(
-            t.server_proof(&c, &s),
-            token("0123456789abcdef0123456789abcdee").server_proof(&c, &s)
+            t.server_proof(&[9; 32], &s),
+            other.server_proof(&[9; 32], &s)
         );
-        assert_ne!(t.server_proof(&c, &s), t.server_proof(&s, &c));
+        // Another certificate: a man in the middle's.
+        assert_ne!(t.server_proof(&[9; 32], &s), t.server_proof(&[8; 32], &s));
+        // Another TLS connection: a replay.
+        assert_ne!(
+            t.client_proof(&binding(1), &c, &s),
+            t.client_proof(&binding(2), &c, &s)
+        );
+        assert_ne!(
+            t.client_proof(&binding(1), &c, &s),
+            other.client_proof(&binding(1), &c, &s)
+        );
+        assert_ne!(
+            t.session_secret(&binding(1)).session_id(),
+            t.session_secret(&binding(2)).session_id()
+        );
     }
 
     #[test]
@@ -249,12 +327,13 @@ mod tests {
     }
 
     #[test]
-    fn data_mac_binds_session_and_stream() {
+    fn data_mac_binds_session_stream_and_connection() {
         let t = token("0123456789abcdef0123456789abcdef");
-        let secret = t.session_secret(&[1; 32], &[2; 32]);
-        let m = data_mac(&secret, 7, 0);
-        assert!(tags_equal(&m, &data_mac(&secret, 7, 0)));
-        assert!(!tags_equal(&m, &data_mac(&secret, 7, 1)));
-        assert!(!tags_equal(&m, &data_mac(&secret, 8, 0)));
+        let secret = t.session_secret(&binding(1));
+        let m = data_mac(&secret, 7, 0, b"conn");
+        assert!(tags_equal(&m, &data_mac(&secret, 7, 0, b"conn")));
+        assert!(!tags_equal(&m, &data_mac(&secret, 7, 1, b"conn")));
+        assert!(!tags_equal(&m, &data_mac(&secret, 8, 0, b"conn")));
+        assert!(!tags_equal(&m, &data_mac(&secret, 7, 0, b"other")));
     }
 }

@@ -5,18 +5,24 @@
 //! connections, all opened by the client to the same server port:
 //!
 //! ```text
-//! control:  C->S ClientHello{version, features, nonce_c}
-//!           S->C ServerHello{version, features, nonce_s, proof_s}   proof_s = HMAC(token, "server"|nonce_c|nonce_s)
-//!           C->S ClientProof{proof_c}                                proof_c = HMAC(token, "client"|nonce_c|nonce_s)
-//!           S->C Welcome{session_id}            both derive secret = HMAC(token, "session"|nonce_c|nonce_s)
-//!           C->S Ping / S->C Pong               (RTT measurement, any number)
-//!           C->S BenchParams{..}
+//! every TLS connection, as 0.5-RTT data right behind the server's TLS Finished:
+//!           S->C ServerHello{version, features, nonce_s, proof_s}   proof_s = HMAC(token, "server"|cert|nonce_s)
+//! control:  C->S ClientHello{version, features, nonce_c}             (sent as TLS ends; an older server answers its version)
+//!           C->S ClientProof{proof_c}       proof_c = HMAC(token, "client"|exporter|cert|nonce_c|nonce_s)
+//!           C->S BenchParams{..} | TransferParams{..}, FilterRules, (push) the file list   -- the same flight
+//!           S->C Welcome{session_id}        both derive secret = HMAC(token, "session"|exporter), session_id from it
 //!           S->C BenchReady{server's host facts}
-//!   data:   C->S DataHello{session_id, stream, mac}   mac = HMAC(secret, "data"|session_id|stream), once per stream
+//!   data:   C->S DataHello{session_id, stream, mac}   mac = HMAC(secret, "data"|session_id|stream|data exporter),
+//!                                                     in the flight of the client's proof
 //! control:  S->C Start                          (every data stream attached)
 //!           both  Interval{per-stream samples}  (each end's own view, optional)
 //!           both  Results{per-stream totals, cpu}
 //! ```
+//!
+//! `cert` is the SHA-256 of the server's certificate, `exporter` the TLS exporter
+//! ([`EXPORTER_LABEL`], RFC 8446 section 7.5) of the control connection: the client's
+//! proof and every data hello are bound to their TLS connections, so no challenge round
+//! trip is needed to stop replays. See docs/startup.md for the round trips.
 //!
 //! Instead of `BenchParams`, a client may send `HostReportRequest{rate, rtt}` (for
 //! `longhaul tune --peer`); the server answers `HostReport{findings as JSON}` and the session
@@ -38,7 +44,8 @@ mod wire;
 pub use wire::{is_unsafe_char, printable};
 
 pub use auth::{
-    data_mac, ChunkKey, Nonce, SessionSecret, Token, CHUNK_MAC_LEN, MAC_LEN, NONCE_LEN,
+    data_mac, ChannelBinding, ChunkKey, Nonce, SessionSecret, Token, CHUNK_MAC_LEN, EXPORTER_LABEL,
+    MAC_LEN, NONCE_LEN,
 };
 pub use codec::{decode_frame, encode_frame, FRAME_HEADER_LEN};
 pub use error::{ErrorCode, ProtoError};
@@ -54,7 +61,10 @@ pub use ssh_ready::SshReady;
 /// control; 4: a transfer request says whether its window is fixed; 5: TLS 1.3 on every
 /// connection, chunk headers carry a MAC under the session's key, data without TLS on
 /// request; 6: symlink entries, `FilterRules` after every transfer request, `--delete`,
-/// and sync's `OldChunks`, `WouldSend` and `CHUNK_FLAG_SAME`; 7: jump-start, `BenchParams`'
+/// and sync's `OldChunks`, `WouldSend` and `CHUNK_FLAG_SAME`; 7: the server's hello is
+/// 0.5-RTT data proving the token for its certificate, the client's proof and data hellos
+/// are bound to their TLS connections' exporters, the session id is derived, and data
+/// connections attach in the flight of the client's proof; jump-start: `BenchParams`'
 /// `jump` and `BenchReady`'s `jump_start_bps`/`jump_note`).
 pub const PROTOCOL_VERSION: u16 = 7;
 /// The oldest protocol version this build still accepts.

@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 
-use crate::auth::{data_mac, tags_equal, Nonce, SessionSecret, Token, MAC_LEN};
+use crate::auth::{data_mac, tags_equal, ChannelBinding, Nonce, SessionSecret, Token, MAC_LEN};
 use crate::error::{ErrorCode, ProtoError};
 use crate::message::*;
 use crate::{features, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
@@ -56,8 +56,6 @@ enum ClientState {
     /// A file transfer (`longhaul cp`) owns the connection; only pings and errors are
     /// bench messages from here on.
     Transferring,
-    /// The transfer was requested right behind our proof; the welcome is still due.
-    TransferAwaitWelcome,
     Failed,
 }
 
@@ -65,24 +63,27 @@ enum ClientState {
 pub struct ClientSession {
     token: Token,
     nonce: Nonce,
-    server_nonce: Nonce,
+    binding: ChannelBinding,
     state: ClientState,
-    secret: Option<SessionSecret>,
+    secret: SessionSecret,
     session_id: u64,
+    /// The server accepted our proof (requests may go before, right behind it).
+    welcomed: bool,
     features: u64,
     outbox: VecDeque<Message>,
     events: VecDeque<ClientEvent>,
 }
 
 impl ClientSession {
-    /// Starts a session announcing [`features::DEFAULT`]; the hello is queued for
-    /// sending at once.
-    pub fn new(token: Token, nonce: Nonce) -> Self {
-        Self::with_features(token, nonce, features::DEFAULT)
+    /// Starts a session on the TLS connection `binding` describes, announcing
+    /// [`features::DEFAULT`]; the hello is queued for sending at once (it carries no
+    /// secret, and an older server answers it with its version).
+    pub fn new(token: Token, nonce: Nonce, binding: ChannelBinding) -> Self {
+        Self::with_features(token, nonce, binding, features::DEFAULT)
     }
 
     /// Starts a session announcing `wanted` (for example [`features::PLAIN_DATA`]).
-    pub fn with_features(token: Token, nonce: Nonce, wanted: u64) -> Self {
+    pub fn with_features(token: Token, nonce: Nonce, binding: ChannelBinding, wanted: u64) -> Self {
         let wanted = wanted & features::ALL;
         let mut outbox = VecDeque::new();
         outbox.push_back(Message::ClientHello {
@@ -90,22 +91,37 @@ impl ClientSession {
             features: wanted,
             nonce,
         });
+        let secret = token.session_secret(&binding);
         Self {
+            session_id: secret.session_id(),
             token,
             nonce,
-            server_nonce: [0; 32],
+            binding,
             state: ClientState::AwaitServerHello,
-            secret: None,
-            session_id: 0,
+            secret,
+            welcomed: false,
             features: wanted,
             outbox,
             events: VecDeque::new(),
         }
     }
 
-    /// The session's chunk key, once authenticated.
+    /// The session's chunk key, once the server has proved itself.
     pub fn chunk_key(&self) -> Option<crate::auth::ChunkKey> {
-        self.secret.as_ref().map(SessionSecret::chunk_key)
+        self.server_proved().then(|| self.secret.chunk_key())
+    }
+
+    /// Whether the server's hello and proof have been checked.
+    fn server_proved(&self) -> bool {
+        !matches!(
+            self.state,
+            ClientState::AwaitServerHello | ClientState::Failed
+        )
+    }
+
+    /// The session's id (derived from the connection, the same at the server).
+    pub fn session_id(&self) -> u64 {
+        self.session_id
     }
 
     /// Feeds one message received from the server.
@@ -134,25 +150,33 @@ impl ClientSession {
                 },
             ) => {
                 check_version(version)?;
-                if !tags_equal(&proof, &self.token.server_proof(&self.nonce, &nonce)) {
+                if !tags_equal(&proof, &self.token.server_proof(&self.binding.cert, &nonce)) {
                     return Err(ProtoError::AuthFailed);
                 }
-                self.server_nonce = nonce;
                 self.features &= features;
                 self.outbox.push_back(Message::ClientProof {
-                    proof: self.token.client_proof(&self.nonce, &nonce),
+                    proof: self.token.client_proof(&self.binding, &self.nonce, &nonce),
                 });
                 self.state = S::AwaitWelcome;
                 Ok(())
             }
-            (S::AwaitWelcome | S::TransferAwaitWelcome, Message::Welcome { session_id }) => {
-                self.session_id = session_id;
-                self.secret = Some(self.token.session_secret(&self.nonce, &self.server_nonce));
-                self.state = if self.state == S::TransferAwaitWelcome {
-                    S::Transferring
-                } else {
-                    S::Authenticated
-                };
+            (state, Message::Welcome { session_id })
+                if !self.welcomed && !matches!(state, S::AwaitServerHello | S::Failed) =>
+            {
+                if session_id != self.session_id {
+                    return Err(ProtoError::InvalidField {
+                        field: "session_id",
+                        why: format!(
+                            "the server named session {session_id:#x}, not the {:#x} both ends \
+                             derive from this connection",
+                            self.session_id
+                        ),
+                    });
+                }
+                self.welcomed = true;
+                if state == S::AwaitWelcome {
+                    self.state = S::Authenticated;
+                }
                 self.events.push_back(ClientEvent::Authenticated {
                     session_id,
                     features: self.features,
@@ -161,24 +185,24 @@ impl ClientSession {
             }
             (
                 S::Authenticated
+                | S::AwaitWelcome
                 | S::AwaitReport
                 | S::AwaitReady
                 | S::AwaitStart
                 | S::Running
-                | S::Transferring
-                | S::TransferAwaitWelcome,
+                | S::Transferring,
                 Message::Pong { seq },
             ) => {
                 self.events.push_back(ClientEvent::Pong { seq });
                 Ok(())
             }
-            (S::AwaitReport, Message::HostReport { findings_json }) => {
+            (S::AwaitReport, Message::HostReport { findings_json }) if self.welcomed => {
                 self.state = S::Reported;
                 self.events
                     .push_back(ClientEvent::HostReport { findings_json });
                 Ok(())
             }
-            (S::AwaitReady, Message::BenchReady(r)) => {
+            (S::AwaitReady, Message::BenchReady(r)) if self.welcomed => {
                 self.state = S::AwaitStart;
                 self.events.push_back(ClientEvent::Ready(r));
                 Ok(())
@@ -203,16 +227,25 @@ impl ClientSession {
         }
     }
 
-    /// Queues an RTT probe (allowed once authenticated).
+    /// Queues an RTT probe (allowed once the server proved itself).
     pub fn ping(&mut self, seq: u32) {
-        if self.state != ClientState::AwaitServerHello && self.state != ClientState::AwaitWelcome {
+        if self.server_proved() {
             self.outbox.push_back(Message::Ping { seq });
         }
     }
 
-    /// Queues the run's parameters after checking them locally.
+    /// Whether a request may be queued now: authenticated, or right behind our proof.
+    fn may_request(&self) -> bool {
+        matches!(
+            self.state,
+            ClientState::Authenticated | ClientState::AwaitWelcome
+        )
+    }
+
+    /// Queues the run's parameters after checking them locally; allowed right behind our
+    /// proof (the same flight), before the welcome.
     pub fn request(&mut self, params: BenchParams) -> Result<(), ProtoError> {
-        if self.state != ClientState::Authenticated {
+        if !self.may_request() {
             return Err(ProtoError::Unexpected {
                 got: "BenchParams (local)",
                 state: client_state_name(self.state),
@@ -228,7 +261,7 @@ impl ClientSession {
     /// and `rtt_us` (allowed once authenticated, before any parameters). The answer arrives
     /// as [`ClientEvent::HostReport`] and ends the session.
     pub fn request_host_report(&mut self, rate_bps: u64, rtt_us: u32) -> Result<(), ProtoError> {
-        if self.state != ClientState::Authenticated {
+        if !self.may_request() {
             return Err(ProtoError::Unexpected {
                 got: "HostReportRequest (local)",
                 state: client_state_name(self.state),
@@ -247,8 +280,7 @@ impl ClientSession {
     /// hello): the welcome then still arrives and is handled as usual.
     pub fn begin_transfer(&mut self) -> Result<(), ProtoError> {
         self.state = match self.state {
-            ClientState::Authenticated => ClientState::Transferring,
-            ClientState::AwaitWelcome => ClientState::TransferAwaitWelcome,
+            ClientState::Authenticated | ClientState::AwaitWelcome => ClientState::Transferring,
             other => {
                 return Err(ProtoError::Unexpected {
                     got: "TransferParams (local)",
@@ -259,13 +291,15 @@ impl ClientSession {
         Ok(())
     }
 
-    /// The [`Message::DataHello`] for data stream `stream`; `None` before authentication.
-    pub fn data_hello(&self, stream: u16) -> Option<Message> {
-        let secret = self.secret.as_ref()?;
-        Some(Message::DataHello {
+    /// The [`Message::DataHello`] for data stream `stream` on a data connection whose
+    /// exporter is `conn` (empty without TLS); `None` until the server proved itself. It
+    /// needs no answer from the server: data connections attach in the flight of our
+    /// proof.
+    pub fn data_hello(&self, stream: u16, conn: &[u8]) -> Option<Message> {
+        self.server_proved().then(|| Message::DataHello {
             session_id: self.session_id,
             stream,
-            mac: data_mac(secret, self.session_id, stream),
+            mac: data_mac(&self.secret, self.session_id, stream, conn),
         })
     }
 
@@ -329,7 +363,7 @@ pub enum ServerEvent {
 
 impl PartialEq for SessionSecret {
     fn eq(&self, other: &Self) -> bool {
-        let (a, b) = (data_mac(self, 0, 0), data_mac(other, 0, 0));
+        let (a, b) = (data_mac(self, 0, 0, &[]), data_mac(other, 0, 0, &[]));
         tags_equal(&a, &b)
     }
 }
@@ -353,6 +387,7 @@ enum ServerState {
 pub struct ServerSession {
     token: Token,
     nonce: Nonce,
+    binding: ChannelBinding,
     client_nonce: Nonce,
     session_id: u64,
     features: u64,
@@ -362,11 +397,26 @@ pub struct ServerSession {
 }
 
 impl ServerSession {
-    /// A session waiting for the client's hello.
-    pub fn new(token: Token, nonce: Nonce, session_id: u64) -> Self {
+    /// The hello a server sends on every TLS connection before it reads anything: 0.5-RTT
+    /// data right behind its TLS Finished, proving the token for its certificate `cert`
+    /// (SHA-256) with `nonce`, the one its [`ServerSession`] is then given.
+    pub fn hello(token: &Token, nonce: Nonce, cert: &[u8; 32]) -> Message {
+        Message::ServerHello {
+            version: PROTOCOL_VERSION,
+            features: features::ALL,
+            nonce,
+            proof: token.server_proof(cert, &nonce),
+        }
+    }
+
+    /// A session on the TLS connection `binding` describes, whose [`ServerSession::hello`]
+    /// (with `nonce`) is already sent, waiting for the client's hello.
+    pub fn new(token: Token, nonce: Nonce, binding: ChannelBinding) -> Self {
+        let session_id = token.session_secret(&binding).session_id();
         Self {
             token,
             nonce,
+            binding,
             client_nonce: [0; 32],
             session_id,
             features: 0,
@@ -403,18 +453,13 @@ impl ServerSession {
                 check_version(version)?;
                 self.client_nonce = nonce;
                 self.features = features & features::ALL;
-                self.outbox.push_back(Message::ServerHello {
-                    version: PROTOCOL_VERSION,
-                    features: features::ALL,
-                    nonce: self.nonce,
-                    proof: self.token.server_proof(&nonce, &self.nonce),
-                });
                 self.state = S::AwaitProof;
                 Ok(())
             }
             (S::AwaitProof, Message::ClientProof { proof }) => {
                 let expected: [u8; MAC_LEN] =
-                    self.token.client_proof(&self.client_nonce, &self.nonce);
+                    self.token
+                        .client_proof(&self.binding, &self.client_nonce, &self.nonce);
                 if !tags_equal(&proof, &expected) {
                     return Err(ProtoError::AuthFailed);
                 }
@@ -423,7 +468,7 @@ impl ServerSession {
                 });
                 self.state = S::AwaitParams;
                 self.events.push_back(ServerEvent::Authenticated {
-                    secret: self.token.session_secret(&self.client_nonce, &self.nonce),
+                    secret: self.token.session_secret(&self.binding),
                     features: self.features,
                 });
                 Ok(())
@@ -466,6 +511,11 @@ impl ServerSession {
                 state: server_state_name(state),
             }),
         }
+    }
+
+    /// The session's id (derived from the connection: the client's data hellos name it).
+    pub fn session_id(&self) -> u64 {
+        self.session_id
     }
 
     /// The client sent `TransferParams` (a file transfer) instead of bench parameters:
@@ -570,15 +620,17 @@ impl DataAttachments {
         }
     }
 
-    /// Checks a data connection's hello; on success the stream counts as attached.
+    /// Checks a data connection's hello (`conn`: that connection's exporter, empty
+    /// without TLS); on success the stream counts as attached.
     pub fn attach(
         &mut self,
         session_id: u64,
         stream: u16,
         mac: &[u8; MAC_LEN],
+        conn: &[u8],
     ) -> Result<(), ProtoError> {
         if session_id != self.session_id
-            || !tags_equal(mac, &data_mac(&self.secret, session_id, stream))
+            || !tags_equal(mac, &data_mac(&self.secret, session_id, stream, conn))
         {
             return Err(ProtoError::AuthFailed);
         }
@@ -643,7 +695,6 @@ fn client_state_name(s: ClientState) -> &'static str {
         ClientState::AwaitStart => "waiting for the data streams to attach",
         ClientState::Running => "running",
         ClientState::Transferring => "transferring files",
-        ClientState::TransferAwaitWelcome => "waiting for the welcome of a transfer",
         ClientState::Failed => "failed",
     }
 }

@@ -238,8 +238,9 @@ proptest! {
     #[test]
     fn sessions_survive_arbitrary_messages(msgs in prop::collection::vec(arb_message(), 0..12)) {
         let t = Token::new(b"property-test-token-0123456789").unwrap();
-        let mut s = ServerSession::new(t.clone(), [1; 32], 5);
-        let mut c = ClientSession::new(t, [2; 32]);
+        let binding = ChannelBinding { cert: [3; 32], exporter: [4; 32] };
+        let mut s = ServerSession::new(t.clone(), [1; 32], binding);
+        let mut c = ClientSession::new(t, [2; 32], binding);
         for m in msgs {
             let _ = s.handle(m.clone());
             let _ = c.handle(m);

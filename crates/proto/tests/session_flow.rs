@@ -27,6 +27,39 @@ fn params() -> BenchParams {
     }
 }
 
+/// The server's certificate (its SHA-256) in these tests.
+const CERT: [u8; 32] = [5; 32];
+
+/// One TLS connection's binding (`e` stands for its exporter).
+fn binding(e: u8) -> ChannelBinding {
+    ChannelBinding {
+        cert: CERT,
+        exporter: [e; 32],
+    }
+}
+
+/// A client on connection 1 that has not yet seen the server's hello.
+fn client(t: &str) -> ClientSession {
+    ClientSession::new(token(t), [7; 32], binding(1))
+}
+
+/// A server on connection 1 (its hello is [`server_hello`]).
+fn server(t: &str) -> ServerSession {
+    ServerSession::new(token(t), [9; 32], binding(1))
+}
+
+/// The 0.5-RTT hello of a server holding `t`.
+fn server_hello(t: &str) -> Message {
+    ServerSession::hello(&token(t), [9; 32], &CERT)
+}
+
+/// A client and a server on one connection, the server's hello delivered (it must pass).
+fn pair(ct: &str, st: &str) -> (ClientSession, ServerSession) {
+    let mut c = client(ct);
+    c.handle(server_hello(st)).unwrap();
+    (c, server(st))
+}
+
 /// Moves every queued message from one end to the other through the wire codec.
 fn pump(c: &mut ClientSession, s: &mut ServerSession) -> Result<(), ProtoError> {
     loop {
@@ -53,13 +86,15 @@ fn pump(c: &mut ClientSession, s: &mut ServerSession) -> Result<(), ProtoError> 
 
 #[test]
 fn full_session_runs_and_data_streams_attach_once() {
-    let mut c = ClientSession::new(token("shared-secret-0123456789abcdef"), [7; 32]);
-    let mut s = ServerSession::new(token("shared-secret-0123456789abcdef"), [9; 32], 42);
+    let (mut c, mut s) = pair(
+        "shared-secret-0123456789abcdef",
+        "shared-secret-0123456789abcdef",
+    );
     pump(&mut c, &mut s).unwrap();
     assert_eq!(
         c.poll_event(),
         Some(ClientEvent::Authenticated {
-            session_id: 42,
+            session_id: s.session_id(),
             features: features::DEFAULT
         })
     );
@@ -84,19 +119,28 @@ fn full_session_runs_and_data_streams_attach_once() {
     pump(&mut c, &mut s).unwrap();
     assert!(matches!(c.poll_event(), Some(ClientEvent::Ready(_))));
 
-    let mut attach = DataAttachments::new(42, secret, 4);
+    let mut attach = DataAttachments::new(s.session_id(), secret, 4);
     for stream in 0..4 {
         let Some(Message::DataHello {
             session_id,
             stream,
             mac,
-        }) = c.data_hello(stream)
+        }) = c.data_hello(stream, b"data conn")
         else {
             panic!("no data hello")
         };
-        attach.attach(session_id, stream, &mac).unwrap();
+        // Presented on another TLS connection (a replay), it fails.
+        assert_eq!(
+            attach.attach(session_id, stream, &mac, b"another conn"),
+            Err(ProtoError::AuthFailed)
+        );
+        attach
+            .attach(session_id, stream, &mac, b"data conn")
+            .unwrap();
         // A replay of the same hello is refused.
-        assert!(attach.attach(session_id, stream, &mac).is_err());
+        assert!(attach
+            .attach(session_id, stream, &mac, b"data conn")
+            .is_err());
     }
     assert!(attach.complete());
 
@@ -125,16 +169,126 @@ fn full_session_runs_and_data_streams_attach_once() {
 
 #[test]
 fn wrong_token_fails_on_the_client_before_it_proves_anything() {
-    let mut c = ClientSession::new(token("client-token-0123456789abcdef"), [1; 32]);
-    let mut s = ServerSession::new(token("server-token-0123456789abcdef"), [2; 32], 1);
-    let err = pump(&mut c, &mut s).unwrap_err();
+    let mut c = client("client-token-0123456789abcdef");
+    let err = c
+        .handle(server_hello("server-token-0123456789abcdef"))
+        .unwrap_err();
     assert_eq!(err, ProtoError::AuthFailed);
     assert!(err.to_string().contains("token"), "{err}");
+    // Only the hello went out (it carries no secret), then the refusal: no proof.
+    let sent: Vec<Message> = std::iter::from_fn(|| c.poll_transmit()).collect();
+    assert!(matches!(sent[0], Message::ClientHello { .. }));
+    assert!(!sent
+        .iter()
+        .any(|m| matches!(m, Message::ClientProof { .. })));
+    assert!(c.data_hello(0, &[]).is_none());
+}
+
+#[test]
+fn a_server_hello_for_another_certificate_is_refused() {
+    // A man in the middle with his own certificate replays the real server's hello:
+    // the proof names the real certificate, not the one this TLS handshake presented.
+    let t = "shared-secret-0123456789abcdef";
+    let mut c = ClientSession::new(
+        token(t),
+        [7; 32],
+        ChannelBinding {
+            cert: [6; 32],
+            exporter: [1; 32],
+        },
+    );
+    assert_eq!(c.handle(server_hello(t)), Err(ProtoError::AuthFailed));
+}
+
+#[test]
+fn a_proof_replayed_on_another_connection_is_refused() {
+    let t = "shared-secret-0123456789abcdef";
+    let (mut c, _) = pair(t, t);
+    let sent: Vec<Message> = std::iter::from_fn(|| c.poll_transmit()).collect();
+    // The same messages, written by an attacker into another TLS connection to the server.
+    let mut elsewhere = ServerSession::new(token(t), [9; 32], binding(2));
+    let mut result = Ok(());
+    for m in sent {
+        result = elsewhere.handle(m);
+        if result.is_err() {
+            break;
+        }
+    }
+    assert_eq!(result, Err(ProtoError::AuthFailed));
+    assert!(std::iter::from_fn(|| elsewhere.poll_event())
+        .next()
+        .is_none());
+}
+
+/// The flights a client waits for before data may go: the server's hello rides with TLS
+/// (no flight of its own); then one answer. Counted without a clock: a flight is all a
+/// side can send before it must hear from the other.
+#[test]
+fn data_may_go_after_one_answer_to_the_first_flight() {
+    let t = "shared-secret-0123456789abcdef";
+    let (mut c, mut s) = pair(t, t);
+    // Client flight 1 (as its TLS handshake ends): hello, proof, parameters, and on every
+    // data connection its hello; nothing awaited in between.
+    c.request(params()).unwrap();
+    let flight: Vec<Message> = std::iter::from_fn(|| c.poll_transmit()).collect();
+    let kinds: Vec<&str> = flight.iter().map(Message::kind).collect();
+    assert_eq!(kinds, ["ClientHello", "ClientProof", "BenchParams"]);
+    let hellos: Vec<Message> = (0..4)
+        .map(|i| {
+            c.data_hello(i, &[i as u8])
+                .expect("a data hello before any answer")
+        })
+        .collect();
+    // The server: that one flight is enough for the welcome, the acceptance and Start.
+    for m in flight {
+        s.handle(m).unwrap();
+    }
+    let mut secret = None;
+    while let Some(ev) = s.poll_event() {
+        match ev {
+            ServerEvent::Authenticated { secret: x, .. } => secret = Some(x),
+            ServerEvent::Params(_) => s.accept(BenchReady {
+                facts: HostFacts::default(),
+                rcvbuf_bytes: 0,
+                sndbuf_bytes: 0,
+                rx_rate_bps: 0,
+                jump_start_bps: 0,
+                jump_note: String::new(),
+            }),
+            _ => {}
+        }
+    }
+    let mut attach = DataAttachments::new(s.session_id(), secret.unwrap(), 4);
+    for (i, h) in hellos.into_iter().enumerate() {
+        let Message::DataHello {
+            session_id,
+            stream,
+            mac,
+        } = h
+        else {
+            unreachable!()
+        };
+        attach.attach(session_id, stream, &mac, &[i as u8]).unwrap();
+    }
+    assert!(attach.complete());
+    s.start();
+    // Server flight 1: all the client waits for.
+    let answer: Vec<Message> = std::iter::from_fn(|| s.poll_transmit()).collect();
+    let kinds: Vec<&str> = answer.iter().map(Message::kind).collect();
+    assert_eq!(kinds, ["Welcome", "BenchReady", "Start"]);
+    for m in answer {
+        c.handle(m).unwrap();
+    }
+    let events: Vec<ClientEvent> = std::iter::from_fn(|| c.poll_event()).collect();
+    assert!(
+        matches!(events.last(), Some(ClientEvent::Started)),
+        "{events:?}"
+    );
 }
 
 #[test]
 fn a_client_that_fakes_its_proof_is_refused() {
-    let mut s = ServerSession::new(token("server-token-0123456789abcdef"), [2; 32], 1);
+    let mut s = server("server-token-0123456789abcdef");
     s.handle(Message::ClientHello {
         version: PROTOCOL_VERSION,
         features: 0,
@@ -158,7 +312,7 @@ fn a_client_that_fakes_its_proof_is_refused() {
 
 #[test]
 fn version_mismatch_is_reported_to_the_peer() {
-    let mut s = ServerSession::new(token("server-token-0123456789abcdef"), [2; 32], 1);
+    let mut s = server("server-token-0123456789abcdef");
     let err = s
         .handle(Message::ClientHello {
             version: 99,
@@ -181,13 +335,42 @@ fn version_mismatch_is_reported_to_the_peer() {
 }
 
 #[test]
+fn an_older_server_hello_is_refused_with_both_versions_named() {
+    let t = "shared-secret-0123456789abcdef";
+    let mut c = client(t);
+    let Message::ServerHello {
+        features,
+        nonce,
+        proof,
+        ..
+    } = server_hello(t)
+    else {
+        unreachable!()
+    };
+    let err = c
+        .handle(Message::ServerHello {
+            version: PROTOCOL_VERSION - 1,
+            features,
+            nonce,
+            proof,
+        })
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains(&PROTOCOL_VERSION.to_string())
+            && text.contains(&(PROTOCOL_VERSION - 1).to_string()),
+        "{text}"
+    );
+}
+
+#[test]
 fn messages_out_of_order_are_refused() {
-    let mut s = ServerSession::new(token("server-token-0123456789abcdef"), [2; 32], 1);
+    let mut s = server("server-token-0123456789abcdef");
     assert!(matches!(
         s.handle(Message::BenchParams(params())),
         Err(ProtoError::Unexpected { .. })
     ));
-    let mut c = ClientSession::new(token("server-token-0123456789abcdef"), [2; 32]);
+    let mut c = client("server-token-0123456789abcdef");
     assert!(matches!(
         c.handle(Message::Start),
         Err(ProtoError::Unexpected { .. })
@@ -216,7 +399,7 @@ fn absurd_parameters_are_refused_with_the_field_named() {
 
 #[test]
 fn peer_error_ends_the_session_with_its_message() {
-    let mut c = ClientSession::new(token("server-token-0123456789abcdef"), [2; 32]);
+    let mut c = client("server-token-0123456789abcdef");
     let err = c
         .handle(Message::Error {
             code: ErrorCode::Busy,
@@ -227,8 +410,10 @@ fn peer_error_ends_the_session_with_its_message() {
 }
 
 fn authenticated_pair() -> (ClientSession, ServerSession) {
-    let mut c = ClientSession::new(token("shared-secret-0123456789abcdef"), [7; 32]);
-    let mut s = ServerSession::new(token("shared-secret-0123456789abcdef"), [9; 32], 42);
+    let (mut c, mut s) = pair(
+        "shared-secret-0123456789abcdef",
+        "shared-secret-0123456789abcdef",
+    );
     pump(&mut c, &mut s).unwrap();
     assert!(matches!(
         c.poll_event(),
@@ -277,7 +462,7 @@ fn host_report_is_asked_for_after_authentication_and_ends_the_session() {
 
 #[test]
 fn host_report_before_authentication_or_unasked_is_refused() {
-    let mut s = ServerSession::new(token("server-token-0123456789abcdef"), [2; 32], 1);
+    let mut s = server("server-token-0123456789abcdef");
     assert!(matches!(
         s.handle(Message::HostReportRequest {
             rate_bps: 1,
@@ -285,7 +470,7 @@ fn host_report_before_authentication_or_unasked_is_refused() {
         }),
         Err(ProtoError::Unexpected { .. })
     ));
-    let mut c = ClientSession::new(token("server-token-0123456789abcdef"), [2; 32]);
+    let mut c = client("server-token-0123456789abcdef");
     assert!(c.request_host_report(1_000_000_000, 1000).is_err());
     let (mut c, _s) = authenticated_pair();
     assert!(matches!(
@@ -333,14 +518,16 @@ fn absurd_report_paths_are_refused_with_the_field_named() {
 
 #[test]
 fn transfer_takes_over_an_authenticated_session_only() {
-    let mut c = ClientSession::new(token("shared-secret-0123456789abcdef"), [7; 32]);
-    let mut s = ServerSession::new(token("shared-secret-0123456789abcdef"), [9; 32], 5);
+    let mut c = client("shared-secret-0123456789abcdef");
+    let mut s = server("shared-secret-0123456789abcdef");
     // Not yet authenticated: both ends refuse.
     assert!(c.begin_transfer().is_err());
     assert!(s.begin_transfer().is_err());
 
-    let mut c = ClientSession::new(token("shared-secret-0123456789abcdef"), [7; 32]);
-    let mut s = ServerSession::new(token("shared-secret-0123456789abcdef"), [9; 32], 5);
+    let (mut c, mut s) = pair(
+        "shared-secret-0123456789abcdef",
+        "shared-secret-0123456789abcdef",
+    );
     pump(&mut c, &mut s).unwrap();
     c.begin_transfer().unwrap();
     s.begin_transfer().unwrap();
@@ -356,8 +543,10 @@ fn transfer_takes_over_an_authenticated_session_only() {
     assert!(c.request(params()).is_err());
     assert!(s.handle(Message::BenchParams(params())).is_err());
     // A second hand-off is refused.
-    let mut c2 = ClientSession::new(token("shared-secret-0123456789abcdef"), [7; 32]);
-    let mut s2 = ServerSession::new(token("shared-secret-0123456789abcdef"), [9; 32], 6);
+    let (mut c2, mut s2) = pair(
+        "shared-secret-0123456789abcdef",
+        "shared-secret-0123456789abcdef",
+    );
     pump(&mut c2, &mut s2).unwrap();
     s2.begin_transfer().unwrap();
     assert!(s2.begin_transfer().is_err());
@@ -365,22 +554,33 @@ fn transfer_takes_over_an_authenticated_session_only() {
 
 #[test]
 fn a_transfer_may_be_requested_right_behind_the_proof() {
-    let mut c = ClientSession::new(token("shared-secret-0123456789abcdef"), [7; 32]);
-    let mut s = ServerSession::new(token("shared-secret-0123456789abcdef"), [9; 32], 8);
-    // Client hello to the server, server hello back: the client now sends its proof.
-    let hello = c.poll_transmit().unwrap();
-    s.handle(hello).unwrap();
-    c.handle(s.poll_transmit().unwrap()).unwrap();
+    let t = "shared-secret-0123456789abcdef";
+    let mut c = client(t);
+    let mut s = server(t);
+    // Before the server's hello: no transfer, no data hello.
+    assert!(c.begin_transfer().is_err());
+    assert!(c.data_hello(0, &[]).is_none());
+    c.handle(server_hello(t)).unwrap();
     c.begin_transfer().unwrap();
-    // No secret before the welcome...
-    assert!(c.data_hello(0).is_none());
+    // Data hellos go at once, before the welcome.
+    assert!(c.data_hello(0, &[]).is_some());
     pump(&mut c, &mut s).unwrap();
-    // ...and after it the session is authenticated and data hellos are possible.
+    let id = s.session_id();
     assert!(matches!(
         c.poll_event(),
-        Some(ClientEvent::Authenticated { session_id: 8, .. })
+        Some(ClientEvent::Authenticated { session_id, .. }) if session_id == id
     ));
-    assert!(c.data_hello(0).is_some());
     s.begin_transfer().unwrap();
     assert!(c.request(params()).is_err());
+}
+
+#[test]
+fn a_welcome_for_another_session_is_refused() {
+    let t = "shared-secret-0123456789abcdef";
+    let (mut c, _) = pair(t, t);
+    let wrong = c.session_id() ^ 1;
+    let err = c
+        .handle(Message::Welcome { session_id: wrong })
+        .unwrap_err();
+    assert!(err.to_string().contains("session"), "{err}");
 }

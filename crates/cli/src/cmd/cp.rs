@@ -540,6 +540,9 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool, de
             "unchanged_files": r.files_unchanged, "compared_files": r.files_compared,
             "created_files": r.files_ok.saturating_sub(r.files_unchanged + r.files_compared),
             "reused_bytes": r.reused_bytes,
+            "first_byte_ms": longhaul_engine::startup::first_data_after_start()
+                .map(|t| t.as_secs_f64() * 1e3),
+            "first_byte_rtts": longhaul_engine::startup::first_data_rtts(r.start.rtt),
         });
         if let (Some(v), Some(obj)) = (verdict, end.as_object_mut()) {
             obj.insert("limited_by".into(), json!(v.limited_by));

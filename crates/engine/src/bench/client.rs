@@ -15,14 +15,12 @@ use crate::host;
 use crate::jump::ClientJump;
 use crate::telemetry::Sampled;
 use crate::transport::control::{ControlLink, Incoming};
-use crate::transport::dial::{dial, flush, recv, DataDialer, Dialed};
+use crate::transport::dial::{dial, flush, recv, DataDialer, DataPlan, Dialed, AUTO_STREAMS};
 use crate::transport::sockopts;
 use crate::transport::tls::Security;
 use longhaul_policy::{judge, BufferCaps, JumpValidator, TransportRequest, Window};
 
 pub use crate::transport::dial::{resolve, DEFAULT_PORT};
-/// Pings on the idle control connection to measure the RTT.
-const RTT_PINGS: u32 = 5;
 
 /// What the user asked for.
 #[derive(Debug, Clone)]
@@ -117,19 +115,31 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError 
 
 /// Runs a bench against a `longhaul serve`.
 pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndReport, BenchError> {
-    // Handshake.
-    let mut dialed = dial(&cfg.target, &cfg.token, &cfg.security)?;
-    dialed.authenticate()?;
-    // RTT: the minimum over a few pings on the idle control connection.
-    let rtt = dialed.measure_rtt(RTT_PINGS)?;
+    // Handshake, with the data connections opened at the same moment (see
+    // docs/startup.md): the RTT is the control connection's connect time. A run that may
+    // jump (a path seen before) opens them only once the routes' initial windows are set.
+    let may_jump = cfg.jump_start && crate::jump::seen_before(&cfg.target);
     let Dialed {
         mut conn,
         mut session,
         addr,
+        rtt,
+        data,
         data_tls,
         pinned_now,
-        ..
-    } = dialed;
+    } = dial(
+        &cfg.target,
+        &cfg.token,
+        &cfg.security,
+        DataPlan {
+            streams: match (may_jump, cfg.streams) {
+                (true, _) => 0,
+                (false, Some(n)) => n,
+                (false, None) => AUTO_STREAMS,
+            },
+            receiving: cfg.reverse,
+        },
+    )?;
 
     // Jump-start: decided from the user's path cache, the route's initial windows set
     // before any data connection exists (see `crate::jump`).
@@ -142,9 +152,11 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     let mss = longhaul_sys::tcp_info::tcp_info(conn.stream().tcp()).map_or(0, |i| i.snd_mss);
     let probing =
         cfg.rate_bps.is_none() && cfg.window.is_none() && rtt >= longhaul_policy::MIN_PROBE_RTT;
-    let auto_streams = cfg
-        .streams
-        .unwrap_or_else(|| longhaul_policy::streams_for_path(rtt));
+    let auto_streams = match (data.streams(), cfg.streams) {
+        (0, Some(n)) => n,
+        (0, None) => longhaul_policy::streams_for_path(rtt),
+        (n, _) => n,
+    };
     // A jump needs no streams for its start-up (its initial windows carry the rate), and
     // 64 streams' jumps fell short where 8 and 1 held the rate from the first round trip.
     let jump_streams = cfg
@@ -227,21 +239,34 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         jump: jump.ask(),
     };
     let rx_rate = if cfg.reverse { cfg.rx_rate_bps } else { None };
-    let dial_data = || {
-        DataDialer::start(
+    let late_data = || {
+        let d = DataDialer::start(
             addr,
-            streams,
-            side,
-            &local_choice,
-            rx_rate.map(|r| (r, streams, rtt)),
-            data_tls.clone(),
-        )
+            DataPlan {
+                streams,
+                receiving: cfg.reverse,
+            },
+            cfg.token.clone(),
+        );
+        d.give_tls(data_tls.clone());
+        d
     };
-    // Without a jump the data connections open while the parameters' round trip runs; a
-    // jump opens them only once the server has set its route metrics (one more RTT).
-    let mut early = jump.plan.is_none().then(dial_data);
+    // Without a jump the data connections are on their way since the start (dial), or, if
+    // dial held them back for a jump that did not happen, they open now; a jump opens
+    // them once the server has set its route metrics (one more RTT).
+    let mut early = match (data.streams(), jump.plan.is_some()) {
+        (0, false) => Some(late_data()),
+        (0, true) => None,
+        _ => Some(data),
+    };
+    // One flight: our proof, the parameters, and every data stream's hello.
     session.request(params.clone())?;
     flush(&mut session, &mut conn)?;
+    let rx_clamp = rx_rate.map(|r| (r, streams, rtt));
+    let mut sockets = match early.take() {
+        Some(d) => Some(d.attach(&session, side, &local_choice, rx_clamp)?),
+        None => None,
+    };
     let ready = loop {
         let msg = recv(&mut conn, "waiting for the server to accept the parameters")?;
         session.handle(msg)?;
@@ -252,9 +277,9 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     };
     warnings.extend(plan.peer_warning(&BufferCaps::from(&ready.facts)));
     jump.server_answered(cfg.reverse, ready.jump_start_bps, &ready.jump_note);
-    let data = match early.take() {
-        Some(d) => d,
-        None => dial_data(),
+    let sockets = match sockets.take() {
+        Some(s) => s,
+        None => late_data().attach(&session, side, &local_choice, rx_clamp)?,
     };
     if let Some(fp) = pinned_now {
         warnings.push(format!(
@@ -271,9 +296,6 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         congestion.clone()
     };
 
-    // Data connections: connected while the parameters' round trip runs, proved once
-    // the server is ready for them.
-    let sockets = data.attach(&session)?;
     for s in &sockets {
         let cc = (role == Role::Sender).then_some(congestion.as_str());
         sockopts::tune_connected(s.tcp(), cc).map_err(io_err("setting up a data connection"))?;
@@ -514,6 +536,9 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     if let Some(rate) = steady.rate().or(run.held_bps()) {
         crate::jump::remember(addr.ip(), local_ip, rate, min_rtt, mss);
     }
+    end.summary.first_byte_ms =
+        crate::startup::first_data_after_start().map(|t| t.as_secs_f64() * 1e3);
+    end.summary.first_byte_rtts = crate::startup::first_data_rtts(rtt);
     Ok(end)
 }
 
@@ -676,6 +701,8 @@ pub fn summarize(
             cruise_congestion: None,
             sender: cost(sender),
             receiver: cost(receiver),
+            first_byte_ms: None,
+            first_byte_rtts: None,
         },
         streams,
         jump_start: crate::jump::JumpReport::default(),

@@ -32,7 +32,15 @@ pub fn peer_report(
     rate_bps: u64,
     rtt: Option<Duration>,
 ) -> Result<PeerReport, BenchError> {
-    let mut control = dial(target, token, security)?;
+    let mut control = dial(
+        target,
+        token,
+        security,
+        crate::transport::dial::DataPlan {
+            streams: 0,
+            receiving: false,
+        },
+    )?;
     control.authenticate()?;
     let measured = control.measure_rtt(5)?;
     let rtt_us = rtt

@@ -187,6 +187,11 @@ pub struct Summary {
     pub sender: EndCost,
     /// Receiving end's cost.
     pub receiver: EndCost,
+    /// Milliseconds from the command's start to this end's first data byte (sent when
+    /// this end sends, received when it receives); see docs/startup.md.
+    pub first_byte_ms: Option<f64>,
+    /// [`Summary::first_byte_ms`] in round trips of the measured RTT.
+    pub first_byte_rtts: Option<f64>,
 }
 
 /// The `end` object.

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use longhaul_policy::Stage;
-use longhaul_proto::{ErrorCode, Message, ProtoError};
+use longhaul_proto::{encode_frame, ChannelBinding, ErrorCode, Message, ProtoError, ServerSession};
 
 use super::door::PendingConn;
 use super::serve_error::ServeError;
@@ -31,7 +31,7 @@ const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(20);
 /// Handles one accepted connection; returns a session outcome for control connections.
 pub(super) fn handle_connection(
     tcp: TcpStream,
-    mut pending: PendingConn,
+    pending: PendingConn,
     shared: &Arc<Shared>,
     cfg: &ServeConfig,
     log: &LogFn,
@@ -40,13 +40,26 @@ pub(super) fn handle_connection(
     let _ = tcp.set_read_timeout(Some(FIRST_MESSAGE_TIMEOUT));
     let _ = tcp.set_nodelay(true);
     let mut first_byte = [0u8; 1];
+    let mut server_nonce = [0u8; 32];
+    if let Err(e) = getrandom::getrandom(&mut server_nonce) {
+        shared.log_conn(log, &format!("{peer}: no random nonce: {e}"));
+        return None;
+    }
     let peeked = tcp.peek(&mut first_byte);
     if let Ok(1) = peeked {
         pending.reached(Stage::Handshaking);
     }
     let stream = match peeked {
         Ok(1) if crate::transport::tls::starts_tls(first_byte[0]) => {
-            match cfg.tls.accept(tcp, FIRST_MESSAGE_TIMEOUT) {
+            // Our hello leaves in the flight of the TLS Finished, before we know whether
+            // this is a control or a data connection (a data connection's client reads
+            // past it).
+            let mut early = Vec::new();
+            encode_frame(
+                &ServerSession::hello(&cfg.token, server_nonce, &cfg.tls.fingerprint().0),
+                &mut early,
+            );
+            match cfg.tls.accept(tcp, FIRST_MESSAGE_TIMEOUT, &early) {
                 Ok(s) => {
                     pending.reached(Stage::Secured);
                     s
@@ -88,17 +101,29 @@ pub(super) fn handle_connection(
             stream,
             mac,
         }) => {
-            // Checked against the session's secret at once; the thread ends after.
-            pending.proved();
-            attach_data(conn, session_id, stream, &mac, shared, peer, log);
+            // Checked against the session's secret as soon as the session registers
+            // (it may still be reading the request); the thread ends after.
+            attach_data(conn, session_id, stream, &mac, pending, shared, log);
             None
         }
         Ok(hello @ Message::ClientHello { .. }) => {
             pending.reached(Stage::Hello);
-            let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+            shared.next_id.fetch_add(1, Ordering::Relaxed);
+            let Some(exporter) = conn.stream().exporter() else {
+                shared.log_conn(log, &format!("{peer}: a control connection without TLS"));
+                return None;
+            };
+            let binding = ChannelBinding {
+                cert: cfg.tls.fingerprint().0,
+                exporter,
+            };
+            let session = ServerSession::new(cfg.token.clone(), server_nonce, binding);
+            let id = session.session_id();
+            // Its data hellos, in flight at the same time, wait for it.
+            let _announced = shared.attach.announce(id);
             // The session takes a slot once the client proved the token (waiting in line
             // for one when all are taken), and leaves the door then.
-            let outcome = run_session(conn, hello, id, pending, shared, cfg, log);
+            let outcome = run_session(conn, hello, session, pending, shared, cfg, log);
             match &outcome {
                 Err(ServeError::Busy) => {
                     shared.log_conn(log, &format!("{peer}: refused, no session slot free"));
@@ -142,18 +167,24 @@ fn attach_data(
     session_id: u64,
     stream: u16,
     mac: &[u8; 32],
+    mut pending: PendingConn,
     shared: &Shared,
-    peer: std::net::SocketAddr,
     log: &LogFn,
 ) {
+    let peer = pending.peer();
     let reply = conn.stream().try_clone();
-    if let Err(e) = shared.attach.attach(conn, session_id, stream, mac) {
-        shared.log_conn(log, &format!("{peer}: data connection refused: {e}"));
-        if let Ok(sock) = reply {
-            let _ = FramedConn::new(sock).send(&Message::Error {
-                code: ErrorCode::Auth,
-                message: e.to_string(),
-            });
+    let binding = conn.stream().exporter();
+    let binding: &[u8] = binding.as_ref().map_or(&[], |b| b);
+    match shared.attach.attach(conn, session_id, stream, mac, binding) {
+        Ok(()) => pending.proved(),
+        Err(e) => {
+            shared.log_conn(log, &format!("{peer}: data connection refused: {e}"));
+            if let Ok(sock) = reply {
+                let _ = FramedConn::new(sock).send(&Message::Error {
+                    code: ErrorCode::Auth,
+                    message: e.to_string(),
+                });
+            }
         }
     }
 }

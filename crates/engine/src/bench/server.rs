@@ -158,7 +158,8 @@ impl Server {
         // What an accepted socket gets by default, before any session raises the
         // listener's buffer.
         let default_rcvbuf = longhaul_sys::socket::receive_buffer(&sock).unwrap_or(0);
-        sock.listen(128)?;
+        // Every client opens its control and data connections at once (up to 257).
+        sock.listen(1024)?;
         let listener: TcpListener = sock.into();
         let shared = Arc::new(Shared {
             listener: listener.try_clone().ok().map(Socket::from),
@@ -170,6 +171,16 @@ impl Server {
             )),
             memory: Arc::new(ServerMemory::new(default_budget(), default_rcvbuf)),
         });
+        // Data connections arrive with the control connection, before any request says
+        // what window they need (docs/startup.md), and a window scale is fixed in the
+        // handshake: as root the listener's buffer is raised at once. Accepted sockets
+        // are set back until their session proves itself (see `super::memory`).
+        if longhaul_sys::socket::can_force_buffers() {
+            if let Some(l) = &shared.listener {
+                shared.memory.mark_widened();
+                let _ = longhaul_sys::socket::set_receive_buffer(l, MAX_WINDOW, true);
+            }
+        }
         let mut seed = [0u8; 8];
         getrandom::getrandom(&mut seed).map_err(|e| io::Error::other(e.to_string()))?;
         shared
@@ -442,16 +453,14 @@ fn take_slot(
 pub(super) fn run_session(
     mut conn: FramedConn,
     hello: Message,
-    id: u64,
+    mut session: ServerSession,
     mut pending: PendingConn,
     shared: &Arc<Shared>,
     cfg: &ServeConfig,
     _log: &LogFn,
 ) -> Result<String, ServeError> {
     let peer = pending.peer();
-    let mut nonce = [0u8; 32];
-    getrandom::getrandom(&mut nonce).map_err(ServeError::Random)?;
-    let mut session = ServerSession::new(cfg.token.clone(), nonce, id);
+    let id = session.session_id();
     let mut msg = hello;
     // Held from the proof of the token to the end of the session.
     let mut slot: Option<SessionSlot> = None;

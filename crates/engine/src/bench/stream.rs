@@ -219,6 +219,7 @@ fn send_loop(
                     ));
                 }
                 Ok(k) => {
+                    crate::startup::note_first_data();
                     done += k;
                     *sent += k as u64;
                     counter.fetch_add(k as u64, Ordering::Relaxed);
@@ -257,6 +258,7 @@ pub fn receive(
         match (&*sock).read(&mut buf[..want]) {
             Ok(0) => break Ok(()),
             Ok(n) => {
+                crate::startup::note_first_data();
                 got += n as u64;
                 counter.fetch_add(n as u64, Ordering::Relaxed);
                 last_byte = start.elapsed();

@@ -23,7 +23,7 @@ use super::{CpError, Progress};
 use crate::host;
 use crate::telemetry::StreamCounters;
 use crate::transport::control::ControlLink;
-use crate::transport::dial::{dial, flush, DataDialer, Dialed};
+use crate::transport::dial::{dial, flush, DataPlan, Dialed, AUTO_STREAMS};
 use crate::transport::framed::{Frame, FramedConn};
 use crate::transport::sockopts;
 use crate::transport::tls::Security;
@@ -194,22 +194,35 @@ pub fn run_cp(
         let shown = typed.strip_suffix(b"/").unwrap_or(typed);
         require_directory(names_a_directory(typed), dest.is_dir(), shown).map_err(CpError::Path)?;
     }
-    // Round trips are the cost of a long path (180 ms each), so the set-up overlaps
-    // them: the RTT comes from hello -> server hello; the request and the file list go
-    // right behind our proof; the data streams connect meanwhile.
+    // Round trips are the cost of a long path (436 ms each), so the set-up overlaps
+    // them (docs/startup.md): the data streams connect with the control connection, the
+    // RTT is its connect time, and the request, the file list and the data hellos go
+    // right behind our proof, in one flight.
+    let push = matches!(cfg.job, CpJob::Push { .. });
+    // Given, the data connections start with the control one; otherwise once its TCP
+    // handshake has measured the RTT (one round trip later), as many as the path needs
+    // for its start-up (`longhaul_policy::streams_for_path`).
+    let streams = cfg.streams.map_or(AUTO_STREAMS, |n| {
+        n.clamp(1, longhaul_proto::limits::MAX_STREAMS)
+    });
     let Dialed {
         mut conn,
         mut session,
-        addr,
         rtt,
-        data_tls,
+        data: connecting,
         pinned_now,
-    } = dial(&cfg.server, &cfg.token, &cfg.security)?;
-    let push = matches!(cfg.job, CpJob::Push { .. });
-    let streams = cfg
-        .streams
-        .unwrap_or_else(|| longhaul_policy::streams_for_path(rtt))
-        .clamp(1, longhaul_proto::limits::MAX_STREAMS);
+        ..
+    } = dial(
+        &cfg.server,
+        &cfg.token,
+        &cfg.security,
+        DataPlan {
+            streams,
+            receiving: !push,
+        },
+    )?;
+    // Without --streams the count came from the path's RTT (dial's AUTO_STREAMS).
+    let streams = connecting.streams();
     // The same decisions as bench, from the same function: this end's buffer, and on a
     // push the congestion control, the probe and the pacing (the server decides them
     // on a pull, from the request's window and its fixed flag).
@@ -291,11 +304,9 @@ pub fn run_cp(
         // "." names the root; "dir/" a directory.
         path: wire_path,
     };
-    let connecting = DataDialer::start(addr, streams, plan.side, &plan.buffer, None, data_tls);
     session
         .begin_transfer()
         .map_err(|e| CpError::Protocol(e.to_string()))?;
-    let proof_sent = Instant::now();
     flush(&mut session, &mut conn)?;
     conn.send_transfer(&TransferMessage::TransferParams(params))
         .and_then(|()| conn.send_transfer(&rules))
@@ -333,10 +344,9 @@ pub fn run_cp(
         }
         CpJob::Pull { dest } => (None, Some(dest)),
     };
-    let (chunk_size, welcome_at) = await_ready(&mut conn, &mut session)?;
-    // The first round trip includes the server accepting the connection; the second
-    // (proof -> welcome) is the better sample where they differ (a busy host, loopback).
-    let rtt = rtt.min(welcome_at.saturating_duration_since(proof_sent));
+    // The data hellos, in the same flight: a pull's server starts once they attach.
+    let socks = connecting.attach(&session, plan.side, &plan.buffer, None)?;
+    let chunk_size = await_ready(&mut conn, &mut session)?;
     if push && chunk_size != chunk_request {
         // A server may lower a push's chunks to fit its memory budget, never raise them.
         let adopted = match sender.as_mut() {
@@ -353,7 +363,6 @@ pub fn run_cp(
              memory budget (fewer --streams keep larger chunks)"
         ));
     }
-    let socks = connecting.attach(&session)?;
     let chunk_key = session
         .chunk_key()
         .ok_or_else(|| CpError::Protocol("authenticated without a session key".into()))?;
@@ -448,11 +457,8 @@ pub fn run_cp(
 }
 
 /// Waits for the welcome (our proof accepted) and the server's `TransferReady`.
-fn await_ready(
-    conn: &mut FramedConn,
-    session: &mut ClientSession,
-) -> Result<(u64, Instant), CpError> {
-    let mut welcome_at = None;
+fn await_ready(conn: &mut FramedConn, session: &mut ClientSession) -> Result<u64, CpError> {
+    let mut welcomed = false;
     loop {
         match conn.recv_any() {
             Ok(Frame::Bench(Message::Error { message, .. })) => {
@@ -462,7 +468,7 @@ fn await_ready(
                 session.handle(m).map_err(|e| CpError::Setup(e.into()))?;
                 while let Some(ev) = session.poll_event() {
                     if matches!(ev, longhaul_proto::ClientEvent::Authenticated { .. }) {
-                        welcome_at = Some(Instant::now());
+                        welcomed = true;
                     }
                 }
             }
@@ -472,10 +478,10 @@ fn await_ready(
                         "the server chose a chunk size of {chunk_size} bytes"
                     )));
                 }
-                let Some(at) = welcome_at.filter(|_| session.data_hello(0).is_some()) else {
+                if !welcomed {
                     return Err(CpError::Protocol("TransferReady before the welcome".into()));
-                };
-                return Ok((chunk_size, at));
+                }
+                return Ok(chunk_size);
             }
             Ok(Frame::Transfer(other)) => {
                 return Err(CpError::Protocol(format!(

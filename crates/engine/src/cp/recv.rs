@@ -600,7 +600,10 @@ fn read_header(sock: &mut SecureStream, hdr: &mut [u8]) -> io::Result<bool> {
         match sock.read(&mut hdr[got..]) {
             Ok(0) if got == 0 => return Ok(false),
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => got += n,
+            Ok(n) => {
+                crate::startup::note_first_data();
+                got += n;
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }

@@ -546,6 +546,7 @@ fn send_chunk(
     };
     let header_only = |mut header: ChunkHeader, flag: u32, sock: &mut SecureStream| {
         header.flags = flag;
+        crate::startup::note_first_data();
         sock.write_all(&header.encode(&sh.chunk_key))
             .map_err(SendFail::Net)?;
         Ok(Sent {
@@ -580,6 +581,7 @@ fn send_chunk(
     if work.old == Some(header.hash) {
         return header_only(header, CHUNK_FLAG_SAME, sock);
     }
+    crate::startup::note_first_data();
     sock.write_all(&header.encode(&sh.chunk_key))
         .map_err(SendFail::Net)?;
     sock.send_file_range(file, chunk.offset, chunk.len, buf)

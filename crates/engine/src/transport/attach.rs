@@ -2,9 +2,15 @@
 //! expect streams are registered in an [`AttachTable`]; an accepted connection whose
 //! first frame is a `DataHello` is checked against its session's secret and handed to
 //! that session; the session waits for all its streams ([`Expected::collect`]).
+//!
+//! A client sends its data hellos in the flight of its proof and request (see
+//! docs/startup.md), so a hello may arrive before its session has read the request and
+//! registered: it waits for the session to appear — at most [`EARLY_HELLO_GRACE`] for a
+//! session no control connection has announced yet ([`AttachTable::announce`], as its
+//! hello arrives), at most [`EARLY_HELLO_WAIT`] for an announced one.
 
-use std::collections::HashMap;
-use std::sync::{mpsc, Arc, Mutex};
+use std::collections::{HashMap, HashSet};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use longhaul_proto::{DataAttachments, SessionSecret};
@@ -14,6 +20,13 @@ use super::secure::SecureStream;
 
 /// How long a session waits for its data streams.
 pub const ATTACH_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a data hello waits for an announced session to register (the request is
+/// read and checked, a pull's tree walked, a slot waited for).
+pub const EARLY_HELLO_WAIT: Duration = Duration::from_secs(15);
+/// How long a data hello waits for a session nobody announced: its control connection's
+/// hello is in flight at the same time. Shorter than the door's deadline for an unknown
+/// source, so a hello naming no session is told so.
+pub const EARLY_HELLO_GRACE: Duration = Duration::from_secs(2);
 
 struct Pending {
     attach: DataAttachments,
@@ -26,6 +39,24 @@ struct Pending {
 #[derive(Default)]
 pub struct AttachTable {
     sessions: Mutex<HashMap<u64, Pending>>,
+    /// Signalled when a session registers or is announced, for hellos that came first.
+    registered: Condvar,
+    /// Sessions whose control connection said hello but that have not registered yet.
+    announced: Mutex<HashSet<u64>>,
+}
+
+/// A session announced to early data hellos; dropping it withdraws the announcement.
+pub struct Announced {
+    table: Arc<AttachTable>,
+    id: u64,
+}
+
+impl Drop for Announced {
+    fn drop(&mut self) {
+        if let Ok(mut a) = self.table.announced.lock() {
+            a.remove(&self.id);
+        }
+    }
 }
 
 /// Why a data connection was refused (the text goes back to the peer), or why a
@@ -60,6 +91,23 @@ pub enum AttachError {
 }
 
 impl AttachTable {
+    /// A control connection for session `id` said hello: its data hellos may wait for it
+    /// (up to [`EARLY_HELLO_WAIT`]) while it reads and checks its request.
+    pub fn announce(self: &Arc<Self>, id: u64) -> Announced {
+        if let Ok(mut a) = self.announced.lock() {
+            a.insert(id);
+        }
+        self.registered.notify_all();
+        Announced {
+            table: self.clone(),
+            id,
+        }
+    }
+
+    fn is_announced(&self, id: u64) -> bool {
+        self.announced.lock().is_ok_and(|a| a.contains(&id))
+    }
+
     /// Registers session `id` (with `secret`) as expecting `streams` data streams, over
     /// TLS unless the session agreed to `plain_data`.
     pub fn expect(
@@ -81,6 +129,7 @@ impl AttachTable {
                     sink,
                 },
             );
+        self.registered.notify_all();
         Ok(Expected {
             table: self.clone(),
             id,
@@ -90,16 +139,37 @@ impl AttachTable {
     }
 
     /// A data connection said `DataHello{session_id, stream, mac}`: hands it to its
-    /// session if the proof holds.
+    /// session if the proof (bound to the connection's exporter `conn`, empty without
+    /// TLS) holds, waiting for a session not registered yet (see [`EARLY_HELLO_GRACE`]
+    /// and [`EARLY_HELLO_WAIT`]).
     pub fn attach(
         &self,
         conn: FramedConn,
         session_id: u64,
         stream: u16,
         mac: &[u8; 32],
+        binding: &[u8],
     ) -> Result<(), AttachError> {
         let sink = {
+            let began = Instant::now();
             let mut sessions = self.sessions.lock().map_err(|_| AttachError::Poisoned)?;
+            // Bounded: every pass waits for a registration or the deadline.
+            while !sessions.contains_key(&session_id) {
+                let wait = if self.is_announced(session_id) {
+                    EARLY_HELLO_WAIT
+                } else {
+                    EARLY_HELLO_GRACE
+                };
+                let left = (began + wait).saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(AttachError::UnknownSession);
+                }
+                sessions = self
+                    .registered
+                    .wait_timeout(sessions, left)
+                    .map_err(|_| AttachError::Poisoned)?
+                    .0;
+            }
             let p = sessions
                 .get_mut(&session_id)
                 .ok_or(AttachError::UnknownSession)?;
@@ -109,7 +179,7 @@ impl AttachTable {
                 ));
             }
             p.attach
-                .attach(session_id, stream, mac)
+                .attach(session_id, stream, mac, binding)
                 .map_err(|e| AttachError::Refused(e.to_string()))?;
             p.sink.clone()
         };

@@ -1,17 +1,27 @@
-//! The client's side of the transport, for bench and cp alike: reaching the server,
-//! the handshake's first round trip (the RTT's first sample), the data connections opened
-//! concurrently while the control connection finishes its work, and their hellos.
+//! The client's side of the transport, for bench and cp alike: reaching the server, the
+//! data connections opened at the same moment as the control connection, and their
+//! hellos. Round trips are the cost of a long path (docs/startup.md counts them):
 //!
-//! Round trips are the cost of a long path, so [`dial`] returns as soon as the server has
-//! proved itself, with the client's proof queued but not sent: cp sends it together with
-//! its request and file list, bench waits for the welcome ([`Dialed::authenticate`]).
+//! - t = 0: the control connection's and every data connection's SYN leave together;
+//! - 1 RTT: TCP is up; the connect time is the RTT's first sample (the kernel answers a
+//!   SYN, so no application delay is in it), the TLS handshake its second; TLS starts on
+//!   every connection;
+//! - 2 RTT: TLS is up, and the server's hello (0.5-RTT data, proving the token for its
+//!   certificate) came with it: [`dial`] returns with the client's proof queued, the
+//!   caller queues its request behind it, and [`DataDialer::attach`] sends the data
+//!   hellos in the same flight.
+//!
+//! A data connection's receive buffer fixes its window scale in the SYN, before the RTT
+//! is known: as root a receiving data socket gets the largest buffer first
+//! ([`MAX_WINDOW`]) and its plan's own once connected ([`DataDialer::attach`]).
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use longhaul_policy::{BufferChoice, Side};
-use longhaul_proto::{ClientEvent, ClientSession, Message, ProtoError, Token};
+use longhaul_policy::{BufferChoice, Side, MAX_WINDOW};
+use longhaul_proto::{ChannelBinding, ClientSession, Message, ProtoError, Token};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::framed::{FramedConn, RecvError};
@@ -27,8 +37,25 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long one connect may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The data connections to open together with the control connection.
+#[derive(Debug, Clone, Copy)]
+pub struct DataPlan {
+    /// How many (0: none, e.g. `tune --peer`; [`AUTO_STREAMS`]: from the path's RTT,
+    /// [`longhaul_policy::streams_for_path`], the connects then start once the control
+    /// connection's TCP handshake has measured it, one round trip later).
+    pub streams: u16,
+    /// This end receives on them (a pull, `bench --reverse`): their window scale must be
+    /// set before connect.
+    pub receiving: bool,
+}
+
+/// [`DataPlan::streams`] asking for the path's stream count: on a long path many streams
+/// reach the rate round trips sooner (every stream starts with the kernel's 10-segment
+/// window), which is worth the round trip their connects wait for the RTT.
+pub const AUTO_STREAMS: u16 = u16::MAX;
+
 /// A control connection whose server has proved the token; the client's proof is queued
-/// in `session` (sent by the next [`flush`]).
+/// in `session` (sent by the next [`flush`]), and the data connections are on their way.
 pub struct Dialed {
     /// The framed control connection.
     pub conn: FramedConn,
@@ -36,35 +63,89 @@ pub struct Dialed {
     pub session: ClientSession,
     /// The server's address that answered.
     pub addr: SocketAddr,
-    /// The handshake's RTT: the smaller of the TCP connect (answered by the kernel) and
-    /// the hello round trip.
+    /// The RTT: the smaller of the control connection's TCP connect (SYN to SYN-ACK,
+    /// answered by the server's kernel) and its TLS handshake.
     pub rtt: Duration,
-    /// TLS for the data connections (the certificate the control connection accepted);
-    /// `None` with `--encryption off`.
+    /// The data connections, connecting since the start.
+    pub data: DataDialer,
+    /// The TLS of data connections opened later (a jump-start run opens them once the
+    /// routes' initial windows are set); `None`: plain TCP.
     pub data_tls: Option<ClientTls>,
     /// The server's certificate, when this contact pinned it in the known-servers file.
     pub pinned_now: Option<Fingerprint>,
 }
 
-/// Connects to `target` (`HOST`, `HOST:PORT`, `[V6]:PORT`), sets up TLS (trusting the
-/// server's certificate as `security` says) and runs the first round trip of the
-/// handshake with `token`.
-pub fn dial(target: &str, token: &Token, security: &Security) -> Result<Dialed, BenchError> {
+/// Connects to `target` (`HOST`, `HOST:PORT`, `[V6]:PORT`) and opens `data`'s connections
+/// at the same moment, sets up TLS (trusting the server's certificate as `security` says),
+/// sends the client's hello and checks the server's (0.5-RTT) hello against `token`.
+pub fn dial(
+    target: &str,
+    token: &Token,
+    security: &Security,
+    data: DataPlan,
+) -> Result<Dialed, BenchError> {
     let (host, port) = split_target(target, DEFAULT_PORT)?;
     let tls = ClientTls::new(&host, port, security.trust.clone())?;
     let encryption = security.encryption;
     let addrs = resolve_parts(target, &host, port)?;
+    // The data connections' TLS: known now unless this is the first contact with a
+    // server of the known-servers file (then their TCP connects go now, their TLS once
+    // the control connection has pinned the certificate).
+    let early_tls = match encryption {
+        Encryption::On => tls.for_data_now().map(Some),
+        Encryption::Off => Some(None),
+    };
+    let auto = data.streams == AUTO_STREAMS;
+    let mut data = data;
+    if auto {
+        data.streams = 0;
+    }
+    let mut dialer = DataDialer::start(addrs[0], data, token.clone());
+    if let Some(t) = &early_tls {
+        dialer.give_tls(t.clone());
+    }
     let t_connect = Instant::now();
     let (stream, addr) = connect_any(&addrs)?;
-    let connect_rtt = t_connect.elapsed();
+    let rtt = t_connect.elapsed();
+    if auto {
+        data.streams = longhaul_policy::streams_for_path(rtt);
+        dialer = DataDialer::start(addr, data, token.clone());
+        if let Some(t) = &early_tls {
+            dialer.give_tls(t.clone());
+        }
+    } else if addr != addrs[0] {
+        // The first address did not answer: the data connections go where the control
+        // connection went.
+        dialer = DataDialer::start(addr, data, token.clone());
+        if let Some(t) = &early_tls {
+            dialer.give_tls(t.clone());
+        }
+    }
     stream
         .set_nodelay(true)
         .and_then(|()| stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT)))
         .map_err(io_err("control connection"))?;
+    let t_tls = Instant::now();
     let (stream, pinned_now) = tls.connect(stream, target, HANDSHAKE_TIMEOUT)?;
-    let data_tls = match encryption {
-        Encryption::On => Some(tls.for_data()?),
-        Encryption::Off => None,
+    // A SYN lost in a full accept queue is sent again a second later: the TLS
+    // handshake's round trip (plus some crypto) is the second sample.
+    let rtt = rtt.min(t_tls.elapsed());
+    let data_tls = match early_tls {
+        Some(t) => t,
+        None => {
+            let t = Some(tls.for_data()?);
+            dialer.give_tls(t.clone());
+            t
+        }
+    };
+    let (Some(cert), Some(exporter)) = (stream.peer_certificate(), stream.exporter()) else {
+        return Err(BenchError::Refused(
+            "the control connection's TLS session has no certificate or exporter".into(),
+        ));
+    };
+    let binding = ChannelBinding {
+        cert: cert.0,
+        exporter,
     };
     let mut conn = FramedConn::new(stream);
     let mut nonce = [0u8; 32];
@@ -75,11 +156,11 @@ pub fn dial(target: &str, token: &Token, security: &Security) -> Result<Dialed, 
         Encryption::On => longhaul_proto::features::DEFAULT,
         Encryption::Off => longhaul_proto::features::DEFAULT | longhaul_proto::features::PLAIN_DATA,
     };
-    let mut session = ClientSession::with_features(token.clone(), nonce, features);
-    let t0 = Instant::now();
+    let mut session = ClientSession::with_features(token.clone(), nonce, binding, features);
+    // Our hello goes at once (an older server answers it with its version); the
+    // server's came with its TLS Finished.
     flush(&mut session, &mut conn)?;
     let msg = recv(&mut conn, "authenticating")?;
-    let rtt = t0.elapsed().min(connect_rtt);
     if let Err(e) = session.handle(msg) {
         let _ = flush(&mut session, &mut conn);
         return Err(e.into());
@@ -89,17 +170,21 @@ pub fn dial(target: &str, token: &Token, security: &Security) -> Result<Dialed, 
         session,
         addr,
         rtt,
+        data: dialer,
         data_tls,
         pinned_now,
     })
 }
 
 impl Dialed {
-    /// Sends the queued proof and waits for the server's welcome.
+    /// Sends the queued proof and waits for the server's welcome (for callers that
+    /// have nothing to send in its flight, such as `tune --peer`).
     pub fn authenticate(&mut self) -> Result<(), BenchError> {
         flush(&mut self.session, &mut self.conn)?;
         loop {
-            if let Some(ClientEvent::Authenticated { .. }) = self.session.poll_event() {
+            if let Some(longhaul_proto::ClientEvent::Authenticated { .. }) =
+                self.session.poll_event()
+            {
                 return Ok(());
             }
             let msg = recv(&mut self.conn, "authenticating")?;
@@ -109,8 +194,11 @@ impl Dialed {
             flush(&mut self.session, &mut self.conn)?;
         }
     }
+}
 
-    /// The RTT: the minimum over `pings` pings on the idle, authenticated connection.
+impl Dialed {
+    /// The RTT: the minimum of the connect time and `pings` pings on the idle,
+    /// authenticated connection (for `tune --peer`; bench and cp take the connect time).
     pub fn measure_rtt(&mut self, pings: u32) -> Result<Duration, BenchError> {
         let mut rtt = self.rtt;
         for seq in 0..pings {
@@ -120,7 +208,9 @@ impl Dialed {
             loop {
                 let msg = recv(&mut self.conn, "measuring the RTT")?;
                 self.session.handle(msg)?;
-                if let Some(ClientEvent::Pong { seq: s }) = self.session.poll_event() {
+                if let Some(longhaul_proto::ClientEvent::Pong { seq: s }) =
+                    self.session.poll_event()
+                {
                     if s == seq {
                         break;
                     }
@@ -132,73 +222,156 @@ impl Dialed {
     }
 }
 
-/// Data connections being opened in parallel (one RTT, not N, for TCP and TLS alike).
-/// Buffers are set before connect (the receive buffer fixes the window scale); the
-/// hellos go once the session's secret is known ([`DataDialer::attach`]).
+/// Data connections being opened in parallel with the control connection (one RTT, not
+/// N, for TCP and TLS alike); each reads past the server's hello; the hellos go once the
+/// client's proof does ([`DataDialer::attach`]).
 pub struct DataDialer {
     connecting: Vec<JoinHandle<Result<SecureStream, BenchError>>>,
+    /// Each connection's TLS setup, given when known (`None`: plain).
+    tls: Vec<mpsc::Sender<Option<ClientTls>>>,
+    receiving: bool,
 }
 
 impl DataDialer {
-    /// Starts `n` connects to `addr` with this end's buffer plan, each with a TLS
-    /// handshake unless `tls` is `None`; `rx_clamp` (rate, streams, RTT) clamps a
-    /// receiver's window for receiver-side pacing.
-    pub fn start(
-        addr: SocketAddr,
-        n: u16,
-        side: Side,
-        choice: &BufferChoice,
-        rx_clamp: Option<(u64, u16, Duration)>,
-        tls: Option<ClientTls>,
-    ) -> Self {
-        let connecting = (0..n)
+    /// Starts `plan.streams` connects to `addr`; each waits for [`DataDialer::give_tls`]
+    /// after its TCP handshake. `token` checks the server's hello on each.
+    pub fn start(addr: SocketAddr, plan: DataPlan, token: Token) -> Self {
+        // As root a receiving socket's buffer is raised before connect, so that the
+        // window scale of its SYN allows any window the plan may choose once the RTT is
+        // known. Without root the kernel's own choice (from tcp_rmem's and rmem_max's
+        // ceilings) is already the largest this process can use.
+        let prewiden = plan.receiving && longhaul_sys::socket::can_force_buffers();
+        let mut tls = Vec::new();
+        let connecting = (0..plan.streams)
             .map(|i| {
-                let choice = choice.clone();
-                let tls = tls.clone();
+                let (tx, rx) = mpsc::channel::<Option<ClientTls>>();
+                tls.push(tx);
+                let token = token.clone();
                 std::thread::spawn(move || -> Result<SecureStream, BenchError> {
                     let what = format!("opening data stream {i} to {addr}");
                     let sock =
                         Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
                             .map_err(io_err(what.clone()))?;
-                    sockopts::apply_buffer(&sock, side, &choice).map_err(io_err(what.clone()))?;
+                    if prewiden {
+                        longhaul_sys::socket::set_receive_buffer(&sock, MAX_WINDOW, true)
+                            .map_err(io_err(what.clone()))?;
+                    }
                     sock.connect_timeout(&addr.into(), CONNECT_TIMEOUT)
                         .map_err(io_err(what.clone()))?;
                     let stream: TcpStream = sock.into();
-                    if let Some((rate, streams, rtt)) = rx_clamp {
-                        sockopts::clamp_for_rx_rate(&stream, rate, streams, rtt)
-                            .map_err(io_err(what.clone()))?;
-                    }
+                    // Without it the hello would wait behind the TLS Finished for its
+                    // ACK (Nagle): one RTT.
+                    stream.set_nodelay(true).map_err(io_err(what.clone()))?;
+                    let tls = rx.recv_timeout(HANDSHAKE_TIMEOUT).map_err(|_| {
+                        BenchError::Refused(format!("{what}: the control connection failed"))
+                    })?;
                     match tls {
                         Some(tls) => {
-                            Ok(tls.connect(stream, &addr.to_string(), HANDSHAKE_TIMEOUT)?.0)
+                            let s = tls.connect(stream, &addr.to_string(), HANDSHAKE_TIMEOUT)?.0;
+                            read_server_hello(s, &token, &what)
                         }
                         None => Ok(SecureStream::plain(stream)),
                     }
                 })
             })
             .collect();
-        Self { connecting }
+        Self {
+            connecting,
+            tls,
+            receiving: plan.receiving,
+        }
     }
 
-    /// Waits for every connect and proves each stream to the server (stream `i` is
-    /// `sockets[i]`); needs the authenticated session's secret.
-    pub fn attach(self, session: &ClientSession) -> Result<Vec<SecureStream>, BenchError> {
+    /// How many connections are on their way.
+    pub fn streams(&self) -> u16 {
+        self.connecting.len() as u16
+    }
+
+    /// The TLS setup for every data connection (`None`: plain TCP).
+    pub fn give_tls(&self, tls: Option<ClientTls>) {
+        for tx in &self.tls {
+            let _ = tx.send(tls.clone());
+        }
+    }
+
+    /// Waits for every connect, gives each its plan's buffer (`side`, `choice`; and a
+    /// receiver's window clamp `rx_clamp`: rate, streams, RTT), and proves each stream
+    /// to the server (stream `i` is `sockets[i]`): allowed once the server proved itself.
+    pub fn attach(
+        self,
+        session: &ClientSession,
+        side: Side,
+        choice: &BufferChoice,
+        rx_clamp: Option<(u64, u16, Duration)>,
+    ) -> Result<Vec<SecureStream>, BenchError> {
+        let facts = (self.receiving && matches!(choice, BufferChoice::Autotune))
+            .then(crate::host::host_facts);
         let mut out = Vec::with_capacity(self.connecting.len());
         for (i, h) in self.connecting.into_iter().enumerate() {
             let sock = h
                 .join()
                 .map_err(|_| BenchError::Refused("a data connection thread panicked".into()))??;
+            let what = format!("data stream {i}");
+            match &facts {
+                // Raised before connect: back to what autotuning would reach.
+                Some(f) if f.tcp_rmem_max > 0 && longhaul_sys::socket::can_force_buffers() => {
+                    longhaul_sys::socket::set_receive_buffer(&sock, f.tcp_rmem_max / 2, true)
+                        .map_err(io_err(what.clone()))?
+                }
+                _ => sockopts::apply_buffer(&sock, side, choice).map_err(io_err(what.clone()))?,
+            }
+            if let Some((rate, streams, rtt)) = rx_clamp {
+                sockopts::clamp_for_rx_rate(sock.tcp(), rate, streams, rtt)
+                    .map_err(io_err(what.clone()))?;
+            }
+            let binding = sock.exporter();
             let hello = session
-                .data_hello(i as u16)
-                .ok_or_else(|| BenchError::Refused("the session has no secret yet".into()))?;
+                .data_hello(i as u16, binding.as_ref().map_or(&[], |b| b))
+                .ok_or_else(|| BenchError::Refused("the server has not proved itself".into()))?;
             let mut framed = FramedConn::new(sock);
-            framed
-                .send(&hello)
-                .map_err(io_err(format!("data stream {i}")))?;
+            framed.send(&hello).map_err(io_err(what))?;
             out.push(framed.into_parts().0);
         }
         Ok(out)
     }
+}
+
+/// Reads the server's hello that every TLS connection opens with (it came with the TLS
+/// handshake), checking its version and proof: a data connection too must reach the
+/// token's holder.
+fn read_server_hello(
+    s: SecureStream,
+    token: &Token,
+    what: &str,
+) -> Result<SecureStream, BenchError> {
+    let (Some(cert), Some(exporter)) = (s.peer_certificate(), s.exporter()) else {
+        return Err(BenchError::Refused(format!(
+            "{what}: no server certificate or exporter"
+        )));
+    };
+    // The control session's own check, on this connection's binding.
+    let binding = ChannelBinding {
+        cert: cert.0,
+        exporter,
+    };
+    let mut check = ClientSession::new(token.clone(), [0; 32], binding);
+    let mut framed = FramedConn::new(s);
+    let hello = recv(&mut framed, "reading a data connection's server hello")?;
+    if !matches!(hello, Message::ServerHello { .. }) {
+        return Err(ProtoError::Unexpected {
+            got: hello.kind(),
+            state: "waiting for the server's hello on a data connection",
+        }
+        .into());
+    }
+    check.handle(hello)?;
+    let (s, rest) = framed.into_parts();
+    if !rest.is_empty() {
+        return Err(BenchError::Refused(format!(
+            "{what}: the server sent data before the stream attached"
+        )));
+    }
+    Ok(s)
 }
 
 /// Parses `HOST`, `HOST:PORT`, `[V6]` or `[V6]:PORT` or a bare IPv6 address, and resolves it.

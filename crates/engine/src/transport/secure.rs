@@ -66,6 +66,25 @@ impl SecureStream {
         self.tls.is_some()
     }
 
+    /// 32 bytes of this connection's TLS exporter (label
+    /// [`longhaul_proto::EXPORTER_LABEL`]): the same at both ends of this connection and
+    /// no other. `None` without TLS or before the handshake ends.
+    pub fn exporter(&self) -> Option<[u8; 32]> {
+        let tls = self.tls.as_ref()?;
+        let conn = tls.conn.lock().ok()?;
+        conn.export_keying_material([0u8; 32], longhaul_proto::EXPORTER_LABEL, None)
+            .ok()
+    }
+
+    /// SHA-256 of the certificate the server presented (client side; `None` on a server or
+    /// without TLS).
+    pub fn peer_certificate(&self) -> Option<super::tls::Fingerprint> {
+        let tls = self.tls.as_ref()?;
+        let conn = tls.conn.lock().ok()?;
+        let cert = conn.peer_certificates()?.first()?;
+        Some(super::tls::Fingerprint::of(cert.as_ref()))
+    }
+
     /// The TCP socket underneath (socket options, `TCP_INFO`, pacing).
     pub fn tcp(&self) -> &TcpStream {
         &self.tcp
@@ -356,7 +375,7 @@ mod tests {
         let fp = server_tls.fingerprint();
         let accept = std::thread::spawn(move || {
             let (s, _) = l.accept().unwrap();
-            server_tls.accept(s, T).unwrap()
+            server_tls.accept(s, T, &[]).unwrap()
         });
         let tcp = TcpStream::connect(target).unwrap();
         let client = ClientTls::new("localhost", 0, ServerTrust::Pinned(fp))

@@ -112,6 +112,9 @@ impl ServerTls {
             .with_single_cert(vec![id.cert()], id.key())
             .map_err(|e| TlsError::Identity(format!("unusable key or certificate: {e}")))?;
         config.send_tls13_tickets = 0;
+        // The server's longhaul hello goes right behind its Finished (see
+        // `ServerTls::accept`): it needs nothing from the client.
+        config.send_half_rtt_data = true;
         config.alpn_protocols = vec![ALPN.to_vec()];
         Ok(Self {
             config: Arc::new(config),
@@ -129,10 +132,21 @@ impl ServerTls {
         self.fingerprint
     }
 
-    /// Runs the server's side of the handshake on an accepted connection.
-    pub fn accept(&self, tcp: TcpStream, timeout: Duration) -> io::Result<SecureStream> {
+    /// Runs the server's side of the handshake on an accepted connection; `early` (the
+    /// server's longhaul hello, an encoded frame) leaves as 0.5-RTT data in the flight of
+    /// the server's Finished.
+    pub fn accept(
+        &self,
+        tcp: TcpStream,
+        timeout: Duration,
+        early: &[u8],
+    ) -> io::Result<SecureStream> {
         let conn = rustls::ServerConnection::new(self.config.clone()).map_err(io::Error::other)?;
         let mut conn = rustls::Connection::Server(conn);
+        if !early.is_empty() {
+            use std::io::Write as _;
+            conn.writer().write_all(early)?;
+        }
         handshake(&tcp, &mut conn, timeout).map_err(|(e, _)| e)?;
         Ok(SecureStream::tls(tcp, conn))
     }
@@ -230,6 +244,19 @@ impl ClientTls {
             }
             _ => Ok(self.clone()),
         }
+    }
+
+    /// The setup for a session's data connections when it is known before the control
+    /// connection's handshake: a pinned certificate (ssh start-up, or one the
+    /// known-servers file holds) or a CA. `None` on first contact with a server of the
+    /// known-servers file: its data connections wait for [`ClientTls::for_data`].
+    pub fn for_data_now(&self) -> Option<Self> {
+        let pinned = match &self.trust {
+            ServerTrust::Ca { .. } => return Some(self.clone()),
+            ServerTrust::Pinned(fp) => *fp,
+            ServerTrust::KnownServers { .. } => self.pin.as_ref()?.expect?,
+        };
+        Self::new(identity::CERT_NAME, 0, ServerTrust::Pinned(pinned)).ok()
     }
 
     /// The fingerprint the server presented on the last handshake.

@@ -1,0 +1,39 @@
+//! When a command started and when its first data byte went or came: the figure
+//! `first_byte_rtts` of cp's and bench's end records (see docs/startup.md).
+//!
+//! Both instants are process-wide: the binary marks its start first thing
+//! ([`mark_command_start`]); the first write to (or read from) any data stream marks the
+//! first data byte ([`note_first_data`], an atomic load once set). A process runs one
+//! command, so "this end's first data byte" is the first one of the process; in a test
+//! that runs both ends in one process the figure is not meaningful and is not asserted.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+static COMMAND_START: OnceLock<Instant> = OnceLock::new();
+static FIRST_DATA: OnceLock<Instant> = OnceLock::new();
+
+/// Marks the command's start (the first call counts).
+pub fn mark_command_start() {
+    let _ = COMMAND_START.get_or_init(Instant::now);
+}
+
+/// Marks this end's first data byte sent or received (the first call counts).
+#[inline]
+pub fn note_first_data() {
+    if FIRST_DATA.get().is_none() {
+        let _ = FIRST_DATA.get_or_init(Instant::now);
+    }
+}
+
+/// Time from the command's start to its first data byte, when both are marked.
+pub fn first_data_after_start() -> Option<Duration> {
+    let start = COMMAND_START.get()?;
+    Some(FIRST_DATA.get()?.saturating_duration_since(*start))
+}
+
+/// [`first_data_after_start`] in round trips of `rtt` (None when unmarked or `rtt` is 0).
+pub fn first_data_rtts(rtt: Duration) -> Option<f64> {
+    let t = first_data_after_start()?;
+    (!rtt.is_zero()).then(|| t.as_secs_f64() / rtt.as_secs_f64())
+}
