@@ -300,3 +300,43 @@ pub fn seen_before(target: &str) -> bool {
         .iter()
         .any(|a| records.iter().any(|r| r.peer == a.ip()))
 }
+
+/// The stream count and the jump of a client's run, decided once the RTT is known (bench
+/// and cp alike). `opened` data connections are already on their way (made before any
+/// route could be set: such a run does not jump, and their count stands); otherwise the
+/// count is the user's, or the path's ([`longhaul_policy::streams_for_path`]), or, when
+/// the run jumps, at most [`longhaul_policy::JUMP_STREAMS`] (the initial windows carry the
+/// rate; on an emulated 436 ms path 64 streams' jumps fell short where 8 and 1 held it).
+pub fn decide_client(
+    enabled: bool,
+    user_streams: Option<u16>,
+    opened: u16,
+    rtt: Duration,
+    peer: IpAddr,
+    local: IpAddr,
+    probing: bool,
+) -> (ClientJump, u16) {
+    let auto = match (opened, user_streams) {
+        (0, Some(n)) => n,
+        (0, None) => longhaul_policy::streams_for_path(rtt),
+        (n, _) => n,
+    };
+    if opened > 0 {
+        let mut jump = ClientJump::prepare(enabled, peer, local, rtt, opened, probing);
+        if jump.plan.is_some() {
+            jump = ClientJump::without(JumpReport {
+                not_used: Some("the data connections were made before the routes".into()),
+                ..JumpReport::default()
+            });
+        }
+        return (jump, opened);
+    }
+    let jump_streams = user_streams.unwrap_or(longhaul_policy::JUMP_STREAMS.min(auto));
+    let jump = ClientJump::prepare(enabled, peer, local, rtt, jump_streams, probing);
+    let streams = if jump.plan.is_some() {
+        jump_streams
+    } else {
+        auto
+    };
+    (jump, streams)
+}

@@ -142,6 +142,7 @@ fn cp_pull(addr: SocketAddr) -> Result<(), String> {
         checksum_only: false,
         keep_setuid: false,
         streams: Some(2),
+        jump_start: false,
         rate_bps: None,
         window: None,
         congestion: None,

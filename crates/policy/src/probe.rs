@@ -327,9 +327,17 @@ impl RateProbe {
                 let emptied = in_flight > 0 && (in_flight as f64) <= path_bytes * 1.02;
                 if at >= until || emptied || qdelay.is_some_and(|q| q <= self.empty_queue()) {
                     if std::mem::take(&mut self.startup_drain) {
-                        if let Some(rate) = self.round_rate() {
-                            self.held = Some(rate);
-                            self.peak_held = rate;
+                        // Not when the receiver's window held the streams back (a slow
+                        // reader, a window clamp): the round then says nothing about the
+                        // path, and pacing at what trickled through would slow even the
+                        // retransmissions that must refill the window.
+                        let held = self.held.unwrap_or(0);
+                        match self.round_rate() {
+                            Some(rate) if !self.held_back() && rate >= held / 2 => {
+                                self.held = Some(rate);
+                                self.peak_held = rate;
+                            }
+                            _ => {}
                         }
                     }
                     self.phase = Phase::Hold;

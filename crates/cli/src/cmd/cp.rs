@@ -57,6 +57,10 @@ pub struct Args {
     /// up to a power of two, 4 to 64; many streams reach a long path's rate sooner).
     #[arg(short = 'P', long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub streams: Option<u16>,
+    /// Do not start at the rate remembered for this path (jump-start, pushes to a daemon;
+    /// see docs/jump-start.md).
+    #[arg(long)]
+    pub no_jump_start: bool,
     /// Pace all streams together to this rate.
     #[arg(long, value_parser = rate)]
     pub rate: Option<u64>,
@@ -450,6 +454,7 @@ fn transfer(
         checksum_only: args.checksum_only,
         keep_setuid: args.keep_setuid,
         streams: args.streams,
+        jump_start: !args.no_jump_start,
         rate_bps: args.rate,
         window,
         congestion: args.congestion.clone(),
@@ -543,6 +548,7 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool, de
             "first_byte_ms": longhaul_engine::startup::first_data_after_start()
                 .map(|t| t.as_secs_f64() * 1e3),
             "first_byte_rtts": longhaul_engine::startup::first_data_rtts(r.start.rtt),
+            "jump_start": r.jump_start,
         });
         if let (Some(v), Some(obj)) = (verdict, end.as_object_mut()) {
             obj.insert("limited_by".into(), json!(v.limited_by));

@@ -15,7 +15,7 @@ use crate::host;
 use crate::jump::ClientJump;
 use crate::telemetry::Sampled;
 use crate::transport::control::{ControlLink, Incoming};
-use crate::transport::dial::{dial, flush, recv, DataDialer, DataPlan, Dialed, AUTO_STREAMS};
+use crate::transport::dial::{dial_with, flush, recv, DataDialer, DataPlan, Dialed, AUTO_STREAMS};
 use crate::transport::sockopts;
 use crate::transport::tls::Security;
 use longhaul_policy::{judge, BufferCaps, JumpValidator, TransportRequest, Window};
@@ -117,8 +117,12 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError 
 pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndReport, BenchError> {
     // Handshake, with the data connections opened at the same moment (see
     // docs/startup.md): the RTT is the control connection's connect time. A run that may
-    // jump (a path seen before) opens them only once the routes' initial windows are set.
+    // jump (a path seen before) opens them only once its routes' initial windows are set:
+    // forward, this end's, at the connect (`dial_with`); reverse, also the server's, once
+    // it answered the parameters.
     let may_jump = cfg.jump_start && crate::jump::seen_before(&cfg.target);
+    let probing = cfg.rate_bps.is_none() && cfg.window.is_none();
+    let mut decided: Option<(ClientJump, u16)> = None;
     let Dialed {
         mut conn,
         mut session,
@@ -127,17 +131,35 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         data,
         data_tls,
         pinned_now,
-    } = dial(
+    } = dial_with(
         &cfg.target,
         &cfg.token,
         &cfg.security,
         DataPlan {
-            streams: match (may_jump, cfg.streams) {
-                (true, _) => 0,
-                (false, Some(n)) => n,
-                (false, None) => AUTO_STREAMS,
+            streams: match (may_jump, cfg.reverse, cfg.streams) {
+                (true, true, _) => 0,
+                (true, false, _) | (false, _, None) => AUTO_STREAMS,
+                (false, _, Some(n)) => n,
             },
             receiving: cfg.reverse,
+        },
+        &mut |rtt, tcp| {
+            let (Ok(peer), Ok(local)) = (tcp.peer_addr(), tcp.local_addr()) else {
+                return cfg
+                    .streams
+                    .unwrap_or_else(|| longhaul_policy::streams_for_path(rtt));
+            };
+            let (jump, n) = crate::jump::decide_client(
+                cfg.jump_start,
+                cfg.streams,
+                0,
+                rtt,
+                peer.ip(),
+                local.ip(),
+                probing && rtt >= longhaul_policy::MIN_PROBE_RTT,
+            );
+            decided = Some((jump, n));
+            n
         },
     )?;
 
@@ -150,30 +172,17 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         .map_err(io_err("control connection"))?
         .ip();
     let mss = longhaul_sys::tcp_info::tcp_info(conn.stream().tcp()).map_or(0, |i| i.snd_mss);
-    let probing =
-        cfg.rate_bps.is_none() && cfg.window.is_none() && rtt >= longhaul_policy::MIN_PROBE_RTT;
-    let auto_streams = match (data.streams(), cfg.streams) {
-        (0, Some(n)) => n,
-        (0, None) => longhaul_policy::streams_for_path(rtt),
-        (n, _) => n,
-    };
-    // A jump needs no streams for its start-up (its initial windows carry the rate), and
-    // 64 streams' jumps fell short where 8 and 1 held the rate from the first round trip.
-    let jump_streams = cfg
-        .streams
-        .unwrap_or(longhaul_policy::JUMP_STREAMS.min(auto_streams));
-    let mut jump = ClientJump::prepare(
-        cfg.jump_start,
-        addr.ip(),
-        local_ip,
-        rtt,
-        jump_streams,
-        probing,
-    );
-    let streams = if jump.plan.is_some() {
-        jump_streams
-    } else {
-        auto_streams
+    let (mut jump, streams) = match decided {
+        Some(d) => d,
+        None => crate::jump::decide_client(
+            cfg.jump_start,
+            cfg.streams,
+            data.streams(),
+            rtt,
+            addr.ip(),
+            local_ip,
+            probing && rtt >= longhaul_policy::MIN_PROBE_RTT,
+        ),
     };
     // Window plan.
     let role = if cfg.reverse {

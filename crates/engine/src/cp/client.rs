@@ -23,12 +23,12 @@ use super::{CpError, Progress};
 use crate::host;
 use crate::telemetry::StreamCounters;
 use crate::transport::control::ControlLink;
-use crate::transport::dial::{dial, flush, DataPlan, Dialed, AUTO_STREAMS};
+use crate::transport::dial::{dial_with, flush, DataPlan, Dialed, AUTO_STREAMS};
 use crate::transport::framed::{Frame, FramedConn};
 use crate::transport::sockopts;
 use crate::transport::tls::Security;
 use longhaul_model::buffers::bdp_bytes;
-use longhaul_policy::{RateProbe, Role, TransportRequest, Window};
+use longhaul_policy::{JumpValidator, RateProbe, Role, TransportRequest, Window};
 use longhaul_proto::transfer::valid_chunk_size;
 use longhaul_proto::{ClientSession, Message};
 
@@ -73,6 +73,9 @@ pub struct CpConfig {
     pub keep_setuid: bool,
     /// Data streams (`None`: from the path).
     pub streams: Option<u16>,
+    /// A push may start at the rate remembered for the path (jump-start; not
+    /// `--no-jump-start`).
+    pub jump_start: bool,
     /// Total pacing rate, bit/s.
     pub rate_bps: Option<u64>,
     /// Fixed socket buffer per stream.
@@ -155,6 +158,8 @@ pub struct CpReport {
     /// `sync -n --delete` on a pull: what would be removed here (a push's server says
     /// only how many).
     pub would_delete: Vec<PathBuf>,
+    /// Jump-start: whether it was used, why not, the verdict (see docs/jump-start.md).
+    pub jump_start: crate::jump::JumpReport,
 }
 
 /// Runs a copy; `progress` is updated as it goes, `on_start` called once set up.
@@ -201,10 +206,17 @@ pub fn run_cp(
     let push = matches!(cfg.job, CpJob::Push { .. });
     // Given, the data connections start with the control one; otherwise once its TCP
     // handshake has measured the RTT (one round trip later), as many as the path needs
-    // for its start-up (`longhaul_policy::streams_for_path`).
-    let streams = cfg.streams.map_or(AUTO_STREAMS, |n| {
-        n.clamp(1, longhaul_proto::limits::MAX_STREAMS)
-    });
+    // for its start-up (`longhaul_policy::streams_for_path`). A push to a path seen before
+    // may jump-start: decided there too, its route's initial window set before the data
+    // connections exist (the receiver's window needs nothing: the server's listener
+    // buffers are wide).
+    let may_jump = push && cfg.jump_start && crate::jump::seen_before(&cfg.server);
+    let probing = cfg.window.is_none() && cfg.rate_bps.is_none();
+    let streams = match (may_jump, cfg.streams) {
+        (false, Some(n)) => n.clamp(1, longhaul_proto::limits::MAX_STREAMS),
+        _ => AUTO_STREAMS,
+    };
+    let mut decided: Option<crate::jump::ClientJump> = None;
     let Dialed {
         mut conn,
         mut session,
@@ -212,7 +224,7 @@ pub fn run_cp(
         data: connecting,
         pinned_now,
         ..
-    } = dial(
+    } = dial_with(
         &cfg.server,
         &cfg.token,
         &cfg.security,
@@ -220,8 +232,39 @@ pub fn run_cp(
             streams,
             receiving: !push,
         },
+        &mut |rtt, tcp| {
+            let (Ok(peer), Ok(local)) = (tcp.peer_addr(), tcp.local_addr()) else {
+                return cfg
+                    .streams
+                    .unwrap_or_else(|| longhaul_policy::streams_for_path(rtt));
+            };
+            let (jump, n) = crate::jump::decide_client(
+                push && cfg.jump_start,
+                cfg.streams,
+                0,
+                rtt,
+                peer.ip(),
+                local.ip(),
+                probing && rtt >= longhaul_policy::MIN_PROBE_RTT,
+            );
+            decided = Some(jump);
+            n
+        },
     )?;
-    // Without --streams the count came from the path's RTT (dial's AUTO_STREAMS).
+    let jump = decided;
+    // Both ends' addresses and the segment size, for the path's record.
+    let path_ends = {
+        let tcp = conn.stream().tcp();
+        match (tcp.peer_addr(), tcp.local_addr()) {
+            (Ok(p), Ok(l)) => Some((
+                p.ip(),
+                l.ip(),
+                longhaul_sys::tcp_info::tcp_info(tcp).map_or(0, |i| i.snd_mss),
+            )),
+            _ => None,
+        }
+    };
+    // The count opened: the user's, or the path's, or a jump's.
     let streams = connecting.streams();
     // The same decisions as bench, from the same function: this end's buffer, and on a
     // push the congestion control, the probe and the pacing (the server decides them
@@ -396,8 +439,38 @@ pub fn run_cp(
             sender.probe =
                 (cfg.window.is_none() && cfg.rate_bps.is_none() && rtt >= Duration::from_millis(1))
                     .then(|| RateProbe::new(rtt, start.congestion != "bbr"));
-            let out = run_sender(sender, link, socks, chunk_key, progress)?;
+            sender.jump = jump
+                .as_ref()
+                .and_then(|j| j.plan)
+                .map(|p| JumpValidator::new(p, rtt));
+            let (out, paced) = run_sender(sender, link, socks, chunk_key, progress)?;
+            let mut jump_report =
+                jump.map(|j| j.report)
+                    .unwrap_or_else(|| crate::jump::JumpReport {
+                        not_used: Some(
+                            if cfg.jump_start {
+                                "no earlier run to this path"
+                            } else {
+                                "--no-jump-start"
+                            }
+                            .into(),
+                        ),
+                        ..Default::default()
+                    });
+            if jump_report.used {
+                jump_report.set_verdict(paced.jump);
+            }
+            // The path's record for the next push: the rate held at the end, over a
+            // transfer long enough to have held one.
+            if let (Some(rate), Some(min_rtt), Some((peer, local, mss))) =
+                (paced.held_bps, paced.min_rtt, path_ends)
+            {
+                if out.failed.is_empty() {
+                    crate::jump::remember(peer, local, rate, min_rtt, mss);
+                }
+            }
             Ok(CpReport {
+                jump_start: jump_report,
                 start,
                 files_ok: out.files_ok,
                 files_skipped: out.files_skipped,
@@ -448,6 +521,10 @@ pub fn run_cp(
                 would_send: out.would_send,
                 deleted: out.deleted,
                 would_delete: out.would_delete,
+                jump_start: crate::jump::JumpReport {
+                    not_used: Some("not built for a pull yet (its sender is the server)".into()),
+                    ..Default::default()
+                },
             })
         }
         (None, None) => Err(CpError::Internal(

@@ -85,6 +85,20 @@ pub struct Sender {
     /// Tell the receiver what the streams delivered this often (a pull's server, when the
     /// client takes interval reports).
     pub report_every: Option<Duration>,
+    /// Jump-start: the validator of a jump whose routes are set; every stream starts
+    /// paced at its share of the jump's rate (with `probe`).
+    pub jump: Option<longhaul_policy::JumpValidator>,
+}
+
+/// What the rate controller of a sender ended with.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Paced {
+    /// The rate held at the end (all streams, bit/s).
+    pub held_bps: Option<u64>,
+    /// The smallest RTT any stream saw.
+    pub min_rtt: Option<Duration>,
+    /// The jump's verdict, when the run jumped.
+    pub jump: Option<longhaul_policy::JumpAction>,
 }
 
 impl Sender {
@@ -113,6 +127,7 @@ impl Sender {
             probe,
             hash_cache: None,
             report_every: None,
+            jump: None,
         })
     }
 }
@@ -178,7 +193,7 @@ pub fn run_sender(
     streams: Vec<SecureStream>,
     chunk_key: ChunkKey,
     progress: Arc<Progress>,
-) -> Result<SendOutcome, CpError> {
+) -> Result<(SendOutcome, Paced), CpError> {
     let Sender {
         session,
         origins,
@@ -186,6 +201,7 @@ pub fn run_sender(
         probe,
         hash_cache,
         report_every,
+        jump,
     } = sender;
     let checksum_only = session.checksum_only();
     let (hash_tx, hash_rx) = mpsc::channel();
@@ -217,6 +233,10 @@ pub fn run_sender(
     // Clones to unblock the stream threads if the transfer stops early.
     let handles: Vec<SecureStream> = streams.iter().filter_map(|s| s.try_clone().ok()).collect();
     let count = streams.len();
+    let jump = jump.filter(|_| probe.is_some() && !checksum_only);
+    let jump_pace = jump
+        .as_ref()
+        .map(|v| (v.plan().start_bps / count.max(1) as u64 / 8).max(1));
     // A pull's server tells the client what the streams delivered, until dropped.
     let reporter = report_every.map(|every| {
         super::peer_intervals::Reporter::start(
@@ -234,6 +254,11 @@ pub fn run_sender(
             // Each stream takes its next chunk only when the one before has nearly left,
             // so at the end no stream holds seconds of chunks while the others idle.
             let _ = crate::transport::sockopts::limit_unsent(&s, count);
+            // A jump paces every stream at its share of the jump's rate from the first
+            // byte (the pacer's validator takes it from there).
+            if let Some(bytes_per_s) = jump_pace {
+                let _ = longhaul_sys::socket::set_max_pacing_rate(&s, bytes_per_s);
+            }
             std::thread::spawn(move || stream_loop(&sh, i as u32, s))
         })
         .collect();
@@ -249,12 +274,20 @@ pub fn run_sender(
         let sh = shared.clone();
         std::thread::spawn(move || {
             let mut pacer = Pacer::new(socks, probe, Instant::now());
+            if let Some(v) = jump {
+                pacer = pacer.with_jump_start(v);
+            }
             let every = pacer.every();
             while !sh.stop.raised() && !sh.done.load(Ordering::SeqCst) {
                 if pacer_wait.recv_timeout(every) != Err(RecvTimeoutError::Timeout) {
-                    return;
+                    break;
                 }
                 pacer.step();
+            }
+            Paced {
+                held_bps: pacer.held_bps(),
+                min_rtt: pacer.probe().base_rtt(),
+                jump: pacer.jump_verdict(),
             }
         })
     });
@@ -262,9 +295,7 @@ pub fn run_sender(
     drop(reporter);
     shared.done.store(true, Ordering::SeqCst);
     drop(pacer_stop);
-    if let Some(p) = pacer {
-        let _ = p.join();
-    }
+    let paced = pacer.and_then(|p| p.join().ok()).unwrap_or_default();
     if result.is_err() {
         shared.fail("stopped".into());
         for h in &handles {
@@ -282,7 +313,7 @@ pub fn run_sender(
     let _ = hasher.join();
     result?;
     let outcome = shared.lock()?.outcome();
-    Ok(outcome)
+    Ok((outcome, paced))
 }
 
 /// Feeds the receiver's messages to the session until every file is committed.

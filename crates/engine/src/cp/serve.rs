@@ -359,7 +359,7 @@ pub fn serve_transfer(
             if opts.window_fixed { ", fixed" } else { "" },
             if sender.probe.is_some() { "on" } else { "off" }
         );
-        let out = run_sender(sender, link, socks, chunk_key, progress)?;
+        let (out, _) = run_sender(sender, link, socks, chunk_key, progress)?;
         Ok(format!(
             "sent {shown}: {} files ok, {} failed, {:.3} GB in {:.2} s, congestion {congestion}, {window}{}",
             out.files_ok,

@@ -84,6 +84,22 @@ pub fn dial(
     security: &Security,
     data: DataPlan,
 ) -> Result<Dialed, BenchError> {
+    dial_with(target, token, security, data, &mut |rtt, _| {
+        longhaul_policy::streams_for_path(rtt)
+    })
+}
+
+/// [`dial`], with `at_connect` choosing the stream count of an [`AUTO_STREAMS`] plan
+/// once the control connection's TCP handshake has measured the RTT (it is given the RTT
+/// and the connection): a jump-start sets its routes' initial windows there, before any
+/// data connection exists.
+pub fn dial_with(
+    target: &str,
+    token: &Token,
+    security: &Security,
+    data: DataPlan,
+    at_connect: &mut dyn FnMut(Duration, &TcpStream) -> u16,
+) -> Result<Dialed, BenchError> {
     let (host, port) = split_target(target, DEFAULT_PORT)?;
     let tls = ClientTls::new(&host, port, security.trust.clone())?;
     let encryption = security.encryption;
@@ -108,7 +124,7 @@ pub fn dial(
     let (stream, addr) = connect_any(&addrs)?;
     let rtt = t_connect.elapsed();
     if auto {
-        data.streams = longhaul_policy::streams_for_path(rtt);
+        data.streams = at_connect(rtt, &stream);
         dialer = DataDialer::start(addr, data, token.clone());
         if let Some(t) = &early_tls {
             dialer.give_tls(t.clone());
