@@ -28,12 +28,15 @@ def drops():
     return s["stats"]["a_to_b"]["link"]["dropped_queue_segments"]
 
 
+addr = subprocess.run([lh, "emulate", "addr", name, "b"], capture_output=True, text=True,
+                      check=True).stdout.strip()
+# One server for every run (it ends with the emulator's namespaces).
+subprocess.run([lh, "emulate", "exec", name, "b", "--", "sh", "-c",
+                f"'{lh}' serve --listen '{addr}' >/dev/null 2>&1 &"], check=True, env=env)
+subprocess.run(["sleep", "1"])
+
+
 def bench(label, secs, extra):
-    addr = subprocess.run([lh, "emulate", "addr", name, "b"], capture_output=True, text=True,
-                          check=True).stdout.strip()
-    subprocess.run([lh, "emulate", "exec", name, "b", "--", "sh", "-c",
-                    f"'{lh}' serve --listen '{addr}' --once >/dev/null 2>&1 &"], check=True, env=env)
-    subprocess.run(["sleep", "0.5"])
     before = drops()
     path = os.path.join(out, f"{label}.jsonl")
     with open(path, "w") as f:

@@ -32,8 +32,10 @@
 //!   per round) and the queue drained.
 //! - **Probe up.** After [`PROBE_EVERY`] clean rounds in which the streams sent all the
 //!   held rate allowed, one round paces higher (2 %, doubling after each success up to
-//!   100 %), and the next round shows whether more was delivered without a queue: then the
-//!   higher rate is held and the next, twice as large, follows at once; if not, 98 % of
+//!   4 %, or up to 100 % after three whole successes or while the rate is under half the
+//!   best held so far), and the next
+//!   round shows whether it was all delivered without a queue: then the higher rate is
+//!   held and the next probe follows at once; if not, 98 % of
 //!   what the path delivered is held and the probe's queue drained. A held rate that is
 //!   too low climbs back as a start-up would; one at the bottleneck costs a queue of 2 %
 //!   of the BDP for a round.
@@ -59,9 +61,12 @@ pub const DRAIN_GAIN: f64 = 0.75;
 pub const PROBE_EVERY: u32 = 5;
 /// First upward probe, as a share of the held rate; it doubles after each success.
 const FIRST_PROBE: f64 = 0.02;
-/// Largest upward probe: doubling, as a start-up would, so that a held rate far too low
-/// (a start-up ended early by noise) climbs back in a few round trips.
+/// Largest upward probe while the held rate is under half the best held so far: doubling,
+/// as a start-up would, so that a rate far too low climbs back in a few round trips.
 const MAX_PROBE: f64 = 1.0;
+/// Largest upward probe otherwise: a probe over the bottleneck queues its excess for a
+/// round, 4 % of the RTT at most.
+const NEAR_PROBE: f64 = 0.04;
 /// Longest drain.
 const MAX_DRAIN: Duration = Duration::from_secs(20);
 
@@ -170,6 +175,8 @@ pub struct RateProbe {
     startup_drain: bool,
     clean_rounds: u32,
     next_probe: f64,
+    /// Upward probes taken whole in a row.
+    successes: u32,
     /// The largest held rate so far.
     peak_held: u64,
     /// Cruising: retransmits so far and the end of the grace period in which the
@@ -198,6 +205,7 @@ impl RateProbe {
             startup_drain: false,
             clean_rounds: 0,
             next_probe: FIRST_PROBE,
+            successes: 0,
             peak_held: 0,
             cruising: None,
             bbr: !loss_ends_startup,
@@ -353,14 +361,33 @@ impl RateProbe {
                     let held = self.held.unwrap_or(1);
                     let wanted = held as f64 * (1.0 + (gain - 1.0) * 0.75);
                     let queued = qdelay.is_some_and(|q| q > self.standing_queue());
-                    if delivered as f64 >= wanted && !queued {
-                        // The path took it all: hold it and try twice the step at once.
-                        self.hold(delivered.min((held as f64 * gain) as u64));
-                        self.next_probe = (self.next_probe * 2.0).min(MAX_PROBE);
+                    let probed = held as f64 * gain;
+                    if delivered as f64 >= probed * 0.97 && !queued {
+                        // The path took it all: hold it and try twice the step at once
+                        // (by at most NEAR_PROBE until three probes running were taken
+                        // whole, or the rate is under half the best held: a probe over
+                        // the bottleneck queues its excess for a round, and the queue
+                        // must stay within 5 % of the RTT).
+                        self.hold(delivered.min(probed as u64));
+                        self.successes += 1;
+                        let cap =
+                            if self.successes >= 3 || self.held.unwrap_or(0) < self.peak_held / 2 {
+                                MAX_PROBE
+                            } else {
+                                NEAR_PROBE
+                            };
+                        self.next_probe = (self.next_probe * 2.0).min(cap);
                         self.phase = Phase::ProbeUp {
                             gain: 1.0 + self.next_probe,
                             since: at,
                         };
+                    } else if delivered as f64 >= wanted && !queued {
+                        // Most of it: the bottleneck is about what was delivered.
+                        self.hold((delivered as f64 * (1.0 - FIRST_PROBE)) as u64);
+                        self.next_probe = FIRST_PROBE;
+                        self.successes = 0;
+                        self.clean_rounds = 0;
+                        self.phase = Phase::Hold;
                     } else {
                         // The bottleneck is below the probe: what the path delivered is its
                         // rate; hold a little under it and drain what the probe queued.
@@ -368,6 +395,7 @@ impl RateProbe {
                             self.hold((delivered as f64 * (1.0 - FIRST_PROBE)) as u64);
                         }
                         self.next_probe = FIRST_PROBE;
+                        self.successes = 0;
                         self.clean_rounds = 0;
                         self.phase = Phase::Drain {
                             until: at + self.drain_limit(qdelay),
