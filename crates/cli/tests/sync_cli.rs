@@ -250,7 +250,10 @@ fn checksum_finds_changes_that_kept_size_and_mtime() {
     let b_ino = fs::metadata(dst.join("b")).unwrap().ino();
     // A byte of `a` changes, its mtime is put back: the quick check cannot see it.
     let before = fs::metadata(src.join("a")).unwrap();
-    patch(&src.join("a"), 3 * CHUNK + 5, &[0xee]);
+    // The byte's complement: a fixed value was already there for 1 seed in 256.
+    let at = 3 * CHUNK + 5;
+    let was = fs::read(src.join("a")).unwrap()[at as usize];
+    patch(&src.join("a"), at, &[!was]);
     let (secs, nanos) = mtime_of(&before);
     set_mtime(&src.join("a"), secs as u64, nanos as u32);
     let plain = sync(&home, &[&src.join(""), &server.remote("m")]);
