@@ -340,3 +340,32 @@ pub fn decide_client(
     };
     (jump, streams)
 }
+
+/// [`decide_client`] at the control connection's connect (`dial_with`'s callback for an
+/// `AUTO_STREAMS` plan): `tcp` gives both ends' addresses. `None` for the jump when they
+/// cannot be read (the count is then the user's or the path's).
+pub fn at_connect(
+    enabled: bool,
+    user_streams: Option<u16>,
+    probing: bool,
+    rtt: Duration,
+    tcp: &std::net::TcpStream,
+) -> (Option<ClientJump>, u16) {
+    let (Ok(peer), Ok(local)) = (tcp.peer_addr(), tcp.local_addr()) else {
+        return (
+            None,
+            user_streams.unwrap_or_else(|| longhaul_policy::streams_for_path(rtt)),
+        );
+    };
+    let probing = probing && rtt >= longhaul_policy::MIN_PROBE_RTT;
+    let (jump, n) = decide_client(
+        enabled,
+        user_streams,
+        0,
+        rtt,
+        peer.ip(),
+        local.ip(),
+        probing,
+    );
+    (Some(jump), n)
+}

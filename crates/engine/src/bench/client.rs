@@ -144,21 +144,8 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
             receiving: cfg.reverse,
         },
         &mut |rtt, tcp| {
-            let (Ok(peer), Ok(local)) = (tcp.peer_addr(), tcp.local_addr()) else {
-                return cfg
-                    .streams
-                    .unwrap_or_else(|| longhaul_policy::streams_for_path(rtt));
-            };
-            let (jump, n) = crate::jump::decide_client(
-                cfg.jump_start,
-                cfg.streams,
-                0,
-                rtt,
-                peer.ip(),
-                local.ip(),
-                probing && rtt >= longhaul_policy::MIN_PROBE_RTT,
-            );
-            decided = Some((jump, n));
+            let (jump, n) = crate::jump::at_connect(cfg.jump_start, cfg.streams, probing, rtt, tcp);
+            decided = jump.map(|j| (j, n));
             n
         },
     )?;

@@ -233,21 +233,9 @@ pub fn run_cp(
             receiving: !push,
         },
         &mut |rtt, tcp| {
-            let (Ok(peer), Ok(local)) = (tcp.peer_addr(), tcp.local_addr()) else {
-                return cfg
-                    .streams
-                    .unwrap_or_else(|| longhaul_policy::streams_for_path(rtt));
-            };
-            let (jump, n) = crate::jump::decide_client(
-                push && cfg.jump_start,
-                cfg.streams,
-                0,
-                rtt,
-                peer.ip(),
-                local.ip(),
-                probing && rtt >= longhaul_policy::MIN_PROBE_RTT,
-            );
-            decided = Some(jump);
+            let (jump, n) =
+                crate::jump::at_connect(push && cfg.jump_start, cfg.streams, probing, rtt, tcp);
+            decided = jump;
             n
         },
     )?;
