@@ -339,11 +339,17 @@ impl RateProbe {
                         // reader, a window clamp): the round then says nothing about the
                         // path, and pacing at what trickled through would slow even the
                         // retransmissions that must refill the window.
+                        // A round much below the exit's figure (a loss recovery in it):
+                        // that round is held (the exit's figure may be a burst's), not
+                        // less than a quarter of it, and probes climb back fast from
+                        // under half of the exit's figure (kept as the best).
                         let held = self.held.unwrap_or(0);
                         match self.round_rate() {
-                            Some(rate) if !self.held_back() && rate >= held / 2 => {
-                                self.held = Some(rate);
-                                self.peak_held = rate;
+                            Some(rate) if !self.held_back() => {
+                                self.held = Some(rate.max(held / 4));
+                                if rate >= held / 2 {
+                                    self.peak_held = rate;
+                                }
                             }
                             _ => {}
                         }
