@@ -177,21 +177,7 @@ impl HashCache {
             std::process::id(),
             self.temp_seq.fetch_add(1, Ordering::Relaxed)
         ));
-        // O_CREAT|O_EXCL (create_new) never follows a symlink; rename replaces a symlink at
-        // the record's name instead of writing through it.
-        let mut out = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&temp)?;
-        let written = out
-            .write_all(&bytes)
-            .and_then(|()| fs::rename(&temp, self.dir.join(&name)));
-        if let Err(e) = written {
-            let _ = fs::remove_file(&temp);
-            return Err(e);
-        }
+        replace_private(&temp, &self.dir.join(&name), &bytes)?;
         self.account(bytes.len() as u64, &name)?;
         Ok(Stored::Stored)
     }
@@ -361,6 +347,25 @@ pub(crate) fn private_dir(dir: &Path, what: &str) -> io::Result<()> {
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
     }
     Ok(())
+}
+
+/// Writes `bytes` to a new private (0600) file at `temp` and renames it over `dest`, so a
+/// reader sees the old content or the new, whole; the temporary file is removed on error.
+/// O_CREAT|O_EXCL (create_new) never follows a symlink, and the rename replaces a symlink
+/// at `dest` instead of writing through it.
+pub(crate) fn replace_private(temp: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(temp)
+        .and_then(|mut out| out.write_all(bytes))
+        .and_then(|()| fs::rename(temp, dest));
+    if written.is_err() {
+        let _ = fs::remove_file(temp);
+    }
+    written
 }
 
 /// The user's longhaul cache directory: `$XDG_CACHE_HOME/longhaul` (an absolute

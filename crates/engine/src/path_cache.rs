@@ -15,8 +15,8 @@
 //! parse is skipped and a file that does not parse at all is treated as empty. Nothing
 //! here fails a run: callers ignore the errors, which are returned for tests and logs.
 
-use std::fs::{self, OpenOptions};
-use std::io::{self, Read, Write};
+use std::fs::OpenOptions;
+use std::io::{self, Read};
 use std::net::IpAddr;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -211,19 +211,7 @@ impl PathCache {
             std::process::id(),
             now_unix_nanos()
         ));
-        let mut out = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&temp)?;
-        let written = out
-            .write_all(encode(&records).as_bytes())
-            .and_then(|()| fs::rename(&temp, &self.file));
-        if let Err(e) = written {
-            let _ = fs::remove_file(&temp);
-            return Err(e);
-        }
+        crate::hash_cache::replace_private(&temp, &self.file, encode(&records).as_bytes())?;
         Ok(stored)
     }
 }
@@ -244,6 +232,7 @@ fn now_unix_nanos() -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use std::os::unix::fs::MetadataExt;
 
     fn rec(peer: &str, rate: u64, written: u64) -> PathRecord {

@@ -83,11 +83,6 @@ impl Pacer {
         self.probe.held_bps()
     }
 
-    /// The largest rate held so far (bit/s).
-    pub fn peak_held_bps(&self) -> Option<u64> {
-        self.probe.peak_held_bps()
-    }
-
     /// The controller (its phase, the start-up's exit, the minimum RTT).
     pub fn probe(&self) -> &RateProbe {
         &self.probe

@@ -203,11 +203,6 @@ impl DataRun {
             .map_or(rtt.max(Duration::from_millis(20)), Pacer::every)
     }
 
-    /// The largest rate the controller held (bit/s).
-    pub fn peak_held_bps(&self) -> Option<u64> {
-        self.pacer.as_ref().and_then(Pacer::peak_held_bps)
-    }
-
     /// Per-stream samples since the previous call.
     pub fn sample(&mut self) -> Sampled {
         self.sampler.sample()
