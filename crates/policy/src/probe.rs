@@ -29,7 +29,10 @@
 //!   work is done gives its share to the others, so the last chunks of a transfer cross at
 //!   the full rate). A round whose RTT is more than 2.5 % over the minimum means the held
 //!   rate builds a queue: it is lowered to 98 % of what was delivered (by at most a tenth
-//!   per round) and the queue drained.
+//!   per round) and the queue drained. If the rate it lowered had proved itself (five
+//!   clean rounds, or a probe taken whole), that rate is tried again after two clean
+//!   rounds (by at most 10 %): a host or emulator that stalls for part of a round costs the
+//!   path a round of capacity, not its rate. A try that falls short is not repeated.
 //! - **Probe up.** After [`PROBE_EVERY`] clean rounds in which the streams sent all the
 //!   held rate allowed, one round paces higher (2 %, doubling after each success up to
 //!   4 %, or up to 100 % after three whole successes or while the rate is under half the
@@ -67,6 +70,10 @@ const MAX_PROBE: f64 = 1.0;
 /// Largest upward probe otherwise: a probe over the bottleneck queues its excess for a
 /// round, 4 % of the RTT at most.
 const NEAR_PROBE: f64 = 0.04;
+/// Clean rounds after a queue lowered the held rate before the rate it left is tried again.
+const RESTORE_AFTER: u32 = 2;
+/// Largest step of that try, as a share of the held rate.
+const MAX_RESTORE: f64 = 0.10;
 /// Longest drain.
 const MAX_DRAIN: Duration = Duration::from_secs(20);
 
@@ -179,6 +186,16 @@ pub struct RateProbe {
     successes: u32,
     /// The largest held rate so far.
     peak_held: u64,
+    /// The last held rate that proved itself: [`PROBE_EVERY`] clean rounds, or a probe
+    /// taken whole (0: none, or its restore failed).
+    proven: u64,
+    /// The proven rate a queue lowered the held rate from, tried again once
+    /// ([`RESTORE_AFTER`]): a busy host or emulator that stalls for part of a round costs
+    /// the path a round's capacity, not its rate, and climbing back by 2-4 % probes every
+    /// five rounds would take seconds (at 436 ms, 4-5 s for a tenth).
+    restore: Option<u64>,
+    /// The probe under way is such a try.
+    restoring: bool,
     /// Cruising: retransmits so far and the end of the grace period in which the
     /// start-up's recovery may still be retransmitting; `None` when not cruising.
     cruising: Option<(u64, Duration)>,
@@ -207,6 +224,9 @@ impl RateProbe {
             next_probe: FIRST_PROBE,
             successes: 0,
             peak_held: 0,
+            proven: 0,
+            restore: None,
+            restoring: false,
             cruising: None,
             bbr: !loss_ends_startup,
         }
@@ -376,6 +396,8 @@ impl RateProbe {
                         // must stay within 5 % of the RTT).
                         self.hold(delivered.min(probed as u64));
                         self.successes += 1;
+                        self.restoring = false;
+                        self.proven = self.held.unwrap_or(0);
                         let cap =
                             if self.successes >= 3 || self.held.unwrap_or(0) < self.peak_held / 2 {
                                 MAX_PROBE
@@ -389,6 +411,7 @@ impl RateProbe {
                         };
                     } else if delivered as f64 >= wanted && !queued {
                         // Most of it: the bottleneck is about what was delivered.
+                        self.forget_proven();
                         self.hold((delivered as f64 * (1.0 - FIRST_PROBE)) as u64);
                         self.next_probe = FIRST_PROBE;
                         self.successes = 0;
@@ -397,6 +420,7 @@ impl RateProbe {
                     } else {
                         // The bottleneck is below the probe: what the path delivered is its
                         // rate; hold a little under it and drain what the probe queued.
+                        self.forget_proven();
                         if delivered > held {
                             self.hold((delivered as f64 * (1.0 - FIRST_PROBE)) as u64);
                         }
@@ -490,7 +514,9 @@ impl RateProbe {
                 // against a loss-based one.
                 let floor = self.peak_held / 4;
                 let lowered = (delivered.min(held) as f64 * 0.98).max(held as f64 * 0.9);
-                self.held = Some((lowered as u64).max(floor));
+                let lowered = (lowered as u64).max(floor);
+                self.held = Some(lowered);
+                self.restore = (self.proven > lowered).then_some(self.proven);
                 self.phase = Phase::Drain {
                     until: at + self.drain_limit(qdelay),
                 };
@@ -507,7 +533,22 @@ impl RateProbe {
             return;
         }
         self.clean_rounds += 1;
-        if self.clean_rounds >= PROBE_EVERY {
+        let restore = self.restore.filter(|&r| r > held);
+        if let (Some(back), true) = (restore, self.clean_rounds >= RESTORE_AFTER) {
+            // Back toward the proven rate the queue lowered, at once (bounded): if the path
+            // has really slowed, the probe's round shows it, 98 % of what it delivered is
+            // held as after any probe, and that proven rate is not tried again.
+            self.restore = None;
+            self.restoring = true;
+            self.phase = Phase::ProbeUp {
+                gain: (back as f64 / held as f64 * 0.99)
+                    .clamp(1.0 + FIRST_PROBE, 1.0 + MAX_RESTORE),
+                since: at,
+            };
+        } else if self.clean_rounds >= PROBE_EVERY {
+            self.proven = held;
+            self.restore = None;
+            self.restoring = false;
             self.phase = Phase::ProbeUp {
                 gain: 1.0 + self.next_probe,
                 since: at,
@@ -543,6 +584,13 @@ impl RateProbe {
         self.window
             .back()
             .is_some_and(|m| m.at < since + self.round)
+    }
+
+    /// A try of the proven rate fell short: the path has slowed, do not try it again.
+    fn forget_proven(&mut self) {
+        if std::mem::take(&mut self.restoring) {
+            self.proven = 0;
+        }
     }
 
     fn hold(&mut self, bps: u64) {
