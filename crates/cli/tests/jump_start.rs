@@ -78,6 +78,11 @@ fn a_second_run_to_a_path_jumps_and_restores_the_route() {
         "{start}"
     );
     assert_eq!(end["jump_start"]["used"], false);
+    let dialed = end["summary"]["data_dialed_rtts"].as_f64().unwrap_or(0.0);
+    assert!(
+        dialed >= 0.9,
+        "a path not remembered dialed {dialed} RTT in: {end}"
+    );
     let file = cache.join("longhaul").join("paths");
     let record = std::fs::read_to_string(&file).unwrap();
     assert!(record.contains(&format!("{SERVER} {CLIENT} ")), "{record}");
@@ -101,6 +106,15 @@ fn a_second_run_to_a_path_jumps_and_restores_the_route() {
     }
     let (start, end) = ok(child.wait_with_output().unwrap());
     assert_eq!(start["jump_start"]["used"], true, "{start}");
+    // Decided before the connect from the record: the data connections left with the
+    // control connection's SYN (about 0 round trips in; the first run's waited for the
+    // connect's RTT, 1), so data flowed after 3 round trips, not 4.
+    let dialed = end["summary"]["data_dialed_rtts"].as_f64().unwrap_or(9.0);
+    assert!(
+        dialed < 0.5,
+        "data connections dialed {dialed} RTT in: {end}"
+    );
+    assert_eq!(end["streams"].as_array().map(Vec::len), Some(8), "{end}");
     let cwnd = start["jump_start"]["initcwnd"].as_u64().unwrap();
     assert!(cwnd > 10, "{start}");
     assert!(
@@ -150,8 +164,15 @@ fn a_second_run_to_a_path_jumps_and_restores_the_route() {
         })
         .collect();
     std::fs::write(&file, changed).unwrap();
-    let (start, _) = ok(bench(&ns_a, &home.0, &cache, &[]).output().unwrap());
+    let (start, end) = ok(bench(&ns_a, &home.0, &cache, &[]).output().unwrap());
     assert_eq!(start["jump_start"]["used"], false, "{start}");
+    // The guess from the record (and its route) was dropped at the connect, and the data
+    // connections dialed again for the RTT measured.
+    let dialed = end["summary"]["data_dialed_rtts"].as_f64().unwrap_or(0.0);
+    assert!(
+        dialed >= 0.9,
+        "a wrong guess was kept ({dialed} RTT in): {end}"
+    );
     assert!(
         start["jump_start"]["not_used"]
             .as_str()

@@ -4,7 +4,7 @@
 //! fails), bounds a client's request at a server, writes the path's record after a
 //! successful run, and fills the `jump_start` object of the JSON start and end records.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::Duration;
 
 use longhaul_policy::jump_start::{self, bound_request, JumpAction, Retreat};
@@ -14,6 +14,7 @@ use longhaul_sys::route::InitialWindows;
 use serde::Serialize;
 
 use crate::path_cache::{now_unix, PathCache, PathRecord};
+use crate::transport::dial::DataStart;
 
 /// What the JSON says about jump-start (`start.jump_start`, `end.jump_start`).
 #[derive(Debug, Clone, Default, Serialize)]
@@ -144,17 +145,8 @@ impl ClientJump {
         streams: u16,
         probing: bool,
     ) -> Self {
-        let cache = PathCache::open_default().ok();
-        let record = cache.as_ref().and_then(|c| c.lookup(peer, local));
-        let inputs = JumpInputs {
-            memory: record.map(|r| r.memory(now_unix())),
-            rtt_now: rtt,
-            streams,
-            disabled: !enabled,
-            probing,
-            privileged: longhaul_sys::socket::can_force_buffers(),
-        };
-        let plan = match longhaul_policy::decide_jump(&inputs) {
+        let (decision, record) = Self::decide(enabled, peer, local, rtt, streams, probing);
+        let plan = match decision {
             Ok(p) => p,
             Err(why) => return Self::without(JumpReport::not_used(&why, record.as_ref())),
         };
@@ -170,6 +162,28 @@ impl ClientJump {
                 Self::without(r)
             }
         }
+    }
+
+    /// The decision alone, with the record it read (no route is touched).
+    fn decide(
+        enabled: bool,
+        peer: IpAddr,
+        local: IpAddr,
+        rtt: Duration,
+        streams: u16,
+        probing: bool,
+    ) -> (Result<JumpPlan, NoJump>, Option<PathRecord>) {
+        let cache = PathCache::open_default().ok();
+        let record = cache.as_ref().and_then(|c| c.lookup(peer, local));
+        let inputs = JumpInputs {
+            memory: record.map(|r| r.memory(now_unix())),
+            rtt_now: rtt,
+            streams,
+            disabled: !enabled,
+            probing,
+            privileged: longhaul_sys::socket::can_force_buffers(),
+        };
+        (longhaul_policy::decide_jump(&inputs), record)
     }
 
     fn without(report: JumpReport) -> Self {
@@ -322,14 +336,14 @@ pub fn decide_client(
         (n, _) => n,
     };
     if opened > 0 {
-        let mut jump = ClientJump::prepare(enabled, peer, local, rtt, opened, probing);
-        if jump.plan.is_some() {
-            jump = ClientJump::without(JumpReport {
+        let report = match ClientJump::decide(enabled, peer, local, rtt, opened, probing) {
+            (Ok(_), _) => JumpReport {
                 not_used: Some("the data connections were made before the routes".into()),
                 ..JumpReport::default()
-            });
-        }
-        return (jump, opened);
+            },
+            (Err(why), record) => JumpReport::not_used(&why, record.as_ref()),
+        };
+        return (ClientJump::without(report), opened);
     }
     let jump_streams = user_streams.unwrap_or(longhaul_policy::JUMP_STREAMS.min(auto));
     let jump = ClientJump::prepare(enabled, peer, local, rtt, jump_streams, probing);
@@ -341,10 +355,106 @@ pub fn decide_client(
     (jump, streams)
 }
 
-/// [`decide_client`] at the control connection's connect (`dial_with`'s callback for an
-/// `AUTO_STREAMS` plan): `tcp` gives both ends' addresses. `None` for the jump when they
-/// cannot be read (the count is then the user's or the path's).
-pub fn at_connect(
+/// How a client's data connections start, bench and cp alike (`dial_with`'s
+/// [`DataStart`] for an `AUTO_STREAMS` plan). A path in the user's cache (less than a day
+/// old) is decided before the connect from its remembered RTT: the stream count, and the
+/// jump with its route (when this end sends), so the data connections go with the control
+/// connection's SYN and data flows after 3 round trips, not 4. If the RTT measured at the
+/// connect does not match the record (or the connection left from another address), the
+/// guess is dropped (its route with it) and decided again: that run pays the round trip.
+/// A path not in the cache is decided at the connect.
+pub struct ClientStart {
+    jump_enabled: bool,
+    user_streams: Option<u16>,
+    probing: bool,
+    guess: Option<Guess>,
+    decided: Option<(ClientJump, u16)>,
+}
+
+/// A decision made before the connect, from the path's record.
+struct Guess {
+    peer: IpAddr,
+    local: IpAddr,
+    rtt: Duration,
+    decided: (ClientJump, u16),
+}
+
+impl ClientStart {
+    /// `jump_enabled`: this end may jump (it sends, and `--no-jump-start` was not given);
+    /// `user_streams`: `-P`; `probing`: the rate probe runs.
+    pub fn new(jump_enabled: bool, user_streams: Option<u16>, probing: bool) -> Self {
+        Self {
+            jump_enabled,
+            user_streams,
+            probing,
+            guess: None,
+            decided: None,
+        }
+    }
+
+    /// The jump and the count decided (`None` when the plan did not ask, or the
+    /// connection's addresses could not be read).
+    pub fn decided(self) -> Option<(ClientJump, u16)> {
+        self.decided
+    }
+}
+
+impl DataStart for ClientStart {
+    fn before_connect(&mut self, peer: SocketAddr) -> u16 {
+        let Some(local) = longhaul_sys::route::source_toward(peer) else {
+            return 0;
+        };
+        let Some(record) = PathCache::open_default()
+            .ok()
+            .and_then(|c| c.lookup(peer.ip(), local))
+        else {
+            return 0;
+        };
+        if record.memory(now_unix()).age > jump_start::MAX_AGE {
+            return 0;
+        }
+        let rtt = Duration::from_micros(record.min_rtt_us);
+        let probing = self.probing && rtt >= longhaul_policy::MIN_PROBE_RTT;
+        let decided = decide_client(
+            self.jump_enabled,
+            self.user_streams,
+            0,
+            rtt,
+            peer.ip(),
+            local,
+            probing,
+        );
+        let n = decided.1;
+        self.guess = Some(Guess {
+            peer: peer.ip(),
+            local,
+            rtt,
+            decided,
+        });
+        n
+    }
+
+    fn at_connect(&mut self, rtt: Duration, tcp: &TcpStream, opened: u16) -> u16 {
+        if let Some(guess) = self.guess.take() {
+            let ends = (tcp.peer_addr(), tcp.local_addr());
+            let same_path =
+                matches!(ends, (Ok(p), Ok(l)) if p.ip() == guess.peer && l.ip() == guess.local);
+            if opened > 0 && same_path && jump_start::rtt_matches(guess.rtt, rtt) {
+                self.decided = Some(guess.decided);
+                return opened;
+            }
+            // Another path than remembered: the guess's route goes with it.
+        }
+        let (jump, n) = at_connect(self.jump_enabled, self.user_streams, self.probing, rtt, tcp);
+        self.decided = jump.map(|j| (j, n));
+        n
+    }
+}
+
+/// [`decide_client`] at the control connection's connect (for an `AUTO_STREAMS` plan):
+/// `tcp` gives both ends' addresses. `None` for the jump when they cannot be read (the
+/// count is then the user's or the path's).
+fn at_connect(
     enabled: bool,
     user_streams: Option<u16>,
     probing: bool,

@@ -1,5 +1,6 @@
-//! When a command started and when its first data byte went or came: the figure
-//! `first_byte_rtts` of cp's and bench's end records (see docs/startup.md).
+//! When a command started, when its data connections were dialed and when its first data
+//! byte went or came: the figures `data_dialed_rtts` and `first_byte_rtts` of cp's and
+//! bench's end records (see docs/startup.md).
 //!
 //! Both instants are process-wide: the binary marks its start first thing
 //! ([`mark_command_start`]); the first write to (or read from) any data stream marks the
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 
 static COMMAND_START: OnceLock<Instant> = OnceLock::new();
 static FIRST_DATA: OnceLock<Instant> = OnceLock::new();
+static DATA_DIALED: OnceLock<Instant> = OnceLock::new();
 
 /// Marks the command's start (the first call counts).
 pub fn mark_command_start() {
@@ -24,6 +26,21 @@ pub fn note_first_data() {
     if FIRST_DATA.get().is_none() {
         let _ = FIRST_DATA.get_or_init(Instant::now);
     }
+}
+
+/// Marks when the data connections the command uses were dialed (the first call counts;
+/// connections dialed on a guess and dropped are never marked).
+pub fn note_data_dialed(at: Instant) {
+    let _ = DATA_DIALED.get_or_init(|| at);
+}
+
+/// Time from the command's start to its data connections' dial, in round trips of `rtt`:
+/// about 0 when they left with the control connection, 1 when they waited for its
+/// connect, 2 or more when they waited for an answer of the server.
+pub fn data_dialed_rtts(rtt: Duration) -> Option<f64> {
+    let start = COMMAND_START.get()?;
+    let t = DATA_DIALED.get()?.saturating_duration_since(*start);
+    (!rtt.is_zero()).then(|| t.as_secs_f64() / rtt.as_secs_f64())
 }
 
 /// Time from the command's start to its first data byte, when both are marked.

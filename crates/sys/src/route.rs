@@ -162,6 +162,20 @@ fn ip_output(args: &[&str]) -> io::Result<String> {
     )))
 }
 
+/// The source address the kernel would pick for a connection to `peer` (a UDP socket's
+/// connect chooses it from the routing table and sends nothing); `None` when there is no
+/// route.
+pub fn source_toward(peer: std::net::SocketAddr) -> Option<IpAddr> {
+    let any: std::net::SocketAddr = if peer.is_ipv4() {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let socket = std::net::UdpSocket::bind(any).ok()?;
+    socket.connect(peer).ok()?;
+    socket.local_addr().ok().map(|a| a.ip())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +189,15 @@ mod tests {
         assert_eq!(
             without_windows(&words).join(" "),
             "10.0.0.2 via 10.0.0.1 dev eth0 mtu 1500"
+        );
+    }
+
+    #[test]
+    fn the_source_toward_loopback_is_loopback() {
+        let peer = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 9));
+        assert_eq!(
+            source_toward(peer),
+            Some(IpAddr::from(std::net::Ipv4Addr::LOCALHOST))
         );
     }
 }

@@ -12,7 +12,6 @@ use longhaul_proto::{
 use super::report::*;
 use super::run::{chrono_of, DataRun, Role, SenderPlan};
 use crate::host;
-use crate::jump::ClientJump;
 use crate::telemetry::Sampled;
 use crate::transport::control::{ControlLink, Incoming};
 use crate::transport::dial::{dial_with, flush, recv, DataDialer, DataPlan, Dialed, AUTO_STREAMS};
@@ -116,13 +115,15 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError 
 /// Runs a bench against a `longhaul serve`.
 pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndReport, BenchError> {
     // Handshake, with the data connections opened at the same moment (see
-    // docs/startup.md): the RTT is the control connection's connect time. A run that may
-    // jump (a path seen before) opens them only once its routes' initial windows are set:
-    // forward, this end's, at the connect (`dial_with`); reverse, also the server's, once
-    // it answered the parameters.
+    // docs/startup.md): the RTT is the control connection's connect time. Without `-P`
+    // the count comes from the path: its record in the user's cache, before the connect,
+    // else the RTT the connect measured (`ClientStart`). A run that may jump (a path seen
+    // before) opens them only once its routes' initial windows are set: forward, this
+    // end's, decided with the count; reverse, also the server's, once it answered the
+    // parameters.
     let may_jump = cfg.jump_start && crate::jump::seen_before(&cfg.target);
     let probing = cfg.rate_bps.is_none() && cfg.window.is_none();
-    let mut decided: Option<(ClientJump, u16)> = None;
+    let mut start = crate::jump::ClientStart::new(cfg.jump_start, cfg.streams, probing);
     let Dialed {
         mut conn,
         mut session,
@@ -143,11 +144,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
             },
             receiving: cfg.reverse,
         },
-        &mut |rtt, tcp| {
-            let (jump, n) = crate::jump::at_connect(cfg.jump_start, cfg.streams, probing, rtt, tcp);
-            decided = jump.map(|j| (j, n));
-            n
-        },
+        &mut start,
     )?;
 
     // Jump-start: decided from the user's path cache, the route's initial windows set
@@ -159,7 +156,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         .map_err(io_err("control connection"))?
         .ip();
     let mss = longhaul_sys::tcp_info::tcp_info(conn.stream().tcp()).map_or(0, |i| i.snd_mss);
-    let (mut jump, streams) = match decided {
+    let (mut jump, streams) = match start.decided() {
         Some(d) => d,
         None => crate::jump::decide_client(
             cfg.jump_start,
@@ -535,6 +532,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     end.summary.first_byte_ms =
         crate::startup::first_data_after_start().map(|t| t.as_secs_f64() * 1e3);
     end.summary.first_byte_rtts = crate::startup::first_data_rtts(rtt);
+    end.summary.data_dialed_rtts = crate::startup::data_dialed_rtts(rtt);
     Ok(end)
 }
 
@@ -699,6 +697,7 @@ pub fn summarize(
             receiver: cost(receiver),
             first_byte_ms: None,
             first_byte_rtts: None,
+            data_dialed_rtts: None,
         },
         streams,
         jump_start: crate::jump::JumpReport::default(),

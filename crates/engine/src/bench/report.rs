@@ -192,6 +192,9 @@ pub struct Summary {
     pub first_byte_ms: Option<f64>,
     /// [`Summary::first_byte_ms`] in round trips of the measured RTT.
     pub first_byte_rtts: Option<f64>,
+    /// Round trips from the command's start to the dial of the data connections it used
+    /// (about 0: with the control connection; 1: once its connect measured the RTT).
+    pub data_dialed_rtts: Option<f64>,
 }
 
 /// The `end` object.

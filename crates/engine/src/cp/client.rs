@@ -204,19 +204,20 @@ pub fn run_cp(
     // RTT is its connect time, and the request, the file list and the data hellos go
     // right behind our proof, in one flight.
     let push = matches!(cfg.job, CpJob::Push { .. });
-    // Given, the data connections start with the control one; otherwise once its TCP
-    // handshake has measured the RTT (one round trip later), as many as the path needs
-    // for its start-up (`longhaul_policy::streams_for_path`). A push to a path seen before
-    // may jump-start: decided there too, its route's initial window set before the data
-    // connections exist (the receiver's window needs nothing: the server's listener
-    // buffers are wide).
+    // Given, the data connections start with the control one; otherwise as many as the
+    // path needs for its start-up (`longhaul_policy::streams_for_path`), from the path's
+    // record in the user's cache (they still start with the control connection) or, for
+    // a path not remembered, once its TCP handshake has measured the RTT (one round trip
+    // later): `ClientStart`. A push to a path seen before may jump-start: decided with the
+    // count, its route's initial window set before the data connections exist (the
+    // receiver's window needs nothing: the server's listener buffers are wide).
     let may_jump = push && cfg.jump_start && crate::jump::seen_before(&cfg.server);
     let probing = cfg.window.is_none() && cfg.rate_bps.is_none();
     let streams = match (may_jump, cfg.streams) {
         (false, Some(n)) => n.clamp(1, longhaul_proto::limits::MAX_STREAMS),
         _ => AUTO_STREAMS,
     };
-    let mut decided: Option<crate::jump::ClientJump> = None;
+    let mut start = crate::jump::ClientStart::new(push && cfg.jump_start, cfg.streams, probing);
     let Dialed {
         mut conn,
         mut session,
@@ -232,14 +233,9 @@ pub fn run_cp(
             streams,
             receiving: !push,
         },
-        &mut |rtt, tcp| {
-            let (jump, n) =
-                crate::jump::at_connect(push && cfg.jump_start, cfg.streams, probing, rtt, tcp);
-            decided = jump;
-            n
-        },
+        &mut start,
     )?;
-    let jump = decided;
+    let jump = start.decided().map(|(jump, _)| jump);
     // Both ends' addresses and the segment size, for the path's record.
     let path_ends = {
         let tcp = conn.stream().tcp();

@@ -51,8 +51,34 @@ pub struct DataPlan {
 
 /// [`DataPlan::streams`] asking for the path's stream count: on a long path many streams
 /// reach the rate round trips sooner (every stream starts with the kernel's 10-segment
-/// window), which is worth the round trip their connects wait for the RTT.
+/// window). A [`DataStart`] chooses it: from what is remembered of the path before the
+/// connect (then the connections still go at t = 0), else once the control connection's
+/// connect has measured the RTT (one round trip later).
 pub const AUTO_STREAMS: u16 = u16::MAX;
+
+/// How an [`AUTO_STREAMS`] plan's data connections start.
+pub trait DataStart {
+    /// Connections to open to `peer` together with the control connection (0: none, wait
+    /// for the RTT): a guess from what is known of the path.
+    fn before_connect(&mut self, peer: SocketAddr) -> u16;
+    /// The count once the control connection's TCP handshake has measured `rtt` (`tcp` is
+    /// that connection). `opened` are on their way to its address (0 if none, or if the
+    /// guess went to another address): returning another count replaces them.
+    fn at_connect(&mut self, rtt: Duration, tcp: &TcpStream, opened: u16) -> u16;
+}
+
+/// The path's count ([`longhaul_policy::streams_for_path`]) at the connect, no guess.
+pub struct PathStreams;
+
+impl DataStart for PathStreams {
+    fn before_connect(&mut self, _peer: SocketAddr) -> u16 {
+        0
+    }
+
+    fn at_connect(&mut self, rtt: Duration, _tcp: &TcpStream, _opened: u16) -> u16 {
+        longhaul_policy::streams_for_path(rtt)
+    }
+}
 
 /// A control connection whose server has proved the token; the client's proof is queued
 /// in `session` (sent by the next [`flush`]), and the data connections are on their way.
@@ -84,21 +110,17 @@ pub fn dial(
     security: &Security,
     data: DataPlan,
 ) -> Result<Dialed, BenchError> {
-    dial_with(target, token, security, data, &mut |rtt, _| {
-        longhaul_policy::streams_for_path(rtt)
-    })
+    dial_with(target, token, security, data, &mut PathStreams)
 }
 
-/// [`dial`], with `at_connect` choosing the stream count of an [`AUTO_STREAMS`] plan
-/// once the control connection's TCP handshake has measured the RTT (it is given the RTT
-/// and the connection): a jump-start sets its routes' initial windows there, before any
-/// data connection exists.
+/// [`dial`], with `start` choosing the stream count of an [`AUTO_STREAMS`] plan (a
+/// jump-start sets its routes' initial windows there, before any data connection exists).
 pub fn dial_with(
     target: &str,
     token: &Token,
     security: &Security,
     data: DataPlan,
-    at_connect: &mut dyn FnMut(Duration, &TcpStream) -> u16,
+    start: &mut dyn DataStart,
 ) -> Result<Dialed, BenchError> {
     let (host, port) = split_target(target, DEFAULT_PORT)?;
     let tls = ClientTls::new(&host, port, security.trust.clone())?;
@@ -114,28 +136,29 @@ pub fn dial_with(
     let auto = data.streams == AUTO_STREAMS;
     let mut data = data;
     if auto {
-        data.streams = 0;
+        data.streams = start.before_connect(addrs[0]);
     }
     let mut dialer = DataDialer::start(addrs[0], data, token.clone());
-    if let Some(t) = &early_tls {
-        dialer.give_tls(t.clone());
-    }
     let t_connect = Instant::now();
     let (stream, addr) = connect_any(&addrs)?;
     let rtt = t_connect.elapsed();
-    if auto {
-        data.streams = at_connect(rtt, &stream);
+    let opened = if addr == addrs[0] { data.streams } else { 0 };
+    let wanted = if auto {
+        start.at_connect(rtt, &stream, opened)
+    } else {
+        data.streams
+    };
+    if wanted != opened || addr != addrs[0] {
+        // The first address did not answer, or the guess was wrong: the data connections
+        // go where the control connection went, as many as wanted (those on their way
+        // end when their TLS setup is dropped with them).
+        data.streams = wanted;
         dialer = DataDialer::start(addr, data, token.clone());
-        if let Some(t) = &early_tls {
-            dialer.give_tls(t.clone());
-        }
-    } else if addr != addrs[0] {
-        // The first address did not answer: the data connections go where the control
-        // connection went.
-        dialer = DataDialer::start(addr, data, token.clone());
-        if let Some(t) = &early_tls {
-            dialer.give_tls(t.clone());
-        }
+    }
+    // Their TLS starts now (their TCP handshakes end with the control connection's), so
+    // connections a wrong guess dropped never start one.
+    if let Some(t) = &early_tls {
+        dialer.give_tls(t.clone());
     }
     stream
         .set_nodelay(true)
@@ -242,6 +265,7 @@ impl Dialed {
 /// N, for TCP and TLS alike); each reads past the server's hello; the hellos go once the
 /// client's proof does ([`DataDialer::attach`]).
 pub struct DataDialer {
+    started: Instant,
     connecting: Vec<JoinHandle<Result<SecureStream, BenchError>>>,
     /// Each connection's TLS setup, given when known (`None`: plain).
     tls: Vec<mpsc::Sender<Option<ClientTls>>>,
@@ -292,6 +316,7 @@ impl DataDialer {
             })
             .collect();
         Self {
+            started: Instant::now(),
             connecting,
             tls,
             receiving: plan.receiving,
@@ -320,6 +345,7 @@ impl DataDialer {
         choice: &BufferChoice,
         rx_clamp: Option<(u64, u16, Duration)>,
     ) -> Result<Vec<SecureStream>, BenchError> {
+        crate::startup::note_data_dialed(self.started);
         let facts = (self.receiving && matches!(choice, BufferChoice::Autotune))
             .then(crate::host::host_facts);
         let mut out = Vec::with_capacity(self.connecting.len());
