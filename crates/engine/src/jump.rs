@@ -180,11 +180,15 @@ impl ClientJump {
         }
     }
 
-    /// The request for the server, when jumping.
+    /// The request for the server, when jumping (within the protocol's bounds: a record's
+    /// rate beyond them, which no path has, is asked for as the bound).
     pub fn ask(&self) -> Option<JumpAsk> {
         self.plan.map(|p| JumpAsk {
             start_bps: p.start_bps,
-            remembered_bps: p.remembered_bps,
+            remembered_bps: p
+                .remembered_bps
+                .max(p.start_bps)
+                .min(longhaul_proto::limits::MAX_JUMP_RATE_BPS),
             init_cwnd: p.init_cwnd,
             init_rwnd: p.init_rwnd,
         })

@@ -334,6 +334,7 @@ pub fn run_cp(
         },
         // "." names the root; "dir/" a directory.
         path: wire_path,
+        jump: None,
     };
     session
         .begin_transfer()
@@ -537,7 +538,7 @@ fn await_ready(conn: &mut FramedConn, session: &mut ClientSession) -> Result<u64
                     }
                 }
             }
-            Ok(Frame::Transfer(TransferMessage::TransferReady { chunk_size })) => {
+            Ok(Frame::Transfer(TransferMessage::TransferReady { chunk_size, .. })) => {
                 if !valid_chunk_size(chunk_size) {
                     return Err(CpError::Protocol(format!(
                         "the server chose a chunk size of {chunk_size} bytes"

@@ -273,8 +273,12 @@ pub fn serve_transfer(
         params.streams,
         push.then(|| longhaul_policy::choice_bytes(&choice)),
     )?;
-    conn.send_transfer(&TransferMessage::TransferReady { chunk_size })
-        .map_err(ServeError::io("sending TransferReady"))?;
+    conn.send_transfer(&TransferMessage::TransferReady {
+        chunk_size,
+        jump_start_bps: 0,
+        jump_note: String::new(),
+    })
+    .map_err(ServeError::io("sending TransferReady"))?;
     let chunk_key = attach.chunk_key();
     // The data connections attach while the file list is read (a receiver answers the
     // list first: one round trip less before data on a long path).
