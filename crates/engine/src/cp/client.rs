@@ -212,8 +212,11 @@ pub fn run_cp(
     // connections exist (the receiver's window needs nothing: the server's listener
     // buffers are wide). A pull from a path seen before opens them only once the server
     // has answered the request, as `bench --reverse` does: the server sends, and its
-    // route's initial window must be set before their handshakes.
-    let may_jump = cfg.jump_start && crate::jump::seen_before(&cfg.server);
+    // route's initial window must be set before their handshakes. Without the right to
+    // set route metrics this end never jumps, so it never waits.
+    let may_jump = cfg.jump_start
+        && longhaul_sys::socket::can_force_buffers()
+        && crate::jump::seen_before(&cfg.server);
     let probing = cfg.window.is_none() && cfg.rate_bps.is_none();
     let streams = match (may_jump, push, cfg.streams) {
         (true, false, _) => 0,
