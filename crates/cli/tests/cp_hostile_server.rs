@@ -99,6 +99,8 @@ fn lying_server(listener: TcpListener, token_file: std::path::PathBuf, lie: Vec<
     };
     conn.send_transfer(&TransferMessage::TransferReady {
         chunk_size: params.chunk_size,
+        jump_start_bps: 0,
+        jump_note: String::new(),
     })
     .unwrap();
     // Take the data connections (their proofs are not checked: this server lies anyway).

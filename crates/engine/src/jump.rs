@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::Duration;
 
 use longhaul_policy::jump_start::{self, bound_request, JumpAction, Retreat};
-use longhaul_policy::{JumpInputs, JumpPlan, JumpRequest, NoJump, ServerView};
+use longhaul_policy::{JumpInputs, JumpPlan, JumpRequest, JumpValidator, NoJump, ServerView};
 use longhaul_proto::JumpAsk;
 use longhaul_sys::route::InitialWindows;
 use serde::Serialize;
@@ -194,11 +194,15 @@ impl ClientJump {
         }
     }
 
-    /// The request for the server, when jumping.
+    /// The request for the server, when jumping (within the protocol's bounds: a record's
+    /// rate beyond them, which no path has, is asked for as the bound).
     pub fn ask(&self) -> Option<JumpAsk> {
         self.plan.map(|p| JumpAsk {
             start_bps: p.start_bps,
-            remembered_bps: p.remembered_bps,
+            remembered_bps: p
+                .remembered_bps
+                .max(p.start_bps)
+                .min(longhaul_proto::limits::MAX_JUMP_RATE_BPS),
             init_cwnd: p.init_cwnd,
             init_rwnd: p.init_rwnd,
         })
@@ -263,6 +267,37 @@ pub struct ServerJump {
 }
 
 impl ServerJump {
+    /// A session's answer to `ask` (bench and cp alike): this server's own view of the
+    /// path from its `control` connection (its TCP_INFO minimum RTT and MSS, against the
+    /// client's `client_rtt`) and the `buffer_bytes` each of its `streams` has, then
+    /// [`ServerJump::apply`] on its route to the client. Keep the value for the session:
+    /// dropping it removes the route, also when the session fails.
+    pub fn for_session(
+        ask: &JumpAsk,
+        control: &TcpStream,
+        client_rtt: Duration,
+        streams: u16,
+        buffer_bytes: u64,
+        sends: bool,
+    ) -> Self {
+        let Ok(client) = control.peer_addr() else {
+            return Self::declined("the control connection has no peer address".into());
+        };
+        let info = longhaul_sys::tcp_info::tcp_info(control).ok();
+        let view = ServerView {
+            rtt: info.map_or(client_rtt, |i| {
+                Duration::from_micros(u64::from(i.min_rtt_us))
+            }),
+            client_rtt,
+            mss: info.map_or(0, |i| i.snd_mss),
+            streams,
+            buffer_bytes,
+            max_rate_bps: None,
+            privileged: longhaul_sys::socket::can_force_buffers(),
+        };
+        Self::apply(ask, &view, sends, client.ip())
+    }
+
     /// Bounds the client's request by this server's own view and sets the initial windows
     /// on its route to the client: `initcwnd` when it sends, `initrwnd` when it receives.
     pub fn apply(ask: &JumpAsk, view: &ServerView, sends: bool, client: IpAddr) -> Self {
@@ -273,14 +308,7 @@ impl ServerJump {
         };
         let plan = match bound_request(&req, view) {
             Ok(p) => p,
-            Err(why) => {
-                return Self {
-                    plan: None,
-                    start_bps: 0,
-                    note: why.describe(),
-                    _route: None,
-                }
-            }
+            Err(why) => return Self::declined(why.describe()),
         };
         match InitialWindows::set(client, plan.init_cwnd, plan.init_rwnd) {
             Ok(route) => Self {
@@ -289,12 +317,39 @@ impl ServerJump {
                 note: String::new(),
                 _route: Some(route),
             },
-            Err(e) => Self {
-                plan: None,
-                start_bps: 0,
-                note: format!("cannot set the route metrics: {e}"),
-                _route: None,
-            },
+            Err(e) => Self::declined(format!("cannot set the route metrics: {e}")),
+        }
+    }
+
+    /// No jump, and why (within the bound of a note on the wire).
+    fn declined(mut note: String) -> Self {
+        let mut end = note.len().min(longhaul_proto::limits::MAX_TEXT);
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+        Self {
+            plan: None,
+            start_bps: 0,
+            note,
+            _route: None,
+        }
+    }
+
+    /// The validator for this server's sender (`None` when it does not jump): its pacer
+    /// starts at the bounded rate and validates over the RTT the server measured.
+    pub fn validator(&self) -> Option<JumpValidator> {
+        self.plan
+            .map(|p| JumpValidator::new(p, Duration::from_micros(p.remembered_rtt_us)))
+    }
+
+    /// What the server's log line says about the jump: why it declined, or the verdict
+    /// (`None`: no verdict yet); empty when it was not asked.
+    pub fn log_note(jump: Option<&Self>, verdict: Option<JumpAction>) -> String {
+        match (jump, verdict) {
+            (Some(j), _) if !j.note.is_empty() => format!("; jump-start declined: {}", j.note),
+            (Some(_), Some(v)) => format!("; jump-start {v:?}"),
+            _ => String::new(),
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod jump;
 pub mod path_cache;
 pub mod ssh;
 pub mod startup;
+pub mod steady_rate;
 pub mod telemetry;
 pub mod token;
 pub mod transport;

@@ -65,10 +65,14 @@ pub use ssh_ready::SshReady;
 /// 0.5-RTT data proving the token for its certificate, the client's proof and data hellos
 /// are bound to their TLS connections' exporters, the session id is derived, and data
 /// connections attach in the flight of the client's proof; jump-start: `BenchParams`'
-/// `jump` and `BenchReady`'s `jump_start_bps`/`jump_note`).
-pub const PROTOCOL_VERSION: u16 = 7;
-/// The oldest protocol version this build still accepts.
-pub const MIN_PROTOCOL_VERSION: u16 = 7;
+/// `jump` and `BenchReady`'s `jump_start_bps`/`jump_note`; 8: jump-start for pulls,
+/// `TransferParams`' `jump` and `TransferReady`'s `jump_start_bps`/`jump_note`, the same
+/// fields as bench's). The hello layouts and the labels of the keys (`longhaul/7 ...`)
+/// are unchanged: an older peer is still told both versions.
+pub const PROTOCOL_VERSION: u16 = 8;
+/// The oldest protocol version this build still accepts (7's transfer request and answer
+/// are shorter: a 7 peer's would not decode).
+pub const MIN_PROTOCOL_VERSION: u16 = 8;
 
 /// Feature bits announced in the hello messages.
 pub mod features {

@@ -33,3 +33,9 @@ pub const MAX_HOST_REPORT: usize = 48 * 1024;
 pub const MAX_REPORT_RATE_BPS: u64 = 100_000_000_000_000;
 /// Longest RTT a client may ask a host report for (60 s), in microseconds.
 pub const MAX_REPORT_RTT_US: u32 = 60_000_000;
+/// Largest rate a jump-start ask may name (100 Tbit/s): far above any path, so a real
+/// client's ask always passes; what a server carries out is bounded by its own view.
+pub const MAX_JUMP_RATE_BPS: u64 = 100_000_000_000_000;
+/// Largest initial window per stream a jump-start ask may name, segments (2^20, the
+/// most a jump ever asks for).
+pub const MAX_JUMP_WINDOW_SEGMENTS: u32 = 1 << 20;

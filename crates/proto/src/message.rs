@@ -205,6 +205,50 @@ pub struct JumpAsk {
     pub init_rwnd: u32,
 }
 
+impl JumpAsk {
+    /// Checks the ask against [`crate::limits`]: rates in
+    /// `1..=`[`limits::MAX_JUMP_RATE_BPS`] with the start no higher than the remembered
+    /// rate, windows in `1..=`[`limits::MAX_JUMP_WINDOW_SEGMENTS`]. A server still bounds
+    /// what it carries out by its own view; this only refuses what no client asks.
+    pub fn validate(&self) -> Result<(), ProtoError> {
+        let bad = |field: &'static str, why: String| Err(ProtoError::InvalidField { field, why });
+        let rates = 1..=limits::MAX_JUMP_RATE_BPS;
+        if !rates.contains(&self.start_bps) || !rates.contains(&self.remembered_bps) {
+            return bad(
+                "jump rate",
+                format!(
+                    "start {} and remembered {} bit/s must be within 1..={} bit/s",
+                    self.start_bps,
+                    self.remembered_bps,
+                    limits::MAX_JUMP_RATE_BPS
+                ),
+            );
+        }
+        if self.start_bps > self.remembered_bps {
+            return bad(
+                "jump rate",
+                format!(
+                    "a start of {} bit/s above the remembered {} bit/s",
+                    self.start_bps, self.remembered_bps
+                ),
+            );
+        }
+        let windows = 1..=limits::MAX_JUMP_WINDOW_SEGMENTS;
+        if !windows.contains(&self.init_cwnd) || !windows.contains(&self.init_rwnd) {
+            return bad(
+                "jump window",
+                format!(
+                    "initcwnd {} and initrwnd {} segments must be within 1..={}",
+                    self.init_cwnd,
+                    self.init_rwnd,
+                    limits::MAX_JUMP_WINDOW_SEGMENTS
+                ),
+            );
+        }
+        Ok(())
+    }
+}
+
 impl BenchParams {
     /// Checks every field against [`crate::limits`]; the error names the field and the fix.
     pub fn validate(&self) -> Result<(), ProtoError> {
@@ -252,7 +296,7 @@ impl BenchParams {
                 ),
             );
         }
-        Ok(())
+        self.jump.as_ref().map_or(Ok(()), JumpAsk::validate)
     }
 }
 

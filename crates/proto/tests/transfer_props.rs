@@ -2,10 +2,10 @@
 //! bytes never panic, frames stay within the limit, file lists split into frames that
 //! decode back to the same list, and chunk headers round-trip and catch corruption.
 
-use longhaul_proto::limits::MAX_FRAME_BODY;
+use longhaul_proto::limits::{self, MAX_FRAME_BODY};
 use longhaul_proto::transfer::*;
-use longhaul_proto::ChunkKey;
 use longhaul_proto::FRAME_HEADER_LEN;
+use longhaul_proto::{ChunkKey, JumpAsk};
 use proptest::prelude::*;
 
 fn arb_path() -> impl Strategy<Value = Vec<u8>> {
@@ -68,6 +68,23 @@ fn arb_file() -> impl Strategy<Value = u32> {
     0..=MAX_FILE_ID
 }
 
+/// A jump ask any client could send: rates within the bound, the start no higher than
+/// the remembered rate, windows within the bound.
+fn arb_jump() -> impl Strategy<Value = JumpAsk> {
+    (
+        1..=limits::MAX_JUMP_RATE_BPS,
+        any::<prop::sample::Index>(),
+        1..=limits::MAX_JUMP_WINDOW_SEGMENTS,
+        1..=limits::MAX_JUMP_WINDOW_SEGMENTS,
+    )
+        .prop_map(|(remembered_bps, start, init_cwnd, init_rwnd)| JumpAsk {
+            start_bps: 1 + start.index(remembered_bps as usize) as u64,
+            remembered_bps,
+            init_cwnd,
+            init_rwnd,
+        })
+}
+
 fn arb_msg() -> impl Strategy<Value = TransferMessage> {
     prop_oneof![
         (
@@ -78,7 +95,11 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
             any::<u64>(),
             any::<u32>(),
             any::<u32>().prop_map(|b| b & transfer_flags::ALL),
-            (arb_path(), "[a-z0-9_]{0,16}")
+            (
+                arb_path(),
+                "[a-z0-9_]{0,16}",
+                proptest::option::of(arb_jump())
+            )
         )
             .prop_map(
                 |(
@@ -89,7 +110,7 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
                     window_bytes,
                     rtt_us,
                     flags,
-                    (path, congestion),
+                    (path, congestion, jump),
                 )| {
                     TransferMessage::TransferParams(TransferParams {
                         direction: if pull {
@@ -105,10 +126,17 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
                         options: TransferOptions::from_bits(flags).expect("known bits"),
                         congestion,
                         path,
+                        jump,
                     })
                 }
             ),
-        (12u32..=30).prop_map(|e| TransferMessage::TransferReady { chunk_size: 1 << e }),
+        (12u32..=30, any::<u64>(), "[ -~]{0,64}").prop_map(|(e, jump_start_bps, jump_note)| {
+            TransferMessage::TransferReady {
+                chunk_size: 1 << e,
+                jump_start_bps,
+                jump_note,
+            }
+        }),
         (0u32..1000, proptest::collection::vec(arb_entry(), 0..12))
             .prop_map(|(first_id, entries)| TransferMessage::FileEntries { first_id, entries }),
         (0..=MAX_FILE_ID + 1, any::<u64>(), any::<u32>()).prop_map(|(files, bytes, deleted)| {
@@ -487,4 +515,105 @@ fn symlink_targets_are_bounded() {
     empty[..4].copy_from_slice(&body.to_be_bytes());
     let e = decode_transfer_frame(&empty).unwrap_err();
     assert!(e.to_string().contains("link target"), "{e}");
+}
+
+/// A pull's request with a jump ask no client makes (an absurd rate or window, or a
+/// start above the remembered rate) is refused by the encoder and, patched into a good
+/// frame, by the decoder: a hostile client cannot get one past the codec. (A server
+/// bounds what passes by its own view: `longhaul_policy::jump_start::bound_request`.)
+#[test]
+fn hostile_jump_asks_are_refused() {
+    let good = JumpAsk {
+        start_bps: 950_000_000,
+        remembered_bps: 1_000_000_000,
+        init_cwnd: 1000,
+        init_rwnd: 1000,
+    };
+    let request = |jump: JumpAsk| {
+        TransferMessage::TransferParams(TransferParams {
+            direction: CopyDirection::Pull,
+            streams: 8,
+            chunk_size: 1 << 22,
+            rate_bps: 0,
+            window_bytes: 0,
+            rtt_us: 100_000,
+            options: TransferOptions::default(),
+            congestion: String::new(),
+            path: b"data".to_vec(),
+            jump: Some(jump),
+        })
+    };
+    let mut frame = Vec::new();
+    encode_transfer_frame(&request(good), &mut frame).unwrap();
+    assert_eq!(
+        decode_transfer_frame(&frame).unwrap().unwrap().0,
+        request(good)
+    );
+    let hostile = [
+        JumpAsk {
+            start_bps: u64::MAX,
+            remembered_bps: u64::MAX,
+            ..good
+        },
+        JumpAsk {
+            remembered_bps: limits::MAX_JUMP_RATE_BPS + 1,
+            ..good
+        },
+        JumpAsk {
+            start_bps: 0,
+            ..good
+        },
+        JumpAsk {
+            start_bps: good.remembered_bps + 1,
+            ..good
+        },
+        JumpAsk {
+            init_cwnd: u32::MAX,
+            ..good
+        },
+        JumpAsk {
+            init_rwnd: limits::MAX_JUMP_WINDOW_SEGMENTS + 1,
+            ..good
+        },
+        JumpAsk {
+            init_cwnd: 0,
+            ..good
+        },
+    ];
+    // The ask is the frame's last 25 bytes: presence, two u64 rates, two u32 windows.
+    let at = frame.len() - 24;
+    for bad in hostile {
+        let mut out = Vec::new();
+        let refused = encode_transfer_frame(&request(bad), &mut out);
+        assert!(refused.is_err() && out.is_empty(), "{bad:?} encoded");
+        let mut patched = frame.clone();
+        patched[at..at + 8].copy_from_slice(&bad.start_bps.to_be_bytes());
+        patched[at + 8..at + 16].copy_from_slice(&bad.remembered_bps.to_be_bytes());
+        patched[at + 16..at + 20].copy_from_slice(&bad.init_cwnd.to_be_bytes());
+        patched[at + 20..].copy_from_slice(&bad.init_rwnd.to_be_bytes());
+        let err = decode_transfer_frame(&patched).expect_err("a hostile ask decoded");
+        assert!(err.to_string().contains("jump"), "{err}");
+    }
+    // A presence byte other than 0 and 1 is refused too.
+    let mut patched = frame.clone();
+    patched[at - 1] = 2;
+    assert!(decode_transfer_frame(&patched).is_err());
+    // So is a bench request's (the same ask in `BenchParams`).
+    let bench = longhaul_proto::BenchParams {
+        streams: 1,
+        duration_ms: 1000,
+        bytes: 0,
+        direction: longhaul_proto::Direction::ServerToClient,
+        congestion: String::new(),
+        rate_bps: 0,
+        window_bytes: 0,
+        window_fixed: false,
+        rx_rate_bps: 0,
+        read_rate_bps: 0,
+        rtt_us: 100_000,
+        interval_ms: 1000,
+        send_mode: longhaul_proto::SendMode::Write,
+        jump: Some(hostile[0]),
+    };
+    assert!(bench.validate().is_err());
 }

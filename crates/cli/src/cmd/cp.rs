@@ -57,7 +57,7 @@ pub struct Args {
     /// up to a power of two, 4 to 64; many streams reach a long path's rate sooner).
     #[arg(short = 'P', long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub streams: Option<u16>,
-    /// Do not start at the rate remembered for this path (jump-start, pushes to a daemon;
+    /// Do not start at the rate remembered for this path (jump-start, pushes and pulls;
     /// see docs/jump-start.md).
     #[arg(long)]
     pub no_jump_start: bool,

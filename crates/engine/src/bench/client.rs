@@ -12,6 +12,7 @@ use longhaul_proto::{
 use super::report::*;
 use super::run::{chrono_of, DataRun, Role, SenderPlan};
 use crate::host;
+use crate::steady_rate::SteadyRate;
 use crate::telemetry::Sampled;
 use crate::transport::control::{ControlLink, Incoming};
 use crate::transport::dial::{dial_with, flush, recv, DataDialer, DataPlan, Dialed, AUTO_STREAMS};
@@ -534,32 +535,6 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     end.summary.first_byte_rtts = crate::startup::first_data_rtts(rtt);
     end.summary.data_dialed_rtts = crate::startup::data_dialed_rtts(rtt);
     Ok(end)
-}
-
-/// The interval rates of a run, for the steady delivered rate the path cache records.
-#[derive(Default)]
-struct SteadyRate(Vec<f64>);
-
-impl SteadyRate {
-    /// Most intervals kept (a day at 1 s).
-    const MAX: usize = 86_400;
-
-    fn push(&mut self, bps: f64) {
-        if self.0.len() < Self::MAX {
-            self.0.push(bps);
-        }
-    }
-
-    /// The median of the second half of the intervals (the start-up excluded); `None` for
-    /// fewer than four intervals.
-    fn rate(&self) -> Option<u64> {
-        if self.0.len() < 4 {
-            return None;
-        }
-        let mut late: Vec<f64> = self.0[self.0.len() / 2..].to_vec();
-        late.sort_by(f64::total_cmp);
-        Some(late[late.len() / 2] as u64)
-    }
 }
 
 /// Sends what the session queued through the control link's writer.

@@ -28,9 +28,7 @@ use crate::transport::control::{ControlLink, Incoming};
 use crate::transport::framed::{Frame, FramedConn, RecvError};
 use crate::transport::sockopts;
 use crate::transport::tls::ServerTls;
-use longhaul_policy::{
-    JumpValidator, MemoryNeed, ServerView, Side, TransportRequest, Window, MAX_WINDOW,
-};
+use longhaul_policy::{MemoryNeed, Side, TransportRequest, Window, MAX_WINDOW};
 use longhaul_proto::transfer::TransferMessage;
 use longhaul_proto::SessionSecret;
 use longhaul_transfer::session::ListCaps;
@@ -608,21 +606,18 @@ pub(super) fn run_session(
     // initial windows set before the client opens the data connections (it waits for this
     // answer), removed when the session ends.
     let jump = params.jump.map(|ask| {
-        let info = longhaul_sys::tcp_info::tcp_info(conn.stream().tcp()).ok();
-        let view = ServerView {
-            rtt: info.map_or(rtt, |i| Duration::from_micros(i.min_rtt_us as u64)),
-            client_rtt: rtt,
-            mss: info.map_or(0, |i| i.snd_mss),
-            streams: params.streams,
-            buffer_bytes: if chosen > 0 {
+        ServerJump::for_session(
+            &ask,
+            conn.stream().tcp(),
+            rtt,
+            params.streams,
+            if chosen > 0 {
                 chosen
             } else {
                 transport.window_bytes
             },
-            max_rate_bps: None,
-            privileged: longhaul_sys::socket::can_force_buffers(),
-        };
-        ServerJump::apply(&ask, &view, role == Role::Sender, peer.ip())
+            role == Role::Sender,
+        )
     });
     session.accept(BenchReady {
         facts: facts.clone(),
@@ -663,18 +658,13 @@ pub(super) fn run_session(
         bytes: (params.bytes > 0).then_some(params.bytes),
         jump: jump
             .as_ref()
-            .and_then(|j| j.plan)
-            .filter(|_| transport.probe.is_some())
-            .map(|p| JumpValidator::new(p, Duration::from_micros(p.remembered_rtt_us))),
+            .and_then(ServerJump::validator)
+            .filter(|_| transport.probe.is_some()),
     });
     let mut run = DataRun::start(role, sockets, plan, params.read_rate_bps)
         .map_err(ServeError::io("starting the data streams"))?;
     let outcome = drive(&mut session, conn, &mut run, &params, role, rtt);
-    let jumped = match (&jump, run.jump_verdict()) {
-        (Some(j), _) if !j.note.is_empty() => format!("; jump-start declined: {}", j.note),
-        (Some(_), Some(v)) => format!("; jump-start {v:?}"),
-        _ => String::new(),
-    };
+    let jumped = ServerJump::log_note(jump.as_ref(), run.jump_verdict());
     drop(jump);
     outcome
         .map(|(bytes, secs)| {

@@ -23,7 +23,7 @@ use super::{CpError, Progress};
 use crate::host;
 use crate::telemetry::StreamCounters;
 use crate::transport::control::ControlLink;
-use crate::transport::dial::{dial_with, flush, DataPlan, Dialed, AUTO_STREAMS};
+use crate::transport::dial::{dial_with, flush, DataDialer, DataPlan, Dialed, AUTO_STREAMS};
 use crate::transport::framed::{Frame, FramedConn};
 use crate::transport::sockopts;
 use crate::transport::tls::Security;
@@ -73,8 +73,9 @@ pub struct CpConfig {
     pub keep_setuid: bool,
     /// Data streams (`None`: from the path).
     pub streams: Option<u16>,
-    /// A push may start at the rate remembered for the path (jump-start; not
-    /// `--no-jump-start`).
+    /// A push or a pull may start at the rate remembered for the path (jump-start; not
+    /// `--no-jump-start`): a push's sender is this end, a pull's the server, asked in the
+    /// request.
     pub jump_start: bool,
     /// Total pacing rate, bit/s.
     pub rate_bps: Option<u64>,
@@ -210,21 +211,29 @@ pub fn run_cp(
     // a path not remembered, once its TCP handshake has measured the RTT (one round trip
     // later): `ClientStart`. A push to a path seen before may jump-start: decided with the
     // count, its route's initial window set before the data connections exist (the
-    // receiver's window needs nothing: the server's listener buffers are wide).
-    let may_jump = push && cfg.jump_start && crate::jump::seen_before(&cfg.server);
+    // receiver's window needs nothing: the server's listener buffers are wide). A pull
+    // from a path seen before opens them only once the server has answered the request,
+    // as `bench --reverse` does: the server sends, and its route's initial window must be
+    // set before their handshakes. Without the right to set route metrics this end never
+    // jumps, so it never waits.
+    let may_jump = cfg.jump_start
+        && longhaul_sys::socket::can_force_buffers()
+        && crate::jump::seen_before(&cfg.server);
     let probing = cfg.window.is_none() && cfg.rate_bps.is_none();
-    let streams = match (may_jump, cfg.streams) {
-        (false, Some(n)) => n.clamp(1, longhaul_proto::limits::MAX_STREAMS),
-        _ => AUTO_STREAMS,
+    let streams = match (may_jump, push, cfg.streams) {
+        (true, false, _) => 0,
+        (true, true, _) | (false, _, None) => AUTO_STREAMS,
+        (false, _, Some(n)) => n.clamp(1, longhaul_proto::limits::MAX_STREAMS),
     };
-    let mut start = crate::jump::ClientStart::new(push && cfg.jump_start, cfg.streams, probing);
+    let mut start = crate::jump::ClientStart::new(cfg.jump_start, cfg.streams, probing);
     let Dialed {
         mut conn,
         mut session,
+        addr,
         rtt,
         data: connecting,
+        data_tls,
         pinned_now,
-        ..
     } = dial_with(
         &cfg.server,
         &cfg.token,
@@ -235,7 +244,6 @@ pub fn run_cp(
         },
         &mut start,
     )?;
-    let jump = start.decided().map(|(jump, _)| jump);
     // Both ends' addresses and the segment size, for the path's record.
     let path_ends = {
         let tcp = conn.stream().tcp();
@@ -248,8 +256,43 @@ pub fn run_cp(
             _ => None,
         }
     };
-    // The count opened: the user's, or the path's, or a jump's.
-    let streams = connecting.streams();
+    // The count opened, or (a pull that may jump) to open: the user's, or the path's, or
+    // a jump's.
+    let (mut jump, streams) = match start.decided() {
+        Some((j, _)) => (j, connecting.streams()),
+        None => {
+            let (peer, local) = path_ends.map_or(
+                (addr.ip(), std::net::Ipv4Addr::UNSPECIFIED.into()),
+                |(p, l, _)| (p, l),
+            );
+            crate::jump::decide_client(
+                cfg.jump_start,
+                cfg.streams,
+                connecting.streams(),
+                rtt,
+                peer,
+                local,
+                probing && rtt >= longhaul_policy::MIN_PROBE_RTT,
+            )
+        }
+    };
+    let data_plan = DataPlan {
+        streams,
+        receiving: !push,
+    };
+    let late_data = || {
+        let d = DataDialer::start(addr, data_plan, cfg.token.clone());
+        d.give_tls(data_tls.clone());
+        d
+    };
+    // Without a jump the data connections are on their way since the start (dial), or,
+    // if dial held them back for a pull's jump that did not happen, they open now; a
+    // pull's jump opens them once the server has set its route metrics (its answer).
+    let early = match (connecting.streams(), jump.plan.is_some()) {
+        (0, false) => Some(late_data()),
+        (0, true) => None,
+        _ => Some(connecting),
+    };
     // The same decisions as bench, from the same function: this end's buffer, and on a
     // push the congestion control, the probe and the pacing (the server decides them
     // on a pull, from the request's window and its fixed flag).
@@ -330,6 +373,9 @@ pub fn run_cp(
         },
         // "." names the root; "dir/" a directory.
         path: wire_path,
+        // A pull's sender is the server: it jumps, bounded by its own view. A push's
+        // server only receives, and its listener's buffers are wide.
+        jump: if push { None } else { jump.ask() },
     };
     session
         .begin_transfer()
@@ -371,9 +417,21 @@ pub fn run_cp(
         }
         CpJob::Pull { dest } => (None, Some(dest)),
     };
-    // The data hellos, in the same flight: a pull's server starts once they attach.
-    let socks = connecting.attach(&session, plan.side, &plan.buffer, None)?;
-    let chunk_size = await_ready(&mut conn, &mut session)?;
+    // The data hellos, in the same flight: a pull's server starts once they attach. A
+    // jumping pull's go once the server has answered.
+    let early = match early {
+        Some(d) => Some(d.attach(&session, plan.side, &plan.buffer, None)?),
+        None => None,
+    };
+    let ready = await_ready(&mut conn, &mut session)?;
+    let chunk_size = ready.chunk_size;
+    if !push {
+        jump.server_answered(true, ready.jump_start_bps, &ready.jump_note);
+    }
+    let socks = match early {
+        Some(s) => s,
+        None => late_data().attach(&session, plan.side, &plan.buffer, None)?,
+    };
     if push && chunk_size != chunk_request {
         // A server may lower a push's chunks to fit its memory budget, never raise them.
         let adopted = match sender.as_mut() {
@@ -423,27 +481,11 @@ pub fn run_cp(
             sender.probe =
                 (cfg.window.is_none() && cfg.rate_bps.is_none() && rtt >= Duration::from_millis(1))
                     .then(|| RateProbe::new(rtt, start.congestion != "bbr"));
-            sender.jump = jump
-                .as_ref()
-                .and_then(|j| j.plan)
-                .map(|p| JumpValidator::new(p, rtt));
+            sender.jump = jump.plan.map(|p| JumpValidator::new(p, rtt));
             let (out, paced) = run_sender(sender, link, socks, chunk_key, progress)?;
-            let mut jump_report =
-                jump.map(|j| j.report)
-                    .unwrap_or_else(|| crate::jump::JumpReport {
-                        not_used: Some(
-                            if cfg.jump_start {
-                                "no earlier run to this path"
-                            } else {
-                                "--no-jump-start"
-                            }
-                            .into(),
-                        ),
-                        ..Default::default()
-                    });
-            if jump_report.used {
-                jump_report.set_verdict(paced.jump);
-            }
+            jump.restore_route();
+            let mut jump_report = jump.report;
+            jump_report.set_verdict(paced.jump);
             // The path's record for the next push: the rate held at the end, over a
             // transfer long enough to have held one.
             if let (Some(rate), Some(min_rtt), Some((peer, local, mss))) =
@@ -488,7 +530,22 @@ pub fn run_cp(
                 },
                 recursive: cfg.recursive,
             });
+            let reports = progress.peer_reports().clone();
             let out = run_receiver(target, chunk_size, link, || Ok(socks), chunk_key, progress)?;
+            jump.restore_route();
+            let mut jump_report = jump.report;
+            if jump_report.used {
+                // The server's pacer validates; its verdict is in its log line.
+                jump_report.verdict = Some("decided at the server (see its log)".into());
+            }
+            // The path's record for the next pull: the steady rate the server reported
+            // its streams delivered, the smallest RTT this end's data connections saw.
+            if let (Some(rate), Some((peer, local, mss)), true) =
+                (reports.steady_rate(), path_ends, out.failed.is_empty())
+            {
+                let min_rtt = smallest_rtt(&start.sockets).map_or(rtt, |r| r.min(rtt));
+                crate::jump::remember(peer, local, rate, min_rtt, mss);
+            }
             Ok(CpReport {
                 start,
                 files_ok: out.files_ok,
@@ -505,10 +562,7 @@ pub fn run_cp(
                 would_send: out.would_send,
                 deleted: out.deleted,
                 would_delete: out.would_delete,
-                jump_start: crate::jump::JumpReport {
-                    not_used: Some("not built for a pull yet (its sender is the server)".into()),
-                    ..Default::default()
-                },
+                jump_start: jump_report,
             })
         }
         (None, None) => Err(CpError::Internal(
@@ -517,8 +571,26 @@ pub fn run_cp(
     }
 }
 
+/// The server's `TransferReady`: the chunk size, and what it did with a jump ask.
+struct Ready {
+    chunk_size: u64,
+    jump_start_bps: u64,
+    jump_note: String,
+}
+
+/// The smallest RTT the kernel measured on any of `sockets` (`None`: none measured).
+fn smallest_rtt(sockets: &[Arc<SecureStream>]) -> Option<Duration> {
+    sockets
+        .iter()
+        .filter_map(|s| longhaul_sys::tcp_info::tcp_info(s.tcp()).ok())
+        .map(|i| i.min_rtt_us)
+        .filter(|&us| us > 0)
+        .min()
+        .map(|us| Duration::from_micros(u64::from(us)))
+}
+
 /// Waits for the welcome (our proof accepted) and the server's `TransferReady`.
-fn await_ready(conn: &mut FramedConn, session: &mut ClientSession) -> Result<u64, CpError> {
+fn await_ready(conn: &mut FramedConn, session: &mut ClientSession) -> Result<Ready, CpError> {
     let mut welcomed = false;
     loop {
         match conn.recv_any() {
@@ -533,7 +605,11 @@ fn await_ready(conn: &mut FramedConn, session: &mut ClientSession) -> Result<u64
                     }
                 }
             }
-            Ok(Frame::Transfer(TransferMessage::TransferReady { chunk_size })) => {
+            Ok(Frame::Transfer(TransferMessage::TransferReady {
+                chunk_size,
+                jump_start_bps,
+                jump_note,
+            })) => {
                 if !valid_chunk_size(chunk_size) {
                     return Err(CpError::Protocol(format!(
                         "the server chose a chunk size of {chunk_size} bytes"
@@ -542,7 +618,11 @@ fn await_ready(conn: &mut FramedConn, session: &mut ClientSession) -> Result<u64
                 if !welcomed {
                     return Err(CpError::Protocol("TransferReady before the welcome".into()));
                 }
-                return Ok(chunk_size);
+                return Ok(Ready {
+                    chunk_size,
+                    jump_start_bps,
+                    jump_note,
+                });
             }
             Ok(Frame::Transfer(other)) => {
                 return Err(CpError::Protocol(format!(

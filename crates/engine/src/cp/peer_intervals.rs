@@ -4,7 +4,8 @@
 //! [`longhaul_proto::features::TRANSFER_INTERVALS`], a sending server runs a [`Reporter`]:
 //! its streams' samples go out as `Interval` frames on the control connection every
 //! [`REPORT_EVERY`]; the client keeps them in [`PeerReports`] until its next interval,
-//! whose rates [`delivered_by_peer`] then takes from them.
+//! whose rates [`delivered_by_peer`] then takes from them, and counts every one into the
+//! steady rate the client records for the path ([`PeerReports::steady_rate`]).
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 use longhaul_proto::{IntervalReport, Message};
 
 use super::Progress;
+use crate::steady_rate::ReportedRate;
 use crate::telemetry::crossed::RateSource;
 use crate::telemetry::{Role, Sampled, Sampler, StreamCounters};
 use crate::transport::control::ControlTx;
@@ -87,21 +89,32 @@ impl Drop for Reporter {
     }
 }
 
-/// The reports a client received and has not yet used.
+/// The reports a client received and has not yet used, and the steady rate of all of
+/// them (for the path's record).
 #[derive(Debug, Default)]
 pub struct PeerReports {
     pending: Mutex<VecDeque<IntervalReport>>,
+    delivered: Mutex<ReportedRate>,
 }
 
 impl PeerReports {
-    /// Keeps `report` for the next interval (dropped beyond [`MAX_PENDING`]: a peer
-    /// that floods gets no more memory).
+    /// Counts `report` into the steady rate and keeps it for the next interval (dropped
+    /// beyond [`MAX_PENDING`]: a peer that floods gets no more memory).
     pub fn push(&self, report: IntervalReport) {
+        if let Ok(mut d) = self.delivered.lock() {
+            d.add(&report);
+        }
         if let Ok(mut q) = self.pending.lock() {
             if q.len() < MAX_PENDING {
                 q.push_back(report);
             }
         }
+    }
+
+    /// The steady rate the sending peer delivered, bit/s: the median of the second half
+    /// of its reports' windows (`None` for a transfer too short to have one).
+    pub fn steady_rate(&self) -> Option<u64> {
+        self.delivered.lock().ok().and_then(|d| d.rate())
     }
 
     /// The reports received since the previous call, oldest first.

@@ -1,6 +1,9 @@
 //! The server end of `longhaul cp`: checks a `TransferParams` against the served files
 //! ([`ServedFiles`]: a daemon's root, or an ssh user's own file system),
-//! prepares the receiving target (push) or lists the source (pull), and runs that end.
+//! prepares the receiving target (push) or lists the source (pull), and runs that end. A
+//! pull's jump-start ask is bounded by this server's view and carried out as bench's
+//! server does ([`ServerJump`]: the route for the session, the sender's pacer at the
+//! jump's rate).
 
 use crate::transport::secure::SecureStream;
 use std::path::PathBuf;
@@ -20,6 +23,7 @@ use super::walk::{walk_served_filtered, walk_served_root_filtered};
 use super::{CpError, Progress};
 use crate::bench::serve_error::ServeError;
 use crate::host;
+use crate::jump::ServerJump;
 use crate::transport::attach::AttachError;
 use crate::transport::control::ControlLink;
 use crate::transport::framed::{Frame, FramedConn};
@@ -273,8 +277,31 @@ pub fn serve_transfer(
         params.streams,
         push.then(|| longhaul_policy::choice_bytes(&choice)),
     )?;
-    conn.send_transfer(&TransferMessage::TransferReady { chunk_size })
-        .map_err(ServeError::io("sending TransferReady"))?;
+    // Jump-start asked by the client (a pull from a path it has seen): bounded by this
+    // server's own view, its route's initial windows set before the client opens the
+    // data connections (it waits for this answer); held until the transfer ends, also
+    // when it fails.
+    let jump = params.jump.map(|ask| {
+        let chosen = longhaul_policy::choice_bytes(&choice);
+        ServerJump::for_session(
+            &ask,
+            conn.stream().tcp(),
+            rtt,
+            params.streams,
+            if chosen > 0 {
+                chosen
+            } else {
+                plan.window_bytes
+            },
+            !push,
+        )
+    });
+    conn.send_transfer(&TransferMessage::TransferReady {
+        chunk_size,
+        jump_start_bps: jump.as_ref().map_or(0, |j| j.start_bps),
+        jump_note: jump.as_ref().map(|j| j.note.clone()).unwrap_or_default(),
+    })
+    .map_err(ServeError::io("sending TransferReady"))?;
     let chunk_key = attach.chunk_key();
     // The data connections attach while the file list is read (a receiver answers the
     // list first: one round trip less before data on a long path).
@@ -342,6 +369,8 @@ pub fn serve_transfer(
         if attach.peer_takes_intervals() {
             sender.report_every = Some(super::peer_intervals::REPORT_EVERY);
         }
+        // The same pacer start and validation as a push's sender and bench's.
+        sender.jump = jump.as_ref().and_then(ServerJump::validator);
         if opts.delta {
             // A cache that cannot be opened only costs re-reading.
             sender.hash_cache = crate::hash_cache::HashCache::open_default()
@@ -359,9 +388,10 @@ pub fn serve_transfer(
             if opts.window_fixed { ", fixed" } else { "" },
             if sender.probe.is_some() { "on" } else { "off" }
         );
-        let (out, _) = run_sender(sender, link, socks, chunk_key, progress)?;
+        let (out, paced) = run_sender(sender, link, socks, chunk_key, progress)?;
+        let jumped = ServerJump::log_note(jump.as_ref(), paced.jump);
         Ok(format!(
-            "sent {shown}: {} files ok, {} failed, {:.3} GB in {:.2} s, congestion {congestion}, {window}{}",
+            "sent {shown}: {} files ok, {} failed, {:.3} GB in {:.2} s, congestion {congestion}, {window}{jumped}{}",
             out.files_ok,
             out.failed.len(),
             out.sent_bytes as f64 / 1e9,

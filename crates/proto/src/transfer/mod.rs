@@ -7,9 +7,9 @@
 //! ```text
 //! control (after Welcome):
 //!   C->S TransferParams{direction, streams, chunk_size, rate, window, rtt, flags,
-//!                       congestion, path}
+//!                       congestion, path, jump?{start, remembered, initcwnd, initrwnd}}
 //!   C->S FilterRules{[(include, pattern)]}           (always, right after the request)
-//!   S->C TransferReady{chunk_size}
+//!   S->C TransferReady{chunk_size, jump_start_bps, jump_note}
 //!   sender->receiver  FileEntries{first_id, [path, kind, size, mtime, mode, fingerprint,
 //!                                (symlink: target)]}*  FileListEnd
 //!   receiver->sender  (answers below) FileListEnd{files, bytes, deleted}
@@ -28,7 +28,8 @@
 //! length (1..=[`MAX_PATH_BYTES`]) and free of NUL, nothing else.
 
 use crate::error::ProtoError;
-use crate::limits::MAX_FRAME_BODY;
+use crate::limits::{MAX_FRAME_BODY, MAX_TEXT};
+use crate::message::JumpAsk;
 use crate::wire::{invalid, Reader, Writer};
 use crate::FRAME_HEADER_LEN;
 
@@ -109,6 +110,11 @@ pub struct TransferParams {
     pub congestion: String,
     /// The server-side path (below its root): destination of a push, source of a pull.
     pub path: Vec<u8>,
+    /// Jump-start (a pull from a path seen before): the client asks the sending server to
+    /// set its initial windows toward the client before the data connections and to
+    /// start paced at the given rate (see `docs/jump-start.md`). Bounded by
+    /// [`JumpAsk::validate`] here and by the server's own view there.
+    pub jump: Option<JumpAsk>,
 }
 
 /// Kind of a file-list entry.
@@ -179,10 +185,17 @@ pub enum RejectReason {
 pub enum TransferMessage {
     /// Client to server: what to copy.
     TransferParams(TransferParams),
-    /// Server to client: accepted; the chunk size both ends use.
+    /// Server to client: accepted; the chunk size both ends use, and what the server did
+    /// with a jump-start ask.
     TransferReady {
         /// Chunk size in bytes.
         chunk_size: u64,
+        /// The jump the server carries out: its total start rate when it sends (a pull),
+        /// 0 when it does not jump (see `jump_note`) or receives.
+        jump_start_bps: u64,
+        /// Why the server did not jump as asked ("" when it did or was not asked), at most
+        /// [`MAX_TEXT`] bytes.
+        jump_note: String,
     },
     /// Sender to receiver: entries `first_id..first_id + entries.len()`.
     FileEntries {
@@ -338,10 +351,17 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
             w.u32(p.options.bits());
             w.text(&p.congestion, crate::limits::MAX_CONGESTION_NAME);
             w.path(&p.path);
+            w.jump_ask(p.jump.as_ref());
         }
-        TransferMessage::TransferReady { chunk_size } => {
+        TransferMessage::TransferReady {
+            chunk_size,
+            jump_start_bps,
+            jump_note,
+        } => {
             w.u8(ty::TRANSFER_READY);
             w.u64(*chunk_size);
+            w.u64(*jump_start_bps);
+            w.text(jump_note, MAX_TEXT);
         }
         TransferMessage::FileEntries { first_id, entries } => {
             w.u8(ty::FILE_ENTRIES);
@@ -505,9 +525,12 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
             options: TransferOptions::from_bits(r.u32("flags")?)?,
             congestion: r.text("congestion", crate::limits::MAX_CONGESTION_NAME)?,
             path: r.path()?,
+            jump: r.jump_ask()?,
         }),
         ty::TRANSFER_READY => TransferMessage::TransferReady {
             chunk_size: r.u64("chunk size")?,
+            jump_start_bps: r.u64("jump start rate")?,
+            jump_note: r.text("jump note", MAX_TEXT)?,
         },
         ty::FILE_ENTRIES => {
             let first_id = r.u32("first id")?;
@@ -760,9 +783,22 @@ fn validate(msg: &TransferMessage) -> Result<(), ProtoError> {
                 ));
             }
             chunk(p.chunk_size)?;
-            path_len(&p.path)
+            path_len(&p.path)?;
+            p.jump.as_ref().map_or(Ok(()), JumpAsk::validate)
         }
-        TransferMessage::TransferReady { chunk_size } => chunk(*chunk_size),
+        TransferMessage::TransferReady {
+            chunk_size,
+            jump_note,
+            ..
+        } => {
+            if jump_note.len() > MAX_TEXT {
+                return Err(invalid(
+                    "jump note",
+                    format!("{} bytes exceed {MAX_TEXT}", jump_note.len()),
+                ));
+            }
+            chunk(*chunk_size)
+        }
         TransferMessage::FileEntries { first_id, entries } => {
             if entries.len() > MAX_ENTRIES_PER_FRAME {
                 return Err(invalid(
@@ -923,6 +959,20 @@ impl Writer<'_> {
         self.u16(p.len() as u16);
         self.0.extend_from_slice(p);
     }
+
+    /// A jump ask as bench's `BenchParams.jump` is written: 0, or 1 and its four fields.
+    fn jump_ask(&mut self, ask: Option<&JumpAsk>) {
+        match ask {
+            None => self.u8(0),
+            Some(j) => {
+                self.u8(1);
+                self.u64(j.start_bps);
+                self.u64(j.remembered_bps);
+                self.u32(j.init_cwnd);
+                self.u32(j.init_rwnd);
+            }
+        }
+    }
 }
 
 impl Reader<'_> {
@@ -946,5 +996,21 @@ impl Reader<'_> {
             ));
         }
         Ok(self.take(n, "link target")?.to_vec())
+    }
+
+    fn jump_ask(&mut self) -> Result<Option<JumpAsk>, ProtoError> {
+        match self.u8("jump")? {
+            0 => Ok(None),
+            1 => Ok(Some(JumpAsk {
+                start_bps: self.u64("jump start rate")?,
+                remembered_bps: self.u64("jump remembered rate")?,
+                init_cwnd: self.u32("jump initcwnd")?,
+                init_rwnd: self.u32("jump initrwnd")?,
+            })),
+            v => Err(invalid(
+                "jump",
+                format!("{v} is not absent (0) or present (1)"),
+            )),
+        }
     }
 }
