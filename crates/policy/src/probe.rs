@@ -196,6 +196,8 @@ pub struct RateProbe {
     restore: Option<u64>,
     /// The probe under way is such a try.
     restoring: bool,
+    /// When the last drain ended.
+    drain_ended: Option<Duration>,
     /// Cruising: retransmits so far and the end of the grace period in which the
     /// start-up's recovery may still be retransmitting; `None` when not cruising.
     cruising: Option<(u64, Duration)>,
@@ -227,6 +229,7 @@ impl RateProbe {
             proven: 0,
             restore: None,
             restoring: false,
+            drain_ended: None,
             cruising: None,
             bbr: !loss_ends_startup,
         }
@@ -377,6 +380,7 @@ impl RateProbe {
                     self.phase = Phase::Hold;
                     self.clean_rounds = 0;
                     self.round_end = at + self.round;
+                    self.drain_ended = Some(at);
                 }
             }
             Phase::Hold => self.on_hold(at, qdelay, app_limited),
@@ -506,12 +510,20 @@ impl RateProbe {
         let held = self.held.unwrap_or(1);
         let delivered = self.round_rate().unwrap_or(0);
         if qdelay.is_some_and(|q| q > self.standing_queue()) {
-            if !self.held_back() {
-                // The held rate builds a queue: it is above the bottleneck. By at most a
-                // tenth per round (one round's figure is not trusted further), never below a
-                // quarter of the best rate held: a queue that lowering does not drain is
-                // another flow's, and a delay-based sender must not spiral down to nothing
-                // against a loss-based one.
+            // The path delivered less than the held rate that the streams did send: the
+            // rate is above the bottleneck. A rate the path delivers whole is not; its
+            // queue is one a probe or a burst left (a drain empties it), or a busy host's
+            // late acks and timers (which lowering would only follow down to the floor:
+            // a loaded 2-core host took a jump's 23 Mbit/s to a quarter and kept it there).
+            let over = delivered < held * 99 / 100 && !app_limited;
+            let drained_lately = self
+                .drain_ended
+                .is_some_and(|end| at < end + self.round * 2);
+            if over && !self.held_back() {
+                // By at most a tenth per round (one round's figure is not trusted further),
+                // never below a quarter of the best rate held: a queue that lowering does
+                // not drain is another flow's, and a delay-based sender must not spiral
+                // down to nothing against a loss-based one.
                 let floor = self.peak_held / 4;
                 let lowered = (delivered.min(held) as f64 * 0.98).max(held as f64 * 0.9);
                 let lowered = (lowered as u64).max(floor);
@@ -521,6 +533,12 @@ impl RateProbe {
                     until: at + self.drain_limit(qdelay),
                 };
                 self.next_probe = FIRST_PROBE;
+            } else if !over && !drained_lately && !self.held_back() {
+                // Held rate unchanged: one drain for the queue that is there; a queue a
+                // drain did not empty is not this sender's to empty.
+                self.phase = Phase::Drain {
+                    until: at + self.drain_limit(qdelay),
+                };
             }
             // Otherwise the receiver's window held the streams back:
             // its late acks raise the RTT, and lowering the rate to what the streams

@@ -435,3 +435,32 @@ fn hiccups_of_a_busy_path_do_not_lower_the_held_rate() {
         );
     }
 }
+
+/// Regression (a jumping pull on a loaded 2-core host): the host's late acks and timers
+/// raised the RTT though the path delivered all that was paced; each round lowered the
+/// held rate by a tenth, down to the floor of a quarter, and no round was ever clean
+/// enough to probe back. A rate the path delivers whole is not lowered.
+#[test]
+fn a_busy_host_s_rtt_noise_never_lowers_a_rate_the_path_delivers() {
+    let mut path = Path::new(1e9, 100, 4);
+    let mut p = RateProbe::new(path.base, false);
+    path.run(&mut p, secs(5));
+    let held = p.held_bps().unwrap();
+    let mut s = path.samples();
+    let mut at = path.now;
+    let dt = p.sample_every();
+    let mut caps: Vec<Option<u64>> = vec![Some(held / 4); 4];
+    for i in 0..2000u32 {
+        at += dt;
+        for (st, cap) in s.iter_mut().zip(&caps) {
+            // Everything paced is delivered; the RTT is 8-20 ms over the minimum.
+            let bps = cap.unwrap_or(held / 4);
+            st.delivered_bytes += (bps as f64 / 8.0 * dt.as_secs_f64()) as u64;
+            st.delivery_bps = bps;
+            st.srtt = path.base + Duration::from_millis(8 + u64::from(i % 13));
+        }
+        caps = p.on_sample(at, &s).per_stream_bps;
+    }
+    let after = p.held_bps().unwrap();
+    assert!(after >= held * 95 / 100, "held {held} -> {after}");
+}

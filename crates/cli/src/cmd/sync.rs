@@ -22,6 +22,9 @@ const SYNC_CHUNK: u64 = 4 << 20;
 /// Arguments of `longhaul sync`: cp's, less those sync sets itself (`-r` is always on,
 /// `--checksum-only` is cp's).
 #[derive(clap::Args, Debug)]
+// Both this and cp's flattened `Args` would name their argument group "Args" (clap's
+// debug builds refuse the clash): sync's needs no group.
+#[group(skip)]
 #[command(
     mut_arg("recursive", |a| a.hide(true)),
     mut_arg("checksum_only", |a| a.hide(true))
