@@ -28,17 +28,22 @@
 //! - **Hold.** The held rate, shared by the streams that have data to send (a stream whose
 //!   work is done gives its share to the others, so the last chunks of a transfer cross at
 //!   the full rate). A round whose RTT is more than 2.5 % over the minimum means the held
-//!   rate builds a queue: it is lowered to 98 % of what was delivered (by at most a tenth
-//!   per round) and the queue drained. If the rate it lowered had proved itself (five
-//!   clean rounds, or a probe taken whole), that rate is tried again after two clean
-//!   rounds (by at most 10 %): a host or emulator that stalls for part of a round costs the
-//!   path a round of capacity, not its rate. A try that falls short is not repeated.
+//!   rate builds a queue and the path delivered less than it: it is lowered to 98 % of
+//!   what was delivered (by at most a tenth per round) and the queue drained. A rate the
+//!   path delivers whole is not above the bottleneck: its queue gets one drain, and a
+//!   queue a drain did not empty is left alone (a busy host's late acks are not a queue
+//!   this sender can empty, and following them down ends at the floor). If the rate it
+//!   lowered had proved itself (five clean rounds, or a probe taken whole), that rate is
+//!   tried again after two clean rounds (by at most 10 %): a host or emulator that stalls
+//!   for part of a round costs the path a round of capacity, not its rate. A try that
+//!   falls short is not repeated.
 //! - **Probe up.** After [`PROBE_EVERY`] clean rounds in which the streams sent all the
 //!   held rate allowed, one round paces higher (2 %, doubling after each success up to
 //!   4 %, or up to 100 % after three whole successes or while the rate is under half the
-//!   best held so far), and the next
-//!   round shows whether it was all delivered without a queue: then the higher rate is
-//!   held and the next probe follows at once; if not, 98 % of
+//!   best held so far; past the best round the path ever delivered, by at most 4 % unless
+//!   the probe itself set a new best), and the next round shows whether it was taken
+//!   whole (97 % of the probed rate and three quarters of the step) without a queue:
+//!   then the higher rate is held and the next probe follows at once; if not, 98 % of
 //!   what the path delivered is held and the probe's queue drained. A held rate that is
 //!   too low climbs back as a start-up would; one at the bottleneck costs a queue of 2 %
 //!   of the BDP for a round.
@@ -198,6 +203,11 @@ pub struct RateProbe {
     restoring: bool,
     /// When the last drain ended.
     drain_ended: Option<Duration>,
+    /// The most the path has delivered in a round: about the bottleneck once a queue
+    /// has formed (acks leave the far end at its rate).
+    best_round: u64,
+    /// [`Self::best_round`] when the probe under way began.
+    best_before_probe: u64,
     /// Cruising: retransmits so far and the end of the grace period in which the
     /// start-up's recovery may still be retransmitting; `None` when not cruising.
     cruising: Option<(u64, Duration)>,
@@ -230,6 +240,8 @@ impl RateProbe {
             restore: None,
             restoring: false,
             drain_ended: None,
+            best_round: 0,
+            best_before_probe: 0,
             cruising: None,
             bbr: !loss_ends_startup,
         }
@@ -323,6 +335,9 @@ impl RateProbe {
         while self.window.front().is_some_and(|m| m.at + self.round < at) {
             self.window.pop_front();
         }
+        if let Some(r) = self.round_rate() {
+            self.best_round = self.best_round.max(r);
+        }
         let mut congestion = None;
         if let Some(cc) = self.check_cruise(at, retransmits) {
             congestion = Some(cc);
@@ -392,7 +407,9 @@ impl RateProbe {
                     let wanted = held as f64 * (1.0 + (gain - 1.0) * 0.75);
                     let queued = qdelay.is_some_and(|q| q > self.standing_queue());
                     let probed = held as f64 * gain;
-                    if delivered as f64 >= probed * 0.97 && !queued {
+                    // Taken whole: 97 % of the probed rate, and at least three quarters of
+                    // the step (for a 2 % step 97 % would be less than the held rate).
+                    if delivered as f64 >= (probed * 0.97).max(wanted) && !queued {
                         // The path took it all: hold it and try twice the step at once
                         // (by at most NEAR_PROBE until three probes running were taken
                         // whole, or the rate is under half the best held: a probe over
@@ -409,10 +426,18 @@ impl RateProbe {
                                 NEAR_PROBE
                             };
                         self.next_probe = (self.next_probe * 2.0).min(cap);
-                        self.phase = Phase::ProbeUp {
-                            gain: 1.0 + self.next_probe,
-                            since: at,
-                        };
+                        // Up to the best round the path ever delivered a probe may double;
+                        // past it by at most NEAR_PROBE, unless this round was itself the
+                        // best (the path has more than it showed: climbing, not near the
+                        // bottleneck). A doubled step over the bottleneck queued 16 % of
+                        // the RTT for a round at 436 ms.
+                        let held_now = self.held.unwrap_or(1) as f64;
+                        let ceiling = self.best_round as f64 * (1.0 + NEAR_PROBE);
+                        let climbing = delivered as f64 > self.best_before_probe as f64 * 1.01;
+                        if !climbing && held_now * (1.0 + self.next_probe) > ceiling {
+                            self.next_probe = (ceiling / held_now - 1.0).max(FIRST_PROBE);
+                        }
+                        self.start_probe(1.0 + self.next_probe, at);
                     } else if delivered as f64 >= wanted && !queued {
                         // Most of it: the bottleneck is about what was delivered.
                         self.forget_proven();
@@ -558,19 +583,15 @@ impl RateProbe {
             // held as after any probe, and that proven rate is not tried again.
             self.restore = None;
             self.restoring = true;
-            self.phase = Phase::ProbeUp {
-                gain: (back as f64 / held as f64 * 0.99)
-                    .clamp(1.0 + FIRST_PROBE, 1.0 + MAX_RESTORE),
-                since: at,
-            };
+            self.start_probe(
+                (back as f64 / held as f64 * 0.99).clamp(1.0 + FIRST_PROBE, 1.0 + MAX_RESTORE),
+                at,
+            );
         } else if self.clean_rounds >= PROBE_EVERY {
             self.proven = held;
             self.restore = None;
             self.restoring = false;
-            self.phase = Phase::ProbeUp {
-                gain: 1.0 + self.next_probe,
-                since: at,
-            };
+            self.start_probe(1.0 + self.next_probe, at);
         }
     }
 
@@ -602,6 +623,12 @@ impl RateProbe {
         self.window
             .back()
             .is_some_and(|m| m.at < since + self.round)
+    }
+
+    /// One round at `gain` x the held rate from `at`, then one to see what it delivered.
+    fn start_probe(&mut self, gain: f64, at: Duration) {
+        self.best_before_probe = self.best_round;
+        self.phase = Phase::ProbeUp { gain, since: at };
     }
 
     /// A try of the proven rate fell short: the path has slowed, do not try it again.

@@ -464,3 +464,31 @@ fn a_busy_host_s_rtt_noise_never_lowers_a_rate_the_path_delivers() {
     let after = p.held_bps().unwrap();
     assert!(after >= held * 95 / 100, "held {held} -> {after}");
 }
+
+/// Regression (40 s bench at 436 ms): the start-up's drain held 85 % of the bottleneck;
+/// three probes taken whole let the step double to 16 %, and the probe over the bottleneck
+/// queued 86 ms (srtt 1.2 x the minimum). Past the best round the path delivered, a probe
+/// steps by at most 4 %, so the queue stays within 5 % of the RTT.
+#[test]
+fn probes_from_below_step_gently_past_the_best_round_the_path_delivered() {
+    let mut path = Path::new(1e9, 436, 16);
+    let mut p = RateProbe::new(path.base, false);
+    path.run(&mut p, secs(15));
+    p.resume_at(path.now, 850_000_000, 0);
+    let mut worst = Duration::ZERO;
+    let mut t = path.now;
+    while t < secs(45) {
+        t += Duration::from_millis(50);
+        path.run(&mut p, t);
+        worst = worst.max(path.queue_delay());
+    }
+    assert!(
+        worst <= path.base / 20,
+        "a queue of {worst:?} while climbing back"
+    );
+    assert!(
+        p.held_bps().unwrap() as f64 >= 0.95e9,
+        "held {:?}",
+        p.held_bps()
+    );
+}
