@@ -120,13 +120,21 @@ impl Path {
             .cloned()
             .unwrap_or((vec![0.0; self.kernel.len()], 0.0));
         let srtt = self.base + Duration::from_secs_f64(queue.max(0.0) / self.rate);
+        // In flight: what left the bottleneck in the last round trip (its acks are still
+        // on their way) and a share of the queue.
+        let dt = self.dt.as_secs_f64();
+        let n = self.kernel.len() as f64;
+        let in_flight = |i: usize| {
+            let piped: f64 = self.history.iter().map(|(o, _)| o[i] * dt).sum();
+            ((piped + self.queue_bits / n) / 8.0) as u64
+        };
         out.iter()
             .enumerate()
             .map(|(i, d)| StreamSample {
                 delivery_bps: *d as u64,
                 delivered_bytes: (self.delivered[i] / 8.0) as u64,
                 held_back_us: 0,
-                in_flight_bytes: 0,
+                in_flight_bytes: in_flight(i),
                 app_limited: false,
                 srtt,
                 min_rtt: self.base,
@@ -491,4 +499,70 @@ fn probes_from_below_step_gently_past_the_best_round_the_path_delivered() {
         "held {:?}",
         p.held_bps()
     );
+}
+
+/// First runs at 436 ms held 85-88 % of the bottleneck after the start-up's drain (its
+/// last round, in which the queue emptied, paced at 3/4) and took ten seconds of probes to
+/// climb back: the drain holds what the bottleneck delivered while it was busy.
+#[test]
+fn the_drain_holds_the_rate_the_busy_bottleneck_delivered() {
+    for streams in [8, 64] {
+        let mut path = Path::new(1e9, 436, streams);
+        let mut p = RateProbe::new(path.base, false);
+        let mut t = Duration::ZERO;
+        while p.phase() != Phase::Hold {
+            t += Duration::from_millis(20);
+            path.run(&mut p, t);
+            assert!(t < secs(20), "{streams} streams: no hold by {t:?}");
+        }
+        let held = p.held_bps().unwrap() as f64;
+        assert!(
+            held >= 0.95e9,
+            "{streams} streams: held {held} after the drain"
+        );
+    }
+}
+
+/// Regression (first runs at 436 ms): the start-up ended at the first samples of a queue,
+/// and the next sample ended the drain, since the quarter round of RTTs that says whether
+/// the queue is empty still held the samples from before it; the drain then held the
+/// exit's figure, 85-88 % of the bottleneck, and probes took ten seconds to climb back.
+#[test]
+fn the_drain_does_not_end_on_rtt_samples_from_before_the_queue() {
+    let ms = Duration::from_millis;
+    let base = ms(436);
+    let mut p = RateProbe::new(base, false);
+    let mut delivered = 0u64;
+    let mut exited_at = None;
+    for step in 0..400u64 {
+        let at = ms(step * 25);
+        let bps = (50_000_000u64 << (step / 17).min(4)).min(1_000_000_000);
+        delivered += bps / 8 / 40;
+        // A queue from 3.0 s on, growing 1 ms per sample.
+        let srtt = base + ms(step.saturating_sub(120));
+        let s = StreamSample {
+            delivery_bps: bps,
+            delivered_bytes: delivered,
+            held_back_us: 0,
+            in_flight_bytes: 100_000_000,
+            app_limited: false,
+            srtt,
+            min_rtt: base,
+            retransmits: 0,
+            busy: true,
+        };
+        p.on_sample(at, &[s]);
+        match (exited_at, p.phase()) {
+            (None, Phase::Drain { .. }) => exited_at = Some(at),
+            (Some(exit), Phase::Hold) => {
+                assert!(
+                    at >= exit + base / 4,
+                    "the drain ended at {at:?}, {exit:?} exit"
+                );
+                return;
+            }
+            _ => {}
+        }
+    }
+    panic!("no drain ended; exit at {exited_at:?}");
 }
