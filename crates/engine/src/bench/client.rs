@@ -122,7 +122,10 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     // before) opens them only once its routes' initial windows are set: forward, this
     // end's, decided with the count; reverse, also the server's, once it answered the
     // parameters.
-    let may_jump = cfg.jump_start && crate::jump::seen_before(&cfg.target);
+    // Without the right to set route metrics this end never jumps, so it never waits.
+    let may_jump = cfg.jump_start
+        && longhaul_sys::socket::can_force_buffers()
+        && crate::jump::seen_before(&cfg.target);
     let probing = cfg.rate_bps.is_none() && cfg.window.is_none();
     let mut start = crate::jump::ClientStart::new(cfg.jump_start, cfg.streams, probing);
     let Dialed {
