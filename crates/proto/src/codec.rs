@@ -98,16 +98,7 @@ pub fn encode_frame(msg: &Message, out: &mut Vec<u8>) {
                 SendMode::Sendfile => 1,
                 SendMode::MsgZerocopy => 2,
             });
-            match &p.jump {
-                None => w.u8(0),
-                Some(j) => {
-                    w.u8(1);
-                    w.u64(j.start_bps);
-                    w.u64(j.remembered_bps);
-                    w.u32(j.init_cwnd);
-                    w.u32(j.init_rwnd);
-                }
-            }
+            w.jump_ask(p.jump.as_ref());
         }
         Message::BenchReady(r) => {
             w.u8(ty::BENCH_READY);
@@ -262,16 +253,7 @@ fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
                 2 => SendMode::MsgZerocopy,
                 v => return Err(invalid("send mode", format!("unknown value {v}"))),
             },
-            jump: match r.u8("jump")? {
-                0 => None,
-                1 => Some(JumpAsk {
-                    start_bps: r.u64("jump start rate")?,
-                    remembered_bps: r.u64("jump remembered rate")?,
-                    init_cwnd: r.u32("jump initcwnd")?,
-                    init_rwnd: r.u32("jump initrwnd")?,
-                }),
-                v => return Err(invalid("jump", format!("unknown value {v}"))),
-            },
+            jump: r.jump_ask()?,
         }),
         ty::BENCH_READY => Message::BenchReady(BenchReady {
             facts: HostFacts {

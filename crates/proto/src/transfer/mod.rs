@@ -959,20 +959,6 @@ impl Writer<'_> {
         self.u16(p.len() as u16);
         self.0.extend_from_slice(p);
     }
-
-    /// A jump ask as bench's `BenchParams.jump` is written: 0, or 1 and its four fields.
-    fn jump_ask(&mut self, ask: Option<&JumpAsk>) {
-        match ask {
-            None => self.u8(0),
-            Some(j) => {
-                self.u8(1);
-                self.u64(j.start_bps);
-                self.u64(j.remembered_bps);
-                self.u32(j.init_cwnd);
-                self.u32(j.init_rwnd);
-            }
-        }
-    }
 }
 
 impl Reader<'_> {
@@ -996,21 +982,5 @@ impl Reader<'_> {
             ));
         }
         Ok(self.take(n, "link target")?.to_vec())
-    }
-
-    fn jump_ask(&mut self) -> Result<Option<JumpAsk>, ProtoError> {
-        match self.u8("jump")? {
-            0 => Ok(None),
-            1 => Ok(Some(JumpAsk {
-                start_bps: self.u64("jump start rate")?,
-                remembered_bps: self.u64("jump remembered rate")?,
-                init_cwnd: self.u32("jump initcwnd")?,
-                init_rwnd: self.u32("jump initrwnd")?,
-            })),
-            v => Err(invalid(
-                "jump",
-                format!("{v} is not absent (0) or present (1)"),
-            )),
-        }
     }
 }
