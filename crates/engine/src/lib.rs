@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
+pub mod client_start;
 pub mod cp;
 pub mod emulate;
 pub mod hash_cache;

@@ -15,7 +15,7 @@ use crate::host;
 use crate::steady_rate::SteadyRate;
 use crate::telemetry::Sampled;
 use crate::transport::control::{ControlLink, Incoming};
-use crate::transport::dial::{dial_with, flush, recv, DataDialer, DataPlan, Dialed, AUTO_STREAMS};
+use crate::transport::dial::{flush, recv};
 use crate::transport::sockopts;
 use crate::transport::tls::Security;
 use longhaul_policy::{judge, BufferCaps, JumpValidator, TransportRequest, Window};
@@ -115,63 +115,35 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError 
 
 /// Runs a bench against a `longhaul serve`.
 pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndReport, BenchError> {
-    // Handshake, with the data connections opened at the same moment (see
-    // docs/startup.md): the RTT is the control connection's connect time. Without `-P`
-    // the count comes from the path: its record in the user's cache, before the connect,
-    // else the RTT the connect measured (`ClientStart`). A run that may jump (a path seen
-    // before) opens them only once its routes' initial windows are set: forward, this
-    // end's, decided with the count; reverse, also the server's, once it answered the
-    // parameters.
-    // Without the right to set route metrics this end never jumps, so it never waits.
-    let may_jump = cfg.jump_start
-        && longhaul_sys::socket::can_force_buffers()
-        && crate::jump::seen_before(&cfg.target);
+    // Handshake, with the data connections opened at the same moment (docs/startup.md):
+    // the RTT is the control connection's connect time; the stream count and the jump
+    // as `crate::client_start` decides them.
     let probing = cfg.rate_bps.is_none() && cfg.window.is_none();
-    let mut start = crate::jump::ClientStart::new(cfg.jump_start, cfg.streams, probing);
-    let Dialed {
+    let started = crate::client_start::start_session(&crate::client_start::StartPlan {
+        target: &cfg.target,
+        token: &cfg.token,
+        security: &cfg.security,
+        user_streams: cfg.streams,
+        jump_start: cfg.jump_start,
+        probing,
+        receiving: cfg.reverse,
+    })?;
+    let crate::client_start::Started {
         mut conn,
         mut session,
         addr,
         rtt,
-        data,
-        data_tls,
         pinned_now,
-    } = dial_with(
-        &cfg.target,
-        &cfg.token,
-        &cfg.security,
-        DataPlan {
-            streams: match (may_jump, cfg.reverse, cfg.streams) {
-                (true, true, _) => 0,
-                (true, false, _) | (false, _, None) => AUTO_STREAMS,
-                (false, _, Some(n)) => n,
-            },
-            receiving: cfg.reverse,
-        },
-        &mut start,
-    )?;
-
-    // Jump-start: decided from the user's path cache, the route's initial windows set
-    // before any data connection exists (see `crate::jump`).
-    let local_ip = conn
-        .stream()
-        .tcp()
-        .local_addr()
-        .map_err(io_err("control connection"))?
-        .ip();
-    let mss = longhaul_sys::tcp_info::tcp_info(conn.stream().tcp()).map_or(0, |i| i.snd_mss);
-    let (mut jump, streams) = match start.decided() {
-        Some(d) => d,
-        None => crate::jump::decide_client(
-            cfg.jump_start,
-            cfg.streams,
-            data.streams(),
-            rtt,
-            addr.ip(),
-            local_ip,
-            probing && rtt >= longhaul_policy::MIN_PROBE_RTT,
-        ),
-    };
+        ends,
+        mss,
+        mut jump,
+        streams,
+        mut early,
+        late,
+    } = started;
+    let local_ip = ends
+        .map(|(_, local)| local)
+        .ok_or_else(|| BenchError::Refused("the control connection has no address".into()))?;
     // Window plan.
     let role = if cfg.reverse {
         Role::Receiver
@@ -236,26 +208,6 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         jump: jump.ask(),
     };
     let rx_rate = if cfg.reverse { cfg.rx_rate_bps } else { None };
-    let late_data = || {
-        let d = DataDialer::start(
-            addr,
-            DataPlan {
-                streams,
-                receiving: cfg.reverse,
-            },
-            cfg.token.clone(),
-        );
-        d.give_tls(data_tls.clone());
-        d
-    };
-    // Without a jump the data connections are on their way since the start (dial), or, if
-    // dial held them back for a jump that did not happen, they open now; a jump opens
-    // them once the server has set its route metrics (one more RTT).
-    let mut early = match (data.streams(), jump.plan.is_some()) {
-        (0, false) => Some(late_data()),
-        (0, true) => None,
-        _ => Some(data),
-    };
     // One flight: our proof, the parameters, and every data stream's hello.
     session.request(params.clone())?;
     flush(&mut session, &mut conn)?;
@@ -276,7 +228,9 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     jump.server_answered(cfg.reverse, ready.jump_start_bps, &ready.jump_note);
     let sockets = match sockets.take() {
         Some(s) => s,
-        None => late_data().attach(&session, side, &local_choice, rx_clamp)?,
+        None => late
+            .open()
+            .attach(&session, side, &local_choice, rx_clamp)?,
     };
     if let Some(fp) = pinned_now {
         warnings.push(format!(

@@ -23,7 +23,7 @@ use super::{CpError, Progress};
 use crate::host;
 use crate::telemetry::StreamCounters;
 use crate::transport::control::ControlLink;
-use crate::transport::dial::{dial_with, flush, DataDialer, DataPlan, Dialed, AUTO_STREAMS};
+use crate::transport::dial::flush;
 use crate::transport::framed::{Frame, FramedConn};
 use crate::transport::sockopts;
 use crate::transport::tls::Security;
@@ -205,94 +205,33 @@ pub fn run_cp(
     // RTT is its connect time, and the request, the file list and the data hellos go
     // right behind our proof, in one flight.
     let push = matches!(cfg.job, CpJob::Push { .. });
-    // Given, the data connections start with the control one; otherwise as many as the
-    // path needs for its start-up (`longhaul_policy::streams_for_path`), from the path's
-    // record in the user's cache (they still start with the control connection) or, for
-    // a path not remembered, once its TCP handshake has measured the RTT (one round trip
-    // later): `ClientStart`. A push to a path seen before may jump-start: decided with the
-    // count, its route's initial window set before the data connections exist (the
-    // receiver's window needs nothing: the server's listener buffers are wide). A pull
-    // from a path seen before opens them only once the server has answered the request,
-    // as `bench --reverse` does: the server sends, and its route's initial window must be
-    // set before their handshakes. Without the right to set route metrics this end never
-    // jumps, so it never waits.
-    let may_jump = cfg.jump_start
-        && longhaul_sys::socket::can_force_buffers()
-        && crate::jump::seen_before(&cfg.server);
+    // The stream count and the jump as `crate::client_start` decides them, bench's way: a
+    // push to a path seen before may jump from its own route; a pull's jump is the
+    // server's, and its data connections wait for the server's answer.
     let probing = cfg.window.is_none() && cfg.rate_bps.is_none();
-    let streams = match (may_jump, push, cfg.streams) {
-        (true, false, _) => 0,
-        (true, true, _) | (false, _, None) => AUTO_STREAMS,
-        (false, _, Some(n)) => n.clamp(1, longhaul_proto::limits::MAX_STREAMS),
-    };
-    let mut start = crate::jump::ClientStart::new(cfg.jump_start, cfg.streams, probing);
-    let Dialed {
+    let crate::client_start::Started {
         mut conn,
         mut session,
-        addr,
         rtt,
-        data: connecting,
-        data_tls,
         pinned_now,
-    } = dial_with(
-        &cfg.server,
-        &cfg.token,
-        &cfg.security,
-        DataPlan {
-            streams,
-            receiving: !push,
-        },
-        &mut start,
-    )?;
-    // Both ends' addresses and the segment size, for the path's record.
-    let path_ends = {
-        let tcp = conn.stream().tcp();
-        match (tcp.peer_addr(), tcp.local_addr()) {
-            (Ok(p), Ok(l)) => Some((
-                p.ip(),
-                l.ip(),
-                longhaul_sys::tcp_info::tcp_info(tcp).map_or(0, |i| i.snd_mss),
-            )),
-            _ => None,
-        }
-    };
-    // The count opened, or (a pull that may jump) to open: the user's, or the path's, or
-    // a jump's.
-    let (mut jump, streams) = match start.decided() {
-        Some((j, _)) => (j, connecting.streams()),
-        None => {
-            let (peer, local) = path_ends.map_or(
-                (addr.ip(), std::net::Ipv4Addr::UNSPECIFIED.into()),
-                |(p, l, _)| (p, l),
-            );
-            crate::jump::decide_client(
-                cfg.jump_start,
-                cfg.streams,
-                connecting.streams(),
-                rtt,
-                peer,
-                local,
-                probing && rtt >= longhaul_policy::MIN_PROBE_RTT,
-            )
-        }
-    };
-    let data_plan = DataPlan {
+        ends,
+        mss,
+        mut jump,
         streams,
+        early,
+        late,
+        ..
+    } = crate::client_start::start_session(&crate::client_start::StartPlan {
+        target: &cfg.server,
+        token: &cfg.token,
+        security: &cfg.security,
+        user_streams: cfg.streams,
+        jump_start: cfg.jump_start,
+        probing,
         receiving: !push,
-    };
-    let late_data = || {
-        let d = DataDialer::start(addr, data_plan, cfg.token.clone());
-        d.give_tls(data_tls.clone());
-        d
-    };
-    // Without a jump the data connections are on their way since the start (dial), or,
-    // if dial held them back for a pull's jump that did not happen, they open now; a
-    // pull's jump opens them once the server has set its route metrics (its answer).
-    let early = match (connecting.streams(), jump.plan.is_some()) {
-        (0, false) => Some(late_data()),
-        (0, true) => None,
-        _ => Some(connecting),
-    };
+    })?;
+    // Both ends' addresses and the segment size, for the path's record.
+    let path_ends = ends.map(|(peer, local)| (peer, local, mss));
     // The same decisions as bench, from the same function: this end's buffer, and on a
     // push the congestion control, the probe and the pacing (the server decides them
     // on a pull, from the request's window and its fixed flag).
@@ -430,7 +369,9 @@ pub fn run_cp(
     }
     let socks = match early {
         Some(s) => s,
-        None => late_data().attach(&session, plan.side, &plan.buffer, None)?,
+        None => late
+            .open()
+            .attach(&session, plan.side, &plan.buffer, None)?,
     };
     if push && chunk_size != chunk_request {
         // A server may lower a push's chunks to fit its memory budget, never raise them.

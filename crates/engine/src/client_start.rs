@@ -1,0 +1,180 @@
+//! A client's start, bench and cp alike: whether the run may jump-start, how many data
+//! connections it opens and when, and the dial. The data connections leave
+//!
+//! - with the control connection's SYN, when `-P` gives the count or the user's path cache
+//!   remembers the path (its record's RTT gives the count, and a jump where this end sends
+//!   sets its route first: [`crate::jump::ClientStart`]);
+//! - at the control connection's connect, when the count waits for the RTT (a path not
+//!   remembered);
+//! - once the server has answered, when the server sends and jumps (`bench --reverse`, a
+//!   pull): its route's initial window must exist before their handshakes
+//!   ([`LateData::open`]).
+//!
+//! docs/startup.md counts the round trips of each case.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use longhaul_proto::{ClientSession, Token};
+
+use crate::bench::BenchError;
+use crate::jump::{ClientJump, ClientStart};
+use crate::transport::dial::{dial_with, DataDialer, DataPlan, Dialed, AUTO_STREAMS};
+use crate::transport::framed::FramedConn;
+use crate::transport::tls::{ClientTls, Fingerprint, Security};
+
+/// What a client's start needs to know.
+pub struct StartPlan<'a> {
+    /// The server (`HOST`, `HOST:PORT`, `[V6]:PORT`).
+    pub target: &'a str,
+    /// The token the server must prove.
+    pub token: &'a Token,
+    /// How the server's certificate is trusted, and whether data connections use TLS.
+    pub security: &'a Security,
+    /// `-P`: the user's stream count.
+    pub user_streams: Option<u16>,
+    /// Jump-start allowed (`--no-jump-start` not given).
+    pub jump_start: bool,
+    /// The rate probe runs (no `--rate`, no fixed window).
+    pub probing: bool,
+    /// This end receives on the data connections (a pull, `bench --reverse`): the server
+    /// sends, and jumps with its own route.
+    pub receiving: bool,
+}
+
+/// A control connection whose server proved the token, with the run's jump, its stream
+/// count and its data connections.
+pub struct Started {
+    /// The framed control connection.
+    pub conn: FramedConn,
+    /// The client's session state machine (its proof queued).
+    pub session: ClientSession,
+    /// The server's address that answered.
+    pub addr: SocketAddr,
+    /// The RTT the control connection's handshake measured.
+    pub rtt: Duration,
+    /// The server's certificate, when this contact pinned it.
+    pub pinned_now: Option<Fingerprint>,
+    /// Both ends' addresses (peer, local): the path's identity in the path cache.
+    pub ends: Option<(IpAddr, IpAddr)>,
+    /// The control connection's MSS (0: unknown).
+    pub mss: u32,
+    /// The run's jump-start (its plan, report and route).
+    pub jump: ClientJump,
+    /// The data connections the run uses.
+    pub streams: u16,
+    /// The data connections on their way; `None` when they wait for the server's answer
+    /// ([`LateData::open`]).
+    pub early: Option<DataDialer>,
+    /// How to open them later.
+    pub late: LateData,
+}
+
+/// What opening the data connections after the server's answer needs.
+pub struct LateData {
+    addr: SocketAddr,
+    streams: u16,
+    receiving: bool,
+    token: Token,
+    data_tls: Option<ClientTls>,
+}
+
+/// Dials the server as `plan` says (see the module docs for when the data connections
+/// leave).
+pub fn start_session(plan: &StartPlan) -> Result<Started, BenchError> {
+    // Without the right to set route metrics this end never jumps, so it never waits.
+    let may_jump = plan.jump_start
+        && longhaul_sys::socket::can_force_buffers()
+        && crate::jump::seen_before(plan.target);
+    let streams = match (may_jump, plan.receiving, plan.user_streams) {
+        (true, true, _) => 0,
+        (true, false, _) | (false, _, None) => AUTO_STREAMS,
+        (false, _, Some(n)) => n.clamp(1, longhaul_proto::limits::MAX_STREAMS),
+    };
+    let mut start = ClientStart::new(plan.jump_start, plan.user_streams, plan.probing);
+    let Dialed {
+        conn,
+        session,
+        addr,
+        rtt,
+        data,
+        data_tls,
+        pinned_now,
+    } = dial_with(
+        plan.target,
+        plan.token,
+        plan.security,
+        DataPlan {
+            streams,
+            receiving: plan.receiving,
+        },
+        &mut start,
+    )?;
+    let tcp = conn.stream().tcp();
+    let ends = match (tcp.peer_addr(), tcp.local_addr()) {
+        (Ok(p), Ok(l)) => Some((p.ip(), l.ip())),
+        _ => None,
+    };
+    let mss = longhaul_sys::tcp_info::tcp_info(tcp).map_or(0, |i| i.snd_mss);
+    // The count opened, or (a run whose server may jump) to open: the user's, or the
+    // path's, or a jump's.
+    let (jump, streams) = match start.decided() {
+        Some((jump, _)) => (jump, data.streams()),
+        None => {
+            let (peer, local) = ends.unwrap_or((addr.ip(), Ipv4Addr::UNSPECIFIED.into()));
+            crate::jump::decide_client(
+                plan.jump_start,
+                plan.user_streams,
+                data.streams(),
+                rtt,
+                peer,
+                local,
+                plan.probing && rtt >= longhaul_policy::MIN_PROBE_RTT,
+            )
+        }
+    };
+    let late = LateData {
+        addr,
+        streams,
+        receiving: plan.receiving,
+        token: plan.token.clone(),
+        data_tls,
+    };
+    // Without a jump the data connections are on their way since the start (dial), or,
+    // if dial held them back for a jump that did not happen, they open now; a jump whose
+    // server sends opens them once the server has set its route metrics (its answer).
+    let early = match (data.streams(), jump.plan.is_some()) {
+        (0, false) => Some(late.open()),
+        (0, true) => None,
+        _ => Some(data),
+    };
+    Ok(Started {
+        conn,
+        session,
+        addr,
+        rtt,
+        pinned_now,
+        ends,
+        mss,
+        jump,
+        streams,
+        early,
+        late,
+    })
+}
+
+impl LateData {
+    /// Opens the run's data connections now (after the server's answer to a jump).
+    pub fn open(&self) -> DataDialer {
+        let d = DataDialer::start(
+            self.addr,
+            DataPlan {
+                streams: self.streams,
+                receiving: self.receiving,
+            },
+            self.token.clone(),
+        );
+        d.give_tls(self.data_tls.clone());
+        d
+    }
+}
