@@ -362,122 +362,9 @@ impl RateProbe {
                     }
                 }
             }
-            Phase::Drain { until } => {
-                // While the start-up's queue drains, the bottleneck still delivers its full
-                // rate: what the last round of the drain delivered is the rate to hold (the
-                // samples at the exit are a round trip old, or a burst's; the largest round
-                // of the drain may hold a catch-up burst of a busy path).
-                // The queue is gone when the bytes in flight fit the path (the RTT says so
-                // only a round trip later, after a round of pacing below the rate).
-                let path_bytes = self.held.unwrap_or(0) as f64 / 8.0
-                    * self.base_rtt.unwrap_or(self.round).as_secs_f64();
-                let emptied = in_flight > 0 && (in_flight as f64) <= path_bytes * 1.02;
-                // The RTT says the queue is empty only from samples all taken in the drain
-                // (queue_delay's quarter round): at the start-up's exit the window still
-                // holds the samples before the queue, and a drain that ended there held
-                // the exit's figure (85-88 % of the bottleneck at 436 ms).
-                let rtt_says_empty = at >= self.drain_started + self.round / 4
-                    && qdelay.is_some_and(|q| q <= self.empty_queue());
-                if at >= until || emptied || rtt_says_empty {
-                    if std::mem::take(&mut self.startup_drain) {
-                        // Not when the receiver's window held the streams back (a slow
-                        // reader, a window clamp): the round then says nothing about the
-                        // path, and pacing at what trickled through would slow even the
-                        // retransmissions that must refill the window.
-                        // A round much below the exit's figure (a loss recovery in it):
-                        // that round is held (the exit's figure may be a burst's), not
-                        // less than a quarter of it, and probes climb back fast from
-                        // under half of the exit's figure (kept as the best).
-                        let held = self.held.unwrap_or(0);
-                        match self.round_rate() {
-                            Some(rate) if !self.held_back() => {
-                                // The drain's last round is short of the bottleneck's rate
-                                // when the queue emptied in it (then it paced at 3/4): the
-                                // best round while the queue kept the bottleneck busy is
-                                // its rate (98 % of it; a held rate above the bottleneck
-                                // is lowered at the next round's queue). First runs at
-                                // 436 ms held 85-88 % here and took 10 s to climb back.
-                                // (Not bounded by the exit's figure: the queue shows
-                                // before the delivery samples reach the bottleneck's rate.)
-                                let busy = (self.best_round as f64 * 0.98) as u64;
-                                let rate = rate.max(busy);
-                                self.held = Some(rate.max(held / 4));
-                                if rate >= held / 2 {
-                                    self.peak_held = rate;
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
-                    self.phase = Phase::Hold;
-                    self.clean_rounds = 0;
-                    self.round_end = at + self.round;
-                    self.drain_ended = Some(at);
-                }
-            }
+            Phase::Drain { until } => self.on_drain(at, until, qdelay, in_flight),
             Phase::Hold => self.on_hold(at, qdelay, app_limited),
-            Phase::ProbeUp { gain, since } => {
-                // One round at the higher rate, then one round to see what it delivered.
-                if at >= since + self.round * 2 {
-                    let delivered = self.round_rate().unwrap_or(0);
-                    let held = self.held.unwrap_or(1);
-                    let wanted = held as f64 * (1.0 + (gain - 1.0) * 0.75);
-                    let queued = qdelay.is_some_and(|q| q > self.standing_queue());
-                    let probed = held as f64 * gain;
-                    // Taken whole: 97 % of the probed rate, and at least three quarters of
-                    // the step (for a 2 % step 97 % would be less than the held rate).
-                    if delivered as f64 >= (probed * 0.97).max(wanted) && !queued {
-                        // The path took it all: hold it and try twice the step at once
-                        // (by at most NEAR_PROBE until three probes running were taken
-                        // whole, or the rate is under half the best held: a probe over
-                        // the bottleneck queues its excess for a round, and the queue
-                        // must stay within 5 % of the RTT).
-                        self.hold(delivered.min(probed as u64));
-                        self.successes += 1;
-                        self.restoring = false;
-                        self.proven = self.held.unwrap_or(0);
-                        let cap =
-                            if self.successes >= 3 || self.held.unwrap_or(0) < self.peak_held / 2 {
-                                MAX_PROBE
-                            } else {
-                                NEAR_PROBE
-                            };
-                        self.next_probe = (self.next_probe * 2.0).min(cap);
-                        // Up to the best round the path ever delivered a probe may double;
-                        // past it by at most NEAR_PROBE, unless this round was itself the
-                        // best (the path has more than it showed: climbing, not near the
-                        // bottleneck). A doubled step over the bottleneck queued 16 % of
-                        // the RTT for a round at 436 ms.
-                        let held_now = self.held.unwrap_or(1) as f64;
-                        let ceiling = self.best_round as f64 * (1.0 + NEAR_PROBE);
-                        let climbing = delivered as f64 > self.best_before_probe as f64 * 1.01;
-                        if !climbing && held_now * (1.0 + self.next_probe) > ceiling {
-                            self.next_probe = (ceiling / held_now - 1.0).max(FIRST_PROBE);
-                        }
-                        self.start_probe(1.0 + self.next_probe, at);
-                    } else if delivered as f64 >= wanted && !queued {
-                        // Most of it: the bottleneck is about what was delivered.
-                        self.forget_proven();
-                        self.hold((delivered as f64 * (1.0 - FIRST_PROBE)) as u64);
-                        self.next_probe = FIRST_PROBE;
-                        self.successes = 0;
-                        self.clean_rounds = 0;
-                        self.phase = Phase::Hold;
-                    } else {
-                        // The bottleneck is below the probe: what the path delivered is its
-                        // rate; hold a little under it and drain what the probe queued.
-                        self.forget_proven();
-                        if delivered > held {
-                            self.hold((delivered as f64 * (1.0 - FIRST_PROBE)) as u64);
-                        }
-                        self.next_probe = FIRST_PROBE;
-                        self.successes = 0;
-                        self.clean_rounds = 0;
-                        self.start_drain(at, qdelay);
-                    }
-                    self.round_end = at + self.round;
-                }
-            }
+            Phase::ProbeUp { gain, since } => self.on_probe(at, gain, since, qdelay),
         }
         Pacing {
             per_stream_bps: self.per_stream(streams),
@@ -542,70 +429,6 @@ impl RateProbe {
         (self.flat_rounds >= FLAT_ROUNDS).then_some(StartUpExit::Plateau)
     }
 
-    fn on_hold(&mut self, at: Duration, qdelay: Option<Duration>, app_limited: bool) {
-        if at < self.round_end {
-            return;
-        }
-        self.round_end = at + self.round;
-        let held = self.held.unwrap_or(1);
-        let delivered = self.round_rate().unwrap_or(0);
-        if qdelay.is_some_and(|q| q > self.standing_queue()) {
-            // The path delivered less than the held rate that the streams did send: the
-            // rate is above the bottleneck. A rate the path delivers whole is not; its
-            // queue is one a probe or a burst left (a drain empties it), or a busy host's
-            // late acks and timers (which lowering would only follow down to the floor:
-            // a loaded 2-core host took a jump's 23 Mbit/s to a quarter and kept it there).
-            let over = delivered < held * 99 / 100 && !app_limited;
-            let drained_lately = self
-                .drain_ended
-                .is_some_and(|end| at < end + self.round * 2);
-            if over && !self.held_back() {
-                // By at most a tenth per round (one round's figure is not trusted further),
-                // never below a quarter of the best rate held: a queue that lowering does
-                // not drain is another flow's, and a delay-based sender must not spiral
-                // down to nothing against a loss-based one.
-                let floor = self.peak_held / 4;
-                let lowered = (delivered.min(held) as f64 * 0.98).max(held as f64 * 0.9);
-                let lowered = (lowered as u64).max(floor);
-                self.held = Some(lowered);
-                self.restore = (self.proven > lowered).then_some(self.proven);
-                self.start_drain(at, qdelay);
-                self.next_probe = FIRST_PROBE;
-            } else if !over && !drained_lately && !self.held_back() {
-                // Held rate unchanged: one drain for the queue that is there; a queue a
-                // drain did not empty is not this sender's to empty.
-                self.start_drain(at, qdelay);
-            }
-            // Otherwise the receiver's window held the streams back:
-            // its late acks raise the RTT, and lowering the rate to what the streams
-            // delivered would only spiral down with it.
-            self.clean_rounds = 0;
-            return;
-        }
-        if app_limited || delivered as f64 <= held as f64 * 0.95 {
-            self.clean_rounds = 0;
-            return;
-        }
-        self.clean_rounds += 1;
-        let restore = self.restore.filter(|&r| r > held);
-        if let (Some(back), true) = (restore, self.clean_rounds >= RESTORE_AFTER) {
-            // Back toward the proven rate the queue lowered, at once (bounded): if the path
-            // has really slowed, the probe's round shows it, 98 % of what it delivered is
-            // held as after any probe, and that proven rate is not tried again.
-            self.restore = None;
-            self.restoring = true;
-            self.start_probe(
-                (back as f64 / held as f64 * 0.99).clamp(1.0 + FIRST_PROBE, 1.0 + MAX_RESTORE),
-                at,
-            );
-        } else if self.clean_rounds >= PROBE_EVERY {
-            self.proven = held;
-            self.restore = None;
-            self.restoring = false;
-            self.start_probe(1.0 + self.next_probe, at);
-        }
-    }
-
     /// The pacing cap of each stream in the current phase.
     fn per_stream(&self, streams: &[StreamSample]) -> Vec<Option<u64>> {
         let Some(held) = self.held else {
@@ -634,27 +457,6 @@ impl RateProbe {
         self.window
             .back()
             .is_some_and(|m| m.at < since + self.round)
-    }
-
-    /// Pacing at [`DRAIN_GAIN`] x the held rate from `at`, for a queue of `qdelay`.
-    fn start_drain(&mut self, at: Duration, qdelay: Option<Duration>) {
-        self.drain_started = at;
-        self.phase = Phase::Drain {
-            until: at + self.drain_limit(qdelay),
-        };
-    }
-
-    /// One round at `gain` x the held rate from `at`, then one to see what it delivered.
-    fn start_probe(&mut self, gain: f64, at: Duration) {
-        self.best_before_probe = self.best_round;
-        self.phase = Phase::ProbeUp { gain, since: at };
-    }
-
-    /// A try of the proven rate fell short: the path has slowed, do not try it again.
-    fn forget_proven(&mut self) {
-        if std::mem::take(&mut self.restoring) {
-            self.proven = 0;
-        }
     }
 
     fn hold(&mut self, bps: u64) {
@@ -743,6 +545,9 @@ impl RateProbe {
         }
     }
 }
+
+#[path = "probe_phases.rs"]
+mod phases;
 
 #[cfg(test)]
 #[path = "probe_tests.rs"]
