@@ -4,7 +4,7 @@
 //!
 //! The control thread feeds the sender's messages to the session and does the list's
 //! file work (looks, part files, directories) before the data streams start. One thread
-//! per data stream reads a chunk header, asks the session about it, reads and hashes the
+//! per data stream (`recv_stream.rs`) reads a chunk header, asks the session about it, reads and hashes the
 //! payload in cache-sized pieces, writes it after the session's check, appends the
 //! manifest record, and only then lets the session ack it. Whoever completes a file does
 //! its commit, which flushes the file before its rename (see [`Store`]). With `--sync`
@@ -12,26 +12,29 @@
 //! directory after a rename.
 
 use crate::transport::secure::SecureStream;
-use std::io::{self, Read};
+use std::io;
 use std::net::Shutdown;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use longhaul_proto::transfer::{ChunkHeader, TransferMessage};
+use longhaul_proto::transfer::TransferMessage;
 use longhaul_proto::ChunkKey;
 use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::served_root::{Resolver, ServedRoot};
-use longhaul_transfer::session::recv::{Arrival, CommitJob, SyncRules};
+use longhaul_transfer::session::recv::{CommitJob, SyncRules};
 use longhaul_transfer::session::{ListCaps, RecvConfig, RecvEvent, RecvOutcome, RecvSession, Room};
 use longhaul_transfer::{FileHashes, SafeRelPath};
 use std::path::{Path, PathBuf};
 
-use super::chunk_io::PIECE;
 use super::store::{Answer, Store};
 use super::{CpError, Progress, Stop};
 use crate::transport::control::{ControlLink, ControlTx, Incoming};
+
+#[path = "recv_stream.rs"]
+mod stream;
+use stream::stream_loop;
 
 /// Where received files go.
 pub struct RecvTarget {
@@ -499,33 +502,6 @@ fn hash_loop(sh: &Shared, jobs: &mpsc::Receiver<HashJob>) {
     }
 }
 
-/// One data stream: read chunks until the sender closes it.
-fn stream_loop(sh: &Arc<Shared>, stream: usize, mut sock: SecureStream) {
-    let mut buf = AlignedBuf::new();
-    let mut hdr = [0u8; ChunkHeader::LEN];
-    loop {
-        if sh.stop.raised() {
-            let _ = sock.shutdown(Shutdown::Both);
-            return;
-        }
-        let chunk = match read_header(&mut sock, &mut hdr) {
-            Ok(true) => receive_chunk(sh, stream, &mut sock, &hdr, &mut buf),
-            // A clean end: the sender is done with this stream.
-            Ok(false) => return,
-            Err(e) => Err(read_failed(stream, e)),
-        };
-        match chunk {
-            Ok(()) => {}
-            Err(ChunkFail::Stream) => return,
-            Err(ChunkFail::Stop(why)) => {
-                sh.fail(why);
-                let _ = sock.shutdown(Shutdown::Both);
-                return;
-            }
-        }
-    }
-}
-
 /// Threads that put verified files in place, beside the data streams. A commit waits for
 /// its file's data to reach the disk: a commit thread takes every commit queued (up to
 /// [`COMMIT_BATCH`]) and flushes them with one `syncfs` where a file at a time would
@@ -569,123 +545,6 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> &str {
         .copied()
         .or_else(|| p.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("a panic")
-}
-
-/// What a failed read of a data stream means. Bytes that fail TLS authentication were
-/// altered on the way (an attack or a broken middlebox, not a lost connection): the
-/// transfer stops and says so. Anything else is the stream failing: the sender
-/// reassigns its chunks to the others.
-fn read_failed(stream: usize, e: io::Error) -> ChunkFail {
-    if e.kind() != io::ErrorKind::InvalidData {
-        return ChunkFail::Stream;
-    }
-    ChunkFail::Stop(format!(
-        "data stream {stream}: {e}; no file was committed from it (verified chunks are kept: \
-         run the same command again to resume, and look for what alters traffic between \
-         the hosts)"
-    ))
-}
-
-enum ChunkFail {
-    /// The stream broke mid-chunk: the sender sends the chunk again on another.
-    Stream,
-    /// The transfer stops.
-    Stop(String),
-}
-
-/// Reads a whole header; `false` on a clean end of stream before it.
-fn read_header(sock: &mut SecureStream, hdr: &mut [u8]) -> io::Result<bool> {
-    let mut got = 0;
-    while got < hdr.len() {
-        match sock.read(&mut hdr[got..]) {
-            Ok(0) if got == 0 => return Ok(false),
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => {
-                crate::startup::note_first_data();
-                got += n;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(true)
-}
-
-fn receive_chunk(
-    sh: &Shared,
-    stream: usize,
-    sock: &mut SecureStream,
-    hdr: &[u8; ChunkHeader::LEN],
-    buf: &mut AlignedBuf,
-) -> Result<(), ChunkFail> {
-    let stop = |e: CpError| ChunkFail::Stop(e.to_string());
-    let h = ChunkHeader::decode(hdr, &sh.chunk_key)
-        .map_err(|e| ChunkFail::Stop(format!("data stream {stream}: {e}")))?;
-    let plan = sh
-        .lock()
-        .and_then(|mut s| Ok(s.chunk_header(&h)?))
-        .map_err(stop)?;
-    if plan.same {
-        // Sync: the old copy's chunk, taken from it at the commit.
-        return sh
-            .with(|s| Ok(s.chunk_reused(&h).map(|_| ())?))
-            .map_err(stop);
-    }
-    let mut hasher = plan.hasher;
-    if plan.hole {
-        hasher.update_zeros(u64::from(h.len));
-    } else {
-        // Hash each piece as it arrives, while it is in cache; write after the check.
-        buf.resize(plan.payload as usize);
-        for piece in buf.chunks_mut(PIECE) {
-            sock.read_exact(piece).map_err(|e| read_failed(stream, e))?;
-            sh.progress.stream_bytes(stream, piece.len() as u64);
-            hasher.update(piece);
-        }
-    }
-    let computed = hasher.finish();
-    let arrival = sh
-        .with(|s| Ok(s.chunk_arrived(&h, computed)?))
-        .map_err(stop)?;
-    if arrival != Arrival::Write {
-        return Ok(());
-    }
-    let data = sh
-        .store
-        .data(plan.id)
-        .ok_or_else(|| ChunkFail::Stop(format!("file {} was never opened", plan.id)))?;
-    let written = sh
-        .store
-        .write_chunk(&data, plan.lazy.as_ref(), h.offset, plan.hole, buf)
-        .and_then(|()| {
-            let record = sh
-                .lock()
-                .and_then(|mut s| Ok(s.chunk_written(h.file, h.index, computed)?))
-                .map_err(io::Error::other)?;
-            match record {
-                Some(r) => sh.store.append_record(&data, &r),
-                None => Ok(()),
-            }
-        });
-    if let Err(e) = written {
-        if let Ok(mut s) = sh.session.lock() {
-            s.chunk_write_failed(h.file, h.index);
-        }
-        return Err(ChunkFail::Stop(format!(
-            "writing {}: {e}{}",
-            plan.name.display(),
-            if e.raw_os_error() == Some(libc::ENOSPC) {
-                "; free space on the receiving side and run the same command again (verified chunks are kept)"
-            } else {
-                ""
-            }
-        )));
-    }
-    sh.with(|s| {
-        s.chunk_recorded(h.file, h.index, computed, u64::from(h.len));
-        Ok(())
-    })
-    .map_err(stop)
 }
 
 /// Syncs the part files and manifests that changed, every [`SYNC_EVERY`], until the
