@@ -185,8 +185,8 @@ impl RateProbe {
             return;
         }
         self.clean_rounds += 1;
-        let restore = self.restore.filter(|&r| r > held);
-        if let (Some(back), true) = (restore, self.clean_rounds >= RESTORE_AFTER) {
+        let due = self.clean_rounds >= RESTORE_AFTER;
+        if let Some(back) = self.restore.filter(|&r| r > held && due) {
             // Back toward the proven rate the queue lowered, at once (bounded): if the path
             // has really slowed, the probe's round shows it, 98 % of what it delivered is
             // held as after any probe, and that proven rate is not tried again.

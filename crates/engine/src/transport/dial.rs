@@ -40,9 +40,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The data connections to open together with the control connection.
 #[derive(Debug, Clone, Copy)]
 pub struct DataPlan {
-    /// How many (0: none, e.g. `tune --peer`; [`AUTO_STREAMS`]: from the path's RTT,
-    /// [`longhaul_policy::streams_for_path`], the connects then start once the control
-    /// connection's TCP handshake has measured it, one round trip later).
+    /// How many (0: none, e.g. `tune --peer`; [`AUTO_STREAMS`]: chosen by a
+    /// [`DataStart`], from a remembered path before the connect or from the RTT the
+    /// control connection's TCP handshake measured, one round trip later).
     pub streams: u16,
     /// This end receives on them (a pull, `bench --reverse`): their window scale must be
     /// set before connect.
