@@ -328,6 +328,11 @@ fn a_second_pull_from_a_path_jumps_at_the_server_and_restores_its_route() {
     assert_eq!(jump_routes_gone(&ns_b), "", "the server kept its route");
     let log = server.log_with("sent big.bin");
     assert!(!log.contains("jump-start declined"), "{log}");
+    // The data connections left right behind the request: every one completed its
+    // handshake after the server had set its route, so every one started with its
+    // initial window.
+    assert!(log.contains("jump-start "), "{log}");
+    assert!(!log.contains("below its initial window"), "{log}");
 
     // --no-jump-start: no ask, and says why.
     let third = home.join("third.bin");

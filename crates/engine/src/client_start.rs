@@ -6,9 +6,11 @@
 //!   sets its route first: [`crate::jump::ClientStart`]);
 //! - at the control connection's connect, when the count waits for the RTT (a path not
 //!   remembered);
-//! - once the server has answered, when the server sends and jumps (`bench --reverse`, a
-//!   pull): its route's initial window must exist before their handshakes
-//!   ([`LateData::open`]).
+//! - right behind the request, when the server sends and jumps (`bench --reverse`, a
+//!   pull): its route's initial window must exist when their handshakes complete at the
+//!   server (the kernel reads it for the child socket at the client's ACK), and the
+//!   server sets it as it reads the request, a round trip before those ACKs arrive
+//!   ([`LateData::open`]; the server counts connections that missed it in its log).
 //!
 //! docs/startup.md counts the round trips of each case.
 
@@ -63,14 +65,14 @@ pub struct Started {
     pub jump: ClientJump,
     /// The data connections the run uses.
     pub streams: u16,
-    /// The data connections on their way; `None` when they wait for the server's answer
+    /// The data connections on their way; `None` when they wait for the request to leave
     /// ([`LateData::open`]).
     pub early: Option<DataDialer>,
     /// How to open them later.
     pub late: LateData,
 }
 
-/// What opening the data connections after the server's answer needs.
+/// What opening the data connections behind the request needs.
 pub struct LateData {
     addr: SocketAddr,
     streams: u16,
@@ -142,7 +144,7 @@ pub fn start_session(plan: &StartPlan) -> Result<Started, BenchError> {
     };
     // Without a jump the data connections are on their way since the start (dial), or,
     // if dial held them back for a jump that did not happen, they open now; a jump whose
-    // server sends opens them once the server has set its route metrics (its answer).
+    // server sends opens them behind the request, which sets the server's route.
     let early = match (data.streams(), jump.plan.is_some()) {
         (0, false) => Some(late.open()),
         (0, true) => None,
@@ -164,7 +166,8 @@ pub fn start_session(plan: &StartPlan) -> Result<Started, BenchError> {
 }
 
 impl LateData {
-    /// Opens the run's data connections now (after the server's answer to a jump).
+    /// Opens the run's data connections now (behind the request of a run whose server
+    /// jumps).
     pub fn open(&self) -> DataDialer {
         let d = DataDialer::start(
             self.addr,

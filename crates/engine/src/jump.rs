@@ -263,6 +263,8 @@ pub struct ServerJump {
     pub start_bps: u64,
     /// Why not, for the answer ("" when it followed the request).
     pub note: String,
+    /// Data connections that started below the initial window, of all (`check_windows`).
+    windows_short: Option<(usize, usize)>,
     _route: Option<InitialWindows>,
 }
 
@@ -270,16 +272,28 @@ impl ServerJump {
     /// A session's answer to `ask` (bench and cp alike): this server's own view of the
     /// path from its `control` connection (its TCP_INFO minimum RTT and MSS, against the
     /// client's `client_rtt`) and the `buffer_bytes` each of its `streams` has, then
-    /// [`ServerJump::apply`] on its route to the client. Keep the value for the session:
-    /// dropping it removes the route, also when the session fails.
+    /// [`ServerJump::apply`] on its route to the client. Each stream's buffer is the one the
+    /// server chose (`chosen_bytes`), else its plan's window. Keep the value for the
+    /// session: dropping it removes the route, also when the session fails.
+    ///
+    /// The route must exist when a data connection's handshake completes at this server
+    /// (the kernel reads `initcwnd` from the route it looks up for the child socket at the
+    /// client's ACK, not at its SYN): the client opens them right behind the request, so
+    /// their ACKs arrive a round trip after it. [`ServerJump::check_windows`] says whether
+    /// they got it.
     pub fn for_session(
         ask: &JumpAsk,
         control: &TcpStream,
         client_rtt: Duration,
         streams: u16,
-        buffer_bytes: u64,
+        (chosen_bytes, window_bytes): (u64, u64),
         sends: bool,
     ) -> Self {
+        let buffer_bytes = if chosen_bytes > 0 {
+            chosen_bytes
+        } else {
+            window_bytes
+        };
         let Ok(client) = control.peer_addr() else {
             return Self::declined("the control connection has no peer address".into());
         };
@@ -315,6 +329,7 @@ impl ServerJump {
                 plan: sends.then_some(plan),
                 start_bps: if sends { plan.start_bps } else { 0 },
                 note: String::new(),
+                windows_short: None,
                 _route: Some(route),
             },
             Err(e) => Self::declined(format!("cannot set the route metrics: {e}")),
@@ -332,6 +347,7 @@ impl ServerJump {
             plan: None,
             start_bps: 0,
             note,
+            windows_short: None,
             _route: None,
         }
     }
@@ -343,12 +359,38 @@ impl ServerJump {
             .map(|p| JumpValidator::new(p, Duration::from_micros(p.remembered_rtt_us)))
     }
 
+    /// Counts the data connections whose congestion window is below the jump's initial
+    /// window: made before the route was set (the client opened them too early, or this
+    /// server was slow to set it). Those start from the kernel's 10 segments; the pacer
+    /// still starts at the jump's rate, so the first round trips fall short of it.
+    pub fn check_windows<'a>(&mut self, data: impl Iterator<Item = &'a TcpStream>) {
+        let Some(plan) = self.plan else { return };
+        let (mut short, mut total) = (0, 0);
+        for tcp in data {
+            total += 1;
+            let cwnd = longhaul_sys::tcp_info::tcp_info(tcp).map_or(0, |i| i.snd_cwnd);
+            if cwnd < plan.init_cwnd {
+                short += 1;
+            }
+        }
+        self.windows_short = (short > 0).then_some((short, total));
+    }
+
     /// What the server's log line says about the jump: why it declined, or the verdict
-    /// (`None`: no verdict yet); empty when it was not asked.
+    /// (`None`: no verdict yet), and data connections that missed its initial window;
+    /// empty when it was not asked.
     pub fn log_note(jump: Option<&Self>, verdict: Option<JumpAction>) -> String {
+        let missed = match jump.and_then(|j| j.windows_short) {
+            Some((short, total)) => format!(
+                " ({short} of {total} data connections started below its initial window: \
+                 made before the route)"
+            ),
+            None => String::new(),
+        };
         match (jump, verdict) {
             (Some(j), _) if !j.note.is_empty() => format!("; jump-start declined: {}", j.note),
-            (Some(_), Some(v)) => format!("; jump-start {v:?}"),
+            (Some(_), Some(v)) => format!("; jump-start {v:?}{missed}"),
+            (Some(_), None) if !missed.is_empty() => format!("; jump-start{missed}"),
             _ => String::new(),
         }
     }

@@ -138,7 +138,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         mss,
         mut jump,
         streams,
-        mut early,
+        early,
         late,
     } = started;
     let local_ip = ends
@@ -212,10 +212,13 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     session.request(params.clone())?;
     flush(&mut session, &mut conn)?;
     let rx_clamp = rx_rate.map(|r| (r, streams, rtt));
-    let mut sockets = match early.take() {
-        Some(d) => Some(d.attach(&session, side, &local_choice, rx_clamp)?),
-        None => None,
-    };
+    // A jumping --reverse's connections leave now, right behind the request: the server
+    // sets its route as it reads the request, a round trip before their handshakes
+    // complete there.
+    let sockets =
+        early
+            .unwrap_or_else(|| late.open())
+            .attach(&session, side, &local_choice, rx_clamp)?;
     let ready = loop {
         let msg = recv(&mut conn, "waiting for the server to accept the parameters")?;
         session.handle(msg)?;
@@ -226,12 +229,6 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     };
     warnings.extend(plan.peer_warning(&BufferCaps::from(&ready.facts)));
     jump.server_answered(cfg.reverse, ready.jump_start_bps, &ready.jump_note);
-    let sockets = match sockets.take() {
-        Some(s) => s,
-        None => late
-            .open()
-            .attach(&session, side, &local_choice, rx_clamp)?,
-    };
     if let Some(fp) = pinned_now {
         warnings.push(format!(
             "first contact with {}: its certificate {fp} is now pinned in the known-servers \

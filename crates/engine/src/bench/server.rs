@@ -603,19 +603,15 @@ pub(super) fn run_session(
         widen_window_scale(shared, chosen, &facts);
     }
     // Jump-start asked by the client: bounded by this server's own view, the route's
-    // initial windows set before the client opens the data connections (it waits for this
-    // answer), removed when the session ends.
-    let jump = params.jump.map(|ask| {
+    // initial windows set before the data connections' handshakes complete here (the
+    // client opens them behind the request), removed when the session ends.
+    let mut jump = params.jump.map(|ask| {
         ServerJump::for_session(
             &ask,
             conn.stream().tcp(),
             rtt,
             params.streams,
-            if chosen > 0 {
-                chosen
-            } else {
-                transport.window_bytes
-            },
+            (chosen, transport.window_bytes),
             role == Role::Sender,
         )
     });
@@ -647,6 +643,9 @@ pub(super) fn run_session(
                 None => Ok(()),
             })
             .map_err(ServeError::io("setting up a data stream"))?;
+    }
+    if let Some(j) = jump.as_mut() {
+        j.check_windows(sockets.iter().map(|s| s.tcp()));
     }
     session.start();
     send_all(&mut session, &mut conn).map_err(ServeError::io("sending Start"))?;

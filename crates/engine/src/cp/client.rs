@@ -357,22 +357,17 @@ pub fn run_cp(
         CpJob::Pull { dest } => (None, Some(dest)),
     };
     // The data hellos, in the same flight: a pull's server starts once they attach. A
-    // jumping pull's go once the server has answered.
-    let early = match early {
-        Some(d) => Some(d.attach(&session, plan.side, &plan.buffer, None)?),
-        None => None,
-    };
+    // jumping pull's connections leave now, right behind the request: the server sets its
+    // route as it reads the request, a round trip before their handshakes complete there.
+    let socks =
+        early
+            .unwrap_or_else(|| late.open())
+            .attach(&session, plan.side, &plan.buffer, None)?;
     let ready = await_ready(&mut conn, &mut session)?;
     let chunk_size = ready.chunk_size;
     if !push {
         jump.server_answered(true, ready.jump_start_bps, &ready.jump_note);
     }
-    let socks = match early {
-        Some(s) => s,
-        None => late
-            .open()
-            .attach(&session, plan.side, &plan.buffer, None)?,
-    };
     if push && chunk_size != chunk_request {
         // A server may lower a push's chunks to fit its memory budget, never raise them.
         let adopted = match sender.as_mut() {
@@ -423,7 +418,7 @@ pub fn run_cp(
                 (cfg.window.is_none() && cfg.rate_bps.is_none() && rtt >= Duration::from_millis(1))
                     .then(|| RateProbe::new(rtt, start.congestion != "bbr"));
             sender.jump = jump.plan.map(|p| JumpValidator::new(p, rtt));
-            let (out, paced) = run_sender(sender, link, socks, chunk_key, progress)?;
+            let (out, paced) = run_sender(sender, link, || Ok(socks), chunk_key, progress)?;
             jump.restore_route();
             let mut jump_report = jump.report;
             jump_report.set_verdict(paced.jump);

@@ -185,12 +185,14 @@ impl Shared {
     }
 }
 
-/// Runs the sending end to completion over an established control link and data
-/// streams (whatever of the file list the session still holds is sent first).
+/// Runs the sending end to completion over an established control link and the data
+/// streams `streams` gives. Whatever of the file list the session still holds is sent
+/// first, before the streams are asked for: a pull's server lists while its data
+/// connections attach, so the receiver's answer and the attachments arrive together.
 pub fn run_sender(
     sender: Sender,
     control: ControlLink,
-    streams: Vec<SecureStream>,
+    streams: impl FnOnce() -> Result<Vec<SecureStream>, CpError>,
     chunk_key: ChunkKey,
     progress: Arc<Progress>,
 ) -> Result<(SendOutcome, Paced), CpError> {
@@ -224,6 +226,13 @@ pub fn run_sender(
         let mut s = shared.lock()?;
         shared.pump(&mut s)?;
     }
+    let streams = match streams() {
+        Ok(s) => s,
+        Err(e) => {
+            control.tx.send_error(&e.to_string());
+            return Err(e);
+        }
+    };
     // Chunks the receiver already has (resumed, or all of them in --checksum-only) are
     // hashed from the file by a helper thread, off the streams.
     let hasher = {

@@ -167,6 +167,39 @@ pub fn serve_transfer(
         }
     }
 
+    // The same decisions as the client and bench, from the request: a fixed window
+    // (`--window SIZE`) is set as is, with no autotuning and no rate probe.
+    let plan = match host::plan_transport_here(
+        &TransportRequest {
+            role: if push { Role::Receiver } else { Role::Sender },
+            streams: params.streams,
+            rate_bps: (params.rate_bps > 0).then_some(params.rate_bps),
+            window: Window::requested(params.window_bytes, opts.window_fixed),
+            congestion: (!params.congestion.is_empty()).then(|| params.congestion.clone()),
+        },
+        rtt,
+    ) {
+        Ok(planned) => planned,
+        Err(e) => return refuse(&mut conn, format!("on the server, {e}")),
+    };
+    let (plan, facts) = plan;
+    let (side, choice) = (plan.side, plan.buffer.clone());
+    // Jump-start asked by the client (a pull from a path it has seen): bounded by this
+    // server's own view, its route's initial windows set before the data connections'
+    // handshakes complete here (the client opens them right behind the request, so their
+    // ACKs arrive a round trip after it): before the walk, which may take long. Held
+    // until the transfer ends, also when it fails.
+    let mut jump = params.jump.map(|ask| {
+        ServerJump::for_session(
+            &ask,
+            conn.stream().tcp(),
+            rtt,
+            params.streams,
+            (longhaul_policy::choice_bytes(&choice), plan.window_bytes),
+            !push,
+        )
+    });
+
     // Pull: list the source now, to choose the chunk size from its size.
     let mut warnings = Vec::new();
     let items: Vec<SendItem> = if push {
@@ -244,23 +277,6 @@ pub fn serve_transfer(
     } else {
         params.chunk_size
     };
-    // The same decisions as the client and bench, from the request: a fixed window
-    // (`--window SIZE`) is set as is, with no autotuning and no rate probe.
-    let plan = match host::plan_transport_here(
-        &TransportRequest {
-            role: if push { Role::Receiver } else { Role::Sender },
-            streams: params.streams,
-            rate_bps: (params.rate_bps > 0).then_some(params.rate_bps),
-            window: Window::requested(params.window_bytes, opts.window_fixed),
-            congestion: (!params.congestion.is_empty()).then(|| params.congestion.clone()),
-        },
-        rtt,
-    ) {
-        Ok(planned) => planned,
-        Err(e) => return refuse(&mut conn, format!("on the server, {e}")),
-    };
-    let (plan, facts) = plan;
-    let (side, choice) = (plan.side, plan.buffer.clone());
     // A receiving stream holds a whole chunk: a push's chunks count, and may be cut.
     let need = MemoryNeed {
         streams: params.streams,
@@ -277,25 +293,6 @@ pub fn serve_transfer(
         params.streams,
         push.then(|| longhaul_policy::choice_bytes(&choice)),
     )?;
-    // Jump-start asked by the client (a pull from a path it has seen): bounded by this
-    // server's own view, its route's initial windows set before the client opens the
-    // data connections (it waits for this answer); held until the transfer ends, also
-    // when it fails.
-    let jump = params.jump.map(|ask| {
-        let chosen = longhaul_policy::choice_bytes(&choice);
-        ServerJump::for_session(
-            &ask,
-            conn.stream().tcp(),
-            rtt,
-            params.streams,
-            if chosen > 0 {
-                chosen
-            } else {
-                plan.window_bytes
-            },
-            !push,
-        )
-    });
     conn.send_transfer(&TransferMessage::TransferReady {
         chunk_size,
         jump_start_bps: jump.as_ref().map_or(0, |j| j.start_bps),
@@ -303,8 +300,10 @@ pub fn serve_transfer(
     })
     .map_err(ServeError::io("sending TransferReady"))?;
     let chunk_key = attach.chunk_key();
-    // The data connections attach while the file list is read (a receiver answers the
-    // list first: one round trip less before data on a long path).
+    // The data connections attach while the file list crosses, either way: a push's
+    // receiver and a pull's sender take them once the list is out (its answer and the
+    // attachments then arrive together: a round trip less before data on a long path).
+    let takes_intervals = attach.peer_takes_intervals();
     let mut collect = || -> Result<Vec<SecureStream>, CpError> {
         let socks = attach.collect()?;
         for s in &socks {
@@ -314,7 +313,6 @@ pub fn serve_transfer(
         }
         Ok(socks)
     };
-    let socks = if push { Vec::new() } else { collect()? };
     let link = ControlLink::start(conn).map_err(ServeError::io("starting the control link"))?;
     let progress = Arc::new(Progress::default());
     let started = std::time::Instant::now();
@@ -366,7 +364,7 @@ pub fn serve_transfer(
         if opts.delta && opts.dry_run {
             sender.session.set_dry_run();
         }
-        if attach.peer_takes_intervals() {
+        if takes_intervals {
             sender.report_every = Some(super::peer_intervals::REPORT_EVERY);
         }
         // The same pacer start and validation as a push's sender and bench's.
@@ -377,18 +375,28 @@ pub fn serve_transfer(
                 .ok()
                 .map(|c| (c, !opts.checksum));
         }
-        // What the kernel actually gave the first stream, as the log's proof of the plan.
-        let sndbuf = socks
-            .first()
-            .and_then(|s| longhaul_sys::socket::send_buffer(s).ok())
-            .unwrap_or(0);
+        let probing = sender.probe.is_some();
+        // What the kernel actually gave the first stream, as the log's proof of the plan;
+        // whether the jump's route was in place for every data connection.
+        let (mut sndbuf, jumping) = (0, &mut jump);
+        let streams = || {
+            let socks = collect()?;
+            if let Some(j) = jumping.as_mut() {
+                j.check_windows(socks.iter().map(|s| s.tcp()));
+            }
+            sndbuf = socks
+                .first()
+                .and_then(|s| longhaul_sys::socket::send_buffer(s).ok())
+                .unwrap_or(0);
+            Ok(socks)
+        };
+        let (out, paced) = run_sender(sender, link, streams, chunk_key, progress)?;
         let window = format!(
             "send buffer {} (SO_SNDBUF {sndbuf}){}, rate probe {}",
             longhaul_policy::describe(&choice),
             if opts.window_fixed { ", fixed" } else { "" },
-            if sender.probe.is_some() { "on" } else { "off" }
+            if probing { "on" } else { "off" }
         );
-        let (out, paced) = run_sender(sender, link, socks, chunk_key, progress)?;
         let jumped = ServerJump::log_note(jump.as_ref(), paced.jump);
         Ok(format!(
             "sent {shown}: {} files ok, {} failed, {:.3} GB in {:.2} s, congestion {congestion}, {window}{jumped}{}",
