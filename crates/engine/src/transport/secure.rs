@@ -35,11 +35,14 @@ struct TlsShared {
     reading: Mutex<Pending>,
 }
 
-/// Ciphertext read from the socket: `cipher[used..]` is still to be given to rustls.
+/// Ciphertext read from the socket: `cipher[used..filled]` is still to be given to
+/// rustls. The buffer keeps its length once allocated: zeroing it again before each read
+/// (a read often returns a few segments of its 256 KiB) was 8 % of a receiver's CPU.
 #[derive(Default)]
 struct Pending {
     cipher: Vec<u8>,
     used: usize,
+    filled: usize,
 }
 
 impl SecureStream {
@@ -205,10 +208,10 @@ impl TlsShared {
                         }
                         Err(e) => return Err(e),
                     }
-                    if pending.cipher.len() == pending.used && !eof {
+                    if pending.filled == pending.used && !eof {
                         break;
                     }
-                    let mut rest = &pending.cipher[pending.used..];
+                    let mut rest = &pending.cipher[pending.used..pending.filled];
                     let before = rest.len();
                     // Zero bytes tells rustls the transport ended.
                     c.read_tls(&mut rest)?;
@@ -227,16 +230,12 @@ impl TlsShared {
             if reply {
                 self.flush(tcp)?;
             }
-            pending.cipher.resize(READ_CHUNK, 0);
-            pending.used = 0;
-            let n = match (&*tcp).read(&mut pending.cipher) {
-                Ok(n) => n,
-                Err(e) => {
-                    pending.cipher.clear();
-                    return Err(e);
-                }
-            };
-            pending.cipher.truncate(n);
+            if pending.cipher.len() < READ_CHUNK {
+                pending.cipher.resize(READ_CHUNK, 0);
+            }
+            (pending.used, pending.filled) = (0, 0);
+            let n = (&*tcp).read(&mut pending.cipher)?;
+            pending.filled = n;
             eof = n == 0;
         }
     }
