@@ -190,18 +190,21 @@ fn a_second_run_to_a_path_jumps_and_restores_the_route() {
     );
 
     // A record whose RTT is not the path's (twice as long): another path, no jump.
-    let text = std::fs::read_to_string(&file).unwrap();
-    let changed: String = text
-        .lines()
-        .map(|l| {
-            let mut f: Vec<String> = l.split(' ').map(str::to_string).collect();
-            if f.len() == 7 {
-                f[3] = (f[3].parse::<u64>().unwrap() * 2).to_string();
-            }
-            f.join(" ") + "\n"
-        })
-        .collect();
-    std::fs::write(&file, changed).unwrap();
+    let double_the_rtt = || {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let changed: String = text
+            .lines()
+            .map(|l| {
+                let mut f: Vec<String> = l.split(' ').map(str::to_string).collect();
+                if f.len() == 7 {
+                    f[3] = (f[3].parse::<u64>().unwrap() * 2).to_string();
+                }
+                f.join(" ") + "\n"
+            })
+            .collect();
+        std::fs::write(&file, changed).unwrap();
+    };
+    double_the_rtt();
     let (start, end) = ok(bench(&ns_a, &home.0, &cache, &[]).output().unwrap());
     assert_eq!(start["jump_start"]["used"], false, "{start}");
     // The guess from the record (and its route) was dropped at the connect, and the data
@@ -218,6 +221,21 @@ fn a_second_run_to_a_path_jumps_and_restores_the_route() {
             .contains("the RTT is"),
         "{start}"
     );
+    assert_eq!(host_route(&ns_a, SERVER), "");
+    // The same with -P 8, the guess's own count: its connections are still dropped (made
+    // while its route was set, they may carry the route's initial windows) and dialed again.
+    // (The run before wrote the path's true RTT back.)
+    double_the_rtt();
+    let (start, end) = ok(bench(&ns_a, &home.0, &cache, &["-P", "8"])
+        .output()
+        .unwrap());
+    assert_eq!(start["jump_start"]["used"], false, "{start}");
+    let dialed = end["summary"]["data_dialed_rtts"].as_f64().unwrap_or(0.0);
+    assert!(
+        dialed >= 0.9,
+        "a wrong guess of the user's count was kept ({dialed} RTT in): {end}"
+    );
+    assert_eq!(end["streams"].as_array().map(Vec::len), Some(8), "{end}");
     assert_eq!(host_route(&ns_a, SERVER), "");
 }
 

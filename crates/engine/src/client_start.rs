@@ -20,7 +20,7 @@ use std::time::Duration;
 use longhaul_proto::{ClientSession, Token};
 
 use crate::bench::BenchError;
-use crate::jump::{ClientJump, ClientStart};
+use crate::jump::{ClientJump, ClientStart, JumpWish, PathNow};
 use crate::transport::dial::{dial_with, DataDialer, DataPlan, Dialed, AUTO_STREAMS};
 use crate::transport::framed::FramedConn;
 use crate::transport::tls::{ClientTls, Fingerprint, Security};
@@ -84,16 +84,12 @@ pub struct LateData {
 /// Dials the server as `plan` says (see the module docs for when the data connections
 /// leave).
 pub fn start_session(plan: &StartPlan) -> Result<Started, BenchError> {
-    // Without the right to set route metrics this end never jumps, so it never waits.
-    let may_jump = plan.jump_start
-        && longhaul_sys::socket::can_force_buffers()
-        && crate::jump::seen_before(plan.target);
-    let streams = match (may_jump, plan.receiving, plan.user_streams) {
-        (true, true, _) => 0,
-        (true, false, _) | (false, _, None) => AUTO_STREAMS,
-        (false, _, Some(n)) => n.clamp(1, longhaul_proto::limits::MAX_STREAMS),
+    let wish = JumpWish {
+        enabled: plan.jump_start,
+        user_streams: plan.user_streams,
+        probing: plan.probing,
     };
-    let mut start = ClientStart::new(plan.jump_start, plan.user_streams, plan.probing);
+    let mut start = ClientStart::new(wish, plan.receiving);
     let Dialed {
         conn,
         session,
@@ -107,7 +103,7 @@ pub fn start_session(plan: &StartPlan) -> Result<Started, BenchError> {
         plan.token,
         plan.security,
         DataPlan {
-            streams,
+            streams: AUTO_STREAMS,
             receiving: plan.receiving,
         },
         &mut start,
@@ -121,18 +117,11 @@ pub fn start_session(plan: &StartPlan) -> Result<Started, BenchError> {
     // The count opened, or (a run whose server may jump) to open: the user's, or the
     // path's, or a jump's.
     let (jump, streams) = match start.decided() {
-        Some((jump, _)) => (jump, data.streams()),
+        Some(decided) => decided,
         None => {
             let (peer, local) = ends.unwrap_or((addr.ip(), Ipv4Addr::UNSPECIFIED.into()));
-            crate::jump::decide_client(
-                plan.jump_start,
-                plan.user_streams,
-                data.streams(),
-                rtt,
-                peer,
-                local,
-                plan.probing && rtt >= longhaul_policy::MIN_PROBE_RTT,
-            )
+            let path = PathNow { peer, local, rtt };
+            crate::jump::decide_client(&wish, data.streams(), path, path.record())
         }
     };
     let late = LateData {

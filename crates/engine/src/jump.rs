@@ -14,7 +14,7 @@ use longhaul_sys::route::InitialWindows;
 use serde::Serialize;
 
 use crate::path_cache::{now_unix, PathCache, PathRecord};
-use crate::transport::dial::DataStart;
+use crate::transport::dial::{Count, DataStart};
 
 /// What the JSON says about jump-start (`start.jump_start`, `end.jump_start`).
 #[derive(Debug, Clone, Default, Serialize)]
@@ -124,6 +124,53 @@ impl JumpReport {
     }
 }
 
+/// What the user asked of a client's run, as far as its jump and stream count go (bench
+/// and cp alike).
+#[derive(Debug, Clone, Copy)]
+pub struct JumpWish {
+    /// Jump-start allowed (`--no-jump-start` not given).
+    pub enabled: bool,
+    /// `-P`: the user's stream count.
+    pub user_streams: Option<u16>,
+    /// The rate probe runs (no `--rate`, no fixed window): a jump needs it to take over.
+    pub probing: bool,
+}
+
+impl JumpWish {
+    /// Whether the probe runs on a path of `rtt` (not below
+    /// [`longhaul_policy::MIN_PROBE_RTT`]).
+    fn probing_at(&self, rtt: Duration) -> bool {
+        self.probing && rtt >= longhaul_policy::MIN_PROBE_RTT
+    }
+
+    /// The user's count within the protocol's bounds.
+    fn user_count(&self) -> Option<u16> {
+        self.user_streams
+            .map(|n| n.clamp(1, longhaul_proto::limits::MAX_STREAMS))
+    }
+}
+
+/// A path as the path cache keys it (both ends' addresses), with its RTT: measured at
+/// the connect, or remembered before it.
+#[derive(Debug, Clone, Copy)]
+pub struct PathNow {
+    /// The server's address.
+    pub peer: IpAddr,
+    /// This end's address toward it.
+    pub local: IpAddr,
+    /// The path's RTT.
+    pub rtt: Duration,
+}
+
+impl PathNow {
+    /// The path's record in the user's cache, if any.
+    pub fn record(&self) -> Option<PathRecord> {
+        PathCache::open_default()
+            .ok()
+            .and_then(|c| c.lookup(self.peer, self.local))
+    }
+}
+
 /// A client's jump for one run: the plan, the route guard and the report.
 pub struct ClientJump {
     /// The plan, when the run jumps.
@@ -134,23 +181,20 @@ pub struct ClientJump {
 }
 
 impl ClientJump {
-    /// Decides for a run to `peer` from `local` with the RTT measured now, and (when it
-    /// jumps) sets the initial windows on this end's route to the peer. `enabled` is false
-    /// with `--no-jump-start`; `probing` when the rate probe runs.
+    /// Decides for a run on `path` with `streams` data connections from the path's
+    /// `record` (looked up by the caller), and (when it jumps) sets the initial windows on
+    /// this end's route to the peer.
     pub fn prepare(
-        enabled: bool,
-        peer: IpAddr,
-        local: IpAddr,
-        rtt: Duration,
+        wish: &JumpWish,
+        path: PathNow,
         streams: u16,
-        probing: bool,
+        record: Option<PathRecord>,
     ) -> Self {
-        let (decision, record) = Self::decide(enabled, peer, local, rtt, streams, probing);
-        let plan = match decision {
+        let plan = match Self::decide(wish, path, streams, record.as_ref()) {
             Ok(p) => p,
             Err(why) => return Self::without(JumpReport::not_used(&why, record.as_ref())),
         };
-        match InitialWindows::set(peer, plan.init_cwnd, plan.init_rwnd) {
+        match InitialWindows::set(path.peer, plan.init_cwnd, plan.init_rwnd) {
             Ok(route) => Self {
                 plan: Some(plan),
                 report: JumpReport::used(&plan, record.as_ref()),
@@ -164,26 +208,22 @@ impl ClientJump {
         }
     }
 
-    /// The decision alone, with the record it read (no route is touched).
+    /// The decision alone (no route is touched).
     fn decide(
-        enabled: bool,
-        peer: IpAddr,
-        local: IpAddr,
-        rtt: Duration,
+        wish: &JumpWish,
+        path: PathNow,
         streams: u16,
-        probing: bool,
-    ) -> (Result<JumpPlan, NoJump>, Option<PathRecord>) {
-        let cache = PathCache::open_default().ok();
-        let record = cache.as_ref().and_then(|c| c.lookup(peer, local));
+        record: Option<&PathRecord>,
+    ) -> Result<JumpPlan, NoJump> {
         let inputs = JumpInputs {
             memory: record.map(|r| r.memory(now_unix())),
-            rtt_now: rtt,
+            rtt_now: path.rtt,
             streams,
-            disabled: !enabled,
-            probing,
+            disabled: !wish.enabled,
+            probing: wish.probing_at(path.rtt),
             privileged: longhaul_sys::socket::can_force_buffers(),
         };
-        (longhaul_policy::decide_jump(&inputs), record)
+        longhaul_policy::decide_jump(&inputs)
     }
 
     fn without(report: JumpReport) -> Self {
@@ -396,54 +436,35 @@ impl ServerJump {
     }
 }
 
-/// Whether this user's path cache has a record for any address `target` resolves to: a
-/// run to it may jump, so its data connections wait until the routes are set.
-pub fn seen_before(target: &str) -> bool {
-    let Ok(addrs) = crate::transport::dial::resolve(target, crate::transport::dial::DEFAULT_PORT)
-    else {
-        return false;
-    };
-    let Ok(cache) = PathCache::open_default() else {
-        return false;
-    };
-    let records = cache.load();
-    addrs
-        .iter()
-        .any(|a| records.iter().any(|r| r.peer == a.ip()))
-}
-
-/// The stream count and the jump of a client's run, decided once the RTT is known (bench
+/// The stream count and the jump of a client's run on `path`, from its `record` (bench
 /// and cp alike). `opened` data connections are already on their way (made before any
 /// route could be set: such a run does not jump, and their count stands); otherwise the
 /// count is the user's, or the path's ([`longhaul_policy::streams_for_path`]), or, when
 /// the run jumps, at most [`longhaul_policy::JUMP_STREAMS`] (the initial windows carry the
 /// rate; on an emulated 436 ms path 64 streams' jumps fell short where 8 and 1 held it).
 pub fn decide_client(
-    enabled: bool,
-    user_streams: Option<u16>,
+    wish: &JumpWish,
     opened: u16,
-    rtt: Duration,
-    peer: IpAddr,
-    local: IpAddr,
-    probing: bool,
+    path: PathNow,
+    record: Option<PathRecord>,
 ) -> (ClientJump, u16) {
-    let auto = match (opened, user_streams) {
-        (0, Some(n)) => n,
-        (0, None) => longhaul_policy::streams_for_path(rtt),
-        (n, _) => n,
-    };
     if opened > 0 {
-        let report = match ClientJump::decide(enabled, peer, local, rtt, opened, probing) {
-            (Ok(_), _) => JumpReport {
+        let report = match ClientJump::decide(wish, path, opened, record.as_ref()) {
+            Ok(_) => JumpReport {
                 not_used: Some("the data connections were made before the routes".into()),
                 ..JumpReport::default()
             },
-            (Err(why), record) => JumpReport::not_used(&why, record.as_ref()),
+            Err(why) => JumpReport::not_used(&why, record.as_ref()),
         };
         return (ClientJump::without(report), opened);
     }
-    let jump_streams = user_streams.unwrap_or(longhaul_policy::JUMP_STREAMS.min(auto));
-    let jump = ClientJump::prepare(enabled, peer, local, rtt, jump_streams, probing);
+    let auto = wish
+        .user_count()
+        .unwrap_or_else(|| longhaul_policy::streams_for_path(path.rtt));
+    let jump_streams = wish
+        .user_count()
+        .unwrap_or(longhaul_policy::JUMP_STREAMS.min(auto));
+    let jump = ClientJump::prepare(wish, path, jump_streams, record);
     let streams = if jump.plan.is_some() {
         jump_streams
     } else {
@@ -453,44 +474,51 @@ pub fn decide_client(
 }
 
 /// How a client's data connections start, bench and cp alike (`dial_with`'s
-/// [`DataStart`] for an `AUTO_STREAMS` plan). A path in the user's cache (less than a day
-/// old) is decided before the connect from its remembered RTT: the stream count, and the
-/// jump with its route (when this end sends), so the data connections go with the control
-/// connection's SYN and data flows after 3 round trips, not 4. If the RTT measured at the
-/// connect does not match the record (or the connection left from another address), the
-/// guess is dropped (its route with it) and decided again: that run pays the round trip.
-/// A path not in the cache is decided at the connect.
+/// [`DataStart`]; the count is the user's, or chosen here). The path's record in the
+/// user's cache (less than a day old) is read once, before the connect:
+///
+/// - a path remembered: its RTT gives the stream count, and the jump with its route when
+///   this end sends, so the data connections go with the control connection's SYN and
+///   data flows after 3 round trips, not 4. If the RTT measured at the connect does not
+///   match the record (or the connection left from another address), the guess is
+///   dropped (its connections and route with it) and decided again: that run pays the
+///   round trip.
+/// - a path remembered whose server sends and may jump (this end may set routes): the
+///   data connections wait, to leave behind the request (the server's route first,
+///   `crate::client_start`); the jump is decided at the connect.
+/// - a path not remembered: the user's count goes at once; the path's waits for the RTT.
 pub struct ClientStart {
-    jump_enabled: bool,
-    user_streams: Option<u16>,
-    probing: bool,
+    wish: JumpWish,
+    receiving: bool,
+    record: Option<PathRecord>,
+    /// A run whose server sends and may jump: no data connection before the request.
+    hold: bool,
     guess: Option<Guess>,
     decided: Option<(ClientJump, u16)>,
 }
 
 /// A decision made before the connect, from the path's record.
 struct Guess {
-    peer: IpAddr,
-    local: IpAddr,
-    rtt: Duration,
+    path: PathNow,
     decided: (ClientJump, u16),
 }
 
 impl ClientStart {
-    /// `jump_enabled`: this end may jump (it sends, and `--no-jump-start` was not given);
-    /// `user_streams`: `-P`; `probing`: the rate probe runs.
-    pub fn new(jump_enabled: bool, user_streams: Option<u16>, probing: bool) -> Self {
+    /// `receiving`: this end receives on the data connections (the server sends, and
+    /// jumps with its own route).
+    pub fn new(wish: JumpWish, receiving: bool) -> Self {
         Self {
-            jump_enabled,
-            user_streams,
-            probing,
+            wish,
+            receiving,
+            record: None,
+            hold: false,
             guess: None,
             decided: None,
         }
     }
 
-    /// The jump and the count decided (`None` when the plan did not ask, or the
-    /// connection's addresses could not be read).
+    /// The jump and the count decided (`None` when the connection's addresses could not
+    /// be read).
     pub fn decided(self) -> Option<(ClientJump, u16)> {
         self.decided
     }
@@ -498,81 +526,99 @@ impl ClientStart {
 
 impl DataStart for ClientStart {
     fn before_connect(&mut self, peer: SocketAddr) -> u16 {
-        let Some(local) = longhaul_sys::route::source_toward(peer) else {
-            return 0;
+        let local = longhaul_sys::route::source_toward(peer);
+        let record = local
+            .and_then(|local| {
+                PathNow {
+                    peer: peer.ip(),
+                    local,
+                    rtt: Duration::ZERO,
+                }
+                .record()
+            })
+            .filter(|r| r.memory(now_unix()).age <= jump_start::MAX_AGE);
+        let (Some(local), Some(record)) = (local, record) else {
+            return self.wish.user_count().unwrap_or(0);
         };
-        let Some(record) = PathCache::open_default()
-            .ok()
-            .and_then(|c| c.lookup(peer.ip(), local))
-        else {
-            return 0;
-        };
-        if record.memory(now_unix()).age > jump_start::MAX_AGE {
+        self.record = Some(record);
+        if self.receiving && self.wish.enabled && longhaul_sys::socket::can_force_buffers() {
+            self.hold = true;
             return 0;
         }
-        let rtt = Duration::from_micros(record.min_rtt_us);
-        let probing = self.probing && rtt >= longhaul_policy::MIN_PROBE_RTT;
-        let decided = decide_client(
-            self.jump_enabled,
-            self.user_streams,
-            0,
-            rtt,
-            peer.ip(),
-            local,
-            probing,
-        );
-        let n = decided.1;
-        self.guess = Some(Guess {
+        let path = PathNow {
             peer: peer.ip(),
             local,
-            rtt,
-            decided,
-        });
+            rtt: Duration::from_micros(record.min_rtt_us),
+        };
+        let decided = decide_client(&self.wish, 0, path, Some(record));
+        let n = decided.1;
+        self.guess = Some(Guess { path, decided });
         n
     }
 
-    fn at_connect(&mut self, rtt: Duration, tcp: &TcpStream, opened: u16) -> u16 {
+    fn at_connect(&mut self, rtt: Duration, tcp: &TcpStream, opened: u16) -> Count {
+        let ends = (tcp.peer_addr(), tcp.local_addr());
         if let Some(guess) = self.guess.take() {
-            let ends = (tcp.peer_addr(), tcp.local_addr());
-            let same_path =
-                matches!(ends, (Ok(p), Ok(l)) if p.ip() == guess.peer && l.ip() == guess.local);
-            if opened > 0 && same_path && jump_start::rtt_matches(guess.rtt, rtt) {
+            let same_path = matches!(ends, (Ok(p), Ok(l))
+                if p.ip() == guess.path.peer && l.ip() == guess.path.local);
+            if opened > 0 && same_path && jump_start::rtt_matches(guess.path.rtt, rtt) {
                 self.decided = Some(guess.decided);
-                return opened;
+                return Count::Keep;
             }
-            // Another path than remembered: the guess's route goes with it.
+            // Another path than remembered: the guess's route goes with it, and its
+            // connections (they may carry the route's initial windows).
+            drop(guess);
+            let (jump, n) = self.decide_at_connect(rtt, ends, 0);
+            self.decided = jump.map(|j| (j, n));
+            return Count::New(n);
         }
-        let (jump, n) = at_connect(self.jump_enabled, self.user_streams, self.probing, rtt, tcp);
+        // No guess: the user's count on its way (kept), or none yet.
+        let (jump, n) = self.decide_at_connect(rtt, ends, opened);
+        let behind_request = self.hold && jump.as_ref().is_some_and(|j| j.plan.is_some());
         self.decided = jump.map(|j| (j, n));
-        n
+        if behind_request {
+            // The server's route first: they leave behind the request (client_start).
+            return Count::New(0);
+        }
+        if opened > 0 && n == opened {
+            Count::Keep
+        } else {
+            Count::New(n)
+        }
     }
 }
 
-/// [`decide_client`] at the control connection's connect (for an `AUTO_STREAMS` plan):
-/// `tcp` gives both ends' addresses. `None` for the jump when they cannot be read (the
-/// count is then the user's or the path's).
-fn at_connect(
-    enabled: bool,
-    user_streams: Option<u16>,
-    probing: bool,
-    rtt: Duration,
-    tcp: &std::net::TcpStream,
-) -> (Option<ClientJump>, u16) {
-    let (Ok(peer), Ok(local)) = (tcp.peer_addr(), tcp.local_addr()) else {
-        return (
-            None,
-            user_streams.unwrap_or_else(|| longhaul_policy::streams_for_path(rtt)),
-        );
-    };
-    let probing = probing && rtt >= longhaul_policy::MIN_PROBE_RTT;
-    let (jump, n) = decide_client(
-        enabled,
-        user_streams,
-        0,
-        rtt,
-        peer.ip(),
-        local.ip(),
-        probing,
-    );
-    (Some(jump), n)
+impl ClientStart {
+    /// [`decide_client`] at the control connection's connect, whose `ends` (peer, local)
+    /// name the path: `None` for the jump when they cannot be read (the count is then the
+    /// user's or the path's).
+    fn decide_at_connect(
+        &self,
+        rtt: Duration,
+        ends: (std::io::Result<SocketAddr>, std::io::Result<SocketAddr>),
+        opened: u16,
+    ) -> (Option<ClientJump>, u16) {
+        let (Ok(peer), Ok(local)) = ends else {
+            let n = match opened {
+                0 => self
+                    .wish
+                    .user_count()
+                    .unwrap_or_else(|| longhaul_policy::streams_for_path(rtt)),
+                n => n,
+            };
+            return (None, n);
+        };
+        let path = PathNow {
+            peer: peer.ip(),
+            local: local.ip(),
+            rtt,
+        };
+        // The record read before the connect, if it names this path.
+        let record = self
+            .record
+            .filter(|r| r.peer == path.peer && r.local == path.local)
+            .or_else(|| path.record());
+        let (jump, n) = decide_client(&self.wish, opened, path, record);
+        (Some(jump), n)
+    }
 }

@@ -63,8 +63,18 @@ pub trait DataStart {
     fn before_connect(&mut self, peer: SocketAddr) -> u16;
     /// The count once the control connection's TCP handshake has measured `rtt` (`tcp` is
     /// that connection). `opened` are on their way to its address (0 if none, or if the
-    /// guess went to another address): returning another count replaces them.
-    fn at_connect(&mut self, rtt: Duration, tcp: &TcpStream, opened: u16) -> u16;
+    /// guess went to another address).
+    fn at_connect(&mut self, rtt: Duration, tcp: &TcpStream, opened: u16) -> Count;
+}
+
+/// What becomes of the data connections opened before the connect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    /// They stand (the guess held).
+    Keep,
+    /// They are dropped and this many opened instead, also when it is as many: a dropped
+    /// guess's connections may carry its route's initial windows.
+    New(u16),
 }
 
 /// The path's count ([`longhaul_policy::streams_for_path`]) at the connect, no guess.
@@ -75,8 +85,8 @@ impl DataStart for PathStreams {
         0
     }
 
-    fn at_connect(&mut self, rtt: Duration, _tcp: &TcpStream, _opened: u16) -> u16 {
-        longhaul_policy::streams_for_path(rtt)
+    fn at_connect(&mut self, rtt: Duration, _tcp: &TcpStream, _opened: u16) -> Count {
+        Count::New(longhaul_policy::streams_for_path(rtt))
     }
 }
 
@@ -143,16 +153,20 @@ pub fn dial_with(
     let (stream, addr) = connect_any(&addrs)?;
     let rtt = t_connect.elapsed();
     let opened = if addr == addrs[0] { data.streams } else { 0 };
-    let wanted = if auto {
+    let count = if auto {
         start.at_connect(rtt, &stream, opened)
     } else {
-        data.streams
+        Count::Keep
     };
-    if wanted != opened || addr != addrs[0] {
+    let replace = match count {
+        Count::New(n) => Some(n),
+        Count::Keep => (addr != addrs[0]).then_some(data.streams),
+    };
+    if let Some(n) = replace {
         // The first address did not answer, or the guess was wrong: the data connections
         // go where the control connection went, as many as wanted (those on their way
         // end when their TLS setup is dropped with them).
-        data.streams = wanted;
+        data.streams = n;
         dialer = DataDialer::start(addr, data, token.clone());
     }
     // Their TLS starts now (their TCP handshakes end with the control connection's), so
