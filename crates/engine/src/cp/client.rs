@@ -207,7 +207,7 @@ pub fn run_cp(
     let push = matches!(cfg.job, CpJob::Push { .. });
     // The stream count and the jump as `crate::client_start` decides them, bench's way: a
     // push to a path seen before may jump from its own route; a pull's jump is the
-    // server's, and its data connections wait for the server's answer.
+    // server's, and its data connections leave behind the request (its route first).
     let probing = cfg.window.is_none() && cfg.rate_bps.is_none();
     let crate::client_start::Started {
         mut conn,
