@@ -237,6 +237,19 @@ fn a_second_run_to_a_path_jumps_and_restores_the_route() {
     );
     assert_eq!(end["streams"].as_array().map(Vec::len), Some(8), "{end}");
     assert_eq!(host_route(&ns_a, SERVER), "");
+    // A guess that set no route (--no-jump-start) keeps its connections when the count
+    // stands: nothing is redialled for a record's stale RTT.
+    double_the_rtt();
+    let (_, end) = ok(
+        bench(&ns_a, &home.0, &cache, &["-P", "8", "--no-jump-start"])
+            .output()
+            .unwrap(),
+    );
+    let dialed = end["summary"]["data_dialed_rtts"].as_f64().unwrap_or(9.0);
+    assert!(
+        dialed < 0.5,
+        "a guess without a route was redialled ({dialed} RTT in): {end}"
+    );
 }
 
 /// `longhaul cp --json SRC DEST` from namespace `ns_a` with the test's cache.

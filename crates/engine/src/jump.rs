@@ -566,10 +566,16 @@ impl DataStart for ClientStart {
                 return Count::Keep;
             }
             // Another path than remembered: the guess's route goes with it, and its
-            // connections (they may carry the route's initial windows).
+            // connections (they may carry the route's initial windows), unless it set
+            // none and they are as many as wanted.
+            let guessed_route = guess.decided.0.plan.is_some();
             drop(guess);
             let (jump, n) = self.decide_at_connect(rtt, ends, 0);
+            let jumps = jump.as_ref().is_some_and(|j| j.plan.is_some());
             self.decided = jump.map(|j| (j, n));
+            if opened > 0 && n == opened && !guessed_route && !jumps {
+                return Count::Keep;
+            }
             return Count::New(n);
         }
         // No guess: the user's count on its way (kept), or none yet.
