@@ -10,7 +10,8 @@
 //!   pull): its route's initial window must exist when their handshakes complete at the
 //!   server (the kernel reads it for the child socket at the client's ACK), and the
 //!   server sets it as it reads the request, a round trip before those ACKs arrive
-//!   ([`LateData::open`]; the server counts connections that missed it in its log).
+//!   ([`DataConnections::after_request`]; the server counts connections that missed it
+//!   in its log).
 //!
 //! docs/startup.md counts the round trips of each case.
 
@@ -65,11 +66,27 @@ pub struct Started {
     pub jump: ClientJump,
     /// The data connections the run uses.
     pub streams: u16,
-    /// The data connections on their way; `None` when they wait for the request to leave
-    /// ([`LateData::open`]).
-    pub early: Option<DataDialer>,
-    /// How to open them later.
-    pub late: LateData,
+    /// The data connections: on their way, or to open behind the request.
+    pub data: DataConnections,
+}
+
+/// A run's data connections, as [`start_session`] left them.
+pub enum DataConnections {
+    /// On their way since the start (or the connect).
+    Dialing(DataDialer),
+    /// To open right behind the request: the server sends and jumps, and its route must
+    /// be set first.
+    BehindRequest(LateData),
+}
+
+impl DataConnections {
+    /// Their dialer, once the request has left: those that waited for it open now.
+    pub fn after_request(self) -> DataDialer {
+        match self {
+            Self::Dialing(d) => d,
+            Self::BehindRequest(late) => late.open(),
+        }
+    }
 }
 
 /// What opening the data connections behind the request needs.
@@ -134,10 +151,10 @@ pub fn start_session(plan: &StartPlan) -> Result<Started, BenchError> {
     // Without a jump the data connections are on their way since the start (dial), or,
     // if dial held them back for a jump that did not happen, they open now; a jump whose
     // server sends opens them behind the request, which sets the server's route.
-    let early = match (data.streams(), jump.plan.is_some()) {
-        (0, false) => Some(late.open()),
-        (0, true) => None,
-        _ => Some(data),
+    let data = match (data.streams(), jump.plan.is_some()) {
+        (0, false) => DataConnections::Dialing(late.open()),
+        (0, true) => DataConnections::BehindRequest(late),
+        _ => DataConnections::Dialing(data),
     };
     Ok(Started {
         conn,
@@ -149,15 +166,13 @@ pub fn start_session(plan: &StartPlan) -> Result<Started, BenchError> {
         mss,
         jump,
         streams,
-        early,
-        late,
+        data,
     })
 }
 
 impl LateData {
-    /// Opens the run's data connections now (behind the request of a run whose server
-    /// jumps).
-    pub fn open(&self) -> DataDialer {
+    /// Opens the run's data connections now.
+    fn open(&self) -> DataDialer {
         let d = DataDialer::start(
             self.addr,
             DataPlan {

@@ -165,10 +165,15 @@ pub struct PathNow {
 impl PathNow {
     /// The path's record in the user's cache, if any.
     pub fn record(&self) -> Option<PathRecord> {
-        PathCache::open_default()
-            .ok()
-            .and_then(|c| c.lookup(self.peer, self.local))
+        lookup(self.peer, self.local)
     }
+}
+
+/// The record of the path from `local` to `peer` in the user's cache, if any.
+fn lookup(peer: IpAddr, local: IpAddr) -> Option<PathRecord> {
+    PathCache::open_default()
+        .ok()
+        .and_then(|c| c.lookup(peer, local))
 }
 
 /// A client's jump for one run: the plan, the route guard and the report.
@@ -528,14 +533,7 @@ impl DataStart for ClientStart {
     fn before_connect(&mut self, peer: SocketAddr) -> u16 {
         let local = longhaul_sys::route::source_toward(peer);
         let record = local
-            .and_then(|local| {
-                PathNow {
-                    peer: peer.ip(),
-                    local,
-                    rtt: Duration::ZERO,
-                }
-                .record()
-            })
+            .and_then(|local| lookup(peer.ip(), local))
             .filter(|r| r.memory(now_unix()).age <= jump_start::MAX_AGE);
         let (Some(local), Some(record)) = (local, record) else {
             return self.wish.user_count().unwrap_or(0);
@@ -558,35 +556,32 @@ impl DataStart for ClientStart {
 
     fn at_connect(&mut self, rtt: Duration, tcp: &TcpStream, opened: u16) -> Count {
         let ends = (tcp.peer_addr(), tcp.local_addr());
-        if let Some(guess) = self.guess.take() {
+        let guess = self.guess.take();
+        if let Some(g) = guess.as_ref() {
             let same_path = matches!(ends, (Ok(p), Ok(l))
-                if p.ip() == guess.path.peer && l.ip() == guess.path.local);
-            if opened > 0 && same_path && jump_start::rtt_matches(guess.path.rtt, rtt) {
-                self.decided = Some(guess.decided);
+                if p.ip() == g.path.peer && l.ip() == g.path.local);
+            if opened > 0 && same_path && jump_start::rtt_matches(g.path.rtt, rtt) {
+                self.decided = guess.map(|g| g.decided);
                 return Count::Keep;
             }
-            // Another path than remembered: the guess's route goes with it, and its
-            // connections (they may carry the route's initial windows), unless it set
-            // none and they are as many as wanted.
-            let guessed_route = guess.decided.0.plan.is_some();
-            drop(guess);
-            let (jump, n) = self.decide_at_connect(rtt, ends, 0);
-            let jumps = jump.as_ref().is_some_and(|j| j.plan.is_some());
-            self.decided = jump.map(|j| (j, n));
-            if opened > 0 && n == opened && !guessed_route && !jumps {
-                return Count::Keep;
-            }
-            return Count::New(n);
         }
-        // No guess: the user's count on its way (kept), or none yet.
-        let (jump, n) = self.decide_at_connect(rtt, ends, opened);
-        let behind_request = self.hold && jump.as_ref().is_some_and(|j| j.plan.is_some());
+        // A guess for another path than this one is decided again (its route goes with
+        // it); without a guess, the user's count on its way stands (made before any route,
+        // it cannot jump), or none went yet.
+        let (carried_route, decide_opened) = match guess {
+            Some(g) => (g.decided.0.plan.is_some(), 0),
+            None => (false, opened),
+        };
+        let (jump, n) = self.decide_at_connect(rtt, ends, decide_opened);
+        let jumps = jump.as_ref().is_some_and(|j| j.plan.is_some());
         self.decided = jump.map(|j| (j, n));
-        if behind_request {
+        if self.hold && jumps {
             // The server's route first: they leave behind the request (client_start).
             return Count::New(0);
         }
-        if opened > 0 && n == opened {
+        // Connections on their way stand if as many are wanted and none carries a route's
+        // initial windows the run no longer has (a dropped guess's) or lacks a new jump's.
+        if opened > 0 && n == opened && !carried_route && !jumps {
             Count::Keep
         } else {
             Count::New(n)

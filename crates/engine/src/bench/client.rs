@@ -138,8 +138,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         mss,
         mut jump,
         streams,
-        early,
-        late,
+        data,
     } = started;
     let local_ip = ends
         .map(|(_, local)| local)
@@ -215,10 +214,9 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     // A jumping --reverse's connections leave now, right behind the request: the server
     // sets its route as it reads the request, a round trip before their handshakes
     // complete there.
-    let sockets =
-        early
-            .unwrap_or_else(|| late.open())
-            .attach(&session, side, &local_choice, rx_clamp)?;
+    let sockets = data
+        .after_request()
+        .attach(&session, side, &local_choice, rx_clamp)?;
     let ready = loop {
         let msg = recv(&mut conn, "waiting for the server to accept the parameters")?;
         session.handle(msg)?;

@@ -218,8 +218,7 @@ pub fn run_cp(
         mss,
         mut jump,
         streams,
-        early,
-        late,
+        data,
         ..
     } = crate::client_start::start_session(&crate::client_start::StartPlan {
         target: &cfg.server,
@@ -359,10 +358,9 @@ pub fn run_cp(
     // The data hellos, in the same flight: a pull's server starts once they attach. A
     // jumping pull's connections leave now, right behind the request: the server sets its
     // route as it reads the request, a round trip before their handshakes complete there.
-    let socks =
-        early
-            .unwrap_or_else(|| late.open())
-            .attach(&session, plan.side, &plan.buffer, None)?;
+    let socks = data
+        .after_request()
+        .attach(&session, plan.side, &plan.buffer, None)?;
     let ready = await_ready(&mut conn, &mut session)?;
     let chunk_size = ready.chunk_size;
     if !push {
