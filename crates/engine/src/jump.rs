@@ -495,7 +495,8 @@ pub fn decide_client(
 pub struct ClientStart {
     wish: JumpWish,
     receiving: bool,
-    record: Option<PathRecord>,
+    /// The path looked up before the connect (peer, local) and its record, fresh or not.
+    looked_up: Option<((IpAddr, IpAddr), Option<PathRecord>)>,
     /// A run whose server sends and may jump: no data connection before the request.
     hold: bool,
     guess: Option<Guess>,
@@ -515,7 +516,7 @@ impl ClientStart {
         Self {
             wish,
             receiving,
-            record: None,
+            looked_up: None,
             hold: false,
             guess: None,
             decided: None,
@@ -531,14 +532,15 @@ impl ClientStart {
 
 impl DataStart for ClientStart {
     fn before_connect(&mut self, peer: SocketAddr) -> u16 {
-        let local = longhaul_sys::route::source_toward(peer);
-        let record = local
-            .and_then(|local| lookup(peer.ip(), local))
-            .filter(|r| r.memory(now_unix()).age <= jump_start::MAX_AGE);
-        let (Some(local), Some(record)) = (local, record) else {
+        let Some(local) = longhaul_sys::route::source_toward(peer) else {
             return self.wish.user_count().unwrap_or(0);
         };
-        self.record = Some(record);
+        let record = lookup(peer.ip(), local);
+        self.looked_up = Some(((peer.ip(), local), record));
+        let Some(record) = record.filter(|r| r.memory(now_unix()).age <= jump_start::MAX_AGE)
+        else {
+            return self.wish.user_count().unwrap_or(0);
+        };
         if self.receiving && self.wish.enabled && longhaul_sys::socket::can_force_buffers() {
             self.hold = true;
             return 0;
@@ -614,11 +616,11 @@ impl ClientStart {
             local: local.ip(),
             rtt,
         };
-        // The record read before the connect, if it names this path.
-        let record = self
-            .record
-            .filter(|r| r.peer == path.peer && r.local == path.local)
-            .or_else(|| path.record());
+        // The record read before the connect, if that was this path.
+        let record = match self.looked_up {
+            Some((key, record)) if key == (path.peer, path.local) => record,
+            _ => path.record(),
+        };
         let (jump, n) = decide_client(&self.wish, opened, path, record);
         (Some(jump), n)
     }
