@@ -10,15 +10,19 @@
 //!   rate per round trip, uncapped. News of a queue is a round trip old, so by the time it
 //!   shows the doubling has already queued about 0.44 BDP (the integral of the last
 //!   round's excess): the start-up must end at the first sign, not three rounds later as
-//!   BBR's own rule does (which overruns a 1-BDP buffer by thousands of packets). It ends at the first sign of a queue: the RTT (the smallest of the streams'
-//!   smoothed RTTs, so one stream's noise does not end it) more than
-//!   clamp(min RTT / 32, 4 ms, 8 ms) above the minimum in two samples running, and
-//!   growing (bursts and a busy receiver raise the RTT too, but do not keep raising it). That is a
-//!   quarter of HyStart++'s threshold: the queue grows slowly at first, and the time it
-//!   takes to cross the threshold adds to the 0.44 BDP (at 100 ms, HyStart++'s 10 ms takes
-//!   half a round more and the queue reaches 1 BDP); or at a
-//!   retransmission under loss-based congestion control; or after three rounds without 25 %
-//!   growth (a path whose queue never shows, e.g. a policer). The rate to hold is the
+//!   BBR's own rule does (which overruns a 1-BDP buffer by thousands of packets). It
+//!   ends at the first sign of a queue: the RTT of the latest acks (each stream's smoothed
+//!   RTT with the kernel's smoothing taken out, [`RateProbe::recent_rtt`]; the lower
+//!   quartile of the streams, so a few streams' noise does not end it) more than
+//!   clamp(min RTT / 64, 3 ms, 8 ms) above the minimum in two samples running, and
+//!   growing (bursts and a busy receiver raise the RTT too, but do not keep raising it).
+//!   The queue grows slowly at first (as the square of the time), so the time it takes to
+//!   cross the threshold adds to the 0.44 BDP, as does the smoothing's lag of about eight
+//!   acks (at 180 ms the two took the queue of a fluid model from 73 % of a 1-BDP buffer
+//!   to 100 %; at 100 ms, HyStart++'s 10 ms takes half a round more and the queue
+//!   reaches 1 BDP). Even so the margin is thin: the queue reaches 0.7-0.9 BDP. Or it
+//!   ends at a retransmission under loss-based congestion control; or after three rounds
+//!   without 25 % growth (a path whose queue never shows, e.g. a policer). The rate to hold is the
 //!   largest delivery rate (all streams) of the last round: once a queue forms, that is
 //!   the bottleneck's.
 //! - **Drain.** Pacing at [`DRAIN_GAIN`] x the held rate until the queue the start-up left
@@ -96,6 +100,9 @@ struct Moment {
     busy: usize,
     /// The RTT now (see [`RateProbe::on_sample`]).
     rtt: Option<Duration>,
+    /// The RTT of the last sample's acks, without the kernel's smoothing (see
+    /// [`RateProbe::recent_rtt`]): what ends the start-up.
+    recent_rtt: Option<Duration>,
 }
 
 /// One stream's TCP_INFO, as the controller needs it.
@@ -118,6 +125,8 @@ pub struct StreamSample {
     pub min_rtt: Duration,
     /// Segments retransmitted so far.
     pub retransmits: u64,
+    /// Segments received so far (on a sender, its acks; wraps at 2^32), 0 if unknown.
+    pub acks: u64,
     /// The stream has data unsent or unacknowledged: it takes a share of the rate.
     pub busy: bool,
 }
@@ -214,6 +223,8 @@ pub struct RateProbe {
     /// start-up's recovery may still be retransmitting; `None` when not cruising.
     cruising: Option<(u64, Duration)>,
     bbr: bool,
+    /// Each stream's smoothed RTT and acks at the last sample ([`Self::recent_rtt`]).
+    last_srtt: Vec<(Duration, u64)>,
 }
 
 impl RateProbe {
@@ -247,6 +258,7 @@ impl RateProbe {
             best_before_probe: 0,
             cruising: None,
             bbr: !loss_ends_startup,
+            last_srtt: Vec::new(),
         }
     }
 
@@ -327,6 +339,7 @@ impl RateProbe {
             .filter(|s| s.busy && !s.srtt.is_zero())
             .map(|s| s.srtt)
             .min();
+        let recent_rtt = self.recent_rtt(streams);
         self.window.push_back(Moment {
             at,
             total_bps: total,
@@ -334,6 +347,7 @@ impl RateProbe {
             held_back_us: streams.iter().map(|s| s.held_back_us).sum(),
             busy: streams.iter().filter(|s| s.busy).count(),
             rtt: rtt_now,
+            recent_rtt,
         });
         while self.window.front().is_some_and(|m| m.at + self.round < at) {
             self.window.pop_front();
@@ -404,7 +418,7 @@ impl RateProbe {
             .iter()
             .rev()
             .take(2)
-            .filter_map(|m| m.rtt)
+            .filter_map(|m| m.recent_rtt)
             .map(|r| r.saturating_sub(self.base_rtt.unwrap_or(r)))
             .collect();
         if recent.len() == 2
@@ -427,6 +441,42 @@ impl RateProbe {
             }
         }
         (self.flat_rounds >= FLAT_ROUNDS).then_some(StartUpExit::Plateau)
+    }
+
+    /// The RTT of the acks since the last sample: the lower quartile over the busy
+    /// streams (a queue at the bottleneck delays them all; a few streams in recovery do
+    /// not count) of each stream's smoothed RTT with the smoothing taken out.
+    ///
+    /// The kernel moves a stream's smoothed RTT an eighth of the way to each ack's sample,
+    /// so after n acks it has moved 1 - (7/8)^n of the way to their RTT. That lag of about
+    /// eight acks is 35 ms with 32 streams at 180 ms (each gets 220-230 acks a second), a
+    /// fifth of the round trip, in which a start-up sending at twice the bottleneck queues
+    /// a fifth of the BDP more. The acks are counted by the segments received; acks that
+    /// carry no sample make the correction smaller, never larger.
+    fn recent_rtt(&mut self, streams: &[StreamSample]) -> Option<Duration> {
+        if self.last_srtt.len() != streams.len() {
+            self.last_srtt = vec![(Duration::ZERO, 0); streams.len()];
+        }
+        let mut rtts: Vec<Duration> = Vec::with_capacity(streams.len());
+        for (s, last) in streams.iter().zip(self.last_srtt.iter_mut()) {
+            let (before, acks_before) = std::mem::replace(last, (s.srtt, s.acks));
+            if !s.busy || s.srtt.is_zero() {
+                continue;
+            }
+            let acks = (s.acks as u32).wrapping_sub(acks_before as u32).min(64);
+            if before.is_zero() || acks == 0 || s.acks == 0 {
+                rtts.push(s.srtt);
+                continue;
+            }
+            let kept = 0.875f64.powi(acks as i32);
+            let now = s.srtt.as_secs_f64();
+            let sample = (now - before.as_secs_f64() * kept) / (1.0 - kept);
+            // Bounded: one stream's odd figure must not reach far.
+            let sample = sample.clamp(s.min_rtt.as_secs_f64().min(now), now * 2.0);
+            rtts.push(Duration::from_secs_f64(sample));
+        }
+        rtts.sort_unstable();
+        rtts.get(rtts.len().saturating_sub(1) / 4).copied()
     }
 
     /// The pacing cap of each stream in the current phase.
@@ -505,11 +555,13 @@ impl RateProbe {
             .map(|r| r.saturating_sub(base))
     }
 
-    /// Queue delay that ends the start-up: min RTT / 32 within 4..=8 ms (below 4 ms, the
-    /// first rounds' bursts of many streams' initial windows end it falsely).
+    /// Queue delay that ends the start-up: min RTT / 64 within 3..=8 ms (below 3 ms, the
+    /// first rounds' bursts of many streams' initial windows may end it falsely; at
+    /// 180 ms, min RTT / 32 let the queue of a fluid model reach 94 % of a 1-BDP buffer,
+    /// min RTT / 64 73 %).
     fn startup_threshold(&self) -> Duration {
-        (self.base_rtt.unwrap_or(self.round) / 32)
-            .clamp(Duration::from_millis(4), Duration::from_millis(8))
+        (self.base_rtt.unwrap_or(self.round) / 64)
+            .clamp(Duration::from_millis(3), Duration::from_millis(8))
     }
 
     /// Queue delay that a held rate must not build: 2.5 % of the minimum RTT, at least 2 ms.

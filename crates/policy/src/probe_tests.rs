@@ -31,6 +31,11 @@ struct Path {
     debt_bits: f64,
     /// How much faster than its rate a late bottleneck catches up (1: twice its rate).
     catch_up: f64,
+    /// The kernel's smoothed RTT moves 1/8 of the way to each ack's sample (one ack per
+    /// two segments); false: it follows the samples at once.
+    smoothed: bool,
+    srtt: Vec<Duration>,
+    acks: Vec<f64>,
 }
 
 impl Path {
@@ -54,6 +59,9 @@ impl Path {
             stalls: None,
             debt_bits: 0.0,
             catch_up: 1.0,
+            smoothed: false,
+            srtt: vec![base; streams],
+            acks: vec![0.0; streams],
         }
     }
 
@@ -107,6 +115,22 @@ impl Path {
                 }
             }
         }
+        let (front, queued) = self
+            .history
+            .front()
+            .map_or((None, 0.0), |h| (Some(h.0.clone()), h.1));
+        let sampled = self.base + Duration::from_secs_f64(queued.max(0.0) / self.rate);
+        for (i, srtt) in self.srtt.iter_mut().enumerate() {
+            let acks = front.as_ref().map_or(0.0, |o| o[i] * dt / (2.0 * MSS_BITS));
+            self.acks[i] += acks;
+            *srtt = if self.smoothed {
+                let k = 1.0 - 0.875f64.powf(acks);
+                let now = srtt.as_secs_f64();
+                Duration::from_secs_f64(now + (sampled.as_secs_f64() - now) * k)
+            } else {
+                sampled
+            };
+        }
         let grow = 2f64.powf(dt / self.base.as_secs_f64());
         let ceiling = 3.0 * self.rate / n;
         for k in &mut self.kernel {
@@ -117,12 +141,11 @@ impl Path {
 
     /// What TCP_INFO says now: delivery and RTT are a round trip old.
     fn samples(&self) -> Vec<StreamSample> {
-        let (out, queue) = self
+        let (out, _) = self
             .history
             .front()
             .cloned()
             .unwrap_or((vec![0.0; self.kernel.len()], 0.0));
-        let srtt = self.base + Duration::from_secs_f64(queue.max(0.0) / self.rate);
         // In flight: what left the bottleneck in the last round trip (its acks are still
         // on their way) and a share of the queue.
         let dt = self.dt.as_secs_f64();
@@ -139,9 +162,10 @@ impl Path {
                 held_back_us: 0,
                 in_flight_bytes: in_flight(i),
                 app_limited: false,
-                srtt,
+                srtt: self.srtt[i],
                 min_rtt: self.base,
                 retransmits: (self.dropped_bits / MSS_BITS) as u64,
+                acks: self.acks[i] as u64,
                 busy: self.busy[i],
             })
             .collect()
@@ -172,27 +196,41 @@ fn secs(s: u64) -> Duration {
 
 #[test]
 fn startup_on_a_1bdp_buffer_never_drops_and_holds_the_bottleneck() {
-    for streams in [1, 4, 16, 64] {
-        let mut path = Path::new(1e9, 436, streams);
-        let mut p = RateProbe::new(path.base, false);
-        path.run(&mut p, secs(20));
-        assert_eq!(path.dropped_bits, 0.0, "{streams} streams dropped");
-        let held = p.held_bps().expect("the start-up never ended") as f64;
-        assert!(
-            (0.9e9..=1.001e9).contains(&held),
-            "{streams} streams: held {held}"
-        );
-        assert!(p.peak_held_bps().unwrap() as f64 <= 1.0e9 * 1.01);
-        assert!(
-            path.queue_delay() <= path.base / 20,
-            "{streams} streams: a standing queue of {:?}",
-            path.queue_delay()
-        );
-        assert!(
-            path.max_queue_bits < path.buffer_bits * 0.95,
-            "{streams} streams: the start-up filled {:.0} % of the buffer",
-            100.0 * path.max_queue_bits / path.buffer_bits
-        );
+    for (rtt, streams) in [
+        (436, 1),
+        (436, 4),
+        (436, 16),
+        (436, 64),
+        (180, 32),
+        (180, 8),
+        (100, 16),
+    ] {
+        for smoothed in [false, true] {
+            let mut path = Path::new(1e9, rtt, streams);
+            path.smoothed = smoothed;
+            let mut p = RateProbe::new(path.base, false);
+            path.run(&mut p, secs(20));
+            let case = format!("{rtt} ms, {streams} streams, smoothed RTT {smoothed}");
+            eprintln!(
+                "{case}: max queue {:.0} % of the buffer, exit {:?}",
+                100.0 * path.max_queue_bits / path.buffer_bits,
+                p.startup_exit()
+            );
+            assert_eq!(path.dropped_bits, 0.0, "{case}: dropped");
+            let held = p.held_bps().expect("the start-up never ended") as f64;
+            assert!((0.9e9..=1.001e9).contains(&held), "{case}: held {held}");
+            assert!(p.peak_held_bps().unwrap() as f64 <= 1.0e9 * 1.01);
+            assert!(
+                path.queue_delay() <= path.base / 20,
+                "{case}: a standing queue of {:?}",
+                path.queue_delay()
+            );
+            assert!(
+                path.max_queue_bits < path.buffer_bits * 0.95,
+                "{case}: the start-up filled {:.0} % of the buffer",
+                100.0 * path.max_queue_bits / path.buffer_bits
+            );
+        }
     }
 }
 
@@ -276,6 +314,7 @@ fn application_limited_rounds_never_end_the_startup() {
         srtt: Duration::from_millis(100),
         min_rtt: Duration::from_millis(100),
         retransmits: 0,
+        acks: 0,
         busy: true,
     };
     for round in 1..50u64 {
@@ -295,6 +334,7 @@ fn loss_ends_the_startup_for_loss_based_control_only() {
         srtt: Duration::from_millis(100),
         min_rtt: Duration::from_millis(100),
         retransmits,
+        acks: 0,
         busy: true,
     };
     let ms = Duration::from_millis;
@@ -375,6 +415,7 @@ fn a_burst_in_the_first_rounds_does_not_end_the_startup() {
             srtt,
             min_rtt: ms(40),
             retransmits: 0,
+            acks: 0,
             busy: true,
         };
         p.on_sample(at, &[s]);
@@ -552,6 +593,7 @@ fn the_drain_does_not_end_on_rtt_samples_from_before_the_queue() {
             srtt,
             min_rtt: base,
             retransmits: 0,
+            acks: 0,
             busy: true,
         };
         p.on_sample(at, &[s]);
@@ -596,4 +638,38 @@ fn the_drain_never_holds_above_the_bottleneck_of_a_hiccuping_path() {
             );
         }
     }
+}
+
+/// The kernel's smoothed RTT moves an eighth of the way per ack: after three acks at
+/// 183 ms from 180 ms it reads 181 ms; the start-up reads the 183 ms the acks carried,
+/// a lower quartile over the streams, and a stream without acks (or an unknown count)
+/// as it stands.
+#[test]
+fn the_startup_reads_the_rtt_of_the_latest_acks_not_the_smoothed_one() {
+    let ms = Duration::from_millis;
+    let mut p = RateProbe::new(ms(180), false);
+    let stream = |srtt: Duration, acks| StreamSample {
+        srtt,
+        min_rtt: ms(180),
+        acks,
+        busy: true,
+        ..StreamSample::default()
+    };
+    assert_eq!(p.recent_rtt(&[stream(ms(180), 100)]), Some(ms(180)));
+    let moved = ms(180) + Duration::from_secs_f64(0.003 * (1.0 - 0.875f64.powi(3)));
+    let recent = p.recent_rtt(&[stream(moved, 103)]).unwrap();
+    assert!(
+        recent.abs_diff(ms(183)) < Duration::from_micros(5),
+        "{recent:?}"
+    );
+    // Eight streams: the lower quartile (the second smallest), not the smallest.
+    let mut p = RateProbe::new(ms(180), false);
+    let first: Vec<_> = (0..8).map(|_| stream(ms(180), 10)).collect();
+    p.recent_rtt(&first);
+    let later: Vec<_> = (0..8u64).map(|i| stream(ms(180 + i), 10)).collect();
+    assert_eq!(p.recent_rtt(&later), Some(ms(181)));
+    // No count of acks: the smoothed RTT as it is.
+    let mut p = RateProbe::new(ms(180), false);
+    p.recent_rtt(&[stream(ms(180), 0)]);
+    assert_eq!(p.recent_rtt(&[stream(ms(181), 0)]), Some(ms(181)));
 }

@@ -100,6 +100,9 @@ pub struct TcpInfo {
     pub rcv_mss: u32,
     /// Data segments received, duplicates and out-of-order ones included (wraps at 2^32).
     pub data_segs_in: u32,
+    /// Segments received, pure acks included (wraps at 2^32): on a sender, about the
+    /// acks, each of which moves the smoothed RTT an eighth of the way to its sample.
+    pub segs_in: u32,
     /// Segments received out of order, over the connection's life (wraps at 2^32);
     /// `None` on kernels before 5.4, which do not count them.
     pub rcv_ooopack: Option<u32>,
@@ -176,6 +179,7 @@ pub fn tcp_info(sock: &impl AsRawFd) -> io::Result<TcpInfo> {
         sacked: raw.sacked,
         rcv_mss: raw.rcv_mss,
         data_segs_in: raw.data_segs_in,
+        segs_in: raw.segs_in,
         rcv_ooopack: (len as usize >= std::mem::offset_of!(RawTcpInfo, rcv_ooopack) + 4)
             .then_some(raw.rcv_ooopack),
         pmtu: raw.pmtu,

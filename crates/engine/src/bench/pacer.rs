@@ -122,6 +122,7 @@ impl Pacer {
                     srtt: Duration::from_micros(u64::from(i.rtt_us)),
                     min_rtt: Duration::from_micros(u64::from(i.min_rtt_us)),
                     retransmits: u64::from(i.total_retrans),
+                    acks: u64::from(i.segs_in),
                     busy: i.unacked > 0 || i.notsent_bytes > 0,
                 },
                 Err(_) => StreamSample::default(),
