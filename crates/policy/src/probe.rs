@@ -37,10 +37,12 @@
 //!   path delivers whole is not above the bottleneck: its queue gets one drain, and a
 //!   queue a drain did not empty is left alone (a busy host's late acks are not a queue
 //!   this sender can empty, and following them down ends at the floor). If the rate it
-//!   lowered had proved itself (five clean rounds, or a probe taken whole), that rate is
-//!   tried again after two clean rounds (by at most 10 %): a host or emulator that stalls
-//!   for part of a round costs the path a round of capacity, not its rate. A try that
-//!   falls short is not repeated.
+//!   lowered had proved itself (five clean rounds, a probe taken whole, or under 97 % of
+//!   the best round the path delivered), that rate is tried again after two clean rounds
+//!   (by at most 10 % per probe, the next step at once after each taken whole): a host or
+//!   emulator that stalls for part of a round costs the path a round of capacity, not its
+//!   rate. Lowerings in a row come back to the highest. A try that falls short is not
+//!   repeated.
 //! - **Probe up.** After [`PROBE_EVERY`] clean rounds in which the streams sent all the
 //!   held rate allowed, one round paces higher (2 %, doubling after each success up to
 //!   4 %, or up to 100 % after three whole successes or while the rate is under half the

@@ -115,7 +115,14 @@ impl RateProbe {
                 if !climbing && held_now * (1.0 + self.next_probe) > ceiling {
                     self.next_probe = (ceiling / held_now - 1.0).max(FIRST_PROBE);
                 }
-                self.start_probe(1.0 + self.next_probe, at);
+                // A restore not there yet takes its next step at once.
+                let back = self.restore.filter(|&r| r as f64 > held_now * 1.01);
+                self.restore = back;
+                self.restoring = back.is_some();
+                match back {
+                    Some(back) => self.start_probe(restore_gain(back, held_now as u64), at),
+                    None => self.start_probe(1.0 + self.next_probe, at),
+                }
             } else if delivered as f64 >= wanted && !queued {
                 // Most of it: the bottleneck is about what was delivered.
                 self.forget_proven();
@@ -166,7 +173,20 @@ impl RateProbe {
                 let lowered = (delivered.min(held) as f64 * 0.98).max(held as f64 * 0.9);
                 let lowered = (lowered as u64).max(floor);
                 self.held = Some(lowered);
-                self.restore = (self.proven > lowered).then_some(self.proven);
+                // A held rate under what the path delivered in its best round (while a
+                // queue kept the bottleneck busy) is not above the bottleneck either: a
+                // queue that lowers it before five clean rounds proved it is a stall's (a
+                // busy host, a late emulator). At 180 ms one stall of about 120 ms took a
+                // first cp run from 90 % of the bottleneck to 73 % in two lowerings, and
+                // 2-4 % probes took five seconds to climb back. Lowerings in a row keep
+                // the highest rate to come back to.
+                let under_best = held as f64 <= self.best_round as f64 * 0.97;
+                let back = self
+                    .restore
+                    .unwrap_or(0)
+                    .max(self.proven)
+                    .max(if under_best { held } else { 0 });
+                self.restore = (back > lowered).then_some(back);
                 self.start_drain(at, qdelay);
                 self.next_probe = FIRST_PROBE;
             } else if !over && !drained_lately && !self.held_back() {
@@ -187,15 +207,12 @@ impl RateProbe {
         self.clean_rounds += 1;
         let due = self.clean_rounds >= RESTORE_AFTER;
         if let Some(back) = self.restore.filter(|&r| r > held && due) {
-            // Back toward the proven rate the queue lowered, at once (bounded): if the path
-            // has really slowed, the probe's round shows it, 98 % of what it delivered is
-            // held as after any probe, and that proven rate is not tried again.
-            self.restore = None;
+            // Back toward the proven rate the queue lowered, at once (by at most a tenth
+            // per probe, each taken whole before the next): if the path has really slowed,
+            // the probe's round shows it, 98 % of what it delivered is held as after any
+            // probe, and that proven rate is not tried again.
             self.restoring = true;
-            self.start_probe(
-                (back as f64 / held as f64 * 0.99).clamp(1.0 + FIRST_PROBE, 1.0 + MAX_RESTORE),
-                at,
-            );
+            self.start_probe(restore_gain(back, held), at);
         } else if self.clean_rounds >= PROBE_EVERY {
             self.proven = held;
             self.restore = None;
@@ -222,6 +239,13 @@ impl RateProbe {
     pub(super) fn forget_proven(&mut self) {
         if std::mem::take(&mut self.restoring) {
             self.proven = 0;
+            self.restore = None;
         }
     }
+}
+
+/// The gain of a probe back toward `back` from `held`: most of the way, by at most
+/// [`MAX_RESTORE`] (and at least [`FIRST_PROBE`]).
+fn restore_gain(back: u64, held: u64) -> f64 {
+    (back as f64 / held.max(1) as f64 * 0.99).clamp(1.0 + FIRST_PROBE, 1.0 + MAX_RESTORE)
 }

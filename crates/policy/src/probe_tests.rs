@@ -673,3 +673,68 @@ fn the_startup_reads_the_rtt_of_the_latest_acks_not_the_smoothed_one() {
     p.recent_rtt(&[stream(ms(180), 0)]);
     assert_eq!(p.recent_rtt(&[stream(ms(181), 0)]), Some(ms(181)));
 }
+
+/// 180 ms, a first cp push on the busy 2-core host: one stall of about 120 ms (the pacer's
+/// own thread did not run for 117 ms) raised the RTT by 8-18 ms for a round and a half and
+/// cut a round's delivery to 80 %. The held rate (90 % of the bottleneck, under the best
+/// round the path had delivered, not yet proved by five clean rounds) was lowered twice,
+/// to 73 %, and 2-4 % probes took five seconds to climb back. Such a rate is tried again
+/// once the queue is gone, in steps of at most a tenth (before, 8 clean rounds after one
+/// lowering to 90 % of it got back to 92 %).
+#[test]
+fn a_rate_under_the_best_round_lowered_by_a_stall_is_tried_again() {
+    let ms = Duration::from_millis;
+    let base = ms(180);
+    let bottleneck = 1_000_000_000u64;
+    let mut p = RateProbe::new(base, false);
+    p.base_rtt = Some(base);
+    p.best_round = 995_000_000;
+    let before = 904_000_000;
+    p.hold(before);
+    p.phase = Phase::Hold;
+    let every = p.sample_every();
+    let mut at = secs(2);
+    p.round_end = at + base;
+    let mut delivered = 0u64;
+    // What was paced over the last round trip: the acks tell of it a round trip later.
+    let per_round = (base.as_nanos() / every.as_nanos()) as usize;
+    let mut paced: VecDeque<u64> = vec![before; per_round].into();
+    // The path delivers what was paced, up to the bottleneck; in a stall `share` of it,
+    // with a queue of `.1`.
+    let mut feed = |p: &mut RateProbe, rounds: u32, stall: Option<(f64, Duration)>| {
+        let end = at + base * rounds;
+        while at < end {
+            at += every;
+            let sent = paced.pop_front().unwrap_or(before);
+            let bps = match stall {
+                Some((share, _)) => (sent as f64 * share) as u64,
+                None => sent.min(bottleneck),
+            };
+            delivered += (bps as f64 / 8.0 * every.as_secs_f64()) as u64;
+            let s = StreamSample {
+                delivery_bps: bps,
+                delivered_bytes: delivered,
+                in_flight_bytes: bps / 8 * 180 / 1000,
+                srtt: base + stall.map_or(Duration::ZERO, |s| s.1),
+                min_rtt: base,
+                busy: true,
+                ..StreamSample::default()
+            };
+            let now = p.on_sample(at, &[s]).per_stream_bps[0].unwrap_or(sent);
+            paced.push_back(now);
+        }
+    };
+    feed(&mut p, 2, None);
+    feed(&mut p, 2, Some((0.85, ms(12))));
+    let lowest = p.held_bps().unwrap();
+    assert!(
+        lowest < 820_000_000,
+        "the stall lowered {before} to {lowest} only"
+    );
+    feed(&mut p, 8, None);
+    let after = p.held_bps().unwrap();
+    assert!(
+        after >= before * 97 / 100,
+        "held {before} -> {lowest} -> {after} after 8 clean rounds"
+    );
+}
