@@ -81,6 +81,8 @@ struct Tracked {
     base_bytes: u64,
     /// A sender's payload bytes reported so far (delivered, never more than written).
     reported: u64,
+    /// A sender's bytes that crossed before the count of writes allowed them.
+    unreported: u64,
     /// The bytes that crossed the path.
     crossed: CrossedMeter,
 }
@@ -141,6 +143,7 @@ impl Sampler {
                     prev_bytes: counters.get(i),
                     base_bytes: counters.get(i),
                     reported: 0,
+                    unreported: 0,
                     crossed: CrossedMeter::new(role, &base),
                 }
             })
@@ -180,9 +183,13 @@ impl Sampler {
             }
             let bytes = match self.role {
                 Role::Sender => {
-                    // Never more payload than was written.
+                    // Never more payload than was written (the framing's bytes are not
+                    // payload); what crossed beyond it is reported once the writes catch
+                    // up, so over the run every byte is counted once.
                     let written = counted.saturating_sub(s.base_bytes);
-                    moved = moved.min(written.saturating_sub(s.reported));
+                    let due = s.unreported + moved;
+                    moved = due.min(written.saturating_sub(s.reported));
+                    s.unreported = due - moved;
                     s.reported += moved;
                     moved
                 }
