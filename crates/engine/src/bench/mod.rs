@@ -9,6 +9,7 @@ pub mod report;
 pub mod run;
 mod serve_conn;
 pub mod serve_error;
+mod serve_session;
 pub mod server;
 pub mod stream;
 

@@ -19,7 +19,8 @@ use longhaul_proto::{encode_frame, ChannelBinding, ErrorCode, Message, ProtoErro
 
 use super::door::PendingConn;
 use super::serve_error::ServeError;
-use super::server::{run_session, LogFn, ServeConfig, Shared};
+use super::serve_session::run_session;
+use super::server::{LogFn, ServeConfig, Shared};
 use crate::transport::framed::{FramedConn, RecvError};
 
 /// How long one read of the TLS handshake or the first message may take. Only a backstop:
