@@ -189,6 +189,14 @@ fn a_second_run_to_a_path_jumps_and_restores_the_route() {
         "turned off (--no-jump-start)"
     );
 
+    // --reverse: the server sends, so it jumps, validates, and tells the client.
+    let (start, end) = ok(bench(&ns_a, &home.0, &cache, &["--reverse"])
+        .output()
+        .unwrap());
+    assert_eq!(start["jump_start"]["used"], true, "{start}");
+    let verdict = end["jump_start"]["verdict"].as_str().unwrap_or("");
+    assert!(["confirmed", "retreated"].contains(&verdict), "{end}");
+
     // A record whose RTT is not the path's (twice as long): another path, no jump.
     let double_the_rtt = || {
         let text = std::fs::read_to_string(&file).unwrap();
@@ -347,7 +355,9 @@ fn a_second_pull_from_a_path_jumps_at_the_server_and_restores_its_route() {
         jump["start_rate_bps"].as_u64().unwrap() >= 10_000_000,
         "{end}"
     );
-    assert!(jump["verdict"].is_string(), "{end}");
+    // The server's validator decides, and tells the client (its log says the same).
+    let verdict = jump["verdict"].as_str().unwrap_or("");
+    assert!(["confirmed", "retreated"].contains(&verdict), "{end}");
     assert!(jump["server_note"].is_null(), "{end}");
     assert!(
         seen.contains(CLIENT),
@@ -363,6 +373,12 @@ fn a_second_pull_from_a_path_jumps_at_the_server_and_restores_its_route() {
     // handshake after the server had set its route, so every one started with its
     // initial window.
     assert!(log.contains("jump-start "), "{log}");
+    let logged = if verdict == "confirmed" {
+        "jump-start Confirm"
+    } else {
+        "jump-start Retreat"
+    };
+    assert!(log.contains(logged), "the client said {verdict}: {log}");
     assert!(!log.contains("below its initial window"), "{log}");
 
     // --no-jump-start: no ask, and says why.

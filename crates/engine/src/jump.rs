@@ -10,6 +10,7 @@ use std::time::Duration;
 use longhaul_policy::jump_start::{self, bound_request, JumpAction, Retreat};
 use longhaul_policy::{JumpInputs, JumpPlan, JumpRequest, JumpValidator, NoJump, ServerView};
 use longhaul_proto::JumpAsk;
+use longhaul_proto::JumpOutcome;
 use longhaul_sys::route::InitialWindows;
 use serde::Serialize;
 
@@ -80,19 +81,32 @@ impl JumpReport {
 
     /// Records the validator's verdict (`None`: the run ended before one).
     pub fn set_verdict(&mut self, verdict: Option<JumpAction>) {
+        self.set_outcome(verdict.map(outcome_of));
+    }
+
+    /// Records the verdict the sending server told (`None`: it told none: an older
+    /// server, or the run ended before its validator decided).
+    pub fn set_peer_outcome(&mut self, outcome: Option<JumpOutcome>) {
+        match outcome {
+            Some(o) => self.set_outcome(Some(o)),
+            None if self.used => {
+                self.verdict = Some("not told by the server (see its log)".into());
+            }
+            None => {}
+        }
+    }
+
+    /// Records the verdict as the wire says it: this end's validator's, or the sending
+    /// server's (`None`: the run ended before one).
+    pub fn set_outcome(&mut self, outcome: Option<JumpOutcome>) {
         if !self.used {
             return;
         }
-        let (v, why) = match verdict {
-            Some(JumpAction::Confirm { .. }) => ("confirmed", None),
-            Some(JumpAction::Retreat { why, .. }) => (
-                "retreated",
-                Some(match why {
-                    Retreat::Loss => "loss",
-                    Retreat::Queue => "queue",
-                    Retreat::Shortfall => "shortfall",
-                }),
-            ),
+        let (v, why) = match outcome {
+            Some(JumpOutcome::Confirmed) => ("confirmed", None),
+            Some(JumpOutcome::RetreatedOnLoss) => ("retreated", Some("loss")),
+            Some(JumpOutcome::RetreatedOnQueue) => ("retreated", Some("queue")),
+            Some(JumpOutcome::RetreatedOnShortfall) => ("retreated", Some("shortfall")),
             None => ("pending", None),
         };
         self.verdict = Some(v.into());
@@ -438,6 +452,18 @@ impl ServerJump {
             (Some(_), None) if !missed.is_empty() => format!("; jump-start{missed}"),
             _ => String::new(),
         }
+    }
+}
+
+/// A validator's verdict as the wire carries it ([`longhaul_proto::Message::JumpVerdict`]).
+pub fn outcome_of(action: JumpAction) -> JumpOutcome {
+    match action {
+        JumpAction::Confirm { .. } => JumpOutcome::Confirmed,
+        JumpAction::Retreat { why, .. } => match why {
+            Retreat::Loss => JumpOutcome::RetreatedOnLoss,
+            Retreat::Queue => JumpOutcome::RetreatedOnQueue,
+            Retreat::Shortfall => JumpOutcome::RetreatedOnShortfall,
+        },
     }
 }
 

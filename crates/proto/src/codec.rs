@@ -25,6 +25,7 @@ mod ty {
     pub const RESULTS: u8 = 0x23;
     pub const HOST_REPORT_REQUEST: u8 = 0x30;
     pub const HOST_REPORT: u8 = 0x31;
+    pub const JUMP_VERDICT: u8 = 0x24;
     // 0x40..=0x4f are taken by the file-transfer messages (crate::transfer).
     pub const ERROR: u8 = 0x7f;
 }
@@ -173,6 +174,10 @@ pub fn encode_frame(msg: &Message, out: &mut Vec<u8>) {
         Message::HostReport { findings_json } => {
             w.u8(ty::HOST_REPORT);
             w.str(findings_json, limits::MAX_HOST_REPORT);
+        }
+        Message::JumpVerdict { outcome } => {
+            w.u8(ty::JUMP_VERDICT);
+            w.u8(outcome.to_wire());
         }
         Message::Error { code, message } => {
             w.u8(ty::ERROR);
@@ -336,6 +341,15 @@ fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
         ty::HOST_REPORT => Message::HostReport {
             findings_json: r.str("host report", limits::MAX_HOST_REPORT)?,
         },
+        ty::JUMP_VERDICT => {
+            let b = r.u8("jump outcome")?;
+            Message::JumpVerdict {
+                outcome: JumpOutcome::from_wire(b).ok_or_else(|| ProtoError::InvalidField {
+                    field: "jump outcome",
+                    why: format!("{b} is not one of 0..=3"),
+                })?,
+            }
+        }
         ty::ERROR => Message::Error {
             code: ErrorCode::from_wire(r.u16("error code")?),
             message: r.text("error message", limits::MAX_TEXT)?,
@@ -444,6 +458,26 @@ mod tests {
         assert!(findings_json.len() <= limits::MAX_HOST_REPORT);
         assert!(findings_json.len() > limits::MAX_HOST_REPORT - 3);
         assert!(findings_json.chars().all(|c| c == '€'));
+    }
+
+    #[test]
+    fn jump_verdicts_round_trip_and_unknown_outcomes_are_refused() {
+        for b in 0..=3 {
+            let outcome = JumpOutcome::from_wire(b).unwrap();
+            assert_eq!(outcome.to_wire(), b);
+            assert_eq!(
+                round_trip(&Message::JumpVerdict { outcome }),
+                Message::JumpVerdict { outcome }
+            );
+        }
+        let frame = [0, 0, 0, 2, ty::JUMP_VERDICT, 4];
+        assert!(matches!(
+            decode_frame(&frame),
+            Err(ProtoError::InvalidField {
+                field: "jump outcome",
+                ..
+            })
+        ));
     }
 
     #[test]

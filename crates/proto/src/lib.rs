@@ -51,7 +51,7 @@ pub use codec::{decode_frame, encode_frame, FRAME_HEADER_LEN};
 pub use error::{ErrorCode, ProtoError};
 pub use message::{
     validate_report_request, BenchParams, BenchReady, Direction, HostFacts, IntervalReport,
-    JumpAsk, Message, Results, SendMode, StreamResult, StreamSample,
+    JumpAsk, JumpOutcome, Message, Results, SendMode, StreamResult, StreamSample,
 };
 pub use session::{ClientEvent, ClientSession, DataAttachments, ServerEvent, ServerSession};
 pub use ssh_ready::SshReady;
@@ -87,8 +87,12 @@ pub mod features {
     /// on the control connection: the bytes its streams delivered, which the receiving
     /// client counts its rates from.
     pub const TRANSFER_INTERVALS: u64 = 1 << 3;
+    /// The sending server's jump-start verdict (`JumpVerdict`) on the control connection,
+    /// once its validator has decided (a pull, `bench --reverse`): the client's report
+    /// says it instead of pointing to the server's log.
+    pub const JUMP_VERDICT: u64 = 1 << 4;
     /// Everything this build implements.
-    pub const ALL: u64 = BENCH | INTERVALS | PLAIN_DATA | TRANSFER_INTERVALS;
+    pub const ALL: u64 = BENCH | INTERVALS | PLAIN_DATA | TRANSFER_INTERVALS | JUMP_VERDICT;
     /// What a client announces unless asked for more.
-    pub const DEFAULT: u64 = BENCH | INTERVALS | TRANSFER_INTERVALS;
+    pub const DEFAULT: u64 = BENCH | INTERVALS | TRANSFER_INTERVALS | JUMP_VERDICT;
 }

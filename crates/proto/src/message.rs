@@ -80,6 +80,13 @@ pub enum Message {
         /// The findings, as JSON text.
         findings_json: String,
     },
+    /// Server to client: the verdict of the jump-start this server carried out as the
+    /// sender (a pull, `bench --reverse`), once its validator decided; only to a client
+    /// that announced [`crate::features::JUMP_VERDICT`].
+    JumpVerdict {
+        /// What the validator decided.
+        outcome: JumpOutcome,
+    },
     /// A fatal error; the sender closes the session after it.
     Error {
         /// What kind of error.
@@ -107,8 +114,45 @@ impl Message {
             Message::Results(_) => "Results",
             Message::HostReportRequest { .. } => "HostReportRequest",
             Message::HostReport { .. } => "HostReport",
+            Message::JumpVerdict { .. } => "JumpVerdict",
             Message::Error { .. } => "Error",
         }
+    }
+}
+
+/// What a jump-start's validator decided about the first round trips at the jumped rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JumpOutcome {
+    /// The path carried the rate: it is held.
+    Confirmed,
+    /// A loss: back to a normal start-up.
+    RetreatedOnLoss,
+    /// A queue built: back to a normal start-up.
+    RetreatedOnQueue,
+    /// The path delivered too little of the rate: back to a normal start-up.
+    RetreatedOnShortfall,
+}
+
+impl JumpOutcome {
+    /// The byte on the wire.
+    pub fn to_wire(self) -> u8 {
+        match self {
+            Self::Confirmed => 0,
+            Self::RetreatedOnLoss => 1,
+            Self::RetreatedOnQueue => 2,
+            Self::RetreatedOnShortfall => 3,
+        }
+    }
+
+    /// The outcome a wire byte names (`None`: no outcome this build knows).
+    pub fn from_wire(b: u8) -> Option<Self> {
+        Some(match b {
+            0 => Self::Confirmed,
+            1 => Self::RetreatedOnLoss,
+            2 => Self::RetreatedOnQueue,
+            3 => Self::RetreatedOnShortfall,
+            _ => return None,
+        })
     }
 }
 

@@ -35,6 +35,8 @@ pub enum ClientEvent {
     PeerInterval(IntervalReport),
     /// The server's totals.
     PeerResults(Results),
+    /// The verdict of the jump-start the server carried out as the sender.
+    PeerJumpVerdict(JumpOutcome),
     /// The server's answer to [`ClientSession::request_host_report`]; the session is over.
     HostReport {
         /// The server's findings as JSON (schema of `longhaul-tune`), bounded by
@@ -218,6 +220,12 @@ impl ClientSession {
             }
             (S::Running, Message::Results(r)) => {
                 self.events.push_back(ClientEvent::PeerResults(r));
+                Ok(())
+            }
+            (S::Running, Message::JumpVerdict { outcome })
+                if self.features & features::JUMP_VERDICT != 0 =>
+            {
+                self.events.push_back(ClientEvent::PeerJumpVerdict(outcome));
                 Ok(())
             }
             (state, msg) => Err(ProtoError::Unexpected {
@@ -576,6 +584,19 @@ impl ServerSession {
         if self.state == ServerState::Running {
             self.outbox.push_back(Message::Interval(report));
         }
+    }
+
+    /// Queues the verdict of the jump-start this end carried out as the sender (only while
+    /// running, and only to a client that announced [`features::JUMP_VERDICT`]).
+    pub fn send_jump_verdict(&mut self, outcome: JumpOutcome) {
+        if self.state == ServerState::Running && self.features & features::JUMP_VERDICT != 0 {
+            self.outbox.push_back(Message::JumpVerdict { outcome });
+        }
+    }
+
+    /// Whether the client takes [`Message::JumpVerdict`] (it announced the feature).
+    pub fn takes_jump_verdict(&self) -> bool {
+        self.features & features::JUMP_VERDICT != 0
     }
 
     /// Queues this end's totals (only while running).

@@ -168,6 +168,9 @@ fn arb_message() -> impl Strategy<Value = Message> {
         (any::<u64>(), any::<u32>())
             .prop_map(|(rate_bps, rtt_us)| Message::HostReportRequest { rate_bps, rtt_us }),
         "\\PC{0,300}".prop_map(|findings_json| Message::HostReport { findings_json }),
+        (0u8..4).prop_map(|b| Message::JumpVerdict {
+            outcome: JumpOutcome::from_wire(b).unwrap()
+        }),
         ("\\PC{0,200}", 1u16..8).prop_map(|(message, code)| Message::Error {
             code: ErrorCode::from_wire(code),
             message

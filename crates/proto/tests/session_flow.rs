@@ -157,6 +157,15 @@ fn full_session_runs_and_data_streams_attach_once() {
         }],
         ..Default::default()
     };
+    // The sending server's jump-start verdict (the client announced the feature).
+    assert!(s.takes_jump_verdict());
+    s.send_jump_verdict(JumpOutcome::RetreatedOnQueue);
+    pump(&mut c, &mut s).unwrap();
+    assert_eq!(
+        c.poll_event(),
+        Some(ClientEvent::PeerJumpVerdict(JumpOutcome::RetreatedOnQueue))
+    );
+
     c.send_results(results.clone());
     s.send_results(results.clone());
     pump(&mut c, &mut s).unwrap();
@@ -165,6 +174,44 @@ fn full_session_runs_and_data_streams_attach_once() {
         Some(ServerEvent::PeerResults(results.clone()))
     );
     assert_eq!(c.poll_event(), Some(ClientEvent::PeerResults(results)));
+}
+
+/// A client that did not announce `JUMP_VERDICT` (an older build) is never sent one, and
+/// one it did not ask for is refused.
+#[test]
+fn the_jump_verdict_goes_only_to_a_client_that_takes_it() {
+    let t = "shared-secret-0123456789abcdef";
+    let mut c = ClientSession::with_features(
+        token(t),
+        [7; 32],
+        binding(1),
+        features::DEFAULT & !features::JUMP_VERDICT,
+    );
+    c.handle(server_hello(t)).unwrap();
+    let mut s = server(t);
+    pump(&mut c, &mut s).unwrap();
+    assert!(!s.takes_jump_verdict());
+    c.request(params()).unwrap();
+    pump(&mut c, &mut s).unwrap();
+    s.accept(BenchReady {
+        facts: HostFacts::default(),
+        rcvbuf_bytes: 1 << 20,
+        sndbuf_bytes: 0,
+        rx_rate_bps: 0,
+        jump_start_bps: 0,
+        jump_note: String::new(),
+    });
+    s.start();
+    pump(&mut c, &mut s).unwrap();
+    s.send_jump_verdict(JumpOutcome::Confirmed);
+    assert!(
+        s.poll_transmit().is_none(),
+        "sent to a client that did not ask"
+    );
+    let refused = c.handle(Message::JumpVerdict {
+        outcome: JumpOutcome::Confirmed,
+    });
+    assert!(matches!(refused, Err(ProtoError::Unexpected { .. })));
 }
 
 #[test]

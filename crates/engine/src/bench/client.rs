@@ -315,6 +315,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     let mut next_interval = run.started_at() + cfg.interval;
     let mut next_probe = run.started_at() + probe_every;
     let mut peer_results: Option<Results> = None;
+    let mut peer_verdict = None;
     let mut steady = SteadyRate::default();
     let mut stopped = false;
     let mut failure: Option<BenchError> = None;
@@ -371,6 +372,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
                             obs.interval(&v);
                         }
                         ClientEvent::PeerResults(r) => peer_results = Some(r),
+                        ClientEvent::PeerJumpVerdict(o) => peer_verdict = Some(o),
                         _ => {}
                     }
                 }
@@ -439,8 +441,10 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
             Some(Incoming::Bench(msg)) => {
                 session.handle(msg)?;
                 while let Some(ev) = session.poll_event() {
-                    if let ClientEvent::PeerResults(r) = ev {
-                        peer_results = Some(r);
+                    match ev {
+                        ClientEvent::PeerResults(r) => peer_results = Some(r),
+                        ClientEvent::PeerJumpVerdict(o) => peer_verdict = Some(o),
+                        _ => {}
                     }
                 }
             }
@@ -466,8 +470,8 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     jump.restore_route();
     if role == Role::Sender {
         jump.report.set_verdict(run.jump_verdict());
-    } else if jump.report.used {
-        jump.report.verdict = Some("decided at the server (see its log)".into());
+    } else {
+        jump.report.set_peer_outcome(peer_verdict);
     }
     end.jump_start = jump.report;
     // The path's record for the next run: the steady delivered rate (the second half of

@@ -80,6 +80,7 @@ pub(super) fn run_session(
         let mut secret = None;
         let mut plain_data = false;
         let mut intervals = false;
+        let mut jump_verdict = false;
         loop {
             let r = session.handle(msg);
             let events: Vec<ServerEvent> = std::iter::from_fn(|| session.poll_event()).collect();
@@ -104,6 +105,7 @@ pub(super) fn run_session(
                         secret = Some(s);
                         plain_data = features & longhaul_proto::features::PLAIN_DATA != 0;
                         intervals = features & longhaul_proto::features::TRANSFER_INTERVALS != 0;
+                        jump_verdict = features & longhaul_proto::features::JUMP_VERDICT != 0;
                     }
                     ServerEvent::Params(p) => params = Some(p),
                     ServerEvent::HostReportRequested { rate_bps, rtt_us } => {
@@ -137,6 +139,7 @@ pub(super) fn run_session(
                         secret: s,
                         plain_data,
                         intervals,
+                        jump_verdict,
                         expected: None,
                         hold: None,
                     };
@@ -319,6 +322,9 @@ fn drive(
     let mut next_probe = start + probe_every;
     let mut stopped = false;
     let mut client_gone = false;
+    // The jump's verdict goes to the client once (a client that asked for none, or an
+    // older one, takes none).
+    let mut verdict_told = !session.takes_jump_verdict();
     loop {
         let now = Instant::now();
         if let (Some(d), false) = (deadline, stopped) {
@@ -330,6 +336,12 @@ fn drive(
         if role == Role::Sender && now >= next_probe {
             run.probe_step();
             next_probe += probe_every;
+            if let Some(v) = run.jump_verdict().filter(|_| !verdict_told) {
+                verdict_told = true;
+                session.send_jump_verdict(crate::jump::outcome_of(v));
+                send_queued(session, &link)
+                    .map_err(ServeError::io("sending the jump-start verdict"))?;
+            }
         }
         if now >= next_interval {
             let r = run.sample();

@@ -358,6 +358,8 @@ pub(super) struct Attach {
     pub(super) plain_data: bool,
     /// The client takes interval reports when this end sends (a pull).
     pub(super) intervals: bool,
+    /// The client takes the jump-start's verdict when this end sends.
+    pub(super) jump_verdict: bool,
     pub(super) expected: Option<Expected>,
     /// The session's memory, held until the transfer ends.
     pub(super) hold: Option<MemoryHold>,
@@ -405,5 +407,9 @@ impl StreamAttach for Attach {
 
     fn peer_takes_intervals(&self) -> bool {
         self.intervals
+    }
+
+    fn peer_takes_jump_verdict(&self) -> bool {
+        self.jump_verdict
     }
 }

@@ -468,10 +468,8 @@ pub fn run_cp(
             let out = run_receiver(target, chunk_size, link, || Ok(socks), chunk_key, progress)?;
             jump.restore_route();
             let mut jump_report = jump.report;
-            if jump_report.used {
-                // The server's pacer validates; its verdict is in its log line.
-                jump_report.verdict = Some("decided at the server (see its log)".into());
-            }
+            // The server's pacer validates, and tells its verdict.
+            jump_report.set_peer_outcome(reports.jump());
             // The path's record for the next pull: the steady rate the server reported
             // its streams delivered, the smallest RTT this end's data connections saw.
             if let (Some(rate), Some((peer, local, mss)), true) =

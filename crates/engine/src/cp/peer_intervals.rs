@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use longhaul_proto::{IntervalReport, Message};
+use longhaul_proto::{IntervalReport, JumpOutcome, Message};
 
 use super::Progress;
 use crate::steady_rate::ReportedRate;
@@ -95,6 +95,8 @@ impl Drop for Reporter {
 pub struct PeerReports {
     pending: Mutex<VecDeque<IntervalReport>>,
     delivered: Mutex<ReportedRate>,
+    /// The sending server's jump-start verdict, once told (the last one counts).
+    jump: Mutex<Option<JumpOutcome>>,
 }
 
 impl PeerReports {
@@ -115,6 +117,18 @@ impl PeerReports {
     /// of its reports' windows (`None` for a transfer too short to have one).
     pub fn steady_rate(&self) -> Option<u64> {
         self.delivered.lock().ok().and_then(|d| d.rate())
+    }
+
+    /// Keeps the sending server's jump-start verdict.
+    pub fn set_jump(&self, outcome: JumpOutcome) {
+        if let Ok(mut j) = self.jump.lock() {
+            *j = Some(outcome);
+        }
+    }
+
+    /// The sending server's jump-start verdict, if it told one.
+    pub fn jump(&self) -> Option<JumpOutcome> {
+        self.jump.lock().ok().and_then(|j| *j)
     }
 
     /// The reports received since the previous call, oldest first.

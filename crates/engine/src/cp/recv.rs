@@ -405,6 +405,10 @@ fn next_message(
                 progress.peer_reports().push(r);
                 continue;
             }
+            Ok(Incoming::Bench(longhaul_proto::Message::JumpVerdict { outcome })) => {
+                progress.peer_reports().set_jump(outcome);
+                continue;
+            }
             Ok(Incoming::Bench(m)) => Err(CpError::Protocol(format!(
                 "the peer sent {} during a file transfer ({what})",
                 m.kind()
@@ -451,6 +455,9 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
             }
             Incoming::Bench(longhaul_proto::Message::Interval(r)) => {
                 sh.progress.peer_reports().push(r)
+            }
+            Incoming::Bench(longhaul_proto::Message::JumpVerdict { outcome }) => {
+                sh.progress.peer_reports().set_jump(outcome)
             }
             Incoming::Bench(m) => {
                 return Err(refuse(

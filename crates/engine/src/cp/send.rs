@@ -88,6 +88,9 @@ pub struct Sender {
     /// Jump-start: the validator of a jump whose routes are set; every stream starts
     /// paced at its share of the jump's rate (with `probe`).
     pub jump: Option<longhaul_policy::JumpValidator>,
+    /// Tell the receiver the jump's verdict once the validator decides (a pull's server,
+    /// when the client takes it).
+    pub tell_jump_verdict: bool,
 }
 
 /// What the rate controller of a sender ended with.
@@ -127,6 +130,7 @@ impl Sender {
             probe,
             hash_cache: None,
             report_every: None,
+            tell_jump_verdict: false,
             jump: None,
         })
     }
@@ -204,6 +208,7 @@ pub fn run_sender(
         hash_cache,
         report_every,
         jump,
+        tell_jump_verdict,
     } = sender;
     let checksum_only = session.checksum_only();
     let (hash_tx, hash_rx) = mpsc::channel();
@@ -281,8 +286,10 @@ pub fn run_sender(
             .filter_map(|h| h.try_clone().ok().map(Arc::new))
             .collect();
         let sh = shared.clone();
+        let tell = tell_jump_verdict.then(|| control.tx.clone());
         std::thread::spawn(move || {
             let mut pacer = Pacer::new(socks, probe, Instant::now());
+            let mut tell = jump.as_ref().and(tell);
             if let Some(v) = jump {
                 pacer = pacer.with_jump_start(v);
             }
@@ -292,6 +299,13 @@ pub fn run_sender(
                     break;
                 }
                 pacer.step();
+                // The receiving client's report says the verdict (told once).
+                if let Some(v) = pacer.jump_verdict().filter(|_| tell.is_some()) {
+                    let outcome = crate::jump::outcome_of(v);
+                    if let Some(tx) = tell.take() {
+                        let _ = tx.send_bench(&longhaul_proto::Message::JumpVerdict { outcome });
+                    }
+                }
             }
             Paced {
                 held_bps: pacer.held_bps(),

@@ -52,6 +52,11 @@ pub trait StreamAttach {
     fn peer_takes_intervals(&self) -> bool {
         false
     }
+    /// Whether the client takes the jump-start's verdict from a sending server
+    /// ([`longhaul_proto::features::JUMP_VERDICT`]).
+    fn peer_takes_jump_verdict(&self) -> bool {
+        false
+    }
 }
 
 /// The files a server's transfers may reach.
@@ -304,6 +309,7 @@ pub fn serve_transfer(
     // receiver and a pull's sender take them once the list is out (its answer and the
     // attachments then arrive together: a round trip less before data on a long path).
     let takes_intervals = attach.peer_takes_intervals();
+    let takes_verdict = attach.peer_takes_jump_verdict();
     let mut collect = || -> Result<Vec<SecureStream>, CpError> {
         let socks = attach.collect()?;
         for s in &socks {
@@ -367,6 +373,7 @@ pub fn serve_transfer(
         if takes_intervals {
             sender.report_every = Some(super::peer_intervals::REPORT_EVERY);
         }
+        sender.tell_jump_verdict = takes_verdict;
         // The same pacer start and validation as a push's sender and bench's.
         sender.jump = jump.as_ref().and_then(ServerJump::validator);
         if opts.delta {
