@@ -773,3 +773,23 @@ fn the_startup_s_drain_never_lets_the_bottleneck_idle() {
         );
     }
 }
+
+/// The path's record takes the rate held for most of the run, not the last one: a rate
+/// lowered in the last rounds (streams finishing, a busy host) would start the next run's
+/// jump low.
+#[test]
+fn the_steady_rate_is_the_one_held_longest() {
+    let mut path = Path::new(1e9, 180, 32);
+    let mut p = RateProbe::new(path.base, false);
+    assert_eq!(p.steady_bps(), None);
+    path.run(&mut p, secs(10));
+    let held = p.held_bps().unwrap();
+    // The last two seconds at two thirds.
+    p.held = Some(held * 2 / 3);
+    path.run(&mut p, secs(12));
+    let steady = p.steady_bps().unwrap();
+    assert!(
+        steady >= held * 98 / 100 && steady <= 1_000_000_000,
+        "steady {steady}, held {held}"
+    );
+}

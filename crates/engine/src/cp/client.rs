@@ -420,11 +420,14 @@ pub fn run_cp(
             jump.restore_route();
             let mut jump_report = jump.report;
             jump_report.set_verdict(paced.jump);
-            // The path's record for the next push: the rate held at the end, over a
-            // transfer long enough to have held one.
-            if let (Some(rate), Some(min_rtt), Some((peer, local, mss))) =
-                (paced.held_bps, paced.min_rtt, path_ends)
-            {
+            // The path's record for the next push: the rate held for most of the
+            // transfer (not the last round's, which finishing streams or a busy host
+            // may have lowered), over a transfer long enough to have held one.
+            if let (Some(rate), Some(min_rtt), Some((peer, local, mss))) = (
+                paced.steady_bps.or(paced.held_bps),
+                paced.min_rtt,
+                path_ends,
+            ) {
                 if out.failed.is_empty() {
                     crate::jump::remember(peer, local, rate, min_rtt, mss);
                 }

@@ -98,6 +98,9 @@ pub struct Sender {
 pub struct Paced {
     /// The rate held at the end (all streams, bit/s).
     pub held_bps: Option<u64>,
+    /// The rate held for most of the run after the start-up (bit/s; see
+    /// [`longhaul_policy::RateProbe::steady_bps`]): the path's record.
+    pub steady_bps: Option<u64>,
     /// The smallest RTT any stream saw.
     pub min_rtt: Option<Duration>,
     /// The jump's verdict, when the run jumped.
@@ -309,6 +312,7 @@ pub fn run_sender(
             }
             Paced {
                 held_bps: pacer.held_bps(),
+                steady_bps: pacer.probe().steady_bps(),
                 min_rtt: pacer.probe().base_rtt(),
                 jump: pacer.jump_verdict(),
             }
