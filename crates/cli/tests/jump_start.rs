@@ -397,4 +397,50 @@ fn a_second_pull_from_a_path_jumps_at_the_server_and_restores_its_route() {
     );
     assert_eq!(jump_routes(&ns_a), "");
     assert_eq!(jump_routes_gone(&ns_b), "");
+
+    // A server that declined the last jump (as one that is not root does) is not asked
+    // again: the data connections go at once instead of waiting behind the request, and
+    // the record keeps saying so.
+    let file = cache.join("longhaul").join("paths");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let flagged: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with(&format!("{SERVER} {CLIENT} ")) {
+                format!("{l} declines\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    assert_ne!(flagged, text, "no record of the path: {text}");
+    std::fs::write(&file, flagged).unwrap();
+    let fourth = home.join("fourth.bin");
+    let end = pulled(
+        pull(&ns_a, &home.0, &cache, &src, &fourth, &[])
+            .output()
+            .unwrap(),
+        &fourth,
+        &want,
+    );
+    assert_eq!(end["jump_start"]["used"], false, "{end}");
+    assert!(
+        end["jump_start"]["not_used"]
+            .as_str()
+            .unwrap_or("")
+            .contains("declined the last jump"),
+        "{end}"
+    );
+    let dialed = end["data_dialed_rtts"].as_f64().unwrap_or(9.0);
+    assert!(
+        dialed < 0.5,
+        "held behind the request ({dialed} RTT in): {end}"
+    );
+    let kept = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        kept.lines()
+            .any(|l| l.starts_with(&format!("{SERVER} {CLIENT} ")) && l.ends_with(" declines")),
+        "{kept}"
+    );
+    assert_eq!(jump_routes(&ns_a), "");
 }

@@ -50,6 +50,9 @@ pub struct PathRecord {
     pub written_unix: u64,
     /// Runs in a row that found about this rate.
     pub confirmations: u32,
+    /// The server declined the last jump it was asked for as the sender (written as an
+    /// eighth field, `declines`, only when set: an older build skips only such lines).
+    pub server_declines: bool,
 }
 
 impl PathRecord {
@@ -65,6 +68,7 @@ impl PathRecord {
                 None => Duration::MAX,
             },
             confirmations: self.confirmations,
+            server_declines: self.server_declines,
         }
     }
 }
@@ -80,7 +84,11 @@ pub fn parse(text: &str) -> Vec<PathRecord> {
 
 fn parse_line(line: &str) -> Option<PathRecord> {
     let f: Vec<&str> = line.split(' ').collect();
-    let [peer, local, rate, rtt, mss, written, conf] = f.as_slice() else {
+    let (fields, server_declines) = match f.as_slice() {
+        [rest @ .., "declines"] => (rest, true),
+        all => (all, false),
+    };
+    let [peer, local, rate, rtt, mss, written, conf] = fields else {
         return None;
     };
     Some(PathRecord {
@@ -91,6 +99,7 @@ fn parse_line(line: &str) -> Option<PathRecord> {
         mss: mss.parse().ok()?,
         written_unix: written.parse().ok()?,
         confirmations: conf.parse().ok()?,
+        server_declines,
     })
 }
 
@@ -100,8 +109,15 @@ pub fn encode(records: &[PathRecord]) -> String {
     s.push('\n');
     for r in records {
         s.push_str(&format!(
-            "{} {} {} {} {} {} {}\n",
-            r.peer, r.local, r.rate_bps, r.min_rtt_us, r.mss, r.written_unix, r.confirmations
+            "{} {} {} {} {} {} {}{}\n",
+            r.peer,
+            r.local,
+            r.rate_bps,
+            r.min_rtt_us,
+            r.mss,
+            r.written_unix,
+            r.confirmations,
+            if r.server_declines { " declines" } else { "" }
         ));
     }
     s
@@ -244,14 +260,24 @@ mod tests {
             mss: 4418,
             written_unix: written,
             confirmations: 1,
+            server_declines: false,
         }
     }
 
     #[test]
     fn records_round_trip_and_bad_lines_are_skipped() {
-        let rs = vec![rec("10.0.0.2", 980_000_000, 1000), rec("fd00::2", 5, 7)];
+        let declines = PathRecord {
+            server_declines: true,
+            ..rec("10.0.0.4", 1, 2)
+        };
+        let rs = vec![
+            rec("10.0.0.2", 980_000_000, 1000),
+            rec("fd00::2", 5, 7),
+            declines,
+        ];
         let mut text = encode(&rs);
-        text.push_str("garbage line\n10.0.0.3 x 1 2 3 4 5\n");
+        assert!(text.contains(" declines\n"), "{text}");
+        text.push_str("garbage line\n10.0.0.3 x 1 2 3 4 5\n10.0.0.5 10.0.0.1 1 2 3 4 5 6\n");
         assert_eq!(parse(&text), rs);
         assert!(parse("not the header\n10.0.0.2 10.0.0.1 1 2 3 4 5\n").is_empty());
     }
