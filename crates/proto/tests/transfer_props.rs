@@ -211,7 +211,16 @@ proptest! {
     #[test]
     fn round_trip(msg in arb_msg(), prefix in proptest::collection::vec(any::<u8>(), 0..8)) {
         let mut buf = prefix.clone();
-        encode_transfer_frame(&msg, &mut buf).unwrap();
+        // Twelve entries of the longest paths and targets exceed a frame: the encoder
+        // refuses them, saying to split the list (`pack_file_entries` does; see
+        // file_lists_split_into_frames), and writes nothing. (One run in a few hundred drew
+        // such a list and failed here.)
+        if let Err(e) = encode_transfer_frame(&msg, &mut buf) {
+            prop_assert!(matches!(msg, TransferMessage::FileEntries { .. }), "{e}");
+            prop_assert!(e.to_string().contains("split the list"), "{e}");
+            prop_assert_eq!(&buf, &prefix);
+            return Ok(());
+        }
         let frame = &buf[prefix.len()..];
         prop_assert!(frame.len() <= FRAME_HEADER_LEN + MAX_FRAME_BODY);
         prop_assert_eq!(is_transfer_frame(frame), Some(true));
