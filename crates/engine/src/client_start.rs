@@ -105,7 +105,6 @@ pub fn start_session(plan: &StartPlan) -> Result<Started, BenchError> {
         enabled: plan.jump_start,
         user_streams: plan.user_streams,
         probing: plan.probing,
-        server_sends: plan.receiving,
     };
     let mut start = ClientStart::new(wish, plan.receiving);
     let Dialed {

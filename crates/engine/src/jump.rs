@@ -148,8 +148,6 @@ pub struct JumpWish {
     pub user_streams: Option<u16>,
     /// The rate probe runs (no `--rate`, no fixed window): a jump needs it to take over.
     pub probing: bool,
-    /// The server sends (a pull, `--reverse`): the jump is its, if it can.
-    pub server_sends: bool,
 }
 
 impl JumpWish {
@@ -198,9 +196,6 @@ pub struct ClientJump {
     pub plan: Option<JumpPlan>,
     /// What the JSON says.
     pub report: JumpReport,
-    /// Whether the sending server declined the jump asked of it (`None`: not asked, or
-    /// the server receives), for the path's record.
-    pub server_declined: Option<bool>,
     route: Option<InitialWindows>,
 }
 
@@ -222,7 +217,6 @@ impl ClientJump {
             Ok(route) => Self {
                 plan: Some(plan),
                 report: JumpReport::used(&plan, record.as_ref()),
-                server_declined: None,
                 route: Some(route),
             },
             Err(e) => {
@@ -247,7 +241,6 @@ impl ClientJump {
             disabled: !wish.enabled,
             probing: wish.probing_at(path.rtt),
             privileged: longhaul_sys::socket::can_force_buffers(),
-            server_sends: wish.server_sends,
         };
         longhaul_policy::decide_jump(&inputs)
     }
@@ -256,7 +249,6 @@ impl ClientJump {
         Self {
             plan: None,
             report,
-            server_declined: None,
             route: None,
         }
     }
@@ -286,7 +278,6 @@ impl ClientJump {
             self.report.server_note = Some(note.to_string());
         }
         if sender_is_server {
-            self.server_declined = Some(start_bps == 0);
             if start_bps == 0 {
                 self.plan = None;
                 self.route = None;
@@ -305,27 +296,12 @@ impl ClientJump {
 }
 
 /// Writes the path's record after a successful run that reached a steady rate (a path
-/// shorter than a jump needs is not recorded). `server_declined`: whether the sending
-/// server declined the jump asked of it (`None`: not asked; the record keeps what it
-/// said). Errors are ignored: the cache only helps.
-pub fn remember(
-    peer: IpAddr,
-    local: IpAddr,
-    rate_bps: u64,
-    min_rtt: Duration,
-    mss: u32,
-    server_declined: Option<bool>,
-) {
+/// shorter than a jump needs is not recorded). Errors are ignored: the cache only helps.
+pub fn remember(peer: IpAddr, local: IpAddr, rate_bps: u64, min_rtt: Duration, mss: u32) {
     if min_rtt < jump_start::MIN_RTT || rate_bps < jump_start::MIN_RATE_BPS || mss == 0 {
         return;
     }
     if let Ok(cache) = PathCache::open_default() {
-        // Not asked: a fresh record's word stands (a stale one's goes with it).
-        let server_declines = server_declined.unwrap_or_else(|| {
-            cache.lookup(peer, local).is_some_and(|r| {
-                r.server_declines && r.memory(now_unix()).age <= jump_start::MAX_AGE
-            })
-        });
         let _ = cache.store(PathRecord {
             peer,
             local,
@@ -334,7 +310,6 @@ pub fn remember(
             mss,
             written_unix: now_unix(),
             confirmations: 1,
-            server_declines,
         });
     }
 }
@@ -563,8 +538,7 @@ struct Guess {
 impl ClientStart {
     /// `receiving`: this end receives on the data connections (the server sends, and
     /// jumps with its own route).
-    pub fn new(mut wish: JumpWish, receiving: bool) -> Self {
-        wish.server_sends = receiving;
+    pub fn new(wish: JumpWish, receiving: bool) -> Self {
         Self {
             wish,
             receiving,
@@ -593,12 +567,7 @@ impl DataStart for ClientStart {
         else {
             return self.wish.user_count().unwrap_or(0);
         };
-        // A server that declined the last jump is not asked again: nothing to wait for.
-        if self.receiving
-            && self.wish.enabled
-            && !record.server_declines
-            && longhaul_sys::socket::can_force_buffers()
-        {
+        if self.receiving && self.wish.enabled && longhaul_sys::socket::can_force_buffers() {
             self.hold = true;
             return 0;
         }

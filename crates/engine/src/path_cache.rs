@@ -50,9 +50,6 @@ pub struct PathRecord {
     pub written_unix: u64,
     /// Runs in a row that found about this rate.
     pub confirmations: u32,
-    /// The server declined the last jump it was asked for as the sender (written as an
-    /// eighth field, `declines`, only when set: an older build skips only such lines).
-    pub server_declines: bool,
 }
 
 impl PathRecord {
@@ -68,7 +65,6 @@ impl PathRecord {
                 None => Duration::MAX,
             },
             confirmations: self.confirmations,
-            server_declines: self.server_declines,
         }
     }
 }
@@ -84,11 +80,7 @@ pub fn parse(text: &str) -> Vec<PathRecord> {
 
 fn parse_line(line: &str) -> Option<PathRecord> {
     let f: Vec<&str> = line.split(' ').collect();
-    let (fields, server_declines) = match f.as_slice() {
-        [rest @ .., "declines"] => (rest, true),
-        all => (all, false),
-    };
-    let [peer, local, rate, rtt, mss, written, conf] = fields else {
+    let [peer, local, rate, rtt, mss, written, conf] = f.as_slice() else {
         return None;
     };
     Some(PathRecord {
@@ -99,7 +91,6 @@ fn parse_line(line: &str) -> Option<PathRecord> {
         mss: mss.parse().ok()?,
         written_unix: written.parse().ok()?,
         confirmations: conf.parse().ok()?,
-        server_declines,
     })
 }
 
@@ -109,15 +100,8 @@ pub fn encode(records: &[PathRecord]) -> String {
     s.push('\n');
     for r in records {
         s.push_str(&format!(
-            "{} {} {} {} {} {} {}{}\n",
-            r.peer,
-            r.local,
-            r.rate_bps,
-            r.min_rtt_us,
-            r.mss,
-            r.written_unix,
-            r.confirmations,
-            if r.server_declines { " declines" } else { "" }
+            "{} {} {} {} {} {} {}\n",
+            r.peer, r.local, r.rate_bps, r.min_rtt_us, r.mss, r.written_unix, r.confirmations
         ));
     }
     s
@@ -260,24 +244,14 @@ mod tests {
             mss: 4418,
             written_unix: written,
             confirmations: 1,
-            server_declines: false,
         }
     }
 
     #[test]
     fn records_round_trip_and_bad_lines_are_skipped() {
-        let declines = PathRecord {
-            server_declines: true,
-            ..rec("10.0.0.4", 1, 2)
-        };
-        let rs = vec![
-            rec("10.0.0.2", 980_000_000, 1000),
-            rec("fd00::2", 5, 7),
-            declines,
-        ];
+        let rs = vec![rec("10.0.0.2", 980_000_000, 1000), rec("fd00::2", 5, 7)];
         let mut text = encode(&rs);
-        assert!(text.contains(" declines\n"), "{text}");
-        text.push_str("garbage line\n10.0.0.3 x 1 2 3 4 5\n10.0.0.5 10.0.0.1 1 2 3 4 5 6\n");
+        text.push_str("garbage line\n10.0.0.3 x 1 2 3 4 5\n");
         assert_eq!(parse(&text), rs);
         assert!(parse("not the header\n10.0.0.2 10.0.0.1 1 2 3 4 5\n").is_empty());
     }

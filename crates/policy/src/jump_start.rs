@@ -77,10 +77,6 @@ pub struct PathMemory {
     pub age: Duration,
     /// How many runs in a row found about the same rate.
     pub confirmations: u32,
-    /// The server declined the last jump it was asked for as the sender (a pull,
-    /// `bench --reverse`): it may not set route metrics (not root, e.g. an ssh far end
-    /// run by a user), or its view of the path differed.
-    pub server_declines: bool,
 }
 
 /// Why a run does not jump.
@@ -114,10 +110,6 @@ pub enum NoJump {
         /// What it said.
         why: String,
     },
-    /// The server, which sends, declined the last jump it was asked for: it is not asked
-    /// again while the path's record stands (a run that asks waits a round trip for the
-    /// answer, for nothing when the server cannot jump).
-    DeclinedBefore,
 }
 
 impl NoJump {
@@ -136,9 +128,6 @@ impl NoJump {
                  needs root or CAP_NET_ADMIN (or a BPF sock_ops program)"
                 .into(),
             NoJump::PeerDeclined { why } => format!("the server declined: {why}"),
-            NoJump::DeclinedBefore => "the server declined the last jump it was asked for \
-                 (not asked again for a day: the path's record says so)"
-                .into(),
         }
     }
 }
@@ -173,8 +162,6 @@ pub struct JumpInputs {
     pub probing: bool,
     /// This end may set route metrics (root or CAP_NET_ADMIN).
     pub privileged: bool,
-    /// The server sends (a pull, `bench --reverse`): it jumps, if it can.
-    pub server_sends: bool,
 }
 
 /// Whether and how a run jumps.
@@ -199,9 +186,6 @@ pub fn decide(i: &JumpInputs) -> Result<JumpPlan, NoJump> {
     }
     if i.rtt_now < MIN_RTT || m.rate_bps < MIN_RATE_BPS || m.mss == 0 {
         return Err(NoJump::NotWorth);
-    }
-    if i.server_sends && m.server_declines {
-        return Err(NoJump::DeclinedBefore);
     }
     if !i.privileged {
         return Err(NoJump::NeedsPrivilege);

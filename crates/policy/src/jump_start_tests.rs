@@ -12,7 +12,6 @@ fn memory() -> PathMemory {
         mss: 4418,
         age: Duration::from_secs(600),
         confirmations: 1,
-        server_declines: false,
     }
 }
 
@@ -24,7 +23,6 @@ fn inputs() -> JumpInputs {
         disabled: false,
         probing: true,
         privileged: true,
-        server_sends: false,
     }
 }
 
@@ -272,23 +270,4 @@ fn a_shortfall_retreats_to_what_was_delivered_after_five_round_trips() {
             why: Retreat::Shortfall
         })
     );
-}
-
-/// A server that declined the last jump it was asked for as the sender is not asked
-/// again (a pull would hold its data connections a round trip for nothing); a push to it
-/// still jumps (this end sends), and so does a pull once it has not declined.
-#[test]
-fn a_server_that_declined_is_not_asked_again_when_it_sends() {
-    let mut i = inputs();
-    i.memory = Some(PathMemory {
-        server_declines: true,
-        ..memory()
-    });
-    assert!(decide(&i).is_ok(), "this end sends: it jumps");
-    i.server_sends = true;
-    let e = decide(&i).unwrap_err();
-    assert_eq!(e, NoJump::DeclinedBefore);
-    assert!(e.describe().contains("declined the last jump"));
-    i.memory = Some(memory());
-    assert!(decide(&i).is_ok());
 }

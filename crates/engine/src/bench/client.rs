@@ -473,11 +473,9 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     } else {
         jump.report.set_peer_outcome(peer_verdict);
     }
-    let server_declined = jump.server_declined;
     end.jump_start = jump.report;
     // The path's record for the next run: the steady delivered rate (the second half of
-    // the intervals), the smallest RTT any stream saw, and whether a sending server
-    // declined the jump.
+    // the intervals), the smallest RTT any stream saw.
     let min_rtt = sender
         .streams
         .iter()
@@ -486,7 +484,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         .min()
         .map_or(rtt, |us| Duration::from_micros(us as u64));
     if let Some(rate) = steady.rate().or(run.held_bps()) {
-        crate::jump::remember(addr.ip(), local_ip, rate, min_rtt, mss, server_declined);
+        crate::jump::remember(addr.ip(), local_ip, rate, min_rtt, mss);
     }
     end.summary.first_byte_ms =
         crate::startup::first_data_after_start().map(|t| t.as_secs_f64() * 1e3);

@@ -429,7 +429,7 @@ pub fn run_cp(
                 path_ends,
             ) {
                 if out.failed.is_empty() {
-                    crate::jump::remember(peer, local, rate, min_rtt, mss, None);
+                    crate::jump::remember(peer, local, rate, min_rtt, mss);
                 }
             }
             Ok(CpReport {
@@ -470,7 +470,6 @@ pub fn run_cp(
             let reports = progress.peer_reports().clone();
             let out = run_receiver(target, chunk_size, link, || Ok(socks), chunk_key, progress)?;
             jump.restore_route();
-            let server_declined = jump.server_declined;
             let mut jump_report = jump.report;
             // The server's pacer validates, and tells its verdict.
             jump_report.set_peer_outcome(reports.jump());
@@ -480,7 +479,7 @@ pub fn run_cp(
                 (reports.steady_rate(), path_ends, out.failed.is_empty())
             {
                 let min_rtt = smallest_rtt(&start.sockets).map_or(rtt, |r| r.min(rtt));
-                crate::jump::remember(peer, local, rate, min_rtt, mss, server_declined);
+                crate::jump::remember(peer, local, rate, min_rtt, mss);
             }
             Ok(CpReport {
                 start,
