@@ -37,10 +37,10 @@ pub struct InitialWindows {
 impl InitialWindows {
     /// Sets `initcwnd init_cwnd initrwnd init_rwnd` (segments) on a host route to `peer`.
     pub fn set(peer: IpAddr, init_cwnd: u32, init_rwnd: u32) -> io::Result<Self> {
-        let prefix = match peer {
-            IpAddr::V4(a) => format!("{a}/32"),
-            IpAddr::V6(a) => format!("{a}/128"),
-        };
+        // A dual-stack listener (`[::]`, e.g. `ssh-server`'s) sees an IPv4 client as
+        // `::ffff:a.b.c.d`, which has no IPv6 route: its connections take the IPv4 one.
+        let peer = peer.to_canonical();
+        let prefix = host_prefix(peer);
         let hop = next_hop(peer)?;
         let existing = ip_output(&["route", "show", "exact", &prefix])?;
         let existing: Vec<String> = existing
@@ -101,6 +101,14 @@ impl Drop for InitialWindows {
 
 /// `via GW dev DEV src SRC` (as present) of the route the kernel picks to `peer`; a local
 /// or unreachable destination is an error.
+/// The host route's prefix for `peer` (an IPv4-mapped IPv6 address is its IPv4 one).
+fn host_prefix(peer: IpAddr) -> String {
+    match peer.to_canonical() {
+        IpAddr::V4(a) => format!("{a}/32"),
+        IpAddr::V6(a) => format!("{a}/128"),
+    }
+}
+
 fn next_hop(peer: IpAddr) -> io::Result<Vec<String>> {
     let out = ip_output(&["route", "get", &peer.to_string()])?;
     let words: Vec<&str> = out.split_whitespace().collect();
@@ -190,6 +198,16 @@ mod tests {
             without_windows(&words).join(" "),
             "10.0.0.2 via 10.0.0.1 dev eth0 mtu 1500"
         );
+    }
+
+    /// Regression: an ssh far end (listening on `[::]`) declined every pull's jump with
+    /// "`ip route get ::ffff:10.99.0.1` failed: Network is unreachable".
+    #[test]
+    fn a_mapped_ipv4_peer_gets_its_ipv4_host_route() {
+        let mapped: IpAddr = "::ffff:10.99.0.1".parse().unwrap();
+        assert_eq!(host_prefix(mapped), "10.99.0.1/32");
+        assert_eq!(host_prefix("fd00::2".parse().unwrap()), "fd00::2/128");
+        assert_eq!(host_prefix("10.0.0.2".parse().unwrap()), "10.0.0.2/32");
     }
 
     #[test]
