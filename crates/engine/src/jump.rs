@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use longhaul_policy::jump_start::{self, bound_request, JumpAction, Retreat};
 use longhaul_policy::{JumpInputs, JumpPlan, JumpRequest, JumpValidator, NoJump, ServerView};
-use longhaul_proto::JumpAsk;
-use longhaul_proto::JumpOutcome;
+use longhaul_proto::{JumpAsk, JumpOutcome};
 use longhaul_sys::route::InitialWindows;
 use serde::Serialize;
 

@@ -29,12 +29,11 @@ impl RateProbe {
         // waited for the bytes in flight to fit that paced at 3/4 for a quarter round
         // after the queue had gone (a round later the path delivered 250-460 Mbit/s for
         // a second, at 436 ms and at 180 ms).
+        let held = self.held.unwrap_or(0);
         let rate = if self.startup_drain {
-            self.held
-                .unwrap_or(0)
-                .max((self.best_round as f64 * 0.98) as u64)
+            held.max(self.busy_bottleneck_bps())
         } else {
-            self.held.unwrap_or(0)
+            held
         };
         let path_bytes = rate as f64 / 8.0 * self.base_rtt.unwrap_or(self.round).as_secs_f64();
         let emptied = in_flight > 0 && (in_flight as f64) <= path_bytes * 1.02;
@@ -65,8 +64,7 @@ impl RateProbe {
                         // 436 ms held 85-88 % here and took 10 s to climb back.
                         // (Not bounded by the exit's figure: the queue shows
                         // before the delivery samples reach the bottleneck's rate.)
-                        let busy = (self.best_round as f64 * 0.98) as u64;
-                        let rate = rate.max(busy);
+                        let rate = rate.max(self.busy_bottleneck_bps());
                         self.held = Some(rate.max(held / 4));
                         if rate >= held / 2 {
                             self.peak_held = rate;
@@ -80,6 +78,12 @@ impl RateProbe {
             self.round_end = at + self.round;
             self.drain_ended = Some(at);
         }
+    }
+
+    /// The bottleneck's rate as a drain holds it: 98 % of the best round the path
+    /// delivered (while the start-up's queue kept it busy).
+    fn busy_bottleneck_bps(&self) -> u64 {
+        (self.best_round as f64 * 0.98) as u64
     }
 
     /// A probe: one round at `gain` x the held rate from `since`, then one round to see

@@ -119,11 +119,19 @@ impl PeerReports {
         self.delivered.lock().ok().and_then(|d| d.rate())
     }
 
-    /// Keeps the sending server's jump-start verdict.
-    pub fn set_jump(&self, outcome: JumpOutcome) {
-        if let Ok(mut j) = self.jump.lock() {
-            *j = Some(outcome);
+    /// Keeps what a sending server tells on the control connection during a transfer (its
+    /// interval reports, its jump-start verdict); any other message is handed back.
+    pub fn absorb(&self, msg: Message) -> Option<Message> {
+        match msg {
+            Message::Interval(r) => self.push(r),
+            Message::JumpVerdict { outcome } => {
+                if let Ok(mut j) = self.jump.lock() {
+                    *j = Some(outcome);
+                }
+            }
+            other => return Some(other),
         }
+        None
     }
 
     /// The sending server's jump-start verdict, if it told one.

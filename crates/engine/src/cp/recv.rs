@@ -401,18 +401,13 @@ fn next_message(
     loop {
         return match control.rx.recv() {
             Ok(Incoming::Msg(m)) => Ok(m),
-            Ok(Incoming::Bench(longhaul_proto::Message::Interval(r))) => {
-                progress.peer_reports().push(r);
-                continue;
-            }
-            Ok(Incoming::Bench(longhaul_proto::Message::JumpVerdict { outcome })) => {
-                progress.peer_reports().set_jump(outcome);
-                continue;
-            }
-            Ok(Incoming::Bench(m)) => Err(CpError::Protocol(format!(
-                "the peer sent {} during a file transfer ({what})",
-                m.kind()
-            ))),
+            Ok(Incoming::Bench(m)) => match progress.peer_reports().absorb(m) {
+                None => continue,
+                Some(m) => Err(CpError::Protocol(format!(
+                    "the peer sent {} during a file transfer ({what})",
+                    m.kind()
+                ))),
+            },
             Ok(Incoming::PeerError(e)) => Err(CpError::Peer(e)),
             Ok(Incoming::Lost(e)) => Err(CpError::Lost(format!("{e} ({what})"))),
             Err(_) => Err(CpError::Lost(format!("control connection gone ({what})"))),
@@ -453,17 +448,16 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
                     return Ok(());
                 }
             }
-            Incoming::Bench(longhaul_proto::Message::Interval(r)) => {
-                sh.progress.peer_reports().push(r)
-            }
-            Incoming::Bench(longhaul_proto::Message::JumpVerdict { outcome }) => {
-                sh.progress.peer_reports().set_jump(outcome)
-            }
             Incoming::Bench(m) => {
-                return Err(refuse(
-                    control,
-                    CpError::Protocol(format!("the peer sent {} during a file transfer", m.kind())),
-                ))
+                if let Some(m) = sh.progress.peer_reports().absorb(m) {
+                    return Err(refuse(
+                        control,
+                        CpError::Protocol(format!(
+                            "the peer sent {} during a file transfer",
+                            m.kind()
+                        )),
+                    ));
+                }
             }
             Incoming::PeerError(e) => return Err(CpError::Peer(e)),
             Incoming::Lost(e) => return Err(CpError::Lost(e)),

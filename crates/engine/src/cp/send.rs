@@ -303,9 +303,9 @@ pub fn run_sender(
                 }
                 pacer.step();
                 // The receiving client's report says the verdict (told once).
-                if let Some(v) = pacer.jump_verdict().filter(|_| tell.is_some()) {
-                    let outcome = crate::jump::outcome_of(v);
+                if let Some(v) = pacer.jump_verdict() {
                     if let Some(tx) = tell.take() {
+                        let outcome = crate::jump::outcome_of(v);
                         let _ = tx.send_bench(&longhaul_proto::Message::JumpVerdict { outcome });
                     }
                 }
