@@ -192,6 +192,7 @@ fn run(
                 }
                 RecvEvent::HashFromFile { .. }
                 | RecvEvent::Discard { .. }
+                | RecvEvent::DropOrphanManifest { .. }
                 | RecvEvent::HashOld { .. }
                 | RecvEvent::SetMode { .. }
                 | RecvEvent::ListDest(_)

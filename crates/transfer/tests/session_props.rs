@@ -165,7 +165,9 @@ fn run(case: &Case) -> Result<Report, SessionError> {
         while let Some(ev) = rx.poll_event() {
             progressed = true;
             match ev {
-                RecvEvent::CreateDir { .. } | RecvEvent::Discard { .. } => {}
+                RecvEvent::CreateDir { .. }
+                | RecvEvent::Discard { .. }
+                | RecvEvent::DropOrphanManifest { .. } => {}
                 RecvEvent::Look { id, .. } => {
                     let e = &entries[id as usize];
                     let meta = |mtime_secs| Meta {

@@ -410,6 +410,16 @@ impl Store {
                 self.remove_own_work_files(id, &part_rel, manifest_rel.as_deref());
                 Ok(Answer::None)
             }
+            RecvEvent::DropOrphanManifest {
+                part_rel,
+                manifest_rel,
+            } => {
+                // Best effort: a leftover costs nothing but a name (`longhaul clean`).
+                if matches!(meta_of(&self.root, &part_rel), Ok(None)) {
+                    let _ = self.root.remove_file(&manifest_rel);
+                }
+                Ok(Answer::None)
+            }
             RecvEvent::ListDest(listing) => {
                 let found = list_dest(&self.root, &listing);
                 Ok(Answer::Listed(listing, found))

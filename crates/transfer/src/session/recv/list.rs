@@ -328,7 +328,17 @@ impl RecvSession {
                     rel: f.final_rel.clone(),
                     mode,
                 });
+            // A commit killed between its rename and the manifest's removal.
+            let orphan = f
+                .manifest_rel
+                .clone()
+                .filter(|_| found.part.is_none() && found.manifest.is_some())
+                .map(|manifest_rel| RecvEvent::DropOrphanManifest {
+                    part_rel: f.part_rel.clone(),
+                    manifest_rel,
+                });
             self.events.extend(set_mode);
+            self.events.extend(orphan);
             self.already += 1;
             self.outcome.resumed_bytes += size;
             return self.decided(id, skip(SkipReason::AlreadyComplete), true);

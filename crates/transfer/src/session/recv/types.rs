@@ -333,6 +333,15 @@ pub enum RecvEvent {
         /// The manifest.
         manifest_rel: Option<PathBuf>,
     },
+    /// A manifest left without its part file: a commit renames the part file into place
+    /// and removes the manifest after, so a kill between the two leaves it (the file in
+    /// place is whole). Remove it if the part file is still absent; no answer.
+    DropOrphanManifest {
+        /// The part file that must not be there.
+        part_rel: PathBuf,
+        /// The manifest.
+        manifest_rel: PathBuf,
+    },
     /// Set these directories' modes and times, deepest first; answer
     /// [`RecvSession::dirs_fixed`].
     FixDirs(Vec<DirFix>),
