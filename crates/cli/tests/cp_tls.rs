@@ -147,10 +147,12 @@ fn a_certificate_issued_by_a_ca_is_verified_with_ca() {
 
 #[test]
 fn a_server_that_does_not_speak_tls_is_named_an_older_longhaul() {
-    // At most this many data connections (the path's count on loopback is 2).
-    const MOST_STREAMS: u16 = 4;
-    // What a longhaul of protocol 4 answers to a TLS ClientHello: its frame decoder
-    // reads the record header as an absurd length and sends an Error frame in clear.
+    // At most this many data connections: a path not remembered opens as many as the
+    // longest path needs with the control connection, and keeps the path's count (2 on
+    // loopback) once the RTT is known.
+    const MOST_STREAMS: u16 = 64; // longhaul_policy::MAX_PATH_STREAMS
+                                  // What a longhaul of protocol 4 answers to a TLS ClientHello: its frame decoder
+                                  // reads the record header as an absurd length and sends an Error frame in clear.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     // The client opens its data connections with the control connection: every one
@@ -158,7 +160,7 @@ fn a_server_that_does_not_speak_tls_is_named_an_older_longhaul() {
     // connection's TLS), until the client is gone.
     let old = std::thread::spawn(move || {
         let mut answering = Vec::new();
-        // The control connection and the default four data connections.
+        // The control connection and every data connection.
         for _ in 0..1 + MOST_STREAMS {
             let Ok((mut c, _)) = listener.accept() else {
                 break;

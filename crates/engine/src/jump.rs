@@ -516,7 +516,9 @@ pub fn decide_client(
 /// - a path remembered whose server sends and may jump (this end may set routes): the
 ///   data connections wait, to leave behind the request (the server's route first,
 ///   `crate::client_start`); the jump is decided at the connect.
-/// - a path not remembered: the user's count goes at once; the path's waits for the RTT.
+/// - a path not remembered: the user's count goes at once; without one, as many as the
+///   longest path needs ([`longhaul_policy::MAX_PATH_STREAMS`]) go at once, and the RTT
+///   measured at the connect keeps the path's count of them.
 pub struct ClientStart {
     wish: JumpWish,
     receiving: bool,
@@ -525,6 +527,9 @@ pub struct ClientStart {
     /// A run whose server sends and may jump: no data connection before the request.
     hold: bool,
     guess: Option<Guess>,
+    /// A path not remembered, no `-P`: as many connections as the longest path needs
+    /// went at t = 0; the RTT keeps some of them ([`Count::Trim`]).
+    wide_guess: bool,
     decided: Option<(ClientJump, u16)>,
 }
 
@@ -544,6 +549,7 @@ impl ClientStart {
             looked_up: None,
             hold: false,
             guess: None,
+            wide_guess: false,
             decided: None,
         }
     }
@@ -564,7 +570,12 @@ impl DataStart for ClientStart {
         self.looked_up = Some(((peer.ip(), local), record));
         let Some(record) = record.filter(|r| r.memory(now_unix()).age <= jump_start::MAX_AGE)
         else {
-            return self.wish.user_count().unwrap_or(0);
+            return self.wish.user_count().unwrap_or_else(|| {
+                // Closing the extra ones at the connect costs the server an accept each;
+                // waiting for the RTT to open them costs every stream a round trip.
+                self.wide_guess = true;
+                longhaul_policy::MAX_PATH_STREAMS
+            });
         };
         if self.receiving && self.wish.enabled && longhaul_sys::socket::can_force_buffers() {
             self.hold = true;
@@ -597,6 +608,7 @@ impl DataStart for ClientStart {
         // it cannot jump), or none went yet.
         let (carried_route, decide_opened) = match guess {
             Some(g) => (g.decided.0.plan.is_some(), 0),
+            None if self.wide_guess => (false, 0),
             None => (false, opened),
         };
         let (jump, n) = self.decide_at_connect(rtt, ends, decide_opened);
@@ -610,6 +622,8 @@ impl DataStart for ClientStart {
         // initial windows the run no longer has (a dropped guess's) or lacks a new jump's.
         if opened > 0 && n == opened && !carried_route && !jumps {
             Count::Keep
+        } else if self.wide_guess && n <= opened && !jumps {
+            Count::Trim(n)
         } else {
             Count::New(n)
         }

@@ -1,6 +1,7 @@
 //! When a command started, when its data connections were dialed and when its first data
 //! byte went or came: the figures `data_dialed_rtts` and `first_byte_rtts` of cp's and
-//! bench's end records (see docs/startup.md).
+//! bench's end records (see docs/startup.md); and the bytes of warm-up runs this end
+//! sent or dropped (`warmup_bytes`, cp's end record; see `crate::cp::warmup`).
 //!
 //! Both instants are process-wide: the binary marks its start first thing
 //! ([`mark_command_start`]); the first write to (or read from) any data stream marks the
@@ -8,8 +9,21 @@
 //! command, so "this end's first data byte" is the first one of the process; in a test
 //! that runs both ends in one process the figure is not meaningful and is not asserted.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+static WARMUP_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Counts `n` bytes of warm-up runs (header included) sent or received and dropped.
+pub fn note_warmup(n: u64) {
+    WARMUP_BYTES.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Bytes of warm-up runs this process sent or dropped so far.
+pub fn warmup_bytes() -> u64 {
+    WARMUP_BYTES.load(Ordering::Relaxed)
+}
 
 static COMMAND_START: OnceLock<Instant> = OnceLock::new();
 static FIRST_DATA: OnceLock<Instant> = OnceLock::new();

@@ -39,8 +39,8 @@ pub use log_limit::{LogLimiter, LogLine};
 pub use memory::{MemoryBudget, MemoryNeed, MemoryRefusal, Reservation};
 pub use probe::{Pacing, Phase, RateProbe, StartUpExit, StreamSample, DRAIN_GAIN, PROBE_EVERY};
 pub use transport::{
-    plan_transport, streams_for_path, Congestion, Role, TransportPlan, TransportRequest, Window,
-    MIN_PROBE_RTT,
+    plan_transport, streams_for_path, warmup_bytes, Congestion, Role, TransportPlan,
+    TransportRequest, Window, MAX_PATH_STREAMS, MIN_PROBE_RTT,
 };
 pub use verdict::{judge, Chrono, LimitedBy};
 pub use watchdog::{Watchdog, STALL};

@@ -239,5 +239,24 @@ pub fn streams_for_path(rtt: Duration) -> u16 {
         return 2;
     }
     let per_7ms = rtt.as_micros().div_ceil(7_000).max(1) as u16;
-    per_7ms.next_power_of_two().clamp(4, 64)
+    per_7ms.next_power_of_two().clamp(4, MAX_PATH_STREAMS)
+}
+
+/// The most streams [`streams_for_path`] chooses (a path of 441 ms or more).
+pub const MAX_PATH_STREAMS: u16 = 64;
+
+/// Below this RTT a warm-up run is not worth its bytes: the file list's answer is back
+/// before a round of slow start would matter.
+pub const MIN_WARMUP_RTT: Duration = Duration::from_millis(5);
+
+/// Bytes of a data stream's warm-up run: what fills its congestion window now (`cwnd`
+/// segments of `mss` bytes, `unacked` of them in flight), less an eighth for TLS records'
+/// framing, so the run goes in one flight and its acks double the window (slow start)
+/// before the first chunk leaves. 0 under [`MIN_WARMUP_RTT`], or with nothing to fill.
+pub fn warmup_bytes(rtt: Duration, cwnd: u32, mss: u32, unacked: u32) -> u32 {
+    if rtt < MIN_WARMUP_RTT || mss == 0 {
+        return 0;
+    }
+    let free = u64::from(cwnd.saturating_sub(unacked)) * u64::from(mss);
+    (free - free / 8).min(u64::from(u32::MAX)) as u32
 }

@@ -296,3 +296,19 @@ fn long_paths_get_more_streams_for_the_start_up() {
     assert_eq!(streams_for_path(ms(436)), 64);
     assert_eq!(streams_for_path(ms(5000)), 64);
 }
+
+#[test]
+fn a_warmup_fills_the_free_window_on_a_long_path_only() {
+    let ms = Duration::from_millis;
+    // 10 segments of a 4470-byte MTU's MSS, one in flight (the data hello): 9 to fill.
+    assert_eq!(warmup_bytes(ms(436), 10, 4418, 1), 9 * 4418 * 7 / 8 + 1);
+    assert_eq!(
+        warmup_bytes(ms(436), 10, 4418, 0),
+        10 * 4418 - 10 * 4418 / 8
+    );
+    // A LAN gets its answer before a round of slow start would matter.
+    assert_eq!(warmup_bytes(ms(1), 10, 1448, 0), 0);
+    // Nothing to fill, or nothing known.
+    assert_eq!(warmup_bytes(ms(100), 10, 1448, 12), 0);
+    assert_eq!(warmup_bytes(ms(100), 10, 0, 0), 0);
+}

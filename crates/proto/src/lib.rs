@@ -91,8 +91,14 @@ pub mod features {
     /// once its validator has decided (a pull, `bench --reverse`): the client's report
     /// says it instead of pointing to the server's log.
     pub const JUMP_VERDICT: u64 = 1 << 4;
+    /// A file transfer's receiver takes one warm-up run of bytes at the head of each data
+    /// stream ([`crate::transfer::CHUNK_FLAG_WARMUP`]): the sender fills the stream's
+    /// initial window with it during the round trip it waits for the answer to its file
+    /// list, so the first chunks leave with the window that round trip's acks doubled.
+    pub const WARMUP: u64 = 1 << 5;
     /// Everything this build implements.
-    pub const ALL: u64 = BENCH | INTERVALS | PLAIN_DATA | TRANSFER_INTERVALS | JUMP_VERDICT;
+    pub const ALL: u64 =
+        BENCH | INTERVALS | PLAIN_DATA | TRANSFER_INTERVALS | JUMP_VERDICT | WARMUP;
     /// What a client announces unless asked for more.
-    pub const DEFAULT: u64 = BENCH | INTERVALS | TRANSFER_INTERVALS | JUMP_VERDICT;
+    pub const DEFAULT: u64 = BENCH | INTERVALS | TRANSFER_INTERVALS | JUMP_VERDICT | WARMUP;
 }

@@ -126,6 +126,12 @@ impl ClientSession {
         self.session_id
     }
 
+    /// The features both ends have: what this end announced, less what the server's
+    /// hello lacked (before that hello: what this end announced).
+    pub fn features(&self) -> u64 {
+        self.features
+    }
+
     /// Feeds one message received from the server.
     pub fn handle(&mut self, msg: Message) -> Result<(), ProtoError> {
         let result = self.handle_inner(msg);

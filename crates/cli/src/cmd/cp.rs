@@ -549,6 +549,7 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool, de
                 .map(|t| t.as_secs_f64() * 1e3),
             "first_byte_rtts": longhaul_engine::startup::first_data_rtts(r.start.rtt),
             "data_dialed_rtts": longhaul_engine::startup::data_dialed_rtts(r.start.rtt),
+            "warmup_bytes": longhaul_engine::startup::warmup_bytes(),
             "jump_start": r.jump_start,
         });
         if let (Some(v), Some(obj)) = (verdict, end.as_object_mut()) {

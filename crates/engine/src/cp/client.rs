@@ -358,10 +358,29 @@ pub fn run_cp(
     // The data hellos, in the same flight: a pull's server starts once they attach. A
     // jumping pull's connections leave now, right behind the request: the server sets its
     // route as it reads the request, a round trip before their handshakes complete there.
-    let socks = data
+    let mut socks = data
         .after_request()
         .attach(&session, plan.side, &plan.buffer, None)?;
-    let ready = await_ready(&mut conn, &mut session)?;
+    // A push's streams would idle the round trip to the server's answer: they fill their
+    // initial windows meanwhile (cp::warmup), in parallel, and the answer is awaited.
+    let warm = push
+        && jump.plan.is_none()
+        && !cfg.checksum_only
+        && session.features() & longhaul_proto::features::WARMUP != 0;
+    let key = session.chunk_key().filter(|_| warm);
+    let (ready, warm_spans) = std::thread::scope(|scope| {
+        let runs: Vec<_> = match &key {
+            Some(key) => socks
+                .iter_mut()
+                .map(|s| scope.spawn(move || super::warmup::send(s, key).ok().flatten()))
+                .collect(),
+            None => Vec::new(),
+        };
+        let ready = await_ready(&mut conn, &mut session);
+        let spans: Vec<_> = runs.into_iter().map(|r| r.join().ok().flatten()).collect();
+        (ready, spans)
+    });
+    let ready = ready?;
     let chunk_size = ready.chunk_size;
     if !push {
         jump.server_answered(true, ready.jump_start_bps, &ready.jump_note);
@@ -390,7 +409,13 @@ pub fn run_cp(
             .map_err(|e| CpError::io("setting up a data stream", e))?;
     }
     // Telemetry: payload bytes per stream, and the sockets to sample.
-    progress.count_streams(Arc::new(StreamCounters::new(socks.len())));
+    let counters = Arc::new(StreamCounters::new(socks.len()));
+    for (i, span) in warm_spans.into_iter().enumerate() {
+        if let Some(span) = span {
+            counters.set_warmup(i, span);
+        }
+    }
+    progress.count_streams(counters);
     let sockets = socks
         .iter()
         .map(|s| s.try_clone().map(Arc::new))

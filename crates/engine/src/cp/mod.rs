@@ -17,6 +17,7 @@ pub mod serve;
 pub mod store;
 pub mod telemetry;
 pub mod walk;
+pub mod warmup;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -246,6 +247,13 @@ impl Progress {
     pub fn stream_bytes(&self, stream: usize, n: u64) {
         if let Some(c) = self.streams.get() {
             c.add(stream, n);
+        }
+    }
+    /// Where data stream `stream`'s warm-up run lies (no payload; the telemetry takes it
+    /// out of what crossed).
+    pub fn stream_warmup(&self, stream: usize, span: crate::telemetry::WarmupSpan) {
+        if let Some(c) = self.streams.get() {
+            c.set_warmup(stream, span);
         }
     }
     /// The sending peer's interval reports (a pull's client keeps them here).

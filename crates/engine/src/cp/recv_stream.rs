@@ -1,6 +1,7 @@
 //! One data stream of the receiving end (see [`super`]): read a chunk header, ask the
 //! session about it, read and hash the payload in cache-sized pieces, write it after the
-//! session's check, record it, and only then let the session ack it.
+//! session's check, record it, and only then let the session ack it. A warm-up run at the
+//! head of the stream (`CHUNK_FLAG_WARMUP`, bounded) is read and dropped.
 
 use std::io::{self, Read};
 use std::net::Shutdown;
@@ -19,13 +20,15 @@ use crate::transport::secure::SecureStream;
 pub(super) fn stream_loop(sh: &Arc<Shared>, stream: usize, mut sock: SecureStream) {
     let mut buf = AlignedBuf::new();
     let mut hdr = [0u8; ChunkHeader::LEN];
+    // Whether a run (warm-up or chunk) came on this stream yet.
+    let mut began = false;
     loop {
         if sh.stop.raised() {
             let _ = sock.shutdown(Shutdown::Both);
             return;
         }
         let chunk = match read_header(&mut sock, &mut hdr) {
-            Ok(true) => receive_chunk(sh, stream, &mut sock, &hdr, &mut buf),
+            Ok(true) => receive_chunk(sh, stream, &mut sock, &hdr, &mut buf, &mut began),
             // A clean end: the sender is done with this stream.
             Ok(false) => return,
             Err(e) => Err(read_failed(stream, e)),
@@ -71,10 +74,7 @@ fn read_header(sock: &mut SecureStream, hdr: &mut [u8]) -> io::Result<bool> {
         match sock.read(&mut hdr[got..]) {
             Ok(0) if got == 0 => return Ok(false),
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => {
-                crate::startup::note_first_data();
-                got += n;
-            }
+            Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
@@ -88,10 +88,28 @@ fn receive_chunk(
     sock: &mut SecureStream,
     hdr: &[u8; ChunkHeader::LEN],
     buf: &mut AlignedBuf,
+    began: &mut bool,
 ) -> Result<(), ChunkFail> {
     let stop = |e: CpError| ChunkFail::Stop(e.to_string());
     let h = ChunkHeader::decode(hdr, &sh.chunk_key)
         .map_err(|e| ChunkFail::Stop(format!("data stream {stream}: {e}")))?;
+    if h.is_warmup() {
+        if std::mem::replace(began, true) {
+            return Err(ChunkFail::Stop(format!(
+                "data stream {stream}: a warm-up run after the stream's first run (the sender \
+                 breaks the protocol; install the same longhaul version at both ends)"
+            )));
+        }
+        // Not payload: neither counted in the transfer nor kept.
+        buf.resize(h.len as usize);
+        for piece in buf.chunks_mut(PIECE) {
+            sock.read_exact(piece).map_err(|e| read_failed(stream, e))?;
+        }
+        crate::startup::note_warmup(h.payload_len() + ChunkHeader::LEN as u64);
+        return Ok(());
+    }
+    *began = true;
+    crate::startup::note_first_data();
     let plan = sh
         .lock()
         .and_then(|mut s| Ok(s.chunk_header(&h)?))

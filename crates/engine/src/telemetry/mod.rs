@@ -11,10 +11,10 @@ pub mod crossed;
 
 use crate::transport::secure::SecureStream;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crossed::{tls_payload, CrossedMeter, RateSource};
+use crossed::{delivered_bytes, tls_payload, CrossedMeter, RateSource};
 use longhaul_proto::{IntervalReport, StreamResult, StreamSample};
 use longhaul_sys::tcp_info::{tcp_info, TcpInfo};
 
@@ -25,6 +25,27 @@ pub use longhaul_policy::Role;
 #[derive(Debug)]
 pub struct StreamCounters {
     bytes: Box<[AtomicU64]>,
+    /// Where a sender's warm-up run lies in each stream's bytes (see [`WarmupSpan`]):
+    /// they cross the path but are no transfer's bytes.
+    warmup: Box<[OnceLock<WarmupSpan>]>,
+}
+
+/// A warm-up run's place in a stream's sequence space: the stream's bytes sent before it
+/// (`from`) and its own bytes on the wire (`wire`, TLS framing included). The sampler takes
+/// what of it the kernel counts delivered out of the stream's count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WarmupSpan {
+    /// New bytes the stream had sent (or queued) before the run.
+    pub from: u64,
+    /// The run's bytes on the wire.
+    pub wire: u64,
+}
+
+impl WarmupSpan {
+    /// How much of the run is delivered when the stream has delivered `delivered` bytes.
+    pub fn delivered_of(&self, delivered: u64) -> u64 {
+        delivered.saturating_sub(self.from).min(self.wire)
+    }
 }
 
 impl StreamCounters {
@@ -32,7 +53,20 @@ impl StreamCounters {
     pub fn new(streams: usize) -> Self {
         Self {
             bytes: (0..streams).map(|_| AtomicU64::new(0)).collect(),
+            warmup: (0..streams).map(|_| OnceLock::new()).collect(),
         }
+    }
+
+    /// Where `stream`'s warm-up run lies (set once; not payload).
+    pub fn set_warmup(&self, stream: usize, span: WarmupSpan) {
+        if let Some(c) = self.warmup.get(stream) {
+            let _ = c.set(span);
+        }
+    }
+
+    /// `stream`'s warm-up run, if it had one.
+    pub fn warmup(&self, stream: usize) -> Option<WarmupSpan> {
+        self.warmup.get(stream).and_then(|c| c.get().copied())
     }
 
     /// Counts `n` bytes on `stream`; a stream outside the counters is ignored (the
@@ -83,6 +117,8 @@ struct Tracked {
     reported: u64,
     /// A sender's bytes that crossed before the count of writes allowed them.
     unreported: u64,
+    /// A sender's warm-up bytes (wire) the kernel had delivered at the last sample.
+    warmup_seen: u64,
     /// The bytes that crossed the path.
     crossed: CrossedMeter,
 }
@@ -144,6 +180,9 @@ impl Sampler {
                     base_bytes: counters.get(i),
                     reported: 0,
                     unreported: 0,
+                    warmup_seen: counters
+                        .warmup(i)
+                        .map_or(0, |w| w.delivered_of(delivered_bytes(&base))),
                     crossed: CrossedMeter::new(role, &base),
                 }
             })
@@ -178,6 +217,12 @@ impl Sampler {
             let counted = self.counters.get(i);
             // The kernel counts wire bytes: under TLS less the records' framing.
             let mut moved = s.crossed.advance(&info);
+            if let (Role::Sender, Some(w)) = (self.role, self.counters.warmup(i)) {
+                // A warm-up run crosses first, and is nobody's payload.
+                let seen = w.delivered_of(delivered_bytes(&info)).max(s.warmup_seen);
+                moved = moved.saturating_sub(seen - s.warmup_seen);
+                s.warmup_seen = seen;
+            }
             if s.sock.is_tls() {
                 moved = tls_payload(moved);
             }
@@ -298,6 +343,20 @@ pub fn stream_total(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_warmup_run_is_counted_delivered_only_within_its_span() {
+        let w = WarmupSpan {
+            from: 600,
+            wire: 40_000,
+        };
+        // The handshake's and hello's bytes before it, the chunks' after it.
+        assert_eq!(w.delivered_of(0), 0);
+        assert_eq!(w.delivered_of(600), 0);
+        assert_eq!(w.delivered_of(10_600), 10_000);
+        assert_eq!(w.delivered_of(40_600), 40_000);
+        assert_eq!(w.delivered_of(5_000_000), 40_000);
+    }
 
     fn info(acked: u64, retrans: u32, busy: u64, rwnd: u64, sndbuf: u64) -> TcpInfo {
         TcpInfo {

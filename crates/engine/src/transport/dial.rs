@@ -75,6 +75,11 @@ pub enum Count {
     /// They are dropped and this many opened instead, also when it is as many: a dropped
     /// guess's connections may carry its route's initial windows.
     New(u16),
+    /// The first this many stand, the rest are closed before their TLS starts: a path not
+    /// remembered opens as many as the longest path needs at t = 0 and keeps what its RTT
+    /// asks for ([`longhaul_policy::streams_for_path`]), one round trip sooner than
+    /// opening them at the connect.
+    Trim(u16),
 }
 
 /// The path's count ([`longhaul_policy::streams_for_path`]) at the connect, no guess.
@@ -160,6 +165,12 @@ pub fn dial_with(
     };
     let replace = match count {
         Count::New(n) => Some(n),
+        Count::Trim(n) if addr == addrs[0] && n <= dialer.streams() => {
+            dialer.keep_first(n);
+            data.streams = n;
+            None
+        }
+        Count::Trim(n) => Some(n),
         Count::Keep => (addr != addrs[0]).then_some(data.streams),
     };
     if let Some(n) = replace {
@@ -340,6 +351,16 @@ impl DataDialer {
     /// How many connections are on their way.
     pub fn streams(&self) -> u16 {
         self.connecting.len() as u16
+    }
+
+    /// Keeps the first `n` connections; the others end before their TLS starts (their
+    /// threads see the setup's channel closed and drop their sockets: the server's door
+    /// sees a connection close without a byte, which it does not log).
+    pub fn keep_first(&mut self, n: u16) {
+        let n = usize::from(n);
+        self.tls.truncate(n);
+        // Detached: each ends as soon as its TCP connect does.
+        self.connecting.truncate(n);
     }
 
     /// The TLS setup for every data connection (`None`: plain TCP).

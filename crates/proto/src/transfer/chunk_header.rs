@@ -16,6 +16,14 @@ pub const CHUNK_FLAG_HOLE: u32 = 1;
 /// named for the same chunk of its own copy (`OldChunks`); no bytes follow, the receiver
 /// takes them from that copy.
 pub const CHUNK_FLAG_SAME: u32 = 2;
+/// Flag bit of [`ChunkHeader::flags`], alone: a warm-up run ([`crate::features::WARMUP`]):
+/// `len` bytes follow that belong to no file (file, index and offset 0, hash zeros); the
+/// receiver reads and drops them. At most one per stream, before its first chunk, and at
+/// most [`MAX_WARMUP_BYTES`].
+pub const CHUNK_FLAG_WARMUP: u32 = 4;
+/// The longest warm-up run: a stream's initial window (10 segments of a 9000-byte MTU
+/// are 90 KB) with room for a route's larger `initcwnd`.
+pub const MAX_WARMUP_BYTES: u32 = 1 << 20;
 
 /// Precedes each chunk's raw bytes on a data stream. Fixed 80 bytes, big-endian: the
 /// fields (60 bytes), a 16-byte MAC of them under the session's chunk key, and a check
@@ -41,6 +49,23 @@ impl ChunkHeader {
     /// Encoded length.
     pub const LEN: usize = 80;
     const MAGIC: [u8; 4] = *b"LHCK";
+
+    /// The header of a warm-up run of `len` bytes ([`CHUNK_FLAG_WARMUP`]).
+    pub fn warmup(len: u32) -> Self {
+        Self {
+            file: 0,
+            index: 0,
+            flags: CHUNK_FLAG_WARMUP,
+            offset: 0,
+            len: len.min(MAX_WARMUP_BYTES),
+            hash: [0; 32],
+        }
+    }
+
+    /// Whether this is a warm-up run's header, not a chunk's.
+    pub fn is_warmup(&self) -> bool {
+        self.flags == CHUNK_FLAG_WARMUP
+    }
 
     /// Bytes of payload that follow this header.
     pub fn payload_len(&self) -> u64 {
@@ -105,6 +130,15 @@ impl ChunkHeader {
             len: be32(24),
             hash: b[28..60].try_into().expect("32 bytes"),
         };
+        if h.flags & CHUNK_FLAG_WARMUP != 0 {
+            if h != Self::warmup(h.len) || h.len > MAX_WARMUP_BYTES {
+                return Err(invalid(
+                    "chunk header",
+                    format!("a warm-up run out of bounds: {h:?}"),
+                ));
+            }
+            return Ok(h);
+        }
         if h.file > MAX_FILE_ID
             || h.flags & !(CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME) != 0
             || h.flags == CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME
@@ -132,5 +166,41 @@ mod fnv_check {
             h = h.wrapping_mul(0x0100_0000_01b3);
         }
         (h ^ (h >> 32)) as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_warmup_run_round_trips_and_only_its_own_shape_decodes() {
+        let key = ChunkKey::from_bytes([7; 32]);
+        let w = ChunkHeader::warmup(44_180);
+        assert!(w.is_warmup());
+        assert_eq!(w.payload_len(), 44_180);
+        assert_eq!(ChunkHeader::decode(&w.encode(&key), &key).unwrap(), w);
+        // The longest run is clamped where it is made.
+        assert_eq!(ChunkHeader::warmup(u32::MAX).len, MAX_WARMUP_BYTES);
+        // A warm-up flag on anything else than a warm-up's shape is refused (a MAC'd
+        // header from a broken or hostile sender): with a file, an offset, a hash, another
+        // flag, or more than the bound.
+        let odd = [
+            ChunkHeader { file: 3, ..w },
+            ChunkHeader { offset: 9, ..w },
+            ChunkHeader { hash: [1; 32], ..w },
+            ChunkHeader {
+                flags: CHUNK_FLAG_WARMUP | CHUNK_FLAG_HOLE,
+                ..w
+            },
+            ChunkHeader {
+                len: MAX_WARMUP_BYTES + 1,
+                ..w
+            },
+        ];
+        for h in odd {
+            let e = ChunkHeader::decode(&h.encode(&key), &key).unwrap_err();
+            assert!(e.to_string().contains("warm-up"), "{h:?}: {e}");
+        }
     }
 }

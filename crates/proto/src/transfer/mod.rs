@@ -36,7 +36,9 @@ use crate::FRAME_HEADER_LEN;
 mod chunk_header;
 mod options;
 
-pub use chunk_header::{ChunkHeader, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME};
+pub use chunk_header::{
+    ChunkHeader, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME, CHUNK_FLAG_WARMUP, MAX_WARMUP_BYTES,
+};
 pub use options::{transfer_flags, TransferOptions};
 
 /// Longest path in a file entry, in bytes (Linux `PATH_MAX` - 1).
