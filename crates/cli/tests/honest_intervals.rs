@@ -117,15 +117,15 @@ fn no_interval_shows_more_than_the_bottleneck_on_a_lossy_path() {
             cp(&remote, pulled.to_str().unwrap(), &[]),
             "delivered",
         ),
-        // Not jumping, the streams send warm-up runs first (cp::warmup), which are no
-        // payload: they must not show in the intervals.
+        // Not jumping, a push's streams send warm-up runs first (cp::warmup), which are
+        // no payload: they must not show in the intervals. A pull's server sends none.
         (
             "cp push, warm-up",
             cp(src.to_str().unwrap(), &remote2, &["--no-jump-start"]),
             "delivered",
         ),
         (
-            "cp pull, warm-up",
+            "cp pull, no jump",
             cp(&remote2, pulled2.to_str().unwrap(), &["--no-jump-start"]),
             "delivered",
         ),

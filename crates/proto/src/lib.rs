@@ -94,7 +94,8 @@ pub mod features {
     /// A file transfer's receiver takes one warm-up run of bytes at the head of each data
     /// stream ([`crate::transfer::CHUNK_FLAG_WARMUP`]): the sender fills the stream's
     /// initial window with it during the round trip it waits for the answer to its file
-    /// list, so the first chunks leave with the window that round trip's acks doubled.
+    /// list, so the first chunks leave with the window that round trip's acks grew. The
+    /// client announces it; a pushing client sends runs when the server has it.
     pub const WARMUP: u64 = 1 << 5;
     /// Everything this build implements.
     pub const ALL: u64 =

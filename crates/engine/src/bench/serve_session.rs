@@ -81,7 +81,6 @@ pub(super) fn run_session(
         let mut plain_data = false;
         let mut intervals = false;
         let mut jump_verdict = false;
-        let mut warmup = false;
         loop {
             let r = session.handle(msg);
             let events: Vec<ServerEvent> = std::iter::from_fn(|| session.poll_event()).collect();
@@ -107,7 +106,6 @@ pub(super) fn run_session(
                         plain_data = features & longhaul_proto::features::PLAIN_DATA != 0;
                         intervals = features & longhaul_proto::features::TRANSFER_INTERVALS != 0;
                         jump_verdict = features & longhaul_proto::features::JUMP_VERDICT != 0;
-                        warmup = features & longhaul_proto::features::WARMUP != 0;
                     }
                     ServerEvent::Params(p) => params = Some(p),
                     ServerEvent::HostReportRequested { rate_bps, rtt_us } => {
@@ -142,7 +140,6 @@ pub(super) fn run_session(
                         plain_data,
                         intervals,
                         jump_verdict,
-                        warmup,
                         expected: None,
                         hold: None,
                     };

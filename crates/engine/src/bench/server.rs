@@ -360,8 +360,6 @@ pub(super) struct Attach {
     pub(super) intervals: bool,
     /// The client takes the jump-start's verdict when this end sends.
     pub(super) jump_verdict: bool,
-    /// The client takes a warm-up run at the head of each data stream when this end sends.
-    pub(super) warmup: bool,
     pub(super) expected: Option<Expected>,
     /// The session's memory, held until the transfer ends.
     pub(super) hold: Option<MemoryHold>,
@@ -413,9 +411,5 @@ impl StreamAttach for Attach {
 
     fn peer_takes_jump_verdict(&self) -> bool {
         self.jump_verdict
-    }
-
-    fn peer_takes_warmup(&self) -> bool {
-        self.warmup
     }
 }

@@ -249,13 +249,6 @@ impl Progress {
             c.add(stream, n);
         }
     }
-    /// Where data stream `stream`'s warm-up run lies (no payload; the telemetry takes it
-    /// out of what crossed).
-    pub fn stream_warmup(&self, stream: usize, span: crate::telemetry::WarmupSpan) {
-        if let Some(c) = self.streams.get() {
-            c.set_warmup(stream, span);
-        }
-    }
     /// The sending peer's interval reports (a pull's client keeps them here).
     pub fn peer_reports(&self) -> &std::sync::Arc<peer_intervals::PeerReports> {
         &self.peer

@@ -91,9 +91,6 @@ pub struct Sender {
     /// Tell the receiver the jump's verdict once the validator decides (a pull's server,
     /// when the client takes it).
     pub tell_jump_verdict: bool,
-    /// The receiver takes a warm-up run at the head of each stream
-    /// ([`longhaul_proto::features::WARMUP`]); sent only by a run that does not jump.
-    pub warmup: bool,
 }
 
 /// What the rate controller of a sender ended with.
@@ -138,7 +135,6 @@ impl Sender {
             report_every: None,
             tell_jump_verdict: false,
             jump: None,
-            warmup: false,
         })
     }
 }
@@ -216,7 +212,6 @@ pub fn run_sender(
         report_every,
         jump,
         tell_jump_verdict,
-        warmup,
     } = sender;
     let checksum_only = session.checksum_only();
     let (hash_tx, hash_rx) = mpsc::channel();
@@ -256,8 +251,6 @@ pub fn run_sender(
     let handles: Vec<SecureStream> = streams.iter().filter_map(|s| s.try_clone().ok()).collect();
     let count = streams.len();
     let jump = jump.filter(|_| probe.is_some() && !checksum_only);
-    // A jump's window is already the path's; a check sends no data.
-    let warmup = warmup && jump.is_none() && !checksum_only;
     let jump_pace = jump
         .as_ref()
         .map(|v| (v.plan().start_bps / count.max(1) as u64 / 8).max(1));
@@ -285,7 +278,7 @@ pub fn run_sender(
                 Some(bytes_per_s) => longhaul_sys::socket::set_max_pacing_rate(&s, bytes_per_s),
                 None => crate::transport::sockopts::pace_by_kernel(&s),
             };
-            std::thread::spawn(move || stream_loop(&sh, i as u32, s, warmup))
+            std::thread::spawn(move || stream_loop(&sh, i as u32, s))
         })
         .collect();
 
@@ -453,15 +446,9 @@ fn hash_loop(sh: &Shared, jobs: &mpsc::Receiver<SendEvent>) {
 }
 
 /// One data stream: pull work, send it, until nothing is left or the transfer stops.
-fn stream_loop(sh: &Arc<Shared>, stream: u32, mut sock: SecureStream, warmup: bool) {
+fn stream_loop(sh: &Arc<Shared>, stream: u32, mut sock: SecureStream) {
     let mut buf = AlignedBuf::new();
     let mut open: Option<(u32, File)> = None;
-    if warmup && sh.lock().is_ok_and(|s| s.awaiting_answer()) {
-        // A failed write shows again at the stream's first chunk, and is handled there.
-        if let Ok(Some(span)) = super::warmup::send(&mut sock, &sh.chunk_key) {
-            sh.progress.stream_warmup(stream as usize, span);
-        }
-    }
     loop {
         let work = {
             let Ok(mut s) = sh.session.lock() else { return };

@@ -57,11 +57,6 @@ pub trait StreamAttach {
     fn peer_takes_jump_verdict(&self) -> bool {
         false
     }
-    /// Whether the client takes a warm-up run at the head of each data stream from a
-    /// sending server ([`longhaul_proto::features::WARMUP`]).
-    fn peer_takes_warmup(&self) -> bool {
-        false
-    }
 }
 
 /// The files a server's transfers may reach.
@@ -315,7 +310,6 @@ pub fn serve_transfer(
     // attachments then arrive together: a round trip less before data on a long path).
     let takes_intervals = attach.peer_takes_intervals();
     let takes_verdict = attach.peer_takes_jump_verdict();
-    let takes_warmup = attach.peer_takes_warmup();
     let mut collect = || -> Result<Vec<SecureStream>, CpError> {
         let socks = attach.collect()?;
         for s in &socks {
@@ -380,7 +374,6 @@ pub fn serve_transfer(
             sender.report_every = Some(super::peer_intervals::REPORT_EVERY);
         }
         sender.tell_jump_verdict = takes_verdict;
-        sender.warmup = takes_warmup;
         // The same pacer start and validation as a push's sender and bench's.
         sender.jump = jump.as_ref().and_then(ServerJump::validator);
         if opts.delta {

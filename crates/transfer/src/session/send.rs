@@ -610,12 +610,6 @@ impl SendSession {
         Ok(ChunkId { file: s, index })
     }
 
-    /// Whether the receiver's answer to the file list is still awaited (no chunk can be
-    /// handed out before it).
-    pub fn awaiting_answer(&self) -> bool {
-        self.sched.is_none() && !matches!(self.phase, Phase::Done | Phase::Failed)
-    }
-
     /// What data stream `stream` does next.
     pub fn next_work(&mut self, stream: u32, now: Instant) -> Work {
         if self.cfg.checksum_only
