@@ -2,14 +2,14 @@
 //! session's chunk key): raw bytes
 //! (what a peer sends) decode only to a header that encodes back to the same bytes, and
 //! headers built from the input's fields (so their check is right, which random bytes
-//! almost never are) decode back exactly when they are within the protocol's bounds, and
-//! never under another session's key.
+//! almost never are) decode back exactly when they are within the protocol's bounds (a
+//! chunk's, or a warm-up run's exact shape), and never under another session's key.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use longhaul_fuzz::take;
 use longhaul_proto::transfer::{
-    ChunkHeader, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME, MAX_CHUNK_BYTES, MAX_FILE_ID,
+    ChunkHeader, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME, MAX_CHUNK_BYTES, MAX_FILE_ID, MAX_WARMUP_BYTES,
 };
 use longhaul_proto::ChunkKey;
 
@@ -30,11 +30,13 @@ fuzz_target!(|data: &[u8]| {
         len: u32::from_be_bytes(take(&mut rest)),
         hash: take(&mut rest),
     };
-    let in_bounds = h.file <= MAX_FILE_ID
-        && h.flags & !(CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME) == 0
-        && h.flags != CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME
-        && u64::from(h.len) <= MAX_CHUNK_BYTES
-        && h.offset.checked_add(u64::from(h.len)).is_some();
+    let warmup = h == ChunkHeader::warmup(h.len) && h.len <= MAX_WARMUP_BYTES;
+    let in_bounds = warmup
+        || h.file <= MAX_FILE_ID
+            && h.flags & !(CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME) == 0
+            && h.flags != CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME
+            && u64::from(h.len) <= MAX_CHUNK_BYTES
+            && h.offset.checked_add(u64::from(h.len)).is_some();
     let bytes = h.encode(&key);
     match ChunkHeader::decode(&bytes, &key) {
         Ok(back) => assert!(in_bounds && back == h, "{h:?} decoded as {back:?}"),
