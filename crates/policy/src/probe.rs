@@ -231,6 +231,16 @@ pub struct RateProbe {
     /// (time, the smallest rate held in it) ([`Self::steady_bps`]).
     held_time: std::collections::BTreeMap<i32, (Duration, u64)>,
     last_at: Option<Duration>,
+    /// When the last sample was taken, and the first sample after a stall of the host
+    /// (see [`Self::stall_gap`]).
+    prev_sample: Option<Duration>,
+    stall_ended: Option<Duration>,
+    /// A start-up paused at this rate (bit/s) until then, instead of ended: the queue it
+    /// saw may be the stall's ([`RateProbe::on_startup`]).
+    pause: Option<(Duration, u64)>,
+    /// A start-up going on after a pause: paced from this rate (bit/s) at this time,
+    /// doubling per round, so the windows the pause let grow do not leave in one burst.
+    resumed: Option<(Duration, u64)>,
 }
 
 impl RateProbe {
@@ -267,6 +277,10 @@ impl RateProbe {
             last_srtt: Vec::new(),
             held_time: std::collections::BTreeMap::new(),
             last_at: None,
+            prev_sample: None,
+            stall_ended: None,
+            pause: None,
+            resumed: None,
         }
     }
 
@@ -356,6 +370,11 @@ impl RateProbe {
     /// pacing to apply.
     pub fn on_sample(&mut self, at: Duration, streams: &[StreamSample]) -> Pacing {
         self.count_held_time(at);
+        if let Some(prev) = self.prev_sample.replace(at) {
+            if at.saturating_sub(prev) > self.stall_gap() {
+                self.stall_ended = Some(at);
+            }
+        }
         let total: u64 = streams.iter().map(|s| s.delivery_bps).sum();
         let retransmits: u64 = streams.iter().map(|s| s.retransmits).sum();
         let app_limited = streams.iter().all(|s| s.app_limited || !s.busy);
@@ -393,7 +412,8 @@ impl RateProbe {
         let in_flight: u64 = streams.iter().map(|s| s.in_flight_bytes).sum();
         match self.phase {
             Phase::StartUp => {
-                if let Some(exit) = self.startup_verdict(at, total, retransmits, app_limited) {
+                if let Some(exit) = self.on_startup(at, total, retransmits, app_limited, in_flight)
+                {
                     let held = self.best_total().max(1);
                     self.exit = Some(exit);
                     self.startup_drain = true;
@@ -417,7 +437,7 @@ impl RateProbe {
     }
 
     /// The start-up's exit, if this sample ends it.
-    fn startup_verdict(
+    pub(super) fn startup_verdict(
         &mut self,
         at: Duration,
         total: u64,
@@ -530,7 +550,15 @@ impl RateProbe {
 
     /// The pacing cap of each stream in the current phase.
     fn per_stream(&self, streams: &[StreamSample]) -> Vec<Option<u64>> {
-        let Some(held) = self.held else {
+        let resumed = self
+            .resumed
+            .filter(|_| self.held.is_none())
+            .map(|(from, rate)| {
+                let at = self.window.back().map_or(from, |m| m.at);
+                let rounds = at.saturating_sub(from).as_secs_f64() / self.round.as_secs_f64();
+                (rate as f64 * 2f64.powf(rounds.min(40.0))) as u64
+            });
+        let Some(held) = self.held.or(self.pause.map(|p| p.1)).or(resumed) else {
             // Start-up: the kernel's own (BBR's, or slow start's) doubling per round trip.
             return vec![None; streams.len()];
         };
@@ -608,7 +636,7 @@ impl RateProbe {
     /// first rounds' bursts of many streams' initial windows may end it falsely; at
     /// 180 ms, min RTT / 32 let the queue of a fluid model reach 94 % of a 1-BDP buffer,
     /// min RTT / 64 73 %).
-    fn startup_threshold(&self) -> Duration {
+    pub(super) fn startup_threshold(&self) -> Duration {
         (self.base_rtt.unwrap_or(self.round) / 64)
             .clamp(Duration::from_millis(3), Duration::from_millis(8))
     }

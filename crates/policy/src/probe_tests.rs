@@ -27,6 +27,9 @@ struct Path {
     /// A busy emulator's hiccups: every `.0` the bottleneck serves nothing for `.1`, then
     /// catches up at up to twice its rate (a late emulator, not a slower path).
     stalls: Option<(Duration, Duration)>,
+    /// One stall of the whole host from `.0` for `.1`: the bottleneck (an emulator on the
+    /// same host) serves nothing and catches up after, and the controller is not sampled.
+    host_stall: Option<(Duration, Duration)>,
     /// Bits the bottleneck owes from its stalls.
     debt_bits: f64,
     /// How much faster than its rate a late bottleneck catches up (1: twice its rate).
@@ -57,6 +60,7 @@ impl Path {
             dropped_bits: 0.0,
             max_queue_bits: 0.0,
             stalls: None,
+            host_stall: None,
             debt_bits: 0.0,
             catch_up: 1.0,
             smoothed: false,
@@ -86,9 +90,12 @@ impl Path {
         let input: f64 = sends.iter().sum();
         let stalled = self.stalls.is_some_and(|(every, length)| {
             self.now.as_nanos() % every.as_nanos() < length.as_nanos()
-        });
+        }) || self.host_stalled();
         let capacity = if stalled {
-            self.debt_bits += self.rate * dt;
+            // A stalled host's emulator stops its clock too: nothing to catch up.
+            if !self.host_stalled() {
+                self.debt_bits += self.rate * dt;
+            }
             0.0
         } else {
             self.rate + (self.debt_bits / dt).min(self.rate * self.catch_up)
@@ -131,7 +138,13 @@ impl Path {
                 sampled
             };
         }
-        let grow = 2f64.powf(dt / self.base.as_secs_f64());
+        // A stalled host acks nothing, so no window grows; what was in flight still
+        // reaches the stalled emulator and waits there.
+        let grow = if self.host_stalled() {
+            1.0
+        } else {
+            2f64.powf(dt / self.base.as_secs_f64())
+        };
         let ceiling = 3.0 * self.rate / n;
         for k in &mut self.kernel {
             *k = (*k * grow).min(ceiling);
@@ -171,6 +184,11 @@ impl Path {
             .collect()
     }
 
+    fn host_stalled(&self) -> bool {
+        self.host_stall
+            .is_some_and(|(from, length)| self.now >= from && self.now < from + length)
+    }
+
     fn queue_delay(&self) -> Duration {
         Duration::from_secs_f64(self.queue_bits.max(0.0) / self.rate)
     }
@@ -180,7 +198,7 @@ impl Path {
         let every = p.sample_every();
         let mut next = Duration::ZERO;
         while self.now < until {
-            if self.now >= next {
+            if self.now >= next && !self.host_stalled() {
                 let pacing = p.on_sample(self.now, &self.samples());
                 self.caps = pacing.per_stream_bps;
                 next += every;
@@ -792,4 +810,39 @@ fn the_steady_rate_is_the_one_held_longest() {
         steady >= held * 98 / 100 && steady <= 1_000_000_000,
         "steady {steady}, held {held}"
     );
+}
+
+/// A first pull at 436 ms on a busy 2-core host: the host stalled for 0.4 s during the
+/// start-up (no pacer sample, the emulator served nothing), the RTT of the latest acks
+/// rose 65-77 ms as a queue's would, and the start-up ended at 200-330 Mbit/s; the probes
+/// then took 15-30 s to climb back. A queue seen within a round of a stall pauses the
+/// start-up for a round instead, and the start-up goes on once it is gone.
+#[test]
+fn a_stall_of_the_host_does_not_end_the_startup() {
+    let ms = Duration::from_millis;
+    for stall_at in [900, 1100, 1300] {
+        let mut path = Path::new(1e9, 436, 64);
+        path.smoothed = true;
+        path.host_stall = Some((ms(stall_at), ms(400)));
+        let mut p = RateProbe::new(ms(436), false);
+        // The start-up from 64 x 10 segments reaches 1 Gbit/s at 436 ms in about five
+        // round trips; the stall and the pause cost two more. Without the pause it
+        // ended at 440-560 Mbit/s and the probes had not begun by then.
+        // Sampled as the pacer does: every sample interval, none made up after the stall.
+        while path.now < Duration::from_millis(3500) {
+            let next = path.now + p.sample_every();
+            path.run(&mut p, next);
+        }
+        let held = p.held_bps().unwrap_or(0);
+        assert!(
+            held >= 900_000_000,
+            "stall at {stall_at} ms: the start-up ended ({:?}) holding {held} bit/s",
+            p.startup_exit()
+        );
+        assert!(
+            path.dropped_bits == 0.0,
+            "stall at {stall_at} ms: {} bits dropped",
+            path.dropped_bits
+        );
+    }
 }
