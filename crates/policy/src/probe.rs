@@ -230,10 +230,9 @@ pub struct RateProbe {
     /// Time spent at each held rate after the start-up, in buckets of 1/2 %: bucket ->
     /// (time, the smallest rate held in it) ([`Self::steady_bps`]).
     held_time: std::collections::BTreeMap<i32, (Duration, u64)>,
+    /// When the last sample was taken.
     last_at: Option<Duration>,
-    /// When the last sample was taken, and the first sample after a stall of the host
-    /// (see [`Self::stall_gap`]).
-    prev_sample: Option<Duration>,
+    /// The first sample after a stall of the host (see [`Self::stall_gap`]).
     stall_ended: Option<Duration>,
     /// A start-up paused at this rate (bit/s) until then, instead of ended: the queue it
     /// saw may be the stall's ([`RateProbe::on_startup`]).
@@ -277,7 +276,6 @@ impl RateProbe {
             last_srtt: Vec::new(),
             held_time: std::collections::BTreeMap::new(),
             last_at: None,
-            prev_sample: None,
             stall_ended: None,
             pause: None,
             resumed: None,
@@ -369,12 +367,13 @@ impl RateProbe {
     /// Feeds one sample of every stream at `at` (time since the data began); returns the
     /// pacing to apply.
     pub fn on_sample(&mut self, at: Duration, streams: &[StreamSample]) -> Pacing {
-        self.count_held_time(at);
-        if let Some(prev) = self.prev_sample.replace(at) {
-            if at.saturating_sub(prev) > self.stall_gap() {
-                self.stall_ended = Some(at);
-            }
+        if self
+            .last_at
+            .is_some_and(|last| at.saturating_sub(last) > self.stall_gap())
+        {
+            self.stall_ended = Some(at);
         }
+        self.count_held_time(at);
         let total: u64 = streams.iter().map(|s| s.delivery_bps).sum();
         let retransmits: u64 = streams.iter().map(|s| s.retransmits).sum();
         let app_limited = streams.iter().all(|s| s.app_limited || !s.busy);
@@ -468,8 +467,7 @@ impl RateProbe {
             .iter()
             .rev()
             .take(2)
-            .filter_map(|m| m.recent_rtt)
-            .map(|r| r.saturating_sub(self.base_rtt.unwrap_or(r)))
+            .filter_map(|m| self.recent_queue(m))
             .collect();
         if recent.len() == 2
             && recent.iter().all(|q| *q > threshold)
@@ -621,6 +619,12 @@ impl RateProbe {
     }
 
     /// The queueing delay: the smallest RTT of the last quarter round over the minimum.
+    /// The queue delay the latest acks of sample `m` carried (see [`Self::recent_rtt`]).
+    fn recent_queue(&self, m: &Moment) -> Option<Duration> {
+        m.recent_rtt
+            .map(|r| r.saturating_sub(self.base_rtt.unwrap_or(r)))
+    }
+
     fn queue_delay(&self, at: Duration) -> Option<Duration> {
         let base = self.base_rtt?;
         let since = at.saturating_sub(self.round / 4);

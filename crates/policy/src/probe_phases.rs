@@ -34,12 +34,7 @@ impl RateProbe {
             Some((until, _)) if at < until => return None,
             Some((_, rate)) => {
                 self.pause = None;
-                let queue = self
-                    .window
-                    .back()
-                    .and_then(|m| m.recent_rtt)
-                    .zip(self.base_rtt)
-                    .map(|(r, b)| r.saturating_sub(b));
+                let queue = self.window.back().and_then(|m| self.recent_queue(m));
                 if queue.is_some_and(|q| q > self.startup_threshold()) {
                     return Some(StartUpExit::Queue);
                 }
