@@ -13,7 +13,8 @@ use std::path::Path;
 
 use longhaul_transfer::session::HardLinkJob;
 
-use super::{kept_changing, Store, CLAIM_ATTEMPTS};
+use super::part::{kept_changing, CLAIM_ATTEMPTS};
+use super::Store;
 
 impl Store {
     /// Makes a received hard link (see the module docs); the answer for

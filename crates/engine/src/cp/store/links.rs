@@ -15,7 +15,8 @@ use std::path::Path;
 
 use longhaul_transfer::session::LinkJob;
 
-use super::{clear_stale_part, kept_changing, Store, CLAIM_ATTEMPTS};
+use super::part::{clear_stale_part, kept_changing, CLAIM_ATTEMPTS};
+use super::Store;
 
 impl Store {
     /// Makes a received symlink (see the module docs); the answer for

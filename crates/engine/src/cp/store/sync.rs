@@ -9,7 +9,8 @@
 use longhaul_sys::file_io;
 use longhaul_transfer::session::recv::CommitJob;
 
-use super::{set_mode_and_mtime, unset_result, CommitError, Store};
+use super::commit::{set_mode_and_mtime, unset_result};
+use super::{CommitError, Store};
 
 impl Store {
     /// Sync, every chunk equal to the old copy and the same size: the old file stays (it
