@@ -366,6 +366,9 @@ fn multi_gb_sparse_file_is_identical_and_stays_sparse_both_ways() {
         .arg(&pulled);
     let pull = run(&mut c, limit);
     check(&pull, &pulled);
+    // Nothing was at pulled.img: the list was answered ahead (a push never is).
+    assert_eq!(pull.json_of("end")["answered_ahead"], true);
+    assert_eq!(push.json_of("end")["answered_ahead"], false);
 }
 
 #[test]

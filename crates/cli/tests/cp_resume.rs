@@ -138,6 +138,8 @@ struct Figures {
     /// Largest `sent_bytes(rerun) - unverified` (chunks sent again).
     max_excess_bytes: i64,
     max_verified_at_kill: u64,
+    /// Reruns that answered the list ahead (pulls into nothing).
+    answered_ahead: u64,
 }
 
 /// Chunk `index` of `f` (shorter at the end of the file, empty past it).
@@ -265,6 +267,10 @@ fn kill_runs(direction: Direction, victim: Victim, default_runs: u64) -> Figures
             "{ctx}: {lost} chunks were written but not recorded (bound {SLACK_CHUNKS})"
         );
 
+        // A pull into a destination that holds nothing of the file (no copy, no part
+        // file, no manifest) answers the list ahead; one with a part file resumes.
+        let nothing_there =
+            !setup.dst().exists() && !setup.part().exists() && !setup.manifest().exists();
         let rerun = run(&mut setup.command(), Duration::from_secs(120));
         assert_eq!(
             rerun.code(),
@@ -278,6 +284,13 @@ fn kill_runs(direction: Direction, victim: Victim, default_runs: u64) -> Figures
             !setup.part().exists() && !setup.manifest().exists(),
             "{ctx}: leftovers"
         );
+        assert_eq!(
+            rerun.json_of("end")["answered_ahead"],
+            direction == Direction::Pull && nothing_there,
+            "{ctx}\n{}",
+            rerun.describe()
+        );
+        fig.answered_ahead += u64::from(rerun.json_of("end")["answered_ahead"] == true);
         let sent = rerun.end_u64("sent_bytes");
         let resumed = rerun.end_u64("resumed_bytes");
         let verified_bytes = (verified * CHUNK).min(SIZE);
@@ -301,14 +314,16 @@ fn kill_runs(direction: Direction, victim: Victim, default_runs: u64) -> Figures
     eprintln!(
         "{tag}: {} runs, {} interrupted ({} with chunks verified), at most {} of {chunks} chunks verified at a kill, \
          at most {} chunks lost (written, not recorded) per kill, rerun sent at most {} \
-         bytes beyond the unverified ones (bound {} = {SLACK_CHUNKS} chunks)",
+         bytes beyond the unverified ones (bound {} = {SLACK_CHUNKS} chunks), {} reruns \
+         answered the list ahead",
         fig.runs,
         fig.interrupted,
         fig.mid_transfer,
         fig.max_verified_at_kill,
         fig.max_lost_chunks,
         fig.max_excess_bytes,
-        SLACK_CHUNKS * CHUNK
+        SLACK_CHUNKS * CHUNK,
+        fig.answered_ahead
     );
     assert!(
         fig.interrupted * 4 >= fig.runs * 3,

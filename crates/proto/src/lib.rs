@@ -97,9 +97,15 @@ pub mod features {
     /// list, so the first chunks leave with the window that round trip's acks grew. The
     /// client announces it; a pushing client sends runs when the server has it.
     pub const WARMUP: u64 = 1 << 5;
+    /// A pulling client may answer the file list ahead
+    /// ([`crate::transfer::transfer_flags::ANSWERED_AHEAD`]) and the sending server then
+    /// sends chunks without waiting for the answers: a pull's data a round trip sooner.
+    /// The server announces it; a client asks only a server that has it.
+    pub const ANSWER_AHEAD: u64 = 1 << 6;
     /// Everything this build implements.
     pub const ALL: u64 =
-        BENCH | INTERVALS | PLAIN_DATA | TRANSFER_INTERVALS | JUMP_VERDICT | WARMUP;
+        BENCH | INTERVALS | PLAIN_DATA | TRANSFER_INTERVALS | JUMP_VERDICT | WARMUP | ANSWER_AHEAD;
     /// What a client announces unless asked for more.
-    pub const DEFAULT: u64 = BENCH | INTERVALS | TRANSFER_INTERVALS | JUMP_VERDICT | WARMUP;
+    pub const DEFAULT: u64 =
+        BENCH | INTERVALS | TRANSFER_INTERVALS | JUMP_VERDICT | WARMUP | ANSWER_AHEAD;
 }

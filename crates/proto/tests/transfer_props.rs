@@ -94,7 +94,17 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
             any::<u64>(),
             any::<u64>(),
             any::<u32>(),
-            any::<u32>().prop_map(|b| b & transfer_flags::ALL),
+            any::<u32>().prop_map(|b| {
+                use transfer_flags::*;
+                // An answer ahead is refused beside the flags whose answers the sender
+                // needs (checked in `options.rs`).
+                let b = b & ALL;
+                if b & (NO_CLOBBER | CHECKSUM_ONLY | DELTA) != 0 {
+                    b & !ANSWERED_AHEAD
+                } else {
+                    b
+                }
+            }),
             (
                 arb_path(),
                 "[a-z0-9_]{0,16}",

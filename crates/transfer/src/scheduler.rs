@@ -93,6 +93,8 @@ pub enum Retry {
         /// Failures so far.
         attempts: u32,
     },
+    /// Its file was dropped ([`ChunkScheduler::drop_file`]): not sent again.
+    Dropped,
 }
 
 /// How files are cut and batched.
@@ -147,6 +149,8 @@ enum State {
     InFlight,
     Verified,
     GaveUp,
+    /// Its file was dropped: neither sent nor waited for.
+    Dropped,
 }
 
 #[derive(Debug)]
@@ -154,6 +158,8 @@ struct FilePlan {
     size: u64,
     states: Vec<State>,
     verified: u32,
+    /// [`ChunkScheduler::drop_file`]: chunks that come back are not sent again.
+    dropped: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -227,6 +233,7 @@ impl ChunkScheduler {
                 size,
                 states: vec![State::Pending; chunk_count(size, config.chunk_size) as usize],
                 verified: 0,
+                dropped: false,
             })
             .collect();
         Ok(Self {
@@ -278,12 +285,37 @@ impl ChunkScheduler {
                 Ok(self.set_verified(id))
             }
             State::Verified => Ok(None),
-            State::InFlight | State::GaveUp => Err(Error::NotInFlight {
+            State::InFlight | State::GaveUp | State::Dropped => Err(Error::NotInFlight {
                 file: id.file,
                 index: id.index,
                 stream: u32::MAX,
             }),
         }
+    }
+
+    /// Stops sending `file` (the receiver will not take it, and said so after chunks
+    /// began to flow): its pending chunks are never handed out, and its chunks in flight,
+    /// when they come back failed or with their stream, are not sent again. A chunk in
+    /// flight still lands as usual when the receiver acks it. Returns how many chunks were
+    /// pending.
+    pub fn drop_file(&mut self, file: FileId) -> Result<u32> {
+        let f = self
+            .files
+            .get_mut(file as usize)
+            .ok_or(Error::NoSuchChunk {
+                file,
+                index: 0,
+                chunks: 0,
+            })?;
+        f.dropped = true;
+        let mut n = 0;
+        for state in f.states.iter_mut().filter(|s| **s == State::Pending) {
+            *state = State::Dropped;
+            n += 1;
+        }
+        self.pending -= u64::from(n);
+        self.retry.retain(|c| c.file != file);
+        Ok(n)
     }
 
     /// The next work for a free `stream`, or `None` when nothing is pending (chunks may
@@ -415,7 +447,7 @@ impl ChunkScheduler {
 
     /// Every chunk of every file verified.
     pub fn is_complete(&self) -> bool {
-        self.is_finished() && self.given_up == 0
+        self.is_finished() && self.given_up == 0 && !self.files.iter().any(|f| f.dropped)
     }
 
     fn file(&self, id: ChunkId) -> Result<&FilePlan> {
@@ -465,6 +497,10 @@ impl ChunkScheduler {
     }
 
     fn requeue(&mut self, id: ChunkId) -> Retry {
+        if self.files[id.file as usize].dropped {
+            self.files[id.file as usize].states[id.index as usize] = State::Dropped;
+            return Retry::Dropped;
+        }
         let n = self.attempts.entry(id).or_insert(0);
         *n += 1;
         let attempts = *n;
@@ -533,6 +569,36 @@ mod tests {
         // A 200 MiB file over 4 streams wants >= 16 chunks: 8 MiB, not 64.
         assert_eq!(chunk_size_for(1 << 40, 4, 200 << 20), 8 << 20);
         assert_eq!(chunk_size_for(0, 0, 0), 4 << 20);
+    }
+
+    #[test]
+    fn a_dropped_file_is_neither_sent_nor_waited_for() {
+        let cfg = SchedulerConfig::for_chunk_size(4 * K4);
+        let mut s = ChunkScheduler::new(&[12 * K4, 8 * K4], cfg).unwrap();
+        let now = Instant::now();
+        let a = s.next_work(0, now).unwrap().chunks[0].id;
+        let b = s.next_work(1, now).unwrap().chunks[0].id;
+        assert_eq!((a.file, b.file), (0, 0));
+        assert_eq!(
+            s.drop_file(0).unwrap(),
+            1,
+            "one chunk of file 0 was pending"
+        );
+        // What was in flight: one lands verified, the other fails and is not sent again.
+        s.chunk_verified(0, a).unwrap();
+        assert_eq!(s.chunk_failed(1, b).unwrap(), Retry::Dropped);
+        let rest: Vec<ChunkId> = std::iter::from_fn(|| s.next_work(2, now))
+            .flat_map(|w| w.chunks)
+            .map(|c| c.id)
+            .collect();
+        assert!(rest.iter().all(|c| c.file == 1), "{rest:?}");
+        assert_eq!(rest.len(), 2);
+        for id in rest {
+            s.chunk_verified(2, id).unwrap();
+        }
+        assert!(s.is_finished());
+        assert!(!s.is_complete(), "file 0 was dropped");
+        assert!(s.drop_file(5).is_err());
     }
 
     #[test]

@@ -142,6 +142,7 @@ proptest! {
                                 m.failed_once.insert(id);
                             }
                             Retry::GaveUp { .. } => prop_assert!(false, "gave up"),
+                            Retry::Dropped => prop_assert!(false, "no file is dropped here"),
                         }
                     }
                 }
@@ -157,6 +158,7 @@ proptest! {
                                 m.failed_once.insert(id);
                             }
                             Retry::GaveUp { .. } => prop_assert!(false, "gave up"),
+                            Retry::Dropped => prop_assert!(false, "no file is dropped here"),
                         }
                     }
                 }

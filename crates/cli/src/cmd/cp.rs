@@ -550,6 +550,7 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool, de
             "first_byte_rtts": longhaul_engine::startup::first_data_rtts(r.start.rtt),
             "data_dialed_rtts": longhaul_engine::startup::data_dialed_rtts(r.start.rtt),
             "warmup_bytes": longhaul_engine::startup::warmup_bytes(),
+            "answered_ahead": r.start.answered_ahead,
             "jump_start": r.jump_start,
         });
         if let (Some(v), Some(obj)) = (verdict, end.as_object_mut()) {

@@ -123,6 +123,9 @@ pub struct CpStart {
     /// Clones of the data sockets (`[i]` is stream `i`), for a TCP_INFO sampler; the
     /// payload bytes per stream are counted in the progress's stream counters.
     pub sockets: Vec<Arc<SecureStream>>,
+    /// A pull answered the file list ahead (its destination held nothing of it): the
+    /// server's chunks left with the list (see `cp::ahead`).
+    pub answered_ahead: bool,
 }
 
 /// What happened.
@@ -275,6 +278,27 @@ pub fn run_cp(
             u64::MAX,
         ),
     };
+    // A pull's entries must all start with the requested source's base name (the
+    // root's own name when the root was asked for).
+    let pull_top = match &cfg.job {
+        CpJob::Pull { .. } if cfg.user_paths => {
+            longhaul_transfer::location::ssh_top(&cfg.remote_path)
+        }
+        CpJob::Pull { .. } => requested_top(&cfg.remote_path)?,
+        CpJob::Push { .. } => None,
+    };
+    // A pull into a destination that holds nothing of it answers the list ahead, and
+    // the server's chunks leave with the list (cp::ahead).
+    let answered_ahead = match &cfg.job {
+        CpJob::Pull { dest } => {
+            !cfg.no_clobber
+                && !cfg.checksum_only
+                && cfg.delta.is_none()
+                && session.features() & longhaul_proto::features::ANSWER_AHEAD != 0
+                && super::ahead::holds_nothing_of(dest, pull_top.as_deref())
+        }
+        CpJob::Push { .. } => false,
+    };
     let options = TransferOptions {
         recursive: cfg.recursive,
         no_clobber: cfg.no_clobber,
@@ -290,6 +314,7 @@ pub fn run_cp(
         dry_run: cfg.delta.is_some_and(|r| r.dry_run),
         delete: cfg.delete,
         hard_links: cfg.hard_links,
+        answered_ahead,
     };
     let params = TransferParams {
         direction: if push {
@@ -430,6 +455,7 @@ pub fn run_cp(
         congestion,
         warnings,
         sockets,
+        answered_ahead,
     };
     on_start(&start);
     let link = ControlLink::start(conn).map_err(|e| CpError::io("control connection", e))?;
@@ -485,13 +511,10 @@ pub fn run_cp(
             target.delta = cfg.delta;
             target.delete = cfg.delete.then(|| Arc::new(cfg.filter.clone()));
             target.expect = Some(ExpectedList {
-                top: if cfg.user_paths {
-                    longhaul_transfer::location::ssh_top(&cfg.remote_path)
-                } else {
-                    requested_top(&cfg.remote_path)?
-                },
+                top: pull_top,
                 recursive: cfg.recursive,
             });
+            target.answered_ahead = answered_ahead;
             let reports = progress.peer_reports().clone();
             let out = run_receiver(target, chunk_size, link, || Ok(socks), chunk_key, progress)?;
             jump.restore_route();
@@ -649,6 +672,7 @@ fn local_target(
         caps: Default::default(),
         delta: None,
         delete: None,
+        answered_ahead: false,
     })
 }
 

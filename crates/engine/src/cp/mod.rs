@@ -6,6 +6,7 @@
 //! independent of who is client or server; [`client`] and [`serve`] set up a session and
 //! hand it to the right end.
 
+mod ahead;
 pub mod chunk_io;
 pub mod clean;
 pub mod client;

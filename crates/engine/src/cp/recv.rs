@@ -62,6 +62,8 @@ pub struct RecvTarget {
     /// `--delete`: remove what the source lacks from the directories the transfer sends,
     /// keeping what these rules exclude (`None`: no deletion).
     pub delete: Option<Arc<longhaul_transfer::Filter>>,
+    /// A pull that answered the list ahead (`cp::ahead`): every file is received whole.
+    pub answered_ahead: bool,
 }
 
 /// Chunks of a file to hash from disk: (file id, chunk indices).
@@ -221,6 +223,11 @@ pub fn run_receiver(
     let session = match &target.delete {
         Some(filter) => session.with_delete(filter.clone()),
         None => session,
+    };
+    let session = if target.answered_ahead {
+        session.with_answered_ahead()
+    } else {
+        session
     };
     // Where the room cannot be measured, the transfer goes on unchecked (a disk that
     // fills is then reported when it does).

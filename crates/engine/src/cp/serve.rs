@@ -159,6 +159,14 @@ pub fn serve_transfer(
     let hard_links = opts.hard_links;
     let rtt = Duration::from_micros(u64::from(params.rtt_us));
     let push = params.direction == CopyDirection::Push;
+    if push && opts.answered_ahead {
+        return refuse(
+            &mut conn,
+            "a push's list cannot be answered ahead: this server receives, and answers it \
+             itself"
+                .into(),
+        );
+    }
     // `dir/` must be an existing directory: a push's destination, or a pull's source
     // (a missing source is the walk's to report, as for any source).
     if let (true, Some(p)) = (dir_required, &path) {
@@ -344,6 +352,8 @@ pub fn serve_transfer(
                 dry_run: opts.dry_run,
             }),
             delete: opts.delete.then(|| Arc::new(filter)),
+            // A push's list is answered by this end (refused above when asked otherwise).
+            answered_ahead: false,
         };
         let out = run_receiver(target, chunk_size, link, collect, chunk_key, progress)?;
         Ok(format!(
@@ -369,6 +379,16 @@ pub fn serve_transfer(
         )?;
         if opts.delta && opts.dry_run {
             sender.session.set_dry_run();
+        }
+        if opts.answered_ahead {
+            // The client holds nothing of the list: chunks go with it, not a round trip
+            // after it.
+            sender
+                .session
+                .answered_ahead()
+                .map_err(|e| ServeError::Refused {
+                    reason: e.to_string(),
+                })?;
         }
         if takes_intervals {
             sender.report_every = Some(super::peer_intervals::REPORT_EVERY);

@@ -45,6 +45,13 @@ pub mod transfer_flags {
     /// Hard links are kept (`sync -H`): the sender's walk lists a file already listed
     /// under another name (same device and inode) as a `HardLink` entry naming the first.
     pub const HARD_LINKS: u32 = 1 << 13;
+    /// A pull's receiver holds nothing the list can name (its destination and the part
+    /// files of its name are not there): it answers the list ahead, taking every file
+    /// whole, and the sending server sends chunks with its list instead of a round trip
+    /// later, after the answers (only to a server announcing
+    /// [`crate::features::ANSWER_AHEAD`]). Not with [`NO_CLOBBER`], [`CHECKSUM_ONLY`] or
+    /// [`DELTA`], whose answers the sender needs.
+    pub const ANSWERED_AHEAD: u32 = 1 << 14;
     /// Every flag this build knows.
     pub const ALL: u32 = RECURSIVE
         | NO_CLOBBER
@@ -59,7 +66,8 @@ pub mod transfer_flags {
         | INPLACE
         | DRY_RUN
         | DELETE
-        | HARD_LINKS;
+        | HARD_LINKS
+        | ANSWERED_AHEAD;
 }
 
 /// The flags of a transfer request, parsed: what the wire's [`transfer_flags`] bits mean.
@@ -93,6 +101,9 @@ pub struct TransferOptions {
     pub delete: bool,
     /// Keep hard links (`-H`): the sender lists later names of a file as `HardLink`s.
     pub hard_links: bool,
+    /// The receiver answered the list ahead: send at once
+    /// ([`transfer_flags::ANSWERED_AHEAD`]).
+    pub answered_ahead: bool,
 }
 
 impl TransferOptions {
@@ -104,6 +115,14 @@ impl TransferOptions {
             return Err(ProtoError::InvalidField {
                 field: "flags",
                 why: format!("unknown bits {:#x}", bits & !ALL),
+            });
+        }
+        if bits & ANSWERED_AHEAD != 0 && bits & (NO_CLOBBER | CHECKSUM_ONLY | DELTA) != 0 {
+            return Err(ProtoError::InvalidField {
+                field: "flags",
+                why: "a list answered ahead with --no-clobber, --checksum-only or sync, \
+                      whose answers the sender needs"
+                    .into(),
             });
         }
         Ok(Self {
@@ -121,6 +140,7 @@ impl TransferOptions {
             dry_run: bits & DRY_RUN != 0,
             delete: bits & DELETE != 0,
             hard_links: bits & HARD_LINKS != 0,
+            answered_ahead: bits & ANSWERED_AHEAD != 0,
         })
     }
 
@@ -142,9 +162,29 @@ impl TransferOptions {
             (self.dry_run, DRY_RUN),
             (self.delete, DELETE),
             (self.hard_links, HARD_LINKS),
+            (self.answered_ahead, ANSWERED_AHEAD),
         ]
         .iter()
         .filter(|(on, _)| *on)
         .fold(0, |acc, (_, bit)| acc | bit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::transfer_flags::*;
+    use super::TransferOptions;
+
+    #[test]
+    fn an_answer_ahead_goes_alone_or_with_plain_flags() {
+        let ok = ANSWERED_AHEAD | RECURSIVE | PRESERVE | AUTO_CHUNK | SYNC;
+        let parsed = TransferOptions::from_bits(ok).unwrap();
+        assert!(parsed.answered_ahead);
+        assert_eq!(parsed.bits(), ok);
+        for other in [NO_CLOBBER, CHECKSUM_ONLY, DELTA] {
+            let e = TransferOptions::from_bits(ANSWERED_AHEAD | other).unwrap_err();
+            assert!(e.to_string().contains("answered ahead"), "{e}");
+            assert!(TransferOptions::from_bits(other).is_ok());
+        }
     }
 }

@@ -145,6 +145,9 @@ pub struct SendSession {
     /// of each that differ so far (by scheduler file id).
     dry_run: Option<(usize, HashMap<u32, u64>)>,
     committed: u64,
+    /// The receiver answered the list ahead ([`SendSession::answered_ahead`]): whether
+    /// its `FileListEnd` has come since.
+    ahead: Option<bool>,
     outcome: SendOutcome,
     progress: ProgressSnapshot,
 }
@@ -179,6 +182,7 @@ impl SendSession {
             live_streams: cfg.streams,
             dry_run: None,
             committed: 0,
+            ahead: None,
             outcome: SendOutcome::default(),
             progress: ProgressSnapshot {
                 total_bytes: total,
@@ -193,6 +197,25 @@ impl SendSession {
     /// session ends.
     pub fn set_dry_run(&mut self) {
         self.dry_run = Some((0, HashMap::new()));
+    }
+
+    /// The receiver answered the list before it was sent: its destination holds nothing
+    /// of it, so it takes every file whole (`transfer_flags::ANSWERED_AHEAD`). Chunks
+    /// flow at once, a round trip sooner than after its answers; it may still skip a
+    /// file or a link while they flow (`SkipFile`: the file's chunks stop), and its
+    /// `FileListEnd` comes when it has placed the list. Only before any answer.
+    pub fn answered_ahead(&mut self) -> Result<(), SessionError> {
+        let fresh = self.phase == Phase::Listing
+            && self.skipped.is_empty()
+            && self.have.is_empty()
+            && self.old.is_empty();
+        if !fresh || self.cfg.checksum_only || self.dry_run.is_some() {
+            return Err(SessionError::Protocol(
+                "an answer ahead of the list, after answers or in a check".into(),
+            ));
+        }
+        self.ahead = Some(false);
+        self.start_sending()
     }
 
     /// The next control message to send.
@@ -509,6 +532,14 @@ impl SendSession {
 
     fn handle_ack(&mut self, msg: TransferMessage) -> Result<(), SessionError> {
         match msg {
+            TransferMessage::SkipFile { file, reason } if self.ahead.is_some() => {
+                self.skip_while_sending(file, reason)
+            }
+            TransferMessage::FileListEnd { deleted, .. } if self.ahead == Some(false) => {
+                self.ahead = Some(true);
+                self.outcome.deleted = u64::from(deleted);
+                Ok(())
+            }
             TransferMessage::ChunkVerified { file, index } => {
                 let id = self.chunk_id(file, index)?;
                 let sched = self.sched_mut()?;
@@ -554,6 +585,11 @@ impl SendSession {
                 Ok(())
             }
             TransferMessage::FileCommitted { file, ok, reason } => {
+                if self.skipped.contains_key(&file) {
+                    return Err(SessionError::Protocol(format!(
+                        "the receiver committed file {file}, which it skipped"
+                    )));
+                }
                 // A symlink is committed once; any other commit names a file sent.
                 if !self.links.remove(&file) {
                     self.chunk_id(file, 0)?;
@@ -578,6 +614,28 @@ impl SendSession {
             }
             other => Err(unexpected(&other, "transferring")),
         }
+    }
+
+    /// A file or link the receiver answered ahead for, and now does not take: its chunks
+    /// stop (those in flight are not sent again) and it counts as skipped.
+    fn skip_while_sending(&mut self, file: u32, reason: SkipReason) -> Result<(), SessionError> {
+        self.check_entry(file)?;
+        if self.ahead == Some(true) || self.skipped.contains_key(&file) {
+            return Err(SessionError::Protocol(format!(
+                "the receiver skipped file {file} after its answers ended, or twice"
+            )));
+        }
+        if !self.links.remove(&file) {
+            let s = self.chunk_id(file, 0)?.file;
+            self.sched_mut()?
+                .drop_file(s)
+                .map_err(|e| SessionError::Protocol(e.to_string()))?;
+        }
+        self.skipped.insert(file, reason);
+        self.committed += 1;
+        self.progress.files_done += 1;
+        self.maybe_done();
+        Ok(())
     }
 
     fn maybe_done(&mut self) {
@@ -700,7 +758,11 @@ impl SendSession {
 
     fn offer(&mut self, s: u32, index: u32, hash: ChunkHash) {
         let f = &mut self.files[s as usize];
-        if let Some(blake3) = f.hashes.offer(index, hash) {
+        if let Some(blake3) = f
+            .hashes
+            .offer(index, hash)
+            .filter(|_| !self.skipped.contains_key(&f.entry))
+        {
             self.outbox.push_back(TransferMessage::FileDigest {
                 file: f.entry,
                 blake3,

@@ -267,6 +267,7 @@ impl RecvSession {
         let cfg = self.cfg.clone();
         let delta = self.sync_rules.map(|r| r.checksum);
         let dry = self.dry_run();
+        let ahead = self.answered_ahead();
         if !self
             .file_mut(id)
             .is_some_and(|f| f.state == FileState::Looking)
@@ -312,6 +313,7 @@ impl RecvSession {
         let compare_all = delta == Some(true);
         if !cfg.checksum_only
             && !compare_all
+            && !ahead
             && existing.is_some_and(|m| {
                 m.is_file
                     && m.len == size
@@ -421,6 +423,7 @@ impl RecvSession {
         let cfg = self.cfg.clone();
         let inplace = self.sync_rules.is_some_and(|r| r.inplace);
         let dry_run = self.dry_run();
+        let ahead = self.answered_ahead();
         let Some(f) = self.file_mut(id) else {
             return Ok(());
         };
@@ -454,7 +457,8 @@ impl RecvSession {
             return self.open(id, OpenPlan::Lazy);
         }
         // A stored manifest counts only if the part file is there, regular, of full size.
-        let part_ok = found.part.is_some_and(|m| m.is_file && m.len == size);
+        // (Not when the list was answered ahead: the sender sends every chunk.)
+        let part_ok = found.part.is_some_and(|m| m.is_file && m.len == size) && !ahead;
         let stored = found.manifest.as_deref().filter(|_| part_ok);
         let opened = FileReceiver::open(source, cfg.chunk_size, stored)
             .map_err(|e| SessionError::Refused(format!("{}: {e}", f.final_rel.display())))?;

@@ -180,6 +180,8 @@ pub struct RecvSession {
     sync_rules: Option<SyncRules>,
     /// `--delete` ([`RecvSession::with_delete`]).
     deletion: Option<deletion::Deletion>,
+    /// The list was answered ahead ([`RecvSession::with_answered_ahead`]).
+    ahead: bool,
 }
 
 impl RecvSession {
@@ -216,7 +218,25 @@ impl RecvSession {
             pending_hardlinks: Vec::new(),
             sync_rules: None,
             deletion: None,
+            ahead: false,
         }
+    }
+
+    /// The list is answered ahead (`transfer_flags::ANSWERED_AHEAD`): this end told the
+    /// sender it holds nothing of it, and the sender sends every file whole without
+    /// waiting for answers. So no file is skipped as already complete nor resumed from a
+    /// part file found after all (another process's, made since): each is received
+    /// whole and replaces what is there, as a plain cp does. Not with `--no-clobber`,
+    /// `--checksum-only` or sync, whose answers the sender needs (ignored there).
+    pub fn with_answered_ahead(mut self) -> Self {
+        self.ahead = true;
+        self
+    }
+
+    /// Whether the list was answered ahead, and that holds here (see
+    /// [`RecvSession::with_answered_ahead`]).
+    fn answered_ahead(&self) -> bool {
+        self.ahead && !self.cfg.no_clobber && !self.cfg.checksum_only && self.sync_rules.is_none()
     }
 
     /// `longhaul sync`: a file that exists at the destination but differs from the

@@ -1,0 +1,364 @@
+//! Both ends of cp's session driven against each other in memory (see
+//! `session_props.rs`): the sender's control messages go into the receiver's `handle`
+//! and back, the receiver's events are answered by a tiny destination model, and chunks
+//! are "sent" by hashing slices of in-memory files with the sessions' own hashers.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry, SkipReason, TransferMessage};
+use longhaul_transfer::session::recv::Arrival;
+use longhaul_transfer::session::{
+    LookResult, Meta, OpenPlan, RecvConfig, RecvEvent, RecvSession, SendConfig, SendSession,
+    SessionError, Work,
+};
+use longhaul_transfer::{chunk_hash, ResumeManifest, SourceIdentity};
+
+pub const MTIME: i64 = 1_700_000_000;
+
+/// What is at the destination of one file before the transfer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Dest {
+    /// Nothing.
+    Empty,
+    /// A different file of the same name (other mtime).
+    Other,
+    /// The same file from an earlier run (same size and mtime).
+    Same,
+    /// A part file and a manifest with these chunks recorded; `intact` is whether their
+    /// data still hashes right.
+    Partial { chunks: BTreeSet<u32>, intact: bool },
+}
+
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub chunk_size: u64,
+    pub streams: u16,
+    pub no_clobber: bool,
+    pub files: Vec<(Vec<u8>, Dest)>,
+    /// (entry, chunk index) -> deliveries to corrupt before a good one.
+    pub corrupt: BTreeMap<(u32, u32), u32>,
+    /// Drives the delivery order.
+    pub seed: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Entry -> committed ok.
+    pub committed: BTreeMap<u32, bool>,
+    /// Entry -> the digest the sender announced.
+    pub digests: BTreeMap<u32, [u8; 32]>,
+    pub skipped: BTreeMap<u32, SkipReason>,
+    /// Every chunk the sender put on a stream, with how often.
+    pub sent: BTreeMap<(u32, u32), u32>,
+    pub rejected: u64,
+    /// Commits the sender had heard of when the receiver asked to fix the directories.
+    pub commits_before_dirs_fixed: Option<usize>,
+    pub dirs_fixed_calls: usize,
+}
+
+pub fn entry(path: &str, kind: EntryKind, size: u64) -> FileEntry {
+    FileEntry {
+        path: path.as_bytes().to_vec(),
+        kind,
+        size,
+        mtime_secs: MTIME,
+        mtime_nanos: 7,
+        mode: if kind == EntryKind::Dir { 0o755 } else { 0o644 },
+        fingerprint: 42,
+        link_target: Vec::new(),
+    }
+}
+
+pub fn identity(e: &FileEntry) -> SourceIdentity {
+    SourceIdentity {
+        size: e.size,
+        mtime_secs: e.mtime_secs,
+        mtime_nanos: e.mtime_nanos,
+        fingerprint: e.fingerprint,
+    }
+}
+
+/// A tiny xorshift: the delivery order, reproducible from the case's seed.
+pub struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// A chunk on a data stream: its header and the bytes as they arrive.
+struct InFlight {
+    header: ChunkHeader,
+    bytes: Vec<u8>,
+}
+
+/// Runs a whole transfer; the entry list is one directory, then the files below it.
+pub fn run(case: &Case) -> Result<Report, SessionError> {
+    run_with(case, false)
+}
+
+/// [`run`], with the list answered ahead (`ahead`: the receiver said it holds nothing, the
+/// sender's chunks leave before its answers, and they wait on the wire until the
+/// receiver has placed the list, as a driver reads its data streams only then).
+pub fn run_with(case: &Case, ahead: bool) -> Result<Report, SessionError> {
+    let mut entries = vec![entry("top", EntryKind::Dir, 0)];
+    let mut data: Vec<Vec<u8>> = vec![Vec::new()];
+    let mut dest: Vec<Dest> = vec![Dest::Empty];
+    for (i, (bytes, d)) in case.files.iter().enumerate() {
+        entries.push(entry(
+            &format!("top/f{i}"),
+            EntryKind::File,
+            bytes.len() as u64,
+        ));
+        data.push(bytes.clone());
+        dest.push(d.clone());
+    }
+    let cs = case.chunk_size;
+    let mut tx = SendSession::new(
+        entries.clone(),
+        SendConfig {
+            chunk_size: cs,
+            checksum_only: false,
+            streams: case.streams,
+        },
+    )?;
+    if ahead {
+        tx.answered_ahead()?;
+    }
+    let rx = RecvSession::new(RecvConfig {
+        chunk_size: cs,
+        target: None,
+        target_is_dir: true,
+        no_clobber: case.no_clobber,
+        checksum_only: false,
+        sync: false,
+        expect: None,
+        keep_setuid: false,
+        umask: 0o022,
+    });
+    let mut rx = if ahead { rx.with_answered_ahead() } else { rx };
+    let mut rng = Rng(case.seed | 1);
+    let mut report = Report::default();
+    let mut corrupt = case.corrupt.clone();
+    let mut wire: Vec<InFlight> = Vec::new();
+    let mut fix_dirs_pending = false;
+    let now = Instant::now();
+    let mut tx_commits = 0usize;
+
+    for _step in 0..100_000 {
+        if tx.is_done() && rx.is_done() {
+            return Ok(report);
+        }
+        let mut progressed = false;
+        // Control, sender -> receiver.
+        while let Some(m) = tx.poll_transmit() {
+            if let TransferMessage::FileDigest { file, blake3 } = &m {
+                report.digests.insert(*file, *blake3);
+            }
+            rx.handle(m)?;
+            progressed = true;
+        }
+        // The receiver's events, answered by the destination model.
+        while let Some(ev) = rx.poll_event() {
+            progressed = true;
+            match ev {
+                RecvEvent::CreateDir { .. }
+                | RecvEvent::Discard { .. }
+                | RecvEvent::DropOrphanManifest { .. } => {}
+                RecvEvent::Look { id, .. } => {
+                    let e = &entries[id as usize];
+                    let meta = |mtime_secs| Meta {
+                        is_file: true,
+                        is_dir: false,
+                        len: e.size,
+                        mtime_secs,
+                        mtime_nanos: i64::from(e.mtime_nanos),
+                        mode: e.mode,
+                        special: None,
+                    };
+                    let found = match &dest[id as usize] {
+                        Dest::Empty => LookResult::default(),
+                        Dest::Other => LookResult {
+                            existing: Some(meta(MTIME - 100)),
+                            ..LookResult::default()
+                        },
+                        Dest::Same => LookResult {
+                            existing: Some(meta(MTIME)),
+                            ..LookResult::default()
+                        },
+                        Dest::Partial { chunks, .. } => {
+                            let mut m = ResumeManifest::new(identity(e), cs).unwrap();
+                            let whole = m.chunk_count() == 1;
+                            for &i in chunks {
+                                let off = u64::from(i) * cs;
+                                let end = (off + cs).min(e.size);
+                                let d = &data[id as usize][off as usize..end as usize];
+                                m.record_verified(i, chunk_hash(d, off, whole)).unwrap();
+                            }
+                            LookResult {
+                                existing: None,
+                                part: Some(meta(0)),
+                                manifest: Some(m.encode()),
+                                link_target: None,
+                                inode: None,
+                            }
+                        }
+                    };
+                    rx.looked(id, found)?;
+                }
+                RecvEvent::Open { id, plan, .. } => {
+                    let intact = match (&dest[id as usize], &plan) {
+                        (Dest::Partial { intact, .. }, OpenPlan::Resume { .. }) => *intact,
+                        _ => true,
+                    };
+                    rx.opened(id, intact)?;
+                }
+                RecvEvent::HashFromFile { id, .. } => {
+                    panic!("the receiver hashes from disk only in --checksum-only (file {id})")
+                }
+                RecvEvent::HashOld { id, .. } | RecvEvent::SetMode { rel: _, mode: id } => {
+                    panic!("sync events without sync ({id})")
+                }
+                RecvEvent::Commit(job) => rx.placed(job.id, Ok(())),
+                RecvEvent::MakeSymlink(job) => {
+                    panic!("no symlink in this list: {job:?}")
+                }
+                RecvEvent::MakeHardLink(job) => {
+                    panic!("no hard link in this list: {job:?}")
+                }
+                RecvEvent::FixDirs(_) => {
+                    // Answered later, once the sender had a chance to hear everything
+                    // the receiver sent so far.
+                    fix_dirs_pending = true;
+                }
+                RecvEvent::ListDest(_) | RecvEvent::Remove(_) => {
+                    panic!("no --delete here")
+                }
+            }
+        }
+        // The sender's own work: hash chunks the receiver already has.
+        while let Some(longhaul_transfer::session::SendEvent::HashFromFile { entry, chunks }) =
+            tx.poll_event()
+        {
+            progressed = true;
+            let d = &data[entry as usize];
+            let whole = (d.len() as u64).div_ceil(cs) <= 1;
+            for i in chunks {
+                let off = u64::from(i) * cs;
+                let end = (off + cs).min(d.len() as u64);
+                tx.hashed(
+                    entry,
+                    i,
+                    chunk_hash(&d[off as usize..end as usize], off, whole),
+                );
+            }
+        }
+        // Control, receiver -> sender.
+        while let Some(m) = rx.poll_transmit() {
+            progressed = true;
+            match &m {
+                TransferMessage::FileCommitted { file, ok, .. } => {
+                    tx_commits += 1;
+                    assert!(
+                        report.committed.insert(*file, *ok).is_none(),
+                        "file {file} committed twice"
+                    );
+                }
+                TransferMessage::SkipFile { file, reason } => {
+                    report.skipped.insert(*file, *reason);
+                }
+                TransferMessage::ChunkRejected { .. } => report.rejected += 1,
+                _ => {}
+            }
+            tx.handle(m)?;
+        }
+        if fix_dirs_pending && rng.below(3) == 0 {
+            report.commits_before_dirs_fixed.get_or_insert(tx_commits);
+            report.dirs_fixed_calls += 1;
+            fix_dirs_pending = false;
+            rx.dirs_fixed();
+            progressed = true;
+        }
+        // A random stream pulls work, or a random chunk on the wire arrives.
+        let mut pulled = false;
+        if (ahead || rx.is_listed()) && (wire.is_empty() || rng.below(2) == 0) {
+            let stream = rng.below(usize::from(case.streams.max(1))) as u32;
+            if let Work::Send(unit) = tx.next_work(stream, now) {
+                progressed = true;
+                pulled = true;
+                for c in &unit.chunks {
+                    let e = tx.entry_of(c);
+                    let d = &data[e as usize][c.offset as usize..(c.offset + c.len) as usize];
+                    let mut h = tx.hasher(c);
+                    h.update(d);
+                    let hash = h.finish();
+                    tx.chunk_sent(c, hash, c.len);
+                    *report.sent.entry((e, c.id.index)).or_default() += 1;
+                    let mut bytes = d.to_vec();
+                    if let Some(n) = corrupt.get_mut(&(e, c.id.index)).filter(|n| **n > 0) {
+                        *n -= 1;
+                        match bytes.first_mut() {
+                            Some(b) => *b ^= 0xff,
+                            None => bytes.push(1),
+                        }
+                    }
+                    wire.push(InFlight {
+                        header: ChunkHeader {
+                            file: e,
+                            index: c.id.index,
+                            flags: 0,
+                            offset: c.offset,
+                            len: c.len as u32,
+                            hash,
+                        },
+                        bytes,
+                    });
+                }
+            }
+        }
+        if !pulled && !wire.is_empty() && rx.is_listed() {
+            progressed = true;
+            let InFlight { header, bytes } = wire.swap_remove(rng.below(wire.len()));
+            let mut plan = rx.chunk_header(&header)?;
+            plan.hasher.update(&bytes);
+            match rx.chunk_arrived(&header, plan.hasher.finish())? {
+                Arrival::Write => {
+                    rx.chunk_written(header.file, header.index, header.hash)?;
+                    rx.chunk_recorded(
+                        header.file,
+                        header.index,
+                        header.hash,
+                        u64::from(header.len),
+                    );
+                }
+                Arrival::Duplicate | Arrival::Rejected => {}
+                Arrival::Reused => panic!("chunk_arrived never answers Reused"),
+            }
+        }
+        if !progressed && !fix_dirs_pending {
+            panic!(
+                "stalled: sender done {}, receiver done {}",
+                tx.is_done(),
+                rx.is_done()
+            );
+        }
+    }
+    panic!("no end after 100000 steps");
+}
+
+pub fn blake3_of(d: &[u8]) -> [u8; 32] {
+    *blake3::hash(d).as_bytes()
+}
+
+pub fn bytes(len: usize, salt: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt))
+        .collect()
+}
