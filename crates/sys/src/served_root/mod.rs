@@ -1,0 +1,171 @@
+//! Files strictly inside a served root: every open, mkdir, rename and symlink (made, read
+//! or re-timed) is resolved relative to a directory descriptor of the root, never through
+//! a path string, and may not leave it by `..`, an absolute path or a symlink.
+//!
+//! Two resolvers:
+//! - [`Resolver::Openat2`] (Linux >= 5.6): `openat2(2)` with `RESOLVE_BENEATH |
+//!   RESOLVE_NO_MAGICLINKS`; the kernel refuses any step out of the root (`EXDEV`),
+//!   while symlinks that stay inside it are followed.
+//! - [`Resolver::NoSymlinks`]: the fallback where `openat2` is missing or filtered
+//!   (`ENOSYS`, `EPERM` from seccomp): walk component by component with `O_NOFOLLOW`,
+//!   refusing every symlink.
+//!
+//! - [`Resolver::Unconfined`]: plain `openat(2)` from the root, symlinks followed. Only for
+//!   `longhaul ssh-server`, which serves `/` with the ssh user's own rights: there is
+//!   nothing to escape from, and the user's symlinks should work as in scp. A daemon never
+//!   uses it ([`ServedRoot::open`] picks one of the two above).
+//!
+//! Callers pass relative paths already validated as peer input (`longhaul-transfer`'s
+//! `parse_peer_path`); this module checks again (absolute, `..`, empty, NUL) because it is
+//! the last line of defence.
+//!
+//! Files are opened without blocking (`O_NONBLOCK`: a FIFO opened for reading would wait
+//! for a writer forever) and must be regular files ([`ServedRoot::open_file`] checks with
+//! `fstat` before anything reads or writes them). A file opened for writing (the
+//! receiver's part files and manifests), [`Access::ReadOwn`] and
+//! [`ServedRoot::open_directory`] never follow a symlink in the last component, whatever
+//! the resolver.
+//!
+//! The parts: this module holds the root and its types; `files` opens, creates, renames,
+//! removes and flushes files and directories; `links` reads, makes and re-times links;
+//! `tree` lists directories and removes entries below a base; `resolve` is where
+//! every path is resolved beneath the root.
+
+use std::ffi::OsString;
+use std::fs::Metadata;
+use std::io;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use resolve::cstring;
+
+mod files;
+mod links;
+mod resolve;
+mod tree;
+
+/// How paths below the root are resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolver {
+    /// `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`.
+    Openat2,
+    /// Component by component with `O_NOFOLLOW`: no symlink is followed at all.
+    NoSymlinks,
+    /// `openat` with the whole path, symlinks followed anywhere (no confinement).
+    Unconfined,
+}
+
+/// How a file below the root is opened (always a regular file, see
+/// [`ServedRoot::open_file`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read only; the file must exist.
+    Read,
+    /// Read only, never through a symlink in the last component: a file this end wrote
+    /// itself (a manifest), which a planted symlink must not stand in for.
+    ReadOwn,
+    /// Read and write, created with `mode` if missing, never truncated (a partial file
+    /// being resumed keeps its bytes).
+    ReadWriteCreate {
+        /// Permission bits for a new file.
+        mode: u32,
+    },
+    /// Read and write, created with `mode`; fails if it exists.
+    CreateNew {
+        /// Permission bits for the new file.
+        mode: u32,
+    },
+}
+
+impl Access {
+    fn flags(self) -> (libc::c_int, u32) {
+        // Writing never goes through a symlink: a part file or manifest planted as one
+        // would send the data elsewhere in the root.
+        let write = libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW;
+        match self {
+            Access::Read => (libc::O_RDONLY, 0),
+            Access::ReadOwn => (libc::O_RDONLY | libc::O_NOFOLLOW, 0),
+            Access::ReadWriteCreate { mode } => (write, mode),
+            Access::CreateNew { mode } => (write | libc::O_EXCL, mode),
+        }
+    }
+}
+
+/// A directory that a server serves; nothing outside it can be reached through it.
+#[derive(Debug)]
+pub struct ServedRoot {
+    dir: OwnedFd,
+    path: PathBuf,
+    resolver: Resolver,
+}
+
+/// One entry of a directory below the root, with its attributes as `lstat(2)` sees them
+/// (a symlink is reported as a symlink, never followed).
+#[derive(Debug)]
+pub struct ServedDirEntry {
+    /// The entry's name (a single component, never `.` or `..`).
+    pub name: OsString,
+    /// Its attributes, not following a symlink.
+    pub metadata: Metadata,
+}
+
+impl ServedRoot {
+    /// Opens `path` as a root, with `openat2` if the kernel allows it, else the
+    /// no-symlinks walk.
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let mut root = Self::open_with(path, Resolver::Openat2)?;
+        if !root.openat2_works() {
+            root.resolver = Resolver::NoSymlinks;
+        }
+        Ok(root)
+    }
+
+    /// The whole file system as the calling user sees it: `/` with
+    /// [`Resolver::Unconfined`]. Paths are still relative (to `/`) and still refused with
+    /// `..`; the caller resolves `..` by name first.
+    pub fn open_unconfined() -> io::Result<Self> {
+        Self::open_with(Path::new("/"), Resolver::Unconfined)
+    }
+
+    /// Opens `path` as a root with a given resolver (tests exercise both).
+    pub fn open_with(path: &Path, resolver: Resolver) -> io::Result<Self> {
+        let c = cstring(path.as_os_str().as_bytes(), path)?;
+        // SAFETY: c is a valid C string; the fd returned is owned below.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!("cannot open served root {}: {e}", path.display()),
+            ));
+        }
+        Ok(Self {
+            // SAFETY: fd is a fresh descriptor nobody else owns.
+            dir: unsafe { OwnedFd::from_raw_fd(fd) },
+            path: path.to_path_buf(),
+            resolver,
+        })
+    }
+
+    /// The resolver in use.
+    pub fn resolver(&self) -> Resolver {
+        self.resolver
+    }
+
+    /// The root's path (for messages only; never used to open anything).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsFd for ServedRoot {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.dir.as_fd()
+    }
+}

@@ -1,0 +1,192 @@
+//! Resolving a path beneath the root, the one place every operation goes through:
+//! `openat2(2)`, the component-by-component walk or plain `openat(2)` as the
+//! [`Resolver`] says, the checks of a relative path, and the error messages that name it.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use super::{Resolver, ServedRoot};
+
+/// `struct open_how` from linux/openat2.h (libc's is `non_exhaustive`).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+impl ServedRoot {
+    /// Opens a directory below the root (empty path: the root itself) as `O_PATH`.
+    pub(super) fn open_dir(&self, rel: &Path) -> io::Result<OwnedFd> {
+        self.open_beneath_dir(rel, libc::O_PATH)
+    }
+
+    pub(super) fn open_beneath_dir(&self, rel: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+        if rel.as_os_str().is_empty() {
+            let c = CString::from(c".");
+            return self.at(self.dir.as_raw_fd(), &c, flags | libc::O_DIRECTORY, 0, rel);
+        }
+        self.open_beneath(rel, flags | libc::O_DIRECTORY | libc::O_CLOEXEC, 0)
+    }
+
+    pub(super) fn parent_and_name(&self, rel: &Path) -> io::Result<(OwnedFd, CString)> {
+        let names = components(rel)?;
+        let (last, parents) = names.split_last().ok_or_else(|| empty_path(rel))?;
+        let parent: PathBuf = parents.iter().collect();
+        Ok((self.open_dir(&parent)?, cstring(last.as_bytes(), rel)?))
+    }
+
+    pub(super) fn open_beneath(
+        &self,
+        rel: &Path,
+        flags: libc::c_int,
+        mode: u32,
+    ) -> io::Result<OwnedFd> {
+        let names = components(rel)?;
+        match self.resolver {
+            Resolver::Openat2 => {
+                let c = cstring(rel.as_os_str().as_bytes(), rel)?;
+                self.openat2(&c, flags, mode)
+                    .map_err(|e| self.describe(e, "open", rel))
+            }
+            Resolver::NoSymlinks => {
+                let (last, parents) = names.split_last().ok_or_else(|| empty_path(rel))?;
+                let mut dir: Option<OwnedFd> = None;
+                for name in parents {
+                    let c = cstring(name.as_bytes(), rel)?;
+                    let at = dir.as_ref().map_or(self.dir.as_raw_fd(), |d| d.as_raw_fd());
+                    let next = self.at(
+                        at,
+                        &c,
+                        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                        0,
+                        rel,
+                    )?;
+                    dir = Some(next);
+                }
+                let c = cstring(last.as_bytes(), rel)?;
+                let at = dir.as_ref().map_or(self.dir.as_raw_fd(), |d| d.as_raw_fd());
+                self.at(at, &c, flags | libc::O_NOFOLLOW, mode, rel)
+            }
+            Resolver::Unconfined => {
+                let c = cstring(rel.as_os_str().as_bytes(), rel)?;
+                self.at(self.dir.as_raw_fd(), &c, flags, mode, rel)
+            }
+        }
+    }
+
+    pub(super) fn at(
+        &self,
+        dir: RawFd,
+        name: &CString,
+        flags: libc::c_int,
+        mode: u32,
+        rel: &Path,
+    ) -> io::Result<OwnedFd> {
+        // SAFETY: dir is an open directory fd, name a valid C string.
+        let fd = unsafe { libc::openat(dir, name.as_ptr(), flags, mode as libc::c_uint) };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            // O_NOFOLLOW on a symlink: ELOOP; O_DIRECTORY|O_NOFOLLOW on one: ENOTDIR.
+            return Err(self.describe(e, "open", rel));
+        }
+        // SAFETY: fd is fresh and owned by nobody else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    fn openat2(&self, path: &CString, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+        let how = OpenHow {
+            flags: flags as u64,
+            mode: u64::from(mode),
+            resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+        };
+        // SAFETY: how is a valid open_how of the size passed; path is a valid C string.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                self.dir.as_raw_fd(),
+                path.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd is fresh and owned by nobody else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    }
+
+    pub(super) fn openat2_works(&self) -> bool {
+        let c = CString::from(c".");
+        match self.openat2(&c, libc::O_PATH | libc::O_CLOEXEC, 0) {
+            Ok(_) => true,
+            Err(e) => !matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)),
+        }
+    }
+
+    pub(super) fn describe(&self, e: io::Error, what: &str, rel: &Path) -> io::Error {
+        let why = match e.raw_os_error() {
+            Some(libc::EXDEV) => " (the path leaves the served root)".to_string(),
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) if self.resolver == Resolver::NoSymlinks => {
+                " (symlinks are refused below the served root)".to_string()
+            }
+            Some(libc::ELOOP) => {
+                " (a symlink where none is followed, a symlink loop or a magic link)".to_string()
+            }
+            _ => String::new(),
+        };
+        let place = self.place(rel);
+        io::Error::new(e.kind(), format!("cannot {what} {place}: {e}{why}"))
+    }
+
+    /// `rel` as a message names it.
+    pub(super) fn place(&self, rel: &Path) -> String {
+        if self.resolver == Resolver::Unconfined {
+            // No root to speak of: the path as the user knows it.
+            format!("{}", self.path.join(rel).display())
+        } else {
+            format!("{} below {}", rel.display(), self.path.display())
+        }
+    }
+}
+
+/// The plain names of a relative path; refuses absolute paths, `..`, `.`-only and NUL.
+pub(super) fn components(rel: &Path) -> io::Result<Vec<&std::ffi::OsStr>> {
+    let mut out = Vec::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "path {} is absolute or contains `..`; only paths below the served root are allowed",
+                        rel.display()
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub(super) fn cstring(bytes: &[u8], rel: &Path) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("path {} contains a NUL byte", rel.display()),
+        )
+    })
+}
+
+pub(super) fn empty_path(rel: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("path {:?} names no file below the served root", rel),
+    )
+}
