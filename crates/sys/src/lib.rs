@@ -4,6 +4,7 @@
 
 pub mod aligned;
 pub mod cpu;
+pub mod direct_io;
 pub mod file_io;
 pub mod netdev;
 pub mod netns;

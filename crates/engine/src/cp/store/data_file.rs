@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use longhaul_sys::aligned::AlignedBuf;
-use longhaul_sys::file_io;
 use longhaul_sys::served_root::{Access, ServedRoot};
+use longhaul_sys::{direct_io, file_io};
 use longhaul_transfer::session::recv::OpenPlan;
 use longhaul_transfer::{sparse, ChunkHash, FileHashes};
 
@@ -71,6 +71,11 @@ pub struct DataFile {
     /// Sync `--inplace`: `data` is the destination file itself; chunks are written whole
     /// (zeros included: they replace old bytes) and holes punched.
     in_place: bool,
+    /// `data` opened again for writes that bypass the page cache ([`direct_io`]), made
+    /// at the first chunk; `None` where the file system refuses it.
+    direct: OnceLock<Option<File>>,
+    /// A direct write was refused: the rest go buffered.
+    direct_refused: AtomicBool,
 }
 
 impl DataFile {
@@ -81,6 +86,19 @@ impl DataFile {
             manifest: manifest.map(Mutex::new),
             ..Self::default()
         }
+    }
+
+    /// `data` opened for direct writes, once (`None`: the file system refuses it, or
+    /// `LONGHAUL_WRITES=buffered` asks for the page cache).
+    fn direct(&self, data: &File) -> Option<&File> {
+        self.direct
+            .get_or_init(|| {
+                let buffered = std::env::var_os("LONGHAUL_WRITES").is_some_and(|v| v == "buffered");
+                (!buffered)
+                    .then(|| direct_io::reopen_direct(data).ok())
+                    .flatten()
+            })
+            .as_ref()
     }
 
     /// The data file, if it exists yet.
@@ -253,8 +271,24 @@ impl Store {
         }
         if !hole {
             let _w = f.write.lock().map_err(|_| poisoned())?;
+            // A part file's chunks bypass the page cache (a one-chunk file's, created
+            // on use, do not: they are small, and many).
+            let direct = lazy
+                .is_none()
+                .then(|| f.direct(data))
+                .flatten()
+                .filter(|_| !f.direct_refused.load(Ordering::Relaxed));
             for r in sparse::data_ranges(buf, 4096) {
-                file_io::write_all_at(data, &buf[r.clone()], offset + r.start as u64)?;
+                let (bytes, at) = (&buf[r.clone()], offset + r.start as u64);
+                match direct {
+                    Some(d) => {
+                        let w = direct_io::write_all_at_direct(data, d, bytes, at)?;
+                        if w.refused {
+                            f.direct_refused.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    None => file_io::write_all_at(data, bytes, at)?,
+                }
             }
             // Start write-back now, so the commit's flush finds little left to write. A
             // failure here changes nothing: the commit's fsync reports write-back errors.
