@@ -12,9 +12,10 @@
 //! page cache, which a copy of terabytes would only evict the host's working set for.
 //!
 //! The direct descriptor is a second open of the same file ([`reopen_direct`], through
-//! `/proc/self/fd`: the same inode, no path looked up again). A file system that refuses
-//! `O_DIRECT` (tmpfs) or an unaligned request fails with `EINVAL`: the bytes are then
-//! written buffered and the caller is told, to stop trying.
+//! `/proc/self/fd`: the same inode, no path looked up again), only on a local block file
+//! system known to suit ([`DIRECT_FILE_SYSTEMS`]: ext4, xfs). An unaligned request there
+//! fails with `EINVAL`: the bytes are then written buffered and the caller is told, to
+//! stop trying.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -24,8 +25,36 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 /// Alignment of every direct write: offset, length and buffer address.
 pub const DIRECT_ALIGN: u64 = 4096;
 
-/// `file` opened again for direct writes (`O_WRONLY | O_DIRECT`).
+/// File systems whose direct writes are known to be what this module wants: block
+/// file systems that take a large aligned write straight to the device. Not network
+/// file systems (NFS sends each direct write as its own synchronous request) nor FUSE,
+/// btrfs (checksummed direct writes), tmpfs (none): those keep the page cache.
+const DIRECT_FILE_SYSTEMS: [(i64, &str); 2] = [(0xEF53, "ext2/3/4"), (0x5846_5342, "xfs")];
+
+/// Which of [`DIRECT_FILE_SYSTEMS`] `file` is on, if any (`fstatfs(2)`).
+pub fn direct_file_system(file: &File) -> Option<&'static str> {
+    // SAFETY: `statfs` is plain data, filled by the kernel; the fd is open.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid fd and a valid out pointer.
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 {
+        return None;
+    }
+    let magic = st.f_type as i64;
+    DIRECT_FILE_SYSTEMS
+        .iter()
+        .find(|(m, _)| *m == magic)
+        .map(|(_, name)| *name)
+}
+
+/// `file` opened again for direct writes (`O_WRONLY | O_DIRECT`), on a file system of
+/// [`DIRECT_FILE_SYSTEMS`]; `Unsupported` elsewhere.
 pub fn reopen_direct(file: &File) -> io::Result<File> {
+    if direct_file_system(file).is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "not a file system whose direct writes this build uses",
+        ));
+    }
     OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_DIRECT | libc::O_CLOEXEC)
@@ -102,6 +131,24 @@ mod tests {
             .open(&p)
             .unwrap();
         (p, f)
+    }
+
+    #[test]
+    fn only_known_block_file_systems_write_direct() {
+        // tmpfs keeps the page cache (and takes no O_DIRECT at all).
+        let shm = std::path::Path::new("/dev/shm");
+        if shm.is_dir() {
+            let p = shm.join(format!("lh-direct-fs-{}", std::process::id()));
+            let f = File::create(&p).unwrap();
+            assert_eq!(direct_file_system(&f), None);
+            let e = reopen_direct(&f).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::Unsupported);
+            std::fs::remove_file(&p).unwrap();
+        }
+        let (p, f) = scratch("fs");
+        eprintln!("{}: {:?}", p.display(), direct_file_system(&f));
+        assert_eq!(direct_file_system(&f).is_some(), reopen_direct(&f).is_ok());
+        std::fs::remove_file(&p).unwrap();
     }
 
     #[test]
