@@ -90,39 +90,29 @@ proptest! {
     }
 }
 
-fn entry(path: &str, kind: EntryKind, size: u64) -> FileEntry {
-    FileEntry {
-        path: path.as_bytes().to_vec(),
-        kind,
-        size,
-        mtime_secs: MTIME,
-        mtime_nanos: 0,
-        mode: 0o644,
-        fingerprint: 1,
-        link_target: if kind == EntryKind::Symlink {
-            b"elsewhere".to_vec()
-        } else {
-            Vec::new()
-        },
-    }
+/// A session sending `entries` in chunks of 4 KiB.
+fn session(entries: Vec<FileEntry>, streams: u16, checksum_only: bool) -> SendSession {
+    let cfg = SendConfig {
+        chunk_size: 4096,
+        checksum_only,
+        streams,
+    };
+    SendSession::new(entries, cfg).unwrap()
 }
 
 /// A sender answered ahead for: a directory, two files of 3 chunks, a symlink.
 fn sender() -> SendSession {
-    let mut tx = SendSession::new(
-        vec![
-            entry("top", EntryKind::Dir, 0),
-            entry("top/a", EntryKind::File, 3 * 4096),
-            entry("top/b", EntryKind::File, 3 * 4096),
-            entry("top/l", EntryKind::Symlink, 0),
-        ],
-        SendConfig {
-            chunk_size: 4096,
-            checksum_only: false,
-            streams: 2,
-        },
-    )
-    .unwrap();
+    let link = FileEntry {
+        link_target: b"elsewhere".to_vec(),
+        ..entry("top/l", EntryKind::Symlink, 0)
+    };
+    let entries = vec![
+        entry("top", EntryKind::Dir, 0),
+        entry("top/a", EntryKind::File, 3 * 4096),
+        entry("top/b", EntryKind::File, 3 * 4096),
+        link,
+    ];
+    let mut tx = session(entries, 2, false);
     tx.answered_ahead().unwrap();
     tx
 }
@@ -229,29 +219,13 @@ fn answers_of_a_normal_list_are_protocol_errors() {
 
 #[test]
 fn a_sender_asked_after_an_answer_refuses() {
-    let mut tx = SendSession::new(
-        vec![entry("f", EntryKind::File, 4096)],
-        SendConfig {
-            chunk_size: 4096,
-            checksum_only: false,
-            streams: 1,
-        },
-    )
-    .unwrap();
+    let mut tx = session(vec![entry("f", EntryKind::File, 4096)], 1, false);
     tx.handle(TransferMessage::SkipFile {
         file: 0,
         reason: SkipReason::Exists,
     })
     .unwrap();
     assert!(tx.answered_ahead().is_err());
-    let mut check = SendSession::new(
-        vec![entry("f", EntryKind::File, 4096)],
-        SendConfig {
-            chunk_size: 4096,
-            checksum_only: true,
-            streams: 1,
-        },
-    )
-    .unwrap();
+    let mut check = session(vec![entry("f", EntryKind::File, 4096)], 1, true);
     assert!(check.answered_ahead().is_err());
 }

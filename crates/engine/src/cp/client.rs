@@ -287,19 +287,7 @@ pub fn run_cp(
         CpJob::Pull { .. } => requested_top(&cfg.remote_path)?,
         CpJob::Push { .. } => None,
     };
-    // A pull into a destination that holds nothing of it answers the list ahead, and
-    // the server's chunks leave with the list (cp::ahead).
-    let answered_ahead = match &cfg.job {
-        CpJob::Pull { dest } => {
-            !cfg.no_clobber
-                && !cfg.checksum_only
-                && cfg.delta.is_none()
-                && session.features() & longhaul_proto::features::ANSWER_AHEAD != 0
-                && super::ahead::holds_nothing_of(dest, pull_top.as_deref())
-        }
-        CpJob::Push { .. } => false,
-    };
-    let options = TransferOptions {
+    let mut options = TransferOptions {
         recursive: cfg.recursive,
         no_clobber: cfg.no_clobber,
         checksum_only: cfg.checksum_only,
@@ -314,8 +302,19 @@ pub fn run_cp(
         dry_run: cfg.delta.is_some_and(|r| r.dry_run),
         delete: cfg.delete,
         hard_links: cfg.hard_links,
-        answered_ahead,
+        answered_ahead: false,
     };
+    // A pull into a destination that holds nothing of it answers the list ahead, and
+    // the server's chunks leave with the list (cp::ahead).
+    let answered_ahead = match &cfg.job {
+        CpJob::Pull { dest } => {
+            options.may_answer_ahead()
+                && session.features() & longhaul_proto::features::ANSWER_AHEAD != 0
+                && super::ahead::holds_nothing_of(dest, pull_top.as_deref())
+        }
+        CpJob::Push { .. } => false,
+    };
+    options.answered_ahead = answered_ahead;
     let params = TransferParams {
         direction: if push {
             CopyDirection::Push

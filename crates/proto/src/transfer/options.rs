@@ -117,15 +117,7 @@ impl TransferOptions {
                 why: format!("unknown bits {:#x}", bits & !ALL),
             });
         }
-        if bits & ANSWERED_AHEAD != 0 && bits & (NO_CLOBBER | CHECKSUM_ONLY | DELTA) != 0 {
-            return Err(ProtoError::InvalidField {
-                field: "flags",
-                why: "a list answered ahead with --no-clobber, --checksum-only or sync, \
-                      whose answers the sender needs"
-                    .into(),
-            });
-        }
-        Ok(Self {
+        let parsed = Self {
             recursive: bits & RECURSIVE != 0,
             no_clobber: bits & NO_CLOBBER != 0,
             checksum_only: bits & CHECKSUM_ONLY != 0,
@@ -141,7 +133,23 @@ impl TransferOptions {
             delete: bits & DELETE != 0,
             hard_links: bits & HARD_LINKS != 0,
             answered_ahead: bits & ANSWERED_AHEAD != 0,
-        })
+        };
+        if parsed.answered_ahead && !parsed.may_answer_ahead() {
+            return Err(ProtoError::InvalidField {
+                field: "flags",
+                why: "a list answered ahead with --no-clobber, --checksum-only or sync, \
+                      whose answers the sender needs"
+                    .into(),
+            });
+        }
+        Ok(parsed)
+    }
+
+    /// Whether the receiver may answer the list ahead with these options: not with
+    /// `--no-clobber`, `--checksum-only` or sync (`delta`), whose answers the sender
+    /// needs ([`transfer_flags::ANSWERED_AHEAD`]).
+    pub fn may_answer_ahead(self) -> bool {
+        !self.no_clobber && !self.checksum_only && !self.delta
     }
 
     /// The wire bits.

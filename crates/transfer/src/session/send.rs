@@ -205,11 +205,7 @@ impl SendSession {
     /// file or a link while they flow (`SkipFile`: the file's chunks stop), and its
     /// `FileListEnd` comes when it has placed the list. Only before any answer.
     pub fn answered_ahead(&mut self) -> Result<(), SessionError> {
-        let fresh = self.phase == Phase::Listing
-            && self.skipped.is_empty()
-            && self.have.is_empty()
-            && self.old.is_empty();
-        if !fresh || self.cfg.checksum_only || self.dry_run.is_some() {
+        if !self.unanswered() || self.cfg.checksum_only || self.dry_run.is_some() {
             return Err(SessionError::Protocol(
                 "an answer ahead of the list, after answers or in a check".into(),
             ));
@@ -248,11 +244,7 @@ impl SendSession {
     /// fit its memory budget); only before any answer to the list, since answers name
     /// chunks by index. Refused when larger, not a valid chunk size, or too late.
     pub fn adopt_chunk_size(&mut self, chunk_size: u64) -> Result<(), SessionError> {
-        let fresh = self.phase == Phase::Listing
-            && self.skipped.is_empty()
-            && self.have.is_empty()
-            && self.old.is_empty();
-        if !fresh
+        if !self.unanswered()
             || chunk_size > self.cfg.chunk_size
             || !longhaul_proto::transfer::valid_chunk_size(chunk_size)
         {
@@ -263,6 +255,14 @@ impl SendSession {
         }
         self.cfg.chunk_size = chunk_size;
         Ok(())
+    }
+
+    /// The list is out and nothing of it answered yet.
+    fn unanswered(&self) -> bool {
+        self.phase == Phase::Listing
+            && self.skipped.is_empty()
+            && self.have.is_empty()
+            && self.old.is_empty()
     }
 
     /// `--checksum-only`: no chunk crosses.

@@ -48,6 +48,13 @@ fn lazy_open_limit() -> usize {
     })
 }
 
+/// `LONGHAUL_WRITES=buffered`: every write goes through the page cache (read once per
+/// process).
+fn writes_buffered() -> bool {
+    static BUFFERED: OnceLock<bool> = OnceLock::new();
+    *BUFFERED.get_or_init(|| std::env::var_os("LONGHAUL_WRITES").is_some_and(|v| v == "buffered"))
+}
+
 /// One received file's data on disk.
 #[derive(Default)]
 pub struct DataFile {
@@ -72,7 +79,7 @@ pub struct DataFile {
     /// (zeros included: they replace old bytes) and holes punched.
     in_place: bool,
     /// `data` opened again for writes that bypass the page cache ([`direct_io`]), made
-    /// at the first chunk; `None` where the file system refuses it.
+    /// at the first chunk; `None` on a file system not suited to them.
     direct: OnceLock<Option<File>>,
     /// A direct write was refused: the rest go buffered.
     direct_refused: AtomicBool,
@@ -88,13 +95,12 @@ impl DataFile {
         }
     }
 
-    /// `data` opened for direct writes, once (`None`: the file system refuses it, or
+    /// `data` opened for direct writes, once (`None`: not a file system for them, or
     /// `LONGHAUL_WRITES=buffered` asks for the page cache).
     fn direct(&self, data: &File) -> Option<&File> {
         self.direct
             .get_or_init(|| {
-                let buffered = std::env::var_os("LONGHAUL_WRITES").is_some_and(|v| v == "buffered");
-                (!buffered)
+                (!writes_buffered())
                     .then(|| direct_io::reopen_direct(data).ok())
                     .flatten()
             })
