@@ -22,7 +22,7 @@ use std::time::Duration;
 use longhaul_proto::transfer::TransferMessage;
 use longhaul_proto::ChunkKey;
 use longhaul_sys::aligned::AlignedBuf;
-use longhaul_sys::served_root::{Resolver, ServedRoot};
+use longhaul_sys::served_root::{LinkWhereDir, Resolver, ServedRoot};
 use longhaul_transfer::session::recv::{CommitJob, SyncRules};
 use longhaul_transfer::session::{ListCaps, RecvConfig, RecvEvent, RecvOutcome, RecvSession, Room};
 use longhaul_transfer::{FileHashes, SafeRelPath};
@@ -235,12 +235,29 @@ pub fn run_receiver(
         Some(room) => session.with_room(room),
         None => session,
     };
+    // Everything below the directory received into is reached without following a
+    // symlink: a link the destination holds there (planted, or made by an earlier run)
+    // must not carry this run's writes, renames or deletions anywhere else.
+    let links = if target.no_clobber {
+        LinkWhereDir::Refuse
+    } else {
+        LinkWhereDir::Replace
+    };
+    let receiving = target
+        .root
+        .receiving_into(&received_into(&target, target_is_dir), links)
+        .map_err(|cause| CpError::Destination {
+            what: "opening the destination for receiving",
+            path: target.root.path().to_path_buf(),
+            cause,
+        })
+        .map_err(|e| refuse(&control, e))?;
     let (hash_tx, hash_rx) = mpsc::channel();
     let (commit_tx, commit_rx) = mpsc::channel();
     let shared = Arc::new(Shared {
         session: Mutex::new(session),
         // A cache that cannot be opened (no home, read-only) only costs re-reading.
-        store: Store::new(target.root.clone(), chunk_size).with_hash_cache(
+        store: Store::new(Arc::new(receiving), chunk_size).with_hash_cache(
             target
                 .delta
                 .and_then(|_| crate::hash_cache::HashCache::open_default().ok()),
@@ -370,13 +387,19 @@ fn target_is_dir(t: &RecvTarget) -> Result<bool, CpError> {
 /// The room on the file system of the directory files will land in (the destination,
 /// or the directory a new name is made in), named for the message: a local path, or on a
 /// daemon the path below its root (its own location is not the client's business).
-fn room(t: &RecvTarget, target_is_dir: bool) -> Option<Room> {
+/// The directory files land in, below the root: the destination when it is a directory,
+/// else the directory its new name is made in (empty: the root itself).
+fn received_into(t: &RecvTarget, target_is_dir: bool) -> PathBuf {
     let target = t.target.as_ref().map(|p| p.to_path_buf());
-    let dir = match (&target, target_is_dir) {
-        (Some(p), true) => p.clone(),
+    match (target, target_is_dir) {
+        (Some(p), true) => p,
         (Some(p), false) => p.parent().map(Path::to_path_buf).unwrap_or_default(),
         (None, _) => PathBuf::new(),
-    };
+    }
+}
+
+fn room(t: &RecvTarget, target_is_dir: bool) -> Option<Room> {
+    let dir = received_into(t, target_is_dir);
     let space = t.root.fs_space(&dir).ok()?;
     let confined = t.root.resolver() != Resolver::Unconfined;
     let on = if t.expect.is_none() && confined {

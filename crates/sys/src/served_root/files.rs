@@ -4,7 +4,7 @@
 use std::ffi::CString;
 use std::fs::{File, Metadata};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -54,7 +54,9 @@ impl ServedRoot {
 
     /// Creates the directory `rel` and its missing parents (like `mkdir -p`) with `mode`.
     /// Returns the directories it created (parents first); those that existed are not
-    /// in it.
+    /// in it. In a receiving root ([`Self::receiving_into`]), a symlink found below the
+    /// directory received into where a directory is to be is replaced by one (the link
+    /// removed, its target untouched) or refused, as the root was told.
     pub fn create_dirs(&self, rel: &Path, mode: u32) -> io::Result<Vec<PathBuf>> {
         let names = components(rel)?;
         let mut prefix = PathBuf::new();
@@ -63,20 +65,60 @@ impl ServedRoot {
             let parent = self.open_dir(&prefix)?;
             let c = cstring(name.as_bytes(), rel)?;
             prefix.push(name);
-            // SAFETY: parent is an open directory fd and c a valid C string.
-            let rc = unsafe { libc::mkdirat(parent.as_raw_fd(), c.as_ptr(), mode) };
-            if rc == 0 {
+            if self.mkdir_at(&parent, &c, mode, &prefix)? {
                 created.push(prefix.clone());
-            } else {
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() != Some(libc::EEXIST) {
-                    return Err(self.describe(e, "mkdir", rel));
-                }
             }
         }
         // Check that what exists is a directory we may enter (not a symlink out).
         self.open_dir(&prefix)?;
         Ok(created)
+    }
+
+    /// `mkdirat(2)` of `name` in `parent` (`rel` names it); `false` when a directory (or
+    /// anything else, which the next open finds) is already there. A receiving root's
+    /// symlink below its base is replaced or refused here.
+    fn mkdir_at(
+        &self,
+        parent: &OwnedFd,
+        name: &CString,
+        mode: u32,
+        rel: &Path,
+    ) -> io::Result<bool> {
+        // SAFETY: parent is an open directory fd and name a valid C string.
+        if unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), mode) } == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EEXIST) {
+            return Err(self.describe(e, "mkdir", rel));
+        }
+        let Some(replace) = self.receiving_link_rule(rel) else {
+            return Ok(false);
+        };
+        if !is_symlink_at(parent, name) {
+            return Ok(false);
+        }
+        if !replace {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} is a symlink where the sender has a directory; it is not followed, \
+                     and is kept since existing entries are not replaced (--no-clobber): \
+                     remove the link to receive the directory",
+                    self.place(rel)
+                ),
+            ));
+        }
+        // SAFETY: parent is an open directory fd and name a valid C string; flags 0
+        // removes the link itself, never what it points at.
+        if unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), 0) } != 0 {
+            return Err(self.describe(io::Error::last_os_error(), "replace the symlink", rel));
+        }
+        // SAFETY: as above.
+        if unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), mode) } != 0 {
+            return Err(self.describe(io::Error::last_os_error(), "mkdir", rel));
+        }
+        Ok(true)
     }
 
     /// Renames `from` to `to`, both below the root. With `replace == false` an existing
@@ -199,4 +241,20 @@ impl ServedRoot {
         };
         File::from(fd).metadata()
     }
+}
+
+/// Whether `name` in the directory `dir` is a symlink (`fstatat` without following).
+fn is_symlink_at(dir: &OwnedFd, name: &CString) -> bool {
+    // SAFETY: an all-zero stat is a valid value for the kernel to overwrite.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: dir is an open directory fd, name a valid C string, st writable.
+    let rc = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFLNK
 }

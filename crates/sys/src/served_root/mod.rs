@@ -26,6 +26,16 @@
 //! [`ServedRoot::open_directory`] never follow a symlink in the last component, whatever
 //! the resolver.
 //!
+//! A receiving root ([`ServedRoot::receiving_into`]) adds a rule on top of either
+//! resolver: below the directory a transfer receives into, no symlink is followed in
+//! any component, whatever it points at. The directory itself is what the user (or the
+//! client) named and is resolved as above; everything below it came from the sender's
+//! tree, and a link the destination holds there (planted, or made by an earlier run of
+//! the same copy) must not carry the next run's writes, renames or deletions elsewhere.
+//! Where the sender has a directory and the destination a symlink, the receiver
+//! replaces the link (the link itself, never its target) by a directory, as rsync does
+//! ([`ServedRoot::create_dirs`]), unless told to keep existing entries.
+//!
 //! The parts: this module holds the root and its types; `files` opens, creates, renames,
 //! removes and flushes files and directories; `links` reads, makes and re-times links;
 //! `tree` lists directories and removes entries below a base; `resolve` is where
@@ -98,6 +108,30 @@ pub struct ServedRoot {
     dir: OwnedFd,
     path: PathBuf,
     resolver: Resolver,
+    /// A receiving root's rule for the paths below one directory (see the module's docs).
+    receiving: Option<Receiving>,
+}
+
+/// Where a receiving root stops following symlinks, and what it does with a symlink
+/// where a directory is to be made.
+#[derive(Debug, Clone)]
+struct Receiving {
+    /// The directory received into, relative to the root (empty: the root itself).
+    base: PathBuf,
+    /// `openat2` with `RESOLVE_NO_SYMLINKS` works here (else a component walk).
+    openat2: bool,
+    /// A symlink where a directory is to be made is replaced (else refused).
+    replace_links: bool,
+}
+
+/// What a receiving root does where the sender has a directory and the destination holds
+/// a symlink (below the directory received into).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkWhereDir {
+    /// Remove the link (never its target) and make the directory, as rsync does.
+    Replace,
+    /// Leave the link and fail the directory with a message naming it (`--no-clobber`).
+    Refuse,
 }
 
 /// One entry of a directory below the root, with its attributes as `lstat(2)` sees them
@@ -150,7 +184,32 @@ impl ServedRoot {
             dir: unsafe { OwnedFd::from_raw_fd(fd) },
             path: path.to_path_buf(),
             resolver,
+            receiving: None,
         })
+    }
+
+    /// The same root for receiving into `base` (empty: the root itself): `base` is
+    /// resolved as this root resolves any path (it is the destination as named), while
+    /// every component below it is resolved without following a symlink, whatever the
+    /// resolver, the last component included. Every create, rename, link, mode change,
+    /// listing and removal of a transfer's receiving side goes through such a root.
+    /// `links` says what [`Self::create_dirs`] does with a symlink where a directory is
+    /// to be made below `base`.
+    pub fn receiving_into(&self, base: &Path, links: LinkWhereDir) -> io::Result<Self> {
+        resolve::components(base)?;
+        let mut root = Self {
+            dir: self.dir.try_clone()?,
+            path: self.path.clone(),
+            resolver: self.resolver,
+            receiving: None,
+        };
+        root.receiving = Some(Receiving {
+            base: base.to_path_buf(),
+            // A root that walks (no `openat2` here) walks below the base too.
+            openat2: root.resolver != Resolver::NoSymlinks && root.openat2_works(),
+            replace_links: links == LinkWhereDir::Replace,
+        });
+        Ok(root)
     }
 
     /// The resolver in use.

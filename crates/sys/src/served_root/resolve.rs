@@ -45,37 +45,92 @@ impl ServedRoot {
         flags: libc::c_int,
         mode: u32,
     ) -> io::Result<OwnedFd> {
-        let names = components(rel)?;
+        if let Some(r) = &self.receiving {
+            if let Ok(below) = rel.strip_prefix(&r.base) {
+                if !below.as_os_str().is_empty() {
+                    return self.open_below_base(&r.base, below, r.openat2, flags, mode, rel);
+                }
+            }
+        }
+        self.open_as_named(rel, flags, mode)
+    }
+
+    /// A receiving root's path `base/below`: `base` as named, then `below` from there
+    /// without following any symlink (`openat2` with `RESOLVE_NO_SYMLINKS`, or the walk).
+    fn open_below_base(
+        &self,
+        base: &Path,
+        below: &Path,
+        openat2: bool,
+        flags: libc::c_int,
+        mode: u32,
+        rel: &Path,
+    ) -> io::Result<OwnedFd> {
+        let start = if base.as_os_str().is_empty() {
+            None
+        } else {
+            Some(self.open_as_named(base, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC, 0)?)
+        };
+        let at = start
+            .as_ref()
+            .map_or(self.dir.as_raw_fd(), |d| d.as_raw_fd());
+        if openat2 {
+            let c = cstring(below.as_os_str().as_bytes(), rel)?;
+            let resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS;
+            return self
+                .openat2(at, &c, flags, mode, resolve)
+                .map_err(|e| self.describe(e, "open", rel));
+        }
+        self.walk_no_symlinks(at, &components(below)?, flags, mode, rel)
+    }
+
+    /// `rel` resolved as the root's resolver says (for a receiving root: a path at or
+    /// above the directory received into).
+    fn open_as_named(&self, rel: &Path, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
         match self.resolver {
             Resolver::Openat2 => {
                 let c = cstring(rel.as_os_str().as_bytes(), rel)?;
-                self.openat2(&c, flags, mode)
+                let resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+                self.openat2(self.dir.as_raw_fd(), &c, flags, mode, resolve)
                     .map_err(|e| self.describe(e, "open", rel))
             }
             Resolver::NoSymlinks => {
-                let (last, parents) = names.split_last().ok_or_else(|| empty_path(rel))?;
-                let mut dir: Option<OwnedFd> = None;
-                for name in parents {
-                    let c = cstring(name.as_bytes(), rel)?;
-                    let at = dir.as_ref().map_or(self.dir.as_raw_fd(), |d| d.as_raw_fd());
-                    let next = self.at(
-                        at,
-                        &c,
-                        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                        0,
-                        rel,
-                    )?;
-                    dir = Some(next);
-                }
-                let c = cstring(last.as_bytes(), rel)?;
-                let at = dir.as_ref().map_or(self.dir.as_raw_fd(), |d| d.as_raw_fd());
-                self.at(at, &c, flags | libc::O_NOFOLLOW, mode, rel)
+                self.walk_no_symlinks(self.dir.as_raw_fd(), &components(rel)?, flags, mode, rel)
             }
             Resolver::Unconfined => {
                 let c = cstring(rel.as_os_str().as_bytes(), rel)?;
                 self.at(self.dir.as_raw_fd(), &c, flags, mode, rel)
             }
         }
+    }
+
+    /// Walks `names` down from the directory `start` component by component with
+    /// `O_NOFOLLOW` (the last one opened with `flags`): a symlink anywhere is an error.
+    fn walk_no_symlinks(
+        &self,
+        start: RawFd,
+        names: &[&std::ffi::OsStr],
+        flags: libc::c_int,
+        mode: u32,
+        rel: &Path,
+    ) -> io::Result<OwnedFd> {
+        let (last, parents) = names.split_last().ok_or_else(|| empty_path(rel))?;
+        let mut dir: Option<OwnedFd> = None;
+        for name in parents {
+            let c = cstring(name.as_bytes(), rel)?;
+            let at = dir.as_ref().map_or(start, |d| d.as_raw_fd());
+            let next = self.at(
+                at,
+                &c,
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0,
+                rel,
+            )?;
+            dir = Some(next);
+        }
+        let c = cstring(last.as_bytes(), rel)?;
+        let at = dir.as_ref().map_or(start, |d| d.as_raw_fd());
+        self.at(at, &c, flags | libc::O_NOFOLLOW, mode, rel)
     }
 
     pub(super) fn at(
@@ -97,17 +152,25 @@ impl ServedRoot {
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
     }
 
-    fn openat2(&self, path: &CString, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+    /// `openat2(2)` of `path` from the directory `dir` with the `resolve` flags.
+    fn openat2(
+        &self,
+        dir: RawFd,
+        path: &CString,
+        flags: libc::c_int,
+        mode: u32,
+        resolve: u64,
+    ) -> io::Result<OwnedFd> {
         let how = OpenHow {
             flags: flags as u64,
             mode: u64::from(mode),
-            resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+            resolve,
         };
         // SAFETY: how is a valid open_how of the size passed; path is a valid C string.
         let fd = unsafe {
             libc::syscall(
                 libc::SYS_openat2,
-                self.dir.as_raw_fd(),
+                dir,
                 path.as_ptr(),
                 &how as *const OpenHow,
                 std::mem::size_of::<OpenHow>(),
@@ -122,7 +185,14 @@ impl ServedRoot {
 
     pub(super) fn openat2_works(&self) -> bool {
         let c = CString::from(c".");
-        match self.openat2(&c, libc::O_PATH | libc::O_CLOEXEC, 0) {
+        let resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS;
+        match self.openat2(
+            self.dir.as_raw_fd(),
+            &c,
+            libc::O_PATH | libc::O_CLOEXEC,
+            0,
+            resolve,
+        ) {
             Ok(_) => true,
             Err(e) => !matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)),
         }
@@ -131,6 +201,11 @@ impl ServedRoot {
     pub(super) fn describe(&self, e: io::Error, what: &str, rel: &Path) -> io::Error {
         let why = match e.raw_os_error() {
             Some(libc::EXDEV) => " (the path leaves the served root)".to_string(),
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) if self.below_received_base(rel) => {
+                " (a symlink or a file where the sender has a directory: nothing below \
+                 the destination is reached through a symlink)"
+                    .to_string()
+            }
             Some(libc::ELOOP) | Some(libc::ENOTDIR) if self.resolver == Resolver::NoSymlinks => {
                 " (symlinks are refused below the served root)".to_string()
             }
@@ -141,6 +216,22 @@ impl ServedRoot {
         };
         let place = self.place(rel);
         io::Error::new(e.kind(), format!("cannot {what} {place}: {e}{why}"))
+    }
+
+    /// Whether `rel` lies strictly below a receiving root's base (where no symlink is
+    /// followed).
+    pub(super) fn below_received_base(&self, rel: &Path) -> bool {
+        self.receiving.as_ref().is_some_and(|r| {
+            rel.strip_prefix(&r.base)
+                .is_ok_and(|below| !below.as_os_str().is_empty())
+        })
+    }
+
+    /// A receiving root's rule for a symlink at `rel` where a directory is to be made
+    /// (`Some(true)`: replace it), `None` where `rel` is not below its base.
+    pub(super) fn receiving_link_rule(&self, rel: &Path) -> Option<bool> {
+        let r = self.receiving.as_ref()?;
+        self.below_received_base(rel).then_some(r.replace_links)
     }
 
     /// `rel` as a message names it.
