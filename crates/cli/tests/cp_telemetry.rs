@@ -1,7 +1,9 @@
 //! `longhaul cp` reports bench's telemetry: a real `longhaul serve --root DIR` and real
 //! `longhaul cp` processes on loopback; the `--json` log has `interval` lines with
 //! per-stream TCP_INFO figures and `limited_by`, an `end` with the verdict, and
-//! `longhaul plot` draws it. The text output ends with bench's verdict line.
+//! `longhaul plot` draws it. The text output ends with bench's verdict line. A pull's
+//! intervals and verdict carry the sending server's counters (window, RTT, retransmits,
+//! `limited_by`), as a push's carry its own; its text ends with a real "Limited by" line.
 
 #[macro_use]
 mod support;
@@ -11,7 +13,8 @@ use std::path::Path;
 
 use support::*;
 
-/// What `limited_by` may say (bench's verdicts, and `unknown` at a receiver).
+/// What `limited_by` may say (bench's verdicts, and `unknown` at a receiver whose sender
+/// has not reported yet).
 const VERDICTS: [&str; 6] = [
     "receiver_window",
     "send_buffer",
@@ -40,6 +43,7 @@ fn check_log(run: &CpRun, direction: &str, bytes: u64) -> u64 {
     );
     let mut prev_end = 0.0;
     let mut moved = 0;
+    let mut judged_pull_intervals = 0;
     for i in &intervals {
         let (s, e) = (i["start"].as_f64().unwrap(), i["end"].as_f64().unwrap());
         assert_eq!(s, prev_end, "intervals follow each other: {i}");
@@ -64,7 +68,12 @@ fn check_log(run: &CpRun, direction: &str, bytes: u64) -> u64 {
             }
             let limited = st["limited_by"].as_str().unwrap_or_default();
             assert!(VERDICTS.contains(&limited), "{i}");
-            assert_eq!(limited == "unknown", direction == "pull", "{i}");
+            // A pull's intervals carry the sending server's view once it reported.
+            let reported = direction == "push" || i["rate_source"] == "delivered";
+            assert_eq!(limited == "unknown", !reported, "{i}");
+            if direction == "pull" && reported {
+                judged_pull_intervals += 1;
+            }
             sum += st["bytes"].as_u64().unwrap();
         }
         assert_eq!(i["bytes"], sum, "{i}");
@@ -73,6 +82,13 @@ fn check_log(run: &CpRun, direction: &str, bytes: u64) -> u64 {
         assert!(i["done_bytes"].as_u64().is_some_and(|d| d <= bytes), "{i}");
         assert_eq!(i["total_files"], 1, "{i}");
     }
+    if direction == "pull" {
+        assert!(
+            judged_pull_intervals > 0,
+            "no pull interval carries the server's counters\n{}",
+            run.describe()
+        );
+    }
     let end = lines.last().unwrap();
     assert_eq!(end["type"], "end", "{}", run.describe());
     assert_eq!(end["ok"], true, "{end}");
@@ -80,7 +96,15 @@ fn check_log(run: &CpRun, direction: &str, bytes: u64) -> u64 {
     assert_eq!(end["streams"], 2, "{end}");
     let limited = end["limited_by"].as_str().unwrap_or_default();
     assert!(VERDICTS.contains(&limited), "{end}");
-    assert_eq!(limited == "unknown", direction == "pull", "{end}");
+    // A pull's verdict is judged on the sending server's counters, as a push's is.
+    assert_ne!(limited, "unknown", "{end}");
+    let window: u64 = end["stream_summaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["cwnd_bytes"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(window > 0, "the sender's window is reported: {end}");
     assert!(
         end["limited_by_text"]
             .as_str()
@@ -157,8 +181,9 @@ fn cp_json_reports_bench_telemetry_and_plots() {
     plots(&home, &push_log, &s.join("push.svg"));
 
     let pulled = s.join("pulled.bin");
+    // Paced to last about a second, so the server reports (every 100 ms) on any machine.
     let pull = cp!(&home; "--json", "--interval", "100ms", "-P", "2", "--chunk", "1MiB",
-        server.remote("data.bin"), &pulled);
+        "--rate", "400M", server.remote("data.bin"), &pulled);
     pull.assert_ok();
     assert_eq!(fs::read(&pulled).unwrap(), fs::read(&src).unwrap());
     // A receiver's intervals add up to every payload byte it read.
@@ -184,6 +209,16 @@ fn cp_text_output_ends_with_the_verdict_and_draws_no_bar_off_a_terminal() {
         "no verdict line\n{}",
         push.describe()
     );
+    // Paced to last about half a second: long enough for the server's reports.
+    let pull = cp!(&home; "-P", "2", "--rate", "50M", server.remote("data.bin"),
+        s.join("pulled.bin"));
+    pull.assert_ok();
+    let limited = pull
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Limited by: "))
+        .unwrap_or_else(|| panic!("no verdict line\n{}", pull.describe()));
+    assert!(!limited.contains("unknown"), "{}", pull.describe());
     // stderr is a pipe here: no bar, no carriage returns.
     assert!(!push.stderr.contains('\r'), "{}", push.describe());
     let bad = cp!(&home; "--interval", "1ms", &src, server.remote("data.bin"));

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use longhaul_proto::{IntervalReport, JumpOutcome, Message};
+use longhaul_proto::{IntervalReport, JumpOutcome, Message, StreamResult};
 
 use super::Progress;
 use crate::steady_rate::ReportedRate;
@@ -97,6 +97,8 @@ pub struct PeerReports {
     delivered: Mutex<ReportedRate>,
     /// The sending server's jump-start verdict, once told (the last one counts).
     jump: Mutex<Option<JumpOutcome>>,
+    /// Every report summed per stream (none dropped: the sums are bounded).
+    totals: Mutex<PeerTotals>,
 }
 
 impl PeerReports {
@@ -105,6 +107,9 @@ impl PeerReports {
     pub fn push(&self, report: IntervalReport) {
         if let Ok(mut d) = self.delivered.lock() {
             d.add(&report);
+        }
+        if let Ok(mut t) = self.totals.lock() {
+            t.add(&report);
         }
         if let Ok(mut q) = self.pending.lock() {
             if q.len() < MAX_PENDING {
@@ -139,6 +144,15 @@ impl PeerReports {
         self.jump.lock().ok().and_then(|j| *j)
     }
 
+    /// The sending peer's per-stream totals over every report so far (empty: it reported
+    /// nothing), to judge a pull's verdict on as a push's is judged on its own.
+    pub fn totals(&self) -> Vec<StreamResult> {
+        self.totals
+            .lock()
+            .map(|t| t.streams.clone())
+            .unwrap_or_default()
+    }
+
     /// The reports received since the previous call, oldest first.
     pub fn take(&self) -> Vec<IntervalReport> {
         self.pending
@@ -148,8 +162,11 @@ impl PeerReports {
     }
 }
 
-/// This end's interval with the bytes the sending peer delivered over `peer`'s reports
-/// (the time they span by the peer's clock). `own` stays as it is when there are no
+/// This end's interval in the sending peer's view, over `peer`'s reports: the bytes it
+/// delivered (the time they span by the peer's clock) are the rates, and each stream's
+/// window, RTT, retransmits, kernel rates and chrono counters are the sender's (the
+/// counters scaled to this end's interval, so a verdict judged on them compares like
+/// with like); the bytes this end read stay. `own` stays as it is when there are no
 /// reports, or they span no time.
 pub fn delivered_by_peer(own: Sampled, peer: &[IntervalReport]) -> Sampled {
     let (Some(first), Some(last)) = (peer.first(), peer.last()) else {
@@ -160,16 +177,91 @@ pub fn delivered_by_peer(own: Sampled, peer: &[IntervalReport]) -> Sampled {
         return own;
     }
     let mut crossed = vec![0u64; own.crossed.len()];
+    let mut report = own.report;
+    // The sender's state, zeroed where it adds up, then summed over the reports.
+    for s in &mut report.streams {
+        (
+            s.retransmits,
+            s.busy_us,
+            s.rwnd_limited_us,
+            s.sndbuf_limited_us,
+        ) = (0, 0, 0, 0);
+    }
+    let own_ms = report.end_ms.saturating_sub(report.start_ms).max(1);
+    let scale = |us: u64| (us as u128 * own_ms as u128 / span_ms as u128) as u64;
     for s in peer.iter().flat_map(|r| &r.streams) {
-        if let Some(c) = crossed.get_mut(usize::from(s.stream)) {
+        let i = usize::from(s.stream);
+        if let Some(c) = crossed.get_mut(i) {
             *c = c.saturating_add(s.bytes);
+        }
+        if let Some(mine) = report.streams.iter_mut().find(|m| m.stream == s.stream) {
+            mine.cwnd_bytes = s.cwnd_bytes;
+            mine.srtt_us = s.srtt_us;
+            mine.delivery_rate_bps = s.delivery_rate_bps;
+            mine.pacing_rate_bps = s.pacing_rate_bps;
+            mine.retransmits = mine.retransmits.saturating_add(s.retransmits);
+            mine.busy_us = mine.busy_us.saturating_add(scale(s.busy_us));
+            mine.rwnd_limited_us = mine
+                .rwnd_limited_us
+                .saturating_add(scale(s.rwnd_limited_us));
+            mine.sndbuf_limited_us = mine
+                .sndbuf_limited_us
+                .saturating_add(scale(s.sndbuf_limited_us));
         }
     }
     Sampled {
-        report: own.report,
+        report,
         crossed,
         source: RateSource::Delivered,
         crossed_ms: span_ms,
+    }
+}
+
+/// A sending peer's reports summed per stream over the whole transfer, as a sender's own
+/// totals are ([`StreamResult`]): what a pull's verdict is judged on.
+#[derive(Debug, Default)]
+struct PeerTotals {
+    first_start_ms: Option<u64>,
+    last_end_ms: u64,
+    /// Indexed by stream (at most [`longhaul_proto::limits::MAX_STREAMS`] of them).
+    streams: Vec<StreamResult>,
+}
+
+impl PeerTotals {
+    fn add(&mut self, report: &IntervalReport) {
+        let first = *self.first_start_ms.get_or_insert(report.start_ms);
+        self.last_end_ms = self.last_end_ms.max(report.end_ms);
+        let elapsed_us = self.last_end_ms.saturating_sub(first).saturating_mul(1000);
+        for s in &report.streams {
+            let i = usize::from(s.stream);
+            // A peer names streams by index: only as many as a transfer may have.
+            if i >= usize::from(longhaul_proto::limits::MAX_STREAMS) {
+                continue;
+            }
+            if self.streams.len() <= i {
+                self.streams.resize_with(i + 1, StreamResult::default);
+                for (n, t) in self.streams.iter_mut().enumerate() {
+                    t.stream = n as u16;
+                }
+            }
+            let t = &mut self.streams[i];
+            t.bytes = t.bytes.saturating_add(s.bytes);
+            t.retransmits = t.retransmits.saturating_add(u64::from(s.retransmits));
+            t.busy_us = t.busy_us.saturating_add(s.busy_us);
+            t.rwnd_limited_us = t.rwnd_limited_us.saturating_add(s.rwnd_limited_us);
+            t.sndbuf_limited_us = t.sndbuf_limited_us.saturating_add(s.sndbuf_limited_us);
+            if s.srtt_us > 0 {
+                t.srtt_us = s.srtt_us;
+                t.min_rtt_us = match t.min_rtt_us {
+                    0 => s.srtt_us,
+                    m => m.min(s.srtt_us),
+                };
+            }
+            t.cwnd_bytes = s.cwnd_bytes;
+        }
+        for t in &mut self.streams {
+            t.elapsed_us = elapsed_us;
+        }
     }
 }
 
@@ -211,7 +303,50 @@ mod tests {
         let s = delivered_by_peer(own(), &peer);
         assert_eq!(s.crossed, vec![125, 250]);
         assert_eq!((s.source, s.crossed_ms), (RateSource::Delivered, 200));
-        assert_eq!(s.report, own().report, "what this end read stays");
+        let read: Vec<u64> = s.report.streams.iter().map(|x| x.bytes).collect();
+        assert_eq!(read, vec![10, 20], "what this end read stays");
+    }
+
+    #[test]
+    fn the_senders_window_rtt_and_counters_replace_the_receivers() {
+        let mut peer = [
+            report(900, 1000, &[(0, 100), (1, 200)]),
+            report(1000, 1400, &[(0, 25)]),
+        ];
+        for (r, cwnd) in peer.iter_mut().zip([1000u64, 2000]) {
+            for st in &mut r.streams {
+                (st.cwnd_bytes, st.srtt_us, st.retransmits) = (cwnd, 150_000, 3);
+                (st.busy_us, st.rwnd_limited_us) = (50_000, 10_000);
+            }
+        }
+        let s = delivered_by_peer(own(), &peer);
+        let st0 = &s.report.streams[0];
+        assert_eq!(
+            (st0.cwnd_bytes, st0.srtt_us, st0.retransmits),
+            (2000, 150_000, 6)
+        );
+        // 100 ms busy over the peer's 500 ms, scaled to this end's 1000 ms interval.
+        assert_eq!((st0.busy_us, st0.rwnd_limited_us), (200_000, 40_000));
+        assert_eq!(s.report.streams[1].retransmits, 3);
+    }
+
+    #[test]
+    fn totals_sum_every_report_per_stream_and_ignore_impossible_streams() {
+        let q = PeerReports::default();
+        let mut a = report(0, 1000, &[(0, 10), (1, 20), (u16::MAX, 5)]);
+        a.streams[0].srtt_us = 9000;
+        a.streams[0].retransmits = 1;
+        let mut b = report(1000, 3000, &[(0, 30)]);
+        b.streams[0].srtt_us = 7000;
+        b.streams[0].retransmits = 2;
+        q.push(a);
+        q.push(b);
+        let t = q.totals();
+        assert_eq!(t.len(), 2, "a stream index past the limit is dropped");
+        assert_eq!((t[0].bytes, t[0].retransmits), (40, 3));
+        assert_eq!((t[0].min_rtt_us, t[0].srtt_us), (7000, 7000));
+        assert_eq!((t[1].stream, t[1].bytes), (1, 20));
+        assert!(t.iter().all(|s| s.elapsed_us == 3_000_000));
     }
 
     #[test]

@@ -11,8 +11,11 @@
 //! delivered, and the verdict is judged as bench judges it. On a pull the client receives:
 //! rates are of the bytes that arrived (the kernel's count, not the chunks the application
 //! read between disk writes), `bytes` are what it read, the RTT is its receive-side
-//! estimate, the window and kernel rates are the server's (0 here), and `limited_by` is
-//! `unknown`.
+//! estimate. A sending server that reports its intervals
+//! ([`super::peer_intervals`]) gives a pull the sender's view: rates of what it delivered,
+//! its window, RTT, retransmits and kernel rates per stream, `limited_by` judged on its
+//! chrono counters per interval, and the verdict judged on its totals as a push's is.
+//! Without its reports the window and kernel rates are 0 and `limited_by` is `unknown`.
 
 use longhaul_proto::StreamResult;
 use serde::Serialize;
@@ -25,6 +28,7 @@ use super::Progress;
 use crate::bench::client::view;
 use crate::bench::report::{IntervalView, StreamSummary};
 use crate::bench::run::chrono_of;
+use crate::telemetry::crossed::RateSource;
 use crate::telemetry::{Role, Sampled, Sampler};
 use longhaul_policy::{judge, Chrono, LimitedBy};
 
@@ -72,10 +76,36 @@ impl CpTelemetry {
         interval_view(self.role, &sampled, self.rate_bps)
     }
 
-    /// What limited the transfer, from the start until now.
+    /// What limited the transfer, from the start until now; on a pull, judged on the
+    /// sending server's counters when it reported them.
     pub fn verdict(&self) -> CpVerdict {
-        verdict_of(self.role, &self.sampler.totals(), self.rate_bps)
+        let own = self.sampler.totals();
+        let peer = match self.role {
+            Role::Receiver => self.peer.totals(),
+            Role::Sender => Vec::new(),
+        };
+        if peer.is_empty() {
+            return verdict_of(self.role, &own, self.rate_bps);
+        }
+        verdict_of(Role::Sender, &senders_view(&own, &peer), self.rate_bps)
     }
+}
+
+/// A pull's totals in the sender's view: the bytes this end read and the time it took
+/// (exact, where the peer's last report may be missing), with the sending peer's window,
+/// RTTs, retransmits and chrono counters per stream.
+fn senders_view(own: &[StreamResult], peer: &[StreamResult]) -> Vec<StreamResult> {
+    own.iter()
+        .map(|o| match peer.get(usize::from(o.stream)) {
+            Some(p) => StreamResult {
+                bytes: o.bytes,
+                elapsed_us: o.elapsed_us,
+                cpu_us: o.cpu_us,
+                ..p.clone()
+            },
+            None => o.clone(),
+        })
+        .collect()
 }
 
 /// The verdict on a transfer: the fields cp's `end` object gains.
@@ -95,11 +125,11 @@ pub struct CpVerdict {
     pub streams: Vec<StreamSummary>,
 }
 
-/// One interval of this end's samples, as bench prints it; at a receiver nothing can be
-/// judged (`limited_by` is `unknown`).
+/// One interval of this end's samples, as bench prints it; a receiver judges only what
+/// the sending peer's counters carry (`limited_by` is `unknown` without them).
 pub fn interval_view(role: Role, r: &Sampled, rate_bps: Option<u64>) -> IntervalView {
     let mut v = view(r, rate_bps, None);
-    if role == Role::Receiver {
+    if role == Role::Receiver && r.source != RateSource::Delivered {
         for s in &mut v.streams {
             s.limited_by = LimitedBy::Unknown;
         }
@@ -167,7 +197,6 @@ pub fn verdict_of(role: Role, totals: &[StreamResult], rate_bps: Option<u64>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::crossed::RateSource;
     use longhaul_proto::{IntervalReport, StreamSample};
 
     fn total(stream: u16, bytes: u64, busy: u64, rwnd: u64) -> StreamResult {
