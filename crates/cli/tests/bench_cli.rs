@@ -1,6 +1,8 @@
 //! The `longhaul` binary end to end: `serve` and `bench` as separate processes, the JSON
 //! Lines schema, the default per-user token, a server killed mid-run, and a run between two
 //! network namespaces joined by a veth pair (root only; skipped with a message otherwise).
+//! bench's data goes unencrypted unless `--encryption on` asks (the server's log says which
+//! it accepted), and its `end` says so with what TLS would allow per core here.
 
 mod support;
 
@@ -299,5 +301,49 @@ fn rx_rate_holds_the_sender_to_a_slow_receiver() {
         peak(&clamped) < 200e6,
         "clamped sender peaked at {}",
         peak(&clamped)
+    );
+}
+
+/// bench measures the path: the session is authenticated over TLS, its data streams go
+/// unencrypted (the server's log says so), and the end reports what TLS costs per core;
+/// `--encryption on` runs the data in TLS.
+#[test]
+fn bench_data_is_unencrypted_unless_asked_and_reports_what_tls_allows() {
+    let home = Scratch::new("bench-plain");
+    let (server, addr) = serve(&[], &home, &["--listen", "127.0.0.1", "--port", "0"]);
+    let target = format!("127.0.0.1:{}", addr.rsplit(':').next().unwrap());
+    for (flags, encrypted, logged) in [
+        (&[][..], false, "data unencrypted, as the client asked"),
+        (&["--encryption", "on"][..], true, "data in TLS"),
+    ] {
+        let out = command(&[], &home.0)
+            .args(["bench", &target, "-t", "0.5s", "--json"])
+            .args(flags)
+            .output()
+            .unwrap();
+        let objs = json_of(out);
+        let end = objs.last().unwrap();
+        assert_eq!(end["type"], "end", "{end}");
+        let p = &end["data_protection"];
+        assert_eq!(p["encrypted"], encrypted, "{end}");
+        for key in ["seal_bps_per_core", "open_bps_per_core"] {
+            assert!(p[key].as_u64().is_some_and(|b| b > 1_000_000), "{key}: {p}");
+        }
+        assert!(
+            p["cipher"].as_str().is_some_and(|c| c.contains("AES")),
+            "{p}"
+        );
+        let log = server.log_with(logged);
+        assert!(log.contains(logged), "{log}");
+    }
+    let text = command(&[], &home.0)
+        .args(["bench", &target, "-t", "0.3s"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("Data: unencrypted") && l.contains("per core")),
+        "{text}"
     );
 }

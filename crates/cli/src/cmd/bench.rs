@@ -14,7 +14,7 @@ use longhaul_model::units::{format_bytes, format_rate_bps};
 use longhaul_proto::SendMode;
 use serde_json::json;
 
-use super::common::{duration, emit_json, rate, say, size, SecurityArgs, TokenArgs};
+use super::common::{duration, emit_json, rate, say, size, EncryptionArg, SecurityArgs, TokenArgs};
 use super::ssh::SshArgs;
 use longhaul_engine::ssh::launch::FarEnd;
 use longhaul_transfer::location::{
@@ -140,11 +140,13 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     }
     let target = parse_target(&args.target, args.ssh.rsh.is_some())?;
     // Over ssh the far longhaul is started first; its guard ends it on every path.
+    // bench measures the path: its data goes unencrypted unless asked (see --encryption).
+    let security_args = args.security.with_default_encryption(EncryptionArg::Off);
     let (target, token, security, far) = match target {
-        Target::Daemon(t) => (t, args.token.load()?, args.security.security()?, None),
+        Target::Daemon(t) => (t, args.token.load()?, security_args.security()?, None),
         Target::Ssh(host) => {
             let end = FarEnd::start(&host, &args.ssh.options())?;
-            let security = args.security.pinned(end.fingerprint());
+            let security = security_args.pinned(end.fingerprint());
             (end.target().to_string(), end.token(), security, Some(end))
         }
     };
@@ -352,8 +354,29 @@ impl Printer for TextPrinter {
         if e.jump_start.used {
             say(&e.jump_start.describe());
         }
+        say(&data_protection_text(&e.data_protection));
         say(&format!("Limited by: {}: {}", s.limited_by_text, s.advice));
     }
+}
+
+/// The line on the data connections' protection and what TLS costs here.
+fn data_protection_text(
+    p: &longhaul_engine::transport::tls::record_speed::DataProtection,
+) -> String {
+    let how = if p.encrypted {
+        "encrypted (TLS 1.3)"
+    } else {
+        "unencrypted, the session authenticated over TLS (--encryption on measures with TLS)"
+    };
+    if p.seal_bps_per_core == 0 {
+        return format!("Data: {how}");
+    }
+    format!(
+        "Data: {how}; TLS here ({}) seals {} and opens {} per core: what an encrypted cp can reach per core at each end",
+        p.cipher,
+        rate_text(p.seal_bps_per_core as f64),
+        rate_text(p.open_bps_per_core as f64),
+    )
 }
 
 fn buf(b: u64) -> String {

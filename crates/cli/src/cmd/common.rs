@@ -27,11 +27,14 @@ impl TokenArgs {
 /// How a client trusts the server and whether its data is encrypted.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SecurityArgs {
-    /// `on`: TLS 1.3 on every connection. `off`: TLS on the control connection only, for
-    /// trusted networks and CPU-bound hosts; every file chunk still carries a MAC under
-    /// the session's key, so nothing altered on the way is accepted.
-    #[arg(long, value_enum, default_value_t = EncryptionArg::On)]
-    pub encryption: EncryptionArg,
+    /// `on`: TLS 1.3 on every connection. `off`: TLS on the control connection only (the
+    /// session is still authenticated), for trusted networks and CPU-bound hosts; every
+    /// file chunk still carries a MAC under the session's key, so nothing altered on the
+    /// way is accepted. Default: `on` for cp, sync and tune; `off` for bench, whose
+    /// random bytes need no secrecy (its result is then the network's, and it reports
+    /// what the cipher would allow per core).
+    #[arg(long, value_enum)]
+    pub encryption: Option<EncryptionArg>,
     /// Verify the server's certificate against the CA certificates in FILE (PEM) instead
     /// of pinning it on first use.
     #[arg(long, value_name = "FILE")]
@@ -62,9 +65,17 @@ impl SecurityArgs {
     }
 
     fn encryption(&self) -> Encryption {
-        match self.encryption {
+        match self.encryption.unwrap_or(EncryptionArg::On) {
             EncryptionArg::On => Encryption::On,
             EncryptionArg::Off => Encryption::Off,
+        }
+    }
+
+    /// These arguments with `default` where `--encryption` was not given.
+    pub fn with_default_encryption(&self, default: EncryptionArg) -> Self {
+        Self {
+            encryption: Some(self.encryption.unwrap_or(default)),
+            ..self.clone()
         }
     }
 

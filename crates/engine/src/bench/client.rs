@@ -490,6 +490,10 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         crate::startup::first_data_after_start().map(|t| t.as_secs_f64() * 1e3);
     end.summary.first_byte_rtts = crate::startup::first_data_rtts(rtt);
     end.summary.data_dialed_rtts = crate::startup::data_dialed_rtts(rtt);
+    // Measured after the run, so it takes nothing from it.
+    end.data_protection = crate::transport::tls::record_speed::DataProtection::measure(
+        cfg.security.encryption == crate::transport::tls::Encryption::On,
+    );
     Ok(end)
 }
 
@@ -632,5 +636,6 @@ pub fn summarize(
         },
         streams,
         jump_start: crate::jump::JumpReport::default(),
+        data_protection: crate::transport::tls::record_speed::DataProtection::unmeasured(true),
     }
 }

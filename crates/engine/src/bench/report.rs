@@ -206,4 +206,6 @@ pub struct EndReport {
     pub streams: Vec<StreamSummary>,
     /// Jump-start, with the validation's verdict.
     pub jump_start: crate::jump::JumpReport,
+    /// Whether the data was encrypted, and what the cipher allows per core here.
+    pub data_protection: crate::transport::tls::record_speed::DataProtection,
 }

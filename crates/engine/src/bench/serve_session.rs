@@ -284,13 +284,18 @@ pub(super) fn run_session(
     outcome
         .map(|(bytes, secs)| {
             format!(
-                "{} {} streams, {:.3} GB in {:.2} s = {:.3} Gbit/s; {}{jumped}",
+                "{} {} streams ({}), {:.3} GB in {:.2} s = {:.3} Gbit/s; {}{jumped}",
                 if role == Role::Sender {
                     "sent"
                 } else {
                     "received"
                 },
                 params.streams,
+                if plain_data {
+                    "data unencrypted, as the client asked"
+                } else {
+                    "data in TLS"
+                },
                 bytes as f64 / 1e9,
                 secs,
                 bytes as f64 * 8.0 / secs.max(1e-6) / 1e9,

@@ -13,6 +13,7 @@
 //! connection does a full handshake inside a session the token already authorised.
 
 pub mod identity;
+pub mod record_speed;
 pub mod trust;
 
 use std::io::{self, Read, Write};
