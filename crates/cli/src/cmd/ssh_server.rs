@@ -1,7 +1,8 @@
 //! `longhaul ssh-server` (hidden): the far end that `cp` and `bench` start over ssh, as
 //! `rsync --server` is for rsync. Not for people to run: it prints one ready line on
-//! stdout, serves one session with the ssh user's own files and exits — also when its
-//! stdin ends (the ssh connection closed) or when no client comes within 60 s.
+//! stdout, serves its client's one session with the ssh user's own files and exits — also
+//! when its stdin ends (the ssh connection closed) or when its client has not proved the
+//! token within 60 s. Connections that fail the proof end nothing.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -41,7 +42,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         FarOutcome::NoClient => {
             eprintln!(
-                "longhaul ssh-server: no client connected within {} s; exiting",
+                "longhaul ssh-server: no client proved the session's token within {} s; exiting",
                 FAR_CONNECT_TIMEOUT.as_secs()
             );
             ExitCode::from(1)

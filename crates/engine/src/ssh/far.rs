@@ -5,8 +5,13 @@
 //! token, prints the [`SshReady`] line on stdout and serves exactly one bench or cp
 //! session with the user's own files ([`ServedFiles::User`]), then exits. It also exits
 //! when its stdin ends (the ssh channel closed: the client finished, died or was killed)
-//! and when no client comes within [`super::FAR_CONNECT_TIMEOUT`]. Partial files and
-//! resume manifests stay where they are, for the next run to resume.
+//! and when its client has not proved the token within [`super::FAR_CONNECT_TIMEOUT`].
+//! Partial files and resume manifests stay where they are, for the next run to resume.
+//!
+//! Anyone on the far host's network can reach the port. A connection that fails TLS, its
+//! hello or the token proof is dropped and ends nothing: neither the far end nor the
+//! session under way, and it does not keep the far end waiting past its idle limit. Only
+//! the session of the client that proved the one-time token ends it.
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
@@ -29,24 +34,24 @@ use crate::transport::tls::ServerTls;
 pub struct FarConfig {
     /// Ports to listen on, first free one wins (`None`: an ephemeral port).
     pub port_range: Option<(u16, u16)>,
-    /// How long to wait for the client.
+    /// How long to wait for the client to prove the token.
     pub connect_timeout: Duration,
 }
 
 /// How the far end ended (it may also end the process itself, see the module docs).
 #[derive(Debug)]
 pub enum FarOutcome {
-    /// The session ran to its end.
+    /// The session of the client that proved the token ran to its end.
     Served,
-    /// The session failed.
+    /// That session failed.
     Failed(ServeError),
-    /// No client came in time.
+    /// No client proved the token in time.
     NoClient,
 }
 
-/// Runs the far end: binds, announces itself on `out`, serves one session (or gives up
-/// when no client comes). Watching stdin is the caller's ([`watch_stdin`]), since ending
-/// the process is.
+/// Runs the far end: binds, announces itself on `out`, serves its client's one session
+/// (or gives up when the client does not come). Watching stdin is the caller's
+/// ([`watch_stdin`]), since ending the process is.
 pub fn run_far_end(cfg: &FarConfig, out: &mut dyn Write, log: LogFn) -> io::Result<FarOutcome> {
     let mut secret = [0u8; 32];
     getrandom::getrandom(&mut secret).map_err(|e| io::Error::other(e.to_string()))?;
@@ -76,9 +81,10 @@ pub fn run_far_end(cfg: &FarConfig, out: &mut dyn Write, log: LogFn) -> io::Resu
     out.write_all(ready(port).encode().as_bytes())?;
     out.flush()?;
 
-    // Give up when nobody comes: stop the accept loop unless a session began.
+    // Give up when the client does not come: stop the accept loop unless a client proved
+    // the token (strangers who fail it do not count).
     let stop = Arc::new(AtomicBool::new(false));
-    let begun = server.sessions_begun();
+    let begun = server.sessions_proved();
     let before = begun();
     let idle = Arc::new(AtomicBool::new(false));
     {

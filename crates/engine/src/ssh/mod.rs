@@ -8,8 +8,9 @@
 //!   its port, keeps ssh alive for the session (its channel is the far process's
 //!   lifeline) and closes it at the end; errors say what failed and what to do.
 //! - [`far`]: the far end (`longhaul ssh-server`): an ephemeral port, a one-time token,
-//!   the ready line, one session with the ssh user's own files, then exit; it also exits
-//!   when ssh's channel closes or when no client comes.
+//!   the ready line, its client's one session with the ssh user's own files, then exit;
+//!   it also exits when ssh's channel closes or when its client does not come. Strangers
+//!   at its port end nothing.
 //!
 //! ```text
 //! client                       ssh                        far host
