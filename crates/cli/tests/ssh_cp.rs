@@ -234,7 +234,8 @@ done
 
 /// Anyone on the far host's network reaches the far end's port; one holding a wrong
 /// token, once before the client connects and once during its pull, ends neither the far
-/// end nor the pull; the far end is gone after.
+/// end nor the pull. The far end listens on its ssh address only (the address the client
+/// dials), and is gone after.
 #[test]
 fn a_wrong_token_before_and_during_a_pull_ends_neither() {
     let Some(lab) = SshLab::start("a_wrong_token_before_and_during_a_pull_ends_neither") else {
@@ -292,6 +293,15 @@ fn a_wrong_token_before_and_during_a_pull_ends_neither() {
         .split_whitespace()
         .find_map(|w| w.strip_prefix("port="))
         .unwrap();
+    let listeners = lab.other_listeners();
+    assert!(
+        !listeners.is_empty()
+            && listeners
+                .iter()
+                .all(|l| l.contains(&format!(" {}:{port} ", lab.addr))),
+        "the far end listens elsewhere than its ssh address {}: {listeners:?}",
+        lab.addr
+    );
     let during = run(
         longhaul(&stranger)
             .args(["cp", "--token-file"])

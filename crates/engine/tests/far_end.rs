@@ -45,6 +45,8 @@ impl Far {
         let cfg = FarConfig {
             port_range: None,
             connect_timeout: Duration::from_secs(120),
+            // No ssh connection here: it listens everywhere, the test dials loopback.
+            client_dials: Vec::new(),
         };
         let handle = std::thread::spawn(move || run_far_end(&cfg, &mut ReadyLine(tx), log));
         let mut line = Vec::new();

@@ -19,6 +19,10 @@ pub struct Args {
     /// Listen on the first free port of LO-HI instead of an ephemeral port.
     #[arg(long, value_name = "LO-HI", value_parser = port_range)]
     pub port_range: Option<(u16, u16)>,
+    /// The addresses the client resolved this host's name to: when this host's address
+    /// on the ssh connection is one of them, listen on that address alone.
+    #[arg(long, value_name = "ADDR,...", value_delimiter = ',')]
+    pub client_dials: Vec<std::net::IpAddr>,
 }
 
 /// Runs `longhaul ssh-server`.
@@ -32,6 +36,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cfg = FarConfig {
         port_range: args.port_range,
         connect_timeout: FAR_CONNECT_TIMEOUT,
+        client_dials: args.client_dials,
     };
     let outcome = run_far_end(&cfg, &mut std::io::stdout(), log).context("longhaul ssh-server")?;
     Ok(match outcome {
