@@ -1,8 +1,8 @@
 //! How a client trusts a daemon, with real `longhaul serve` and `longhaul cp` processes:
-//! the certificate pinned on first contact in the known-servers file, a changed one
-//! refused with ssh's warning (nothing sent, nothing written), `--ca` for a
-//! certificate a CA issued (made here with openssl), and an older longhaul that does not
-//! speak TLS named as such.
+//! the certificate pinned on first contact in the known-servers file (only once the server
+//! proved the token), a changed one refused with ssh's warning (nothing sent, nothing
+//! written), `--ca` for a certificate a CA issued (made here with openssl), and an older
+//! longhaul that does not speak TLS named as such.
 
 #[macro_use]
 mod support;
@@ -74,6 +74,55 @@ fn first_contact_pins_the_certificate_and_a_changed_one_is_refused() {
     assert!(!root.join("c.txt").exists());
     // The record is left as it was: only the user removes a pin.
     assert!(known_servers(&home).contains(&other));
+}
+
+/// First contact pins only a server that proved the token: one holding another token (or
+/// something answering in its place) fails authentication and leaves the known-servers
+/// file as it was, saying so; the real server is then pinned on its own first contact.
+#[test]
+fn a_server_that_fails_the_token_proof_is_not_pinned() {
+    let s = Scratch::new("tls-pin-proof");
+    let home = s.dir("home");
+    let root = s.dir("root");
+    write_file(&root.join("f"), b"the real file", 0o644);
+    let (theirs, ours) = (s.join("server.token"), s.join("client.token"));
+    write_file(
+        &theirs,
+        b"9e246822afff72bd2c4ca4bd7b64c563cd379b1c42a0c04489530a685d914cec",
+        0o600,
+    );
+    write_file(
+        &ours,
+        b"e54816753be6d09045ae4f70834582db730526896d9e9eb77c3299805a69e7c8",
+        0o600,
+    );
+    let ks = s.join("ks");
+    let server = Server::start_with_token_file(&home, &root, &theirs);
+
+    let refused = cp!(&home; "--token-file", &ours, "--known-servers", &ks,
+        server.remote("f"), s.join("got"));
+    refused.assert_failed();
+    let pinned = fs::read_to_string(&ks).unwrap_or_default();
+    assert!(
+        !pinned.contains(&server.addr),
+        "a server that failed the proof was pinned:\n{pinned}"
+    );
+    for want in ["authentication failed", "not pinned", &server.addr] {
+        assert!(
+            refused.stderr.contains(want),
+            "{want}: {}",
+            refused.describe()
+        );
+    }
+    assert!(!s.join("got").exists());
+
+    // The same server with the right token: pinned now, and the copy goes through.
+    let first = cp!(&home; "--json", "--token-file", &theirs, "--known-servers", &ks,
+        server.remote("f"), s.join("got"));
+    first.assert_ok();
+    assert!(first.stdout.contains("now pinned"), "{}", first.describe());
+    assert!(fs::read_to_string(&ks).unwrap().contains(&server.addr));
+    assert_eq!(fs::read(s.join("got")).unwrap(), b"the real file");
 }
 
 #[test]

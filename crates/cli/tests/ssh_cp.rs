@@ -212,3 +212,115 @@ fn an_unreachable_far_port_is_named_with_the_fix() {
     );
     lab.assert_far_gone(GONE, "after the unreachable port");
 }
+
+/// `-e` wrapped around the lab's ssh: when the far end's ready line comes, a stranger
+/// (another HOME, a wrong token) tries its port before the line goes on to the client,
+/// and the line is kept for the test.
+const STRANGER_RSH: &str = r#"#!/bin/sh
+"$@" | while IFS= read -r line; do
+    case "$line" in
+    LONGHAUL-READY*)
+        printf '%s\n' "$line" > "$LH_READY"
+        port=${line#* port=}
+        port=${port%% *}
+        HOME="$LH_STRANGER_HOME" "$LH_BIN" cp --token-file "$LH_WRONG" \
+            --known-servers "$LH_STRANGER_HOME/ks" "longhaul://$LH_FAR:$port/x" \
+            "$LH_STRANGER_HOME/got" > "$LH_STRANGER_HOME/before.log" 2>&1 < /dev/null
+        ;;
+    esac
+    printf '%s\n' "$line"
+done
+"#;
+
+/// Anyone on the far host's network reaches the far end's port; one holding a wrong
+/// token, once before the client connects and once during its pull, ends neither the far
+/// end nor the pull. The far end listens on its ssh address only (the address the client
+/// dials), and is gone after.
+#[test]
+fn a_wrong_token_before_and_during_a_pull_ends_neither() {
+    let Some(lab) = SshLab::start("a_wrong_token_before_and_during_a_pull_ends_neither") else {
+        return;
+    };
+    let mut rng = Rng::from_env("ssh stranger");
+    let s = Scratch::new("ssh-stranger");
+    let (home, far, dst, stranger) = (s.dir("home"), s.dir("far"), s.dir("dst"), s.dir("x"));
+    let src = far.join("big.bin");
+    write_random(&src, &mut rng, 48 * MIB as usize);
+    let wrong = s.join("wrong.token");
+    write_file(
+        &wrong,
+        b"ac99386bbf3307384a956d9d6b0423071365926772d357f54cc0021fe6bf84c7",
+        0o600,
+    );
+    let script = s.join("stranger-rsh");
+    write_file(&script, STRANGER_RSH.as_bytes(), 0o755);
+    let ready = s.join("ready.line");
+    let rsh = format!("'{}' {}", script.display(), lab.rsh());
+    let mut pull = spawn_piped(
+        cp_command(&home)
+            .args(["-e", &rsh, "--remote-longhaul", BIN])
+            // Slow enough that the stranger comes while it runs.
+            .args(["--rate", "160M"])
+            .env("LH_READY", &ready)
+            .env("LH_STRANGER_HOME", &stranger)
+            .env("LH_BIN", BIN)
+            .env("LH_WRONG", &wrong)
+            .env("LH_FAR", &lab.addr)
+            .arg(lab.remote(&src))
+            .arg(dst.join("got.bin")),
+    );
+    // The pull is under way once its destination has a (part) file.
+    let deadline = std::time::Instant::now() + CP_LIMIT;
+    while fs::read_dir(&dst).unwrap().next().is_none()
+        && !pull.has_exited()
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let before = fs::read_to_string(stranger.join("before.log")).unwrap_or_default();
+    assert!(
+        before.contains("authentication failed"),
+        "the stranger before the client: {before}"
+    );
+    assert!(
+        !pull.has_exited(),
+        "the pull ended before the stranger's second try:\n{}\nsshd log:\n{}",
+        pull.wait(GONE).describe(),
+        lab.log()
+    );
+    let line = fs::read_to_string(&ready).unwrap();
+    let port = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("port="))
+        .unwrap();
+    let listeners = lab.other_listeners();
+    assert!(
+        !listeners.is_empty()
+            && listeners
+                .iter()
+                .all(|l| l.contains(&format!(" {}:{port} ", lab.addr))),
+        "the far end listens elsewhere than its ssh address {}: {listeners:?}",
+        lab.addr
+    );
+    let during = run(
+        longhaul(&stranger)
+            .args(["cp", "--token-file"])
+            .arg(&wrong)
+            .arg("--known-servers")
+            .arg(stranger.join("ks"))
+            .arg(format!("longhaul://{}:{port}/x", lab.addr))
+            .arg(stranger.join("got")),
+        CP_LIMIT,
+    );
+    during.assert_failed();
+    assert!(
+        during.stderr.contains("authentication failed"),
+        "{}",
+        during.describe()
+    );
+    let done = pull.wait(CP_LIMIT);
+    done.assert_ok();
+    assert_same_bytes(&src, &dst.join("got.bin"));
+    assert!(!stranger.join("got").exists());
+    lab.assert_far_gone(GONE, "after the pull");
+}

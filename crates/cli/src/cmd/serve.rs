@@ -22,7 +22,7 @@ pub struct Args {
     /// TCP port for control and data connections.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
-    /// Serve one session, then exit with its outcome.
+    /// Serve one session (of a client that proved the token), then exit with its outcome.
     #[arg(long)]
     pub once: bool,
     /// Receiver-side pacing for runs this server receives: clamp each stream's advertised

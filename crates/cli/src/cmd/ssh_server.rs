@@ -1,7 +1,8 @@
 //! `longhaul ssh-server` (hidden): the far end that `cp` and `bench` start over ssh, as
 //! `rsync --server` is for rsync. Not for people to run: it prints one ready line on
-//! stdout, serves one session with the ssh user's own files and exits — also when its
-//! stdin ends (the ssh connection closed) or when no client comes within 60 s.
+//! stdout, serves its client's one session with the ssh user's own files and exits — also
+//! when its stdin ends (the ssh connection closed) or when its client has not proved the
+//! token within 60 s. Connections that fail the proof end nothing.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -18,6 +19,10 @@ pub struct Args {
     /// Listen on the first free port of LO-HI instead of an ephemeral port.
     #[arg(long, value_name = "LO-HI", value_parser = port_range)]
     pub port_range: Option<(u16, u16)>,
+    /// The addresses the client resolved this host's name to: when this host's address
+    /// on the ssh connection is one of them, listen on that address alone.
+    #[arg(long, value_name = "ADDR,...", value_delimiter = ',')]
+    pub client_dials: Vec<std::net::IpAddr>,
 }
 
 /// Runs `longhaul ssh-server`.
@@ -31,6 +36,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cfg = FarConfig {
         port_range: args.port_range,
         connect_timeout: FAR_CONNECT_TIMEOUT,
+        client_dials: args.client_dials,
     };
     let outcome = run_far_end(&cfg, &mut std::io::stdout(), log).context("longhaul ssh-server")?;
     Ok(match outcome {
@@ -41,7 +47,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         FarOutcome::NoClient => {
             eprintln!(
-                "longhaul ssh-server: no client connected within {} s; exiting",
+                "longhaul ssh-server: no client proved the session's token within {} s; exiting",
                 FAR_CONNECT_TIMEOUT.as_secs()
             );
             ExitCode::from(1)

@@ -106,6 +106,15 @@ pub enum BenchError {
     /// The run was refused locally.
     #[error("{0}")]
     Refused(String),
+    /// On first contact the server did not prove the token (or stopped answering before
+    /// it did): its certificate was not pinned.
+    #[error("{cause}; nothing was pinned: the certificate {} that {} presented is not pinned in {}, since a server is pinned only once it has proved the token", .first.seen, .first.server, .first.file.display())]
+    NotPinned {
+        /// The server and the certificate it presented.
+        first: crate::transport::tls::FirstContact,
+        /// Why it failed.
+        cause: Box<BenchError>,
+    },
 }
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError {

@@ -29,7 +29,10 @@ use crate::transport::framed::{FramedConn, RecvError};
 /// a source whose session waits for a slot.
 const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Handles one accepted connection; returns a session outcome for control connections.
+/// Handles one accepted connection; returns a session outcome for a control connection
+/// whose client proved the token. Whatever fails before the proof (TLS, the hello, a
+/// wrong token) is logged and has no outcome, so that a stranger who reaches the port
+/// cannot end `serve --once` or `ssh-server`.
 pub(super) fn handle_connection(
     tcp: TcpStream,
     pending: PendingConn,
@@ -124,7 +127,8 @@ pub(super) fn handle_connection(
             let _announced = shared.attach.announce(id);
             // The session takes a slot once the client proved the token (waiting in line
             // for one when all are taken), and leaves the door then.
-            let outcome = run_session(conn, hello, session, pending, shared, cfg, log);
+            let mut proved = false;
+            let outcome = run_session(conn, hello, session, pending, shared, cfg, &mut proved);
             match &outcome {
                 Err(ServeError::Busy) => {
                     shared.log_conn(log, &format!("{peer}: refused, no session slot free"));
@@ -134,7 +138,7 @@ pub(super) fn handle_connection(
                 }
                 Err(e) => shared.log_conn(log, &format!("session {id} from {peer}: error: {e}")),
             }
-            Some(outcome.map(|_| ()))
+            proved.then(|| outcome.map(|_| ()))
         }
         Ok(other) => {
             let e = ProtoError::Unexpected {

@@ -24,7 +24,7 @@ use longhaul_policy::{MemoryNeed, Side, TransportRequest, Window};
 use longhaul_proto::transfer::TransferMessage;
 
 use super::server::{
-    recv_error, send_all, send_queued, widen_window_scale, Attach, LogFn, ServeConfig, Shared,
+    recv_error, send_all, send_queued, widen_window_scale, Attach, ServeConfig, Shared,
 };
 
 /// Takes a session slot for a client that just proved the token, waiting in line when
@@ -61,6 +61,8 @@ fn take_slot(
     }
 }
 
+/// Runs a session from its client's hello to its end; `proved` is set once the client has
+/// proved the token (its outcome is then the server's business, see [`ServeConfig::once`]).
 pub(super) fn run_session(
     mut conn: FramedConn,
     hello: Message,
@@ -68,7 +70,7 @@ pub(super) fn run_session(
     mut pending: PendingConn,
     shared: &Arc<Shared>,
     cfg: &ServeConfig,
-    _log: &LogFn,
+    proved: &mut bool,
 ) -> Result<String, ServeError> {
     let peer = pending.peer();
     let id = session.session_id();
@@ -90,6 +92,10 @@ pub(super) fn run_session(
                     .iter()
                     .any(|e| matches!(e, ServerEvent::Authenticated { .. }))
             {
+                *proved = true;
+                shared
+                    .sessions_proved
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 // The welcome goes out once the session has a slot.
                 slot = Some(take_slot(&mut pending, &mut session, &mut conn)?);
             }

@@ -43,7 +43,9 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// Shared token.
     pub token: Token,
-    /// Serve one session, then return.
+    /// Serve one session, then return: the first whose client proved the token. A
+    /// connection that fails TLS, its hello or the proof ends nothing (`ssh-server` is
+    /// not ended by whoever else reaches its port).
     pub once: bool,
     /// Receiver-side pacing applied to every run this server receives, bit/s.
     pub rx_rate_bps: Option<u64>,
@@ -71,6 +73,8 @@ pub(super) struct Shared {
     /// Who is waiting at the door, and the session slots.
     door: Arc<Door>,
     pub(super) next_id: AtomicU64,
+    /// Sessions whose client proved the token, so far.
+    pub(super) sessions_proved: AtomicU64,
     /// The memory budget, and the listener's buffer state (see [`super::memory`]).
     pub(super) memory: Arc<ServerMemory>,
     /// Lines about connections (refused, failed handshakes, session errors) are limited,
@@ -158,6 +162,7 @@ impl Server {
             attach: Arc::default(),
             door: Arc::new(Door::new(ServeLimits::default())),
             next_id: AtomicU64::new(0),
+            sessions_proved: AtomicU64::new(0),
             conn_log: std::sync::Mutex::new(longhaul_policy::LogLimiter::for_server(
                 std::time::Instant::now(),
             )),
@@ -205,12 +210,12 @@ impl Server {
         self.shared.memory.describe()
     }
 
-    /// A count of the sessions begun so far (control connections that said hello),
-    /// readable while [`Server::serve`] runs: what `ssh-server` watches to give up when
-    /// no client comes. Only its changes mean anything.
-    pub fn sessions_begun(&self) -> impl Fn() -> u64 + Send + Sync + 'static {
+    /// A count of the sessions whose client proved the token so far, readable while
+    /// [`Server::serve`] runs: what `ssh-server` watches to give up when its client does
+    /// not come (strangers who fail the proof do not keep it waiting).
+    pub fn sessions_proved(&self) -> impl Fn() -> u64 + Send + Sync + 'static {
         let shared = self.shared.clone();
-        move || shared.next_id.load(Ordering::Relaxed)
+        move || shared.sessions_proved.load(Ordering::Relaxed)
     }
 
     /// The address actually bound (port 0 becomes the chosen port).
@@ -219,7 +224,9 @@ impl Server {
     }
 
     /// Accepts connections until an I/O error on the listener, until `stop` is raised, or
-    /// after the first session with `once`. Returns the first session's outcome with `once`.
+    /// after the first proven session with `once`. Returns that session's outcome with
+    /// `once`; connections that never proved the token have no outcome here (they are
+    /// logged).
     pub fn serve(self, stop: Option<Arc<AtomicBool>>) -> io::Result<Result<(), ServeError>> {
         let (done_tx, done_rx) = mpsc::channel::<Result<(), ServeError>>();
         self.listener.set_nonblocking(true)?;

@@ -2,6 +2,11 @@
 //! the far end's ready line, finds an address that reaches its port, and owns the ssh
 //! process for the whole session.
 //!
+//! The host's name is resolved here first and the addresses passed on
+//! (`ssh-server --client-dials A,B`): when the far host's side of the ssh connection is
+//! one of them, the far end listens on that address alone (see
+//! [`super::far::listen_address`]).
+//!
 //! ssh's stdin and stdout are pipes held here: stdin stays open while the session runs
 //! (closing it is how the far process learns to exit), stdout carries the one ready line.
 //! ssh's stderr goes on to this process's stderr (password prompts use the terminal, not
@@ -11,7 +16,7 @@
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -33,6 +38,8 @@ const MAX_NOISE: usize = 64 * 1024;
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 /// Per-address limit of the reachability check.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most addresses of the host's name passed to the far end.
+const MAX_CLIENT_DIALS: usize = 16;
 
 /// How to start the far end.
 #[derive(Debug, Clone)]
@@ -73,12 +80,35 @@ impl FarEnd {
     /// Starts the far end on `host` and checks that its port can be reached.
     pub fn start(host: &SshHost, opts: &SshOptions) -> Result<FarEnd, SshError> {
         let rsh = split_rsh(opts.rsh.as_deref().unwrap_or(DEFAULT_RSH))?;
-        let far_args: Vec<String> = match opts.port_range {
+        let mut far_args: Vec<String> = match opts.port_range {
             Some((lo, hi)) => vec!["--port-range".into(), format!("{lo}-{hi}")],
             None => Vec::new(),
         };
+        // Where this end will dial besides the announced address; a name only ssh knows
+        // (a `Host` alias of ~/.ssh/config) resolves to nothing here.
+        let resolved = (host.host.as_str(), 0)
+            .to_socket_addrs()
+            .map(Vec::from_iter);
+        let mut dials: Vec<IpAddr> = Vec::new();
+        for ip in resolved.iter().flatten().map(SocketAddr::ip) {
+            if !dials.contains(&ip) && dials.len() < MAX_CLIENT_DIALS {
+                dials.push(ip);
+            }
+        }
+        if !dials.is_empty() {
+            far_args.push("--client-dials".into());
+            far_args.push(
+                dials
+                    .iter()
+                    .map(IpAddr::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+        }
         let dest = host.destination();
         let argv = ssh_argv(&rsh, host.port, &dest, &opts.remote_longhaul, &far_args);
+        // The ssh part of the command, to try by hand.
+        let ssh_part = &argv[..argv.len() - 2 - far_args.len()];
         let mut child = Command::new(&argv[0])
             .args(&argv[1..])
             .stdin(Stdio::piped())
@@ -123,7 +153,7 @@ impl FarEnd {
                     &said(&noise),
                     &dest,
                     &opts.remote_longhaul,
-                    &argv,
+                    ssh_part,
                 ));
             }
             Err(_) => {
@@ -143,7 +173,7 @@ impl FarEnd {
                 },
             });
         }
-        let target = reach(&ready, &host.host)?;
+        let target = reach(&ready, &host.host, resolved)?;
         Ok(FarEnd {
             ssh: guard,
             stdin,
@@ -304,13 +334,13 @@ fn said(noise: &[u8], tail: &Mutex<VecDeque<u8>>) -> String {
     }
 }
 
-/// Why ssh ended without a ready line.
+/// Why ssh ended without a ready line; `ssh_part` is the command without the far one.
 fn classify(
     status: Option<ExitStatus>,
     said: &str,
     host: &str,
     remote: &str,
-    argv: &[String],
+    ssh_part: &[String],
 ) -> SshError {
     let code = status.and_then(|s| s.code());
     let shown = match (code, status) {
@@ -329,7 +359,10 @@ fn classify(
             said: said.into(),
         };
     }
-    if lower.contains("unrecognized subcommand") {
+    // A far longhaul without ssh-server, or one whose ssh-server takes no --client-dials.
+    if lower.contains("unrecognized subcommand")
+        || lower.contains("unexpected argument '--client-dials'")
+    {
         return SshError::FarTooOld {
             host: host.into(),
             remote: remote.into(),
@@ -337,13 +370,11 @@ fn classify(
         };
     }
     if code == Some(255) {
-        // Show the ssh part of the command (without the far command) to try by hand.
-        let n = argv.len().saturating_sub(2).max(1);
         return SshError::SshFailed {
             host: host.into(),
             status: shown,
             said: said.into(),
-            command: argv[..n.min(argv.len())].join(" "),
+            command: ssh_part.join(" "),
         };
     }
     SshError::FarFailed {
@@ -354,15 +385,19 @@ fn classify(
 }
 
 /// The first address that accepts a TCP connection on the far end's port: the address it
-/// reported (its side of the ssh connection), then `host` resolved here.
-fn reach(ready: &SshReady, host: &str) -> Result<String, SshError> {
+/// reported (its side of the ssh connection), then `host` as resolved here (`resolved`).
+fn reach(
+    ready: &SshReady,
+    host: &str,
+    resolved: std::io::Result<Vec<SocketAddr>>,
+) -> Result<String, SshError> {
     let mut candidates: Vec<SocketAddr> = Vec::new();
     if let Some(ip) = ready.addr.filter(|ip| !ip.is_unspecified()) {
         candidates.push(SocketAddr::new(ip, ready.port));
     }
     let mut tried = Vec::new();
-    match (host, ready.port).to_socket_addrs() {
-        Ok(addrs) => candidates.extend(addrs),
+    match resolved {
+        Ok(addrs) => candidates.extend(addrs.iter().map(|a| SocketAddr::new(a.ip(), ready.port))),
         Err(e) => tried.push(format!("{host}: {e}")),
     }
     candidates.dedup();
@@ -390,10 +425,8 @@ mod tests {
 
     #[test]
     fn classifies_why_ssh_ended() {
-        let argv: Vec<String> = ["ssh", "-p", "22", "h", "longhaul", "ssh-server"]
-            .map(String::from)
-            .to_vec();
-        let c = |code, said: &str| classify(status(code), said, "h", "longhaul", &argv);
+        let ssh_part: Vec<String> = ["ssh", "-p", "22", "h"].map(String::from).to_vec();
+        let c = |code, said: &str| classify(status(code), said, "h", "longhaul", &ssh_part);
         assert!(matches!(c(127, ""), SshError::FarMissing { .. }));
         assert!(matches!(
             c(1, "; it said: bash: longhaul: command not found"),
@@ -401,6 +434,13 @@ mod tests {
         ));
         assert!(matches!(
             c(2, "; it said: error: unrecognized subcommand 'ssh-server'"),
+            SshError::FarTooOld { .. }
+        ));
+        assert!(matches!(
+            c(
+                2,
+                "; it said: error: unexpected argument '--client-dials' found"
+            ),
             SshError::FarTooOld { .. }
         ));
         let e = c(255, "; it said: Connection refused");

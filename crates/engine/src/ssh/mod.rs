@@ -7,9 +7,10 @@
 //!   end's one [`SshReady`](longhaul_proto::SshReady) line, finds an address that reaches
 //!   its port, keeps ssh alive for the session (its channel is the far process's
 //!   lifeline) and closes it at the end; errors say what failed and what to do.
-//! - [`far`]: the far end (`longhaul ssh-server`): an ephemeral port, a one-time token,
-//!   the ready line, one session with the ssh user's own files, then exit; it also exits
-//!   when ssh's channel closes or when no client comes.
+//! - [`far`]: the far end (`longhaul ssh-server`): an ephemeral port (on the address
+//!   the client dials, when known), a one-time token, the ready line, its client's one
+//!   session with the ssh user's own files, then exit; it also exits when ssh's channel
+//!   closes or when its client does not come. Strangers at its port end nothing.
 //!
 //! ```text
 //! client                       ssh                        far host
@@ -57,8 +58,9 @@ pub enum SshError {
         /// What the far end said (`; it said: ...`), may be empty.
         said: String,
     },
-    /// The far longhaul is older than ssh start-up.
-    #[error("the longhaul on {host} (`{remote}`) has no ssh-server command (too old{said}); install this release there, or give a newer one with --remote-longhaul PATH")]
+    /// The far longhaul is older than this one's ssh start-up (no ssh-server command, or
+    /// one without an option this end passes).
+    #[error("the longhaul on {host} (`{remote}`) is too old for this one: its ssh-server is missing or takes other options{said}; install this release there, or give a newer one with --remote-longhaul PATH")]
     FarTooOld {
         /// The ssh destination.
         host: String,

@@ -190,7 +190,7 @@ pub fn dial_with(
         .and_then(|()| stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT)))
         .map_err(io_err("control connection"))?;
     let t_tls = Instant::now();
-    let (stream, pinned_now) = tls.connect(stream, target, HANDSHAKE_TIMEOUT)?;
+    let (stream, first_contact) = tls.connect(stream, target, HANDSHAKE_TIMEOUT)?;
     // A SYN lost in a full accept queue is sent again a second later: the TLS
     // handshake's round trip (plus some crypto) is the second sample.
     let rtt = rtt.min(t_tls.elapsed());
@@ -224,11 +224,24 @@ pub fn dial_with(
     // Our hello goes at once (an older server answers it with its version); the
     // server's came with its TLS Finished.
     flush(&mut session, &mut conn)?;
-    let msg = recv(&mut conn, "authenticating")?;
+    // The server's hello proves the token for this TLS session: only a server that
+    // proved it is pinned on first contact.
+    let unpinned = |cause: BenchError| match &first_contact {
+        Some(first) => BenchError::NotPinned {
+            first: first.clone(),
+            cause: Box::new(cause),
+        },
+        None => cause,
+    };
+    let msg = recv(&mut conn, "authenticating").map_err(unpinned)?;
     if let Err(e) = session.handle(msg) {
         let _ = flush(&mut session, &mut conn);
-        return Err(e.into());
+        return Err(unpinned(e.into()));
     }
+    if let Some(first) = &first_contact {
+        tls.pin(first)?;
+    }
+    let pinned_now = first_contact.map(|f| f.seen);
     Ok(Dialed {
         conn,
         session,

@@ -265,31 +265,48 @@ impl ClientTls {
         self.pin.as_ref().and_then(|p| *p.seen.lock().ok()?)
     }
 
-    /// Runs the client's side of the handshake; on first contact with a daemon, pins its
-    /// certificate in the known-servers file (the fingerprint is returned then).
+    /// Runs the client's side of the handshake. On first contact with a daemon of the
+    /// known-servers file the certificate it presented is returned, not yet pinned: the
+    /// caller pins it ([`ClientTls::pin`]) once the server has proved the token, so that
+    /// whoever answers first at `host:port` without the token is never remembered.
     pub fn connect(
         &self,
         tcp: TcpStream,
         peer: &str,
         timeout: Duration,
-    ) -> Result<(SecureStream, Option<Fingerprint>), TlsError> {
+    ) -> Result<(SecureStream, Option<FirstContact>), TlsError> {
         let conn = rustls::ClientConnection::new(self.config.clone(), self.name.clone())
             .map_err(|e| TlsError::Trust(e.to_string()))?;
         let mut conn = rustls::Connection::Client(conn);
         if let Err((e, first)) = handshake(&tcp, &mut conn, timeout) {
             return Err(self.explain(peer, e, &first));
         }
-        let mut pinned_now = None;
+        let mut first_contact = None;
         if let (ServerTrust::KnownServers { file }, Some(fp)) = (&self.trust, self.seen()) {
             if trust::KnownServers::load(file)?
                 .lookup(&self.server)
                 .is_none()
             {
-                trust::remember(file, &self.server, fp)?;
-                pinned_now = Some(fp);
+                first_contact = Some(FirstContact {
+                    server: self.server.clone(),
+                    file: file.clone(),
+                    seen: fp,
+                });
             }
         }
-        Ok((SecureStream::tls(tcp, conn), pinned_now))
+        Ok((SecureStream::tls(tcp, conn), first_contact))
+    }
+
+    /// Pins a first contact's certificate in the known-servers file, once its server has
+    /// proved the token (unless another client pinned one for it meanwhile).
+    pub fn pin(&self, first: &FirstContact) -> Result<(), TlsError> {
+        if trust::KnownServers::load(&first.file)?
+            .lookup(&first.server)
+            .is_none()
+        {
+            trust::remember(&first.file, &first.server, first.seen)?;
+        }
+        Ok(())
     }
 
     fn explain(&self, peer: &str, e: io::Error, first: &[u8]) -> TlsError {
@@ -335,6 +352,18 @@ impl ClientTls {
             why: e.to_string(),
         }
     }
+}
+
+/// A first contact with a server of the known-servers file: the certificate it presented,
+/// to pin once it has proved the token.
+#[derive(Debug, Clone)]
+pub struct FirstContact {
+    /// `host:port` as recorded in the file.
+    pub server: String,
+    /// The known-servers file.
+    pub file: std::path::PathBuf,
+    /// The certificate the server presented.
+    pub seen: Fingerprint,
 }
 
 /// Whether a connection's first byte starts a TLS handshake record (a plain longhaul
