@@ -54,6 +54,19 @@
 //!   too low climbs back as a start-up would; one at the bottleneck costs a queue of 2 %
 //!   of the BDP for a round.
 //!
+//! - **Compete.** Another flow that is loss-based (CUBIC, Reno) keeps the buffer full
+//!   whatever this sender does: against it the rules above lower the held rate round after
+//!   round (the queue never empties), down to a quarter of the best, and a 256 MiB pull
+//!   beside one iperf3 CUBIC flow at 150 ms crossed 0.0 % of the path in 300 s. So when
+//!   [`FOREIGN_ROUNDS`] hold rounds in a row deliver less than the held rate with a queue
+//!   that stood through the drain before them, the sender competes on the other flow's
+//!   terms: unpaced, on CUBIC (each stream then takes about one flow's share; the other
+//!   flow keeps its own per-flow share). Every [`COMPETE_CHECK_ROUNDS`] rounds (at least
+//!   [`COMPETE_CHECK_MIN`]) it paces at [`CHECK_GAIN`] of what it delivered until the
+//!   queue there could have drained: a queue gone with our rate was ours alone, so the
+//!   other flow has left and that rate is held again (the probes climb from it); a queue
+//!   that stays is the other flow's, and competing goes on.
+//!
 //! Once the rate is held, pacing (not the window) keeps the queue empty, so BBR's model and
 //! its ProbeRTT (4-6 % of a long run) are not needed: the sender cruises on CUBIC. If the
 //! held path then loses packets although nobody sends faster than the bottleneck, the loss
@@ -87,6 +100,16 @@ const RESTORE_AFTER: u32 = 2;
 const MAX_RESTORE: f64 = 0.10;
 /// Longest drain.
 const MAX_DRAIN: Duration = Duration::from_secs(20);
+/// Rounds in a row in which the path delivered less than the held rate and a queue stood
+/// after a drain, before the queue is taken for another flow's (and the sender competes).
+const FOREIGN_ROUNDS: u32 = 3;
+/// How often a competing sender checks whether the other flow has gone: every this many
+/// rounds, at least [`COMPETE_CHECK_MIN`].
+const COMPETE_CHECK_ROUNDS: u32 = 40;
+/// Shortest time between two such checks.
+const COMPETE_CHECK_MIN: Duration = Duration::from_secs(5);
+/// Pacing of a check, as a share of the rate the streams delivered while competing.
+const CHECK_GAIN: f64 = 0.5;
 
 /// What the controller keeps of one sample, for a round.
 #[derive(Debug, Clone, Copy)]
@@ -161,6 +184,14 @@ pub enum Phase {
         gain: f64,
         /// When the probe round began.
         since: Duration,
+    },
+    /// Sharing the bottleneck with a loss-based flow whose queue no drain of ours
+    /// empties: unpaced, on CUBIC, as that flow is (see the module docs). From `check`,
+    /// one round paced at half of what the streams deliver, and one round to see whether
+    /// the queue went with it.
+    Compete {
+        /// When the next check begins.
+        check: Duration,
     },
 }
 
@@ -240,6 +271,17 @@ pub struct RateProbe {
     /// A start-up going on after a pause: paced from this rate (bit/s) at this time,
     /// doubling per round, so the windows the pause let grow do not leave in one burst.
     resumed: Option<(Duration, u64)>,
+    /// Hold rounds in a row that looked like another flow's queue ([`FOREIGN_ROUNDS`]).
+    foreign_rounds: u32,
+    /// While competing: the best round the streams delivered since it began (bit/s),
+    /// what a check paces at half of and what is held when the other flow has gone.
+    compete_bps: u64,
+    /// A congestion control a phase change asks for, handed out with the next pacing.
+    switch_to: Option<&'static str>,
+    /// Times the sender went competing (for logs and tests).
+    competed: u32,
+    /// When the check under way ends at the latest.
+    check_ends: Option<Duration>,
 }
 
 impl RateProbe {
@@ -279,7 +321,17 @@ impl RateProbe {
             stall_ended: None,
             pause: None,
             resumed: None,
+            foreign_rounds: 0,
+            compete_bps: 0,
+            switch_to: None,
+            competed: 0,
+            check_ends: None,
         }
+    }
+
+    /// How many times the sender has found another flow's queue and competed with it.
+    pub fn times_competed(&self) -> u32 {
+        self.competed
     }
 
     /// How long a round is (the RTT, at least 20 ms).
@@ -428,6 +480,10 @@ impl RateProbe {
             Phase::Drain { until } => self.on_drain(at, until, qdelay, in_flight),
             Phase::Hold => self.on_hold(at, qdelay, app_limited),
             Phase::ProbeUp { gain, since } => self.on_probe(at, gain, since, qdelay),
+            Phase::Compete { check } => self.on_compete(at, check, qdelay, retransmits),
+        }
+        if let Some(cc) = self.switch_to.take() {
+            congestion = Some(cc);
         }
         Pacing {
             per_stream_bps: self.per_stream(streams),
@@ -561,6 +617,14 @@ impl RateProbe {
             return vec![None; streams.len()];
         };
         let total = match self.phase {
+            Phase::Compete { check } => {
+                let at = self.window.back().map_or(check, |m| m.at);
+                if at < check {
+                    // Competing: the kernel's CUBIC sets the pace, as the other flow's.
+                    return vec![None; streams.len()];
+                }
+                self.compete_bps as f64 * CHECK_GAIN
+            }
             Phase::Drain { .. } => held as f64 * DRAIN_GAIN,
             Phase::ProbeUp { gain, since } if self.window_since(since) => held as f64 * gain,
             _ => held as f64,

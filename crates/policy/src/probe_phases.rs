@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::{
-    Phase, RateProbe, StartUpExit, FIRST_PROBE, MAX_PROBE, MAX_RESTORE, NEAR_PROBE, PROBE_EVERY,
-    RESTORE_AFTER,
+    Phase, RateProbe, StartUpExit, CHECK_GAIN, COMPETE_CHECK_MIN, COMPETE_CHECK_ROUNDS,
+    FIRST_PROBE, FOREIGN_ROUNDS, MAX_PROBE, MAX_RESTORE, NEAR_PROBE, PROBE_EVERY, RESTORE_AFTER,
 };
 
 impl RateProbe {
@@ -247,6 +247,20 @@ impl RateProbe {
             let drained_lately = self
                 .drain_ended
                 .is_some_and(|end| at < end + self.round * 2);
+            // The path delivers less than the held rate, and the queue stood through the
+            // drain before: a loss-based flow keeps it full (lowering would follow it down
+            // to the floor, as against a CUBIC flow on a 1-BDP buffer a 256 MiB pull did:
+            // 0.0 % of the path in 300 s). A busy host's late acks raise the RTT too, but
+            // the path then delivers what is held.
+            if over && drained_lately && !self.held_back() {
+                self.foreign_rounds += 1;
+                if self.foreign_rounds >= FOREIGN_ROUNDS {
+                    self.start_competing(at);
+                    return;
+                }
+            } else {
+                self.foreign_rounds = 0;
+            }
             if over && !self.held_back() {
                 // By at most a tenth per round (one round's figure is not trusted further),
                 // never below a quarter of the best rate held: a queue that lowering does
@@ -283,6 +297,7 @@ impl RateProbe {
             self.clean_rounds = 0;
             return;
         }
+        self.foreign_rounds = 0;
         if app_limited || delivered as f64 <= held as f64 * 0.95 {
             self.clean_rounds = 0;
             return;
@@ -301,6 +316,74 @@ impl RateProbe {
             self.restore = None;
             self.restoring = false;
             self.start_probe(1.0 + self.next_probe, at);
+        }
+    }
+
+    /// Another flow's queue: unpaced on CUBIC from `at` (a delay-based sender yields to a
+    /// loss-based one until it has nothing left, so it takes the loss-based flow's own
+    /// rule: each stream then gets about one flow's share), checking now and then whether
+    /// the other flow has gone.
+    fn start_competing(&mut self, at: Duration) {
+        self.foreign_rounds = 0;
+        self.competed += 1;
+        self.compete_bps = self.round_rate().unwrap_or(0);
+        // Its losses are congestion, not the path's: no return to BBR on them.
+        self.cruising = None;
+        self.switch_to = Some("cubic");
+        self.phase = Phase::Compete {
+            check: at + self.compete_check_every(),
+        };
+    }
+
+    fn compete_check_every(&self) -> Duration {
+        (self.round * COMPETE_CHECK_ROUNDS).max(COMPETE_CHECK_MIN)
+    }
+
+    /// Competing: the best round the streams deliver is kept; at `check`, one round paced
+    /// at [`CHECK_GAIN`] of it and one round to watch. A queue gone with our rate was
+    /// ours alone: the other flow has left, and the rate the streams delivered is held
+    /// (probes then climb from it, as after a drain). A queue that stays is the other
+    /// flow's: competing goes on until the next check.
+    pub(super) fn on_compete(
+        &mut self,
+        at: Duration,
+        check: Duration,
+        qdelay: Option<Duration>,
+        retransmits: u64,
+    ) {
+        if at < check {
+            if let Some(r) = self.round_rate() {
+                self.compete_bps = self.compete_bps.max(r);
+            }
+            return;
+        }
+        // The check lasts what the queue there needs to drain at CHECK_GAIN (our own
+        // CUBIC may have filled the buffer), and a round for the RTT to show it.
+        let ends = *self.check_ends.get_or_insert_with(|| {
+            let q = qdelay.unwrap_or_default().mul_f64(1.0 / (1.0 - CHECK_GAIN));
+            at + (q + self.round * 2).min(super::MAX_DRAIN)
+        });
+        let gone = qdelay.is_some_and(|q| q <= self.standing_queue());
+        if at < ends && !(gone && at >= check + self.round * 2) {
+            return;
+        }
+        self.check_ends = None;
+        if gone {
+            let rate = self.compete_bps.max(1);
+            self.hold(rate);
+            self.phase = Phase::Hold;
+            self.clean_rounds = 0;
+            self.round_end = at + self.round;
+            self.next_probe = FIRST_PROBE;
+            if self.bbr {
+                let grace = (self.round * 4).max(Duration::from_secs(1));
+                self.cruising = Some((retransmits, at + grace));
+            }
+        } else {
+            self.compete_bps = 0;
+            self.phase = Phase::Compete {
+                check: at + self.compete_check_every(),
+            };
         }
     }
 

@@ -39,6 +39,12 @@ struct Path {
     smoothed: bool,
     srtt: Vec<Duration>,
     acks: Vec<f64>,
+    /// A loss-based flow on the same bottleneck while `.1` is true: its rate `.0` grows
+    /// by a tenth of the bottleneck per round trip and falls to 70 % at a drop (CUBIC's
+    /// beta), so it keeps the buffer full as CUBIC does.
+    foreign: Option<(f64, bool)>,
+    /// When the foreign flow last reduced its rate.
+    foreign_cut: Duration,
 }
 
 impl Path {
@@ -66,6 +72,8 @@ impl Path {
             smoothed: false,
             srtt: vec![base; streams],
             acks: vec![0.0; streams],
+            foreign: None,
+            foreign_cut: Duration::ZERO,
         }
     }
 
@@ -87,7 +95,9 @@ impl Path {
                 self.kernel[i].min(cap)
             })
             .collect();
-        let input: f64 = sends.iter().sum();
+        let ours: f64 = sends.iter().sum();
+        let foreign = self.foreign.filter(|f| f.1).map_or(0.0, |f| f.0);
+        let input = ours + foreign;
         let stalled = self.stalls.is_some_and(|(every, length)| {
             self.now.as_nanos() % every.as_nanos() < length.as_nanos()
         }) || self.host_stalled();
@@ -105,8 +115,20 @@ impl Path {
             self.debt_bits = (self.debt_bits - (served - self.rate).max(0.0) * dt).max(0.0);
         }
         self.queue_bits += (input - served) * dt;
+        let now = self.now;
+        let rtt = self.base;
+        if let Some((c, true)) = &mut self.foreign {
+            // At most one reduction per round trip, as TCP's.
+            if self.queue_bits > self.buffer_bits && now >= self.foreign_cut + rtt {
+                *c *= 0.7;
+                self.foreign_cut = now;
+            } else {
+                *c += self.rate * 0.1 * dt / rtt.as_secs_f64();
+            }
+        }
         if self.queue_bits > self.buffer_bits {
-            self.dropped_bits += self.queue_bits - self.buffer_bits;
+            // Dropped in proportion to what each sent.
+            self.dropped_bits += (self.queue_bits - self.buffer_bits) * ours / input.max(1.0);
             self.queue_bits = self.buffer_bits;
         }
         self.max_queue_bits = self.max_queue_bits.max(self.queue_bits);
@@ -845,4 +867,80 @@ fn a_stall_of_the_host_does_not_end_the_startup() {
             path.dropped_bits
         );
     }
+}
+
+/// A loss-based flow that keeps the bottleneck's buffer full: lowering the held rate would
+/// follow it down to the floor (a pull against one CUBIC flow at 150 ms crossed 0.0 % of
+/// the path in 300 s). The sender competes instead, unpaced on CUBIC, and when the other
+/// flow has gone a check finds the queue gone with its own pacing and holds a rate again.
+#[test]
+fn another_flow_s_standing_queue_makes_the_sender_compete_until_it_leaves() {
+    let mut path = Path::new(1e9, 100, 4);
+    let mut p = RateProbe::new(path.base, false);
+    path.run(&mut p, secs(4));
+    assert_eq!(p.phase(), Phase::Hold, "alone on the path it holds a rate");
+    assert_eq!(p.times_competed(), 0);
+    let held = p.held_bps().unwrap();
+    path.foreign = Some((0.3e9, true));
+    let ours_before: f64 = path.delivered.iter().sum();
+    path.run(&mut p, secs(7));
+    assert!(
+        p.times_competed() >= 1,
+        "{:?} three seconds beside a loss-based flow",
+        p.phase()
+    );
+    if !matches!(p.phase(), Phase::Compete { .. }) {
+        path.run(&mut p, secs(9));
+    }
+    assert!(
+        matches!(p.phase(), Phase::Compete { .. }),
+        "{:?}",
+        p.phase()
+    );
+    // Competing, the streams are not paced (the kernel's CUBIC is).
+    let s = path.samples();
+    let pacing = p.on_sample(path.now, &s);
+    assert!(
+        pacing.per_stream_bps.iter().all(Option::is_none),
+        "{pacing:?}"
+    );
+    // Beside the other flow the streams kept a share of the path, not the floor.
+    let ours: f64 = path.delivered.iter().sum::<f64>() - ours_before;
+    let elapsed = (path.now - secs(4)).as_secs_f64();
+    assert!(
+        ours / elapsed >= 0.3 * path.rate,
+        "{} bit/s",
+        ours / elapsed
+    );
+    // The other flow leaves: within two checks the sender holds a rate again.
+    path.foreign = Some((0.0, false));
+    path.run(&mut p, secs(30));
+    assert!(
+        matches!(p.phase(), Phase::Hold | Phase::ProbeUp { .. }),
+        "{:?} after the other flow left",
+        p.phase()
+    );
+    let again = p.held_bps().unwrap();
+    assert!(
+        again as f64 >= held as f64 * 0.5,
+        "held {again}, before {held}"
+    );
+    let competed = p.times_competed();
+    path.run(&mut p, secs(50));
+    assert_eq!(
+        p.times_competed(),
+        competed,
+        "nothing to compete with any more"
+    );
+}
+
+/// Hiccups and a busy host's late acks raise the RTT without taking the path's capacity:
+/// the streams still deliver what is held, and that is never taken for another flow.
+#[test]
+fn a_queue_while_the_path_delivers_the_held_rate_is_no_competitor() {
+    let mut path = Path::new(1e9, 100, 4);
+    path.stalls = Some((Duration::from_millis(300), Duration::from_millis(20)));
+    let mut p = RateProbe::new(path.base, false);
+    path.run(&mut p, secs(20));
+    assert_eq!(p.times_competed(), 0, "{:?}", p.phase());
 }

@@ -213,7 +213,12 @@ impl Pacer {
         for s in &self.socks {
             let _ = longhaul_sys::socket::set_congestion(&**s, cc);
         }
+        let competing = matches!(
+            self.probe.phase(),
+            longhaul_policy::probe::Phase::Compete { .. }
+        );
         self.cruise = Some(match &self.cruise {
+            _ if competing => format!("{cc} (sharing the bottleneck with another flow)"),
             None => cc.to_string(),
             Some(_) => format!("{cc} (after non-congestive loss)"),
         });
