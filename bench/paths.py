@@ -103,10 +103,13 @@ class Competitor:
                 os.killpg(self.p.pid, 9)
                 self.p.wait()
         self.bench.run.stop(self.srv)
+        # Its rate while the measured tool ran: the intervals after its 2 s head start
+        # (an interrupted client's own totals are not the receiver's).
         try:
-            end = json.load(open(self.out))["end"]
-            return end["sum_received"]["bits_per_second"]
-        except (OSError, ValueError, KeyError):
+            intervals = json.load(open(self.out))["intervals"]
+            rates = [i["sum"]["bits_per_second"] for i in intervals if i["sum"]["start"] >= 2]
+            return sum(rates) / len(rates) if rates else None
+        except (OSError, ValueError, KeyError, TypeError):
             return None
 
 
