@@ -144,6 +144,13 @@ pub fn set_notsent_lowat(sock: &impl AsRawFd, bytes: u32) -> io::Result<()> {
     )
 }
 
+/// Wakes a blocked read only once `bytes` are queued (SO_RCVLOWAT; a FIN, an error or a
+/// timeout still wake it sooner). A read asking for less returns with what it asked for.
+pub fn set_rcvlowat(sock: &impl AsRawFd, bytes: u32) -> io::Result<()> {
+    let v = bytes.clamp(1, i32::MAX as u32) as libc::c_int;
+    setsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, &v)
+}
+
 /// Gives up on a connection whose sent data stays unacknowledged for `ms` milliseconds
 /// (TCP_USER_TIMEOUT), so a vanished peer ends a run instead of hanging it.
 pub fn set_user_timeout(sock: &impl AsRawFd, ms: u32) -> io::Result<()> {

@@ -125,12 +125,21 @@ fn receive_chunk(
         hasher.update_zeros(u64::from(h.len));
     } else {
         // Hash each piece as it arrives, while it is in cache; write after the check.
+        // The rest of the payload is on its way whatever this end does: reads wake once
+        // a piece of it is queued, not at every few packets.
         buf.resize(plan.payload as usize);
+        let mut left = buf.len();
         for piece in buf.chunks_mut(PIECE) {
+            // What follows this piece is sure to come while any read of it waits (a
+            // read of the piece may take the piece's own bytes with it).
+            left -= piece.len();
+            sock.expect_bulk(left);
             sock.read_exact(piece).map_err(|e| read_failed(stream, e))?;
             sh.progress.stream_bytes(stream, piece.len() as u64);
             hasher.update(piece);
         }
+        // The next header may be the stream's last bytes.
+        sock.expect_bulk(0);
     }
     let computed = hasher.finish();
     let arrival = sh

@@ -25,7 +25,19 @@ const WRITE_BATCH: usize = 256 * 1024;
 pub struct SecureStream {
     tcp: TcpStream,
     tls: Option<Arc<TlsShared>>,
+    /// The socket's SO_RCVLOWAT as this handle last set it ([`SecureStream::expect_bulk`];
+    /// 0: the kernel's default of one byte). Only the one reader of a stream sets it.
+    lowat: u32,
 }
+
+/// The most a bulk read waits to have queued before it wakes: a piece of a chunk, so a
+/// receiver through a path that delivers a packet at a time wakes once per 256 KiB, not
+/// once per few packets (half its CPU went to the scheduler through such a delay line).
+const BULK_LOWAT: usize = 256 * 1024;
+/// What a TLS stream may hold in user space of what is sure to come when it reads the
+/// socket: a partial record (the socket is read only once rustls has no whole record
+/// left). A bulk read's low-water mark stays under the rest.
+const TLS_READ_SLACK: usize = 16 * 1024 + 256;
 
 struct TlsShared {
     conn: Mutex<rustls::Connection>,
@@ -48,7 +60,11 @@ struct Pending {
 impl SecureStream {
     /// A plain TCP connection.
     pub fn plain(tcp: TcpStream) -> Self {
-        Self { tcp, tls: None }
+        Self {
+            tcp,
+            tls: None,
+            lowat: 0,
+        }
     }
 
     /// A TLS connection whose handshake is complete.
@@ -61,6 +77,35 @@ impl SecureStream {
                 writing: Mutex::new(Vec::with_capacity(WRITE_BATCH + 4096)),
                 reading: Mutex::new(Pending::default()),
             })),
+            lowat: 0,
+        }
+    }
+
+    /// `bytes` of plaintext are sure to come, beyond everything the reads until the next
+    /// call will take, without this end answering anything (the rest of a chunk the sender
+    /// has begun, after the piece about to be read): a blocked read may wait for up to
+    /// [`BULK_LOWAT`] of them to be queued before it wakes. `0` ends the hint (before a
+    /// header, whose successor may never come). Costs a system call only when the mark
+    /// must change; a failure leaves the kernel's default, which is only slower.
+    pub fn expect_bulk(&mut self, bytes: usize) {
+        let slack = if self.tls.is_some() {
+            TLS_READ_SLACK
+        } else {
+            0
+        };
+        // Half of what is sure to come: a read that has copied part of what it waits for
+        // is woken only when another SO_RCVLOWAT of new bytes is queued (the kernel
+        // compares what is queued, not what the read still lacks), so the mark must fit
+        // twice into the rest.
+        let want = (bytes.saturating_sub(slack) / 2).min(BULK_LOWAT) as u32;
+        // Lower at once (waiting for more than will come would stall the stream); raise
+        // only in big steps.
+        let change = want < self.lowat || want >= self.lowat.saturating_mul(2).max(64 * 1024);
+        if want == self.lowat || !change {
+            return;
+        }
+        if longhaul_sys::socket::set_rcvlowat(&self.tcp, want.max(1)).is_ok() {
+            self.lowat = want;
         }
     }
 
@@ -98,6 +143,7 @@ impl SecureStream {
         Ok(Self {
             tcp: self.tcp.try_clone()?,
             tls: self.tls.clone(),
+            lowat: self.lowat,
         })
     }
 
