@@ -52,7 +52,8 @@ fn bare_connection(ip: Ipv4Addr, server: SocketAddr) -> Option<TcpStream> {
 fn closed(s: &mut TcpStream) -> bool {
     let mut b = [0u8; 1];
     match s.read(&mut b) {
-        Ok(_) => true,
+        // End of stream; a byte would be a protocol error the door never sends.
+        Ok(0 | 1..) => true,
         Err(e) => e.kind() != ErrorKind::WouldBlock,
     }
 }
