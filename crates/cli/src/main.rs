@@ -27,9 +27,11 @@ enum Command {
     Serve(cmd::serve::Args),
     /// Copy files and trees to or from a host over ssh or a `longhaul serve --root`,
     /// verified and resumable.
+    #[command(override_usage = "longhaul cp [OPTIONS] SOURCE... DEST")]
     Cp(cmd::cp::Args),
     /// Bring a copy of files and trees up to date (rsync -a style): only new files and the
     /// chunks of changed files that differ cross the path.
+    #[command(override_usage = "longhaul sync [OPTIONS] SOURCE... DEST")]
     Sync(cmd::sync::Args),
     /// Remove the work files (.NAME.longhaul-part, .NAME.longhaul-manifest) abandoned
     /// transfers left below a directory.
