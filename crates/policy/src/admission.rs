@@ -14,9 +14,12 @@
 //! that has gone longest without getting further ([`Stage`]: said nothing, began TLS,
 //! finished it, said hello), so a sustained flood of bare connections, or of handshakes
 //! that stall, pushes out its own kind before a client moving through its handshake.
-//! Connections that have said nothing for [`DoorLimits::silence`] go before all others
-//! (stalest first among them): a burst of bare connections, each newer than a client's
-//! handshake step, then evicts its own kind, not the client.
+//! Connections that have said nothing go before all that have (stalest first among
+//! them): a real client's first bytes leave with its TCP handshake's last packet (the
+//! driver looks for them at accept), so a burst of bare connections, each newer than a
+//! client's handshake step, evicts its own kind, not the client. Only a door full of
+//! connections that spoke and stalled could push out a client in the instant between
+//! its accept and its first bytes.
 //!
 //! Only the unauthenticated are ever victims. A connection that proved itself — a
 //! control connection that proved the token, or a data connection whose hello holds
@@ -54,11 +57,6 @@ pub struct DoorLimits {
     /// How long a connection is spared by the soft caps: longer than a real client's
     /// handshake takes on a busy host.
     pub grace: Duration,
-    /// How long a connection may say nothing after its accept before it counts as a
-    /// bare one, evicted before any that said something: a real client's first bytes
-    /// leave with its connection's last handshake packet, so only the server's own
-    /// scheduling delays them.
-    pub silence: Duration,
     /// How long a connection may take from accept to proof (TLS, hello, proof).
     pub preauth: Duration,
     /// The same, for a source with an authenticated session: its data connections may
@@ -74,7 +72,6 @@ impl Default for DoorLimits {
             soft_pending: 64,
             soft_per_source: 32,
             grace: Duration::from_secs(2),
-            silence: Duration::from_millis(10),
             // A handshake takes two or three round trips; 5 s covers a 600 ms
             // geostationary path on a loaded host several times over.
             preauth: Duration::from_secs(5),
@@ -310,9 +307,9 @@ impl Doorway {
         e.since + patience
     }
 
-    /// Who makes room: a connection of `of` (any source when `None`): one silent past
-    /// [`DoorLimits::silence`] if there is one, and of those the one that has gone
-    /// longest without getting further (then the least far, then the oldest); past
+    /// Who makes room: a connection of `of` (any source when `None`): one that has said
+    /// nothing if there is one, and of those the one that has gone longest without
+    /// getting further (then the least far, then the oldest); past
     /// a soft cap (`hard` false) only one that has not got further for
     /// [`DoorLimits::grace`]. Only pending (unauthenticated) connections are candidates,
     /// and how many its source holds plays no part.
@@ -322,11 +319,7 @@ impl Doorway {
             .filter(|(_, e)| of.map_or(true, |s| s == e.source))
             .filter(|(_, e)| hard || now.saturating_duration_since(e.moved) >= self.limits.grace)
             // Ids grow with age: the smallest is the oldest.
-            .min_by_key(|(id, e)| {
-                let silent = e.stage == Stage::Connected
-                    && now.saturating_duration_since(e.since) >= self.limits.silence;
-                (!silent, e.moved, e.stage, **id)
-            })
+            .min_by_key(|(id, e)| (e.stage != Stage::Connected, e.moved, e.stage, **id))
             .map(|(id, _)| *id)
     }
 

@@ -15,7 +15,6 @@ fn small() -> DoorLimits {
         soft_pending: 6,
         soft_per_source: 3,
         grace: Duration::from_secs(1),
-        silence: Duration::from_millis(10),
         preauth: Duration::from_secs(5),
         preauth_known_source: Duration::from_secs(20),
     }
@@ -172,10 +171,11 @@ fn a_spread_flood_of_bare_connections_spares_a_client_moving_through_its_handsha
     }
 }
 
-/// A burst of bare connections, each newer than the client's last step: those silent past
-/// [`DoorLimits::silence`] go first, the client stays.
+/// A burst of bare connections, each newer than the client's last step: those that said
+/// nothing go first, however new, and the client in its handshake stays; with none left,
+/// the stalest goes.
 #[test]
-fn bare_connections_silent_past_the_silence_go_before_a_client_in_its_handshake() {
+fn bare_connections_go_before_a_client_in_its_handshake_however_new() {
     let t0 = crate::test_epoch();
     let ms = |n: u64| t0 + Duration::from_millis(n);
     let mut door = Doorway::new(door_only(8));
@@ -185,13 +185,15 @@ fn bare_connections_silent_past_the_silence_go_before_a_client_in_its_handshake(
     for i in 0..7u8 {
         bare.push(door.admit(ms(1 + u64::from(i)), v4(100 + i)).id);
     }
-    // At 12 ms: the bare ones that came at 1 and 2 ms have said nothing for 10 ms.
-    let a = door.admit(ms(12), v4(200));
-    assert_eq!(a.evicted, vec![bare[0]]);
-    let b = door.admit(ms(12), v4(201));
-    assert_eq!(b.evicted, vec![bare[1]]);
-    // None is silent long enough now: the stalest goes, the client.
-    let c = door.admit(ms(12), v4(202));
+    let mut n = 200u8;
+    for (i, b) in bare.iter().enumerate() {
+        let a = door.admit(ms(8), v4(n));
+        n += 1;
+        assert_eq!(a.evicted, vec![*b], "arrival {i}");
+        door.progress(a.id, Stage::Secured, ms(8));
+    }
+    // Every other connection spoke after the client's last step: the client goes.
+    let c = door.admit(ms(9), v4(n));
     assert_eq!(c.evicted, vec![client]);
 }
 
@@ -290,7 +292,7 @@ fn stage(n: u8) -> Stage {
 
 proptest! {
     /// At the hard cap, from any mix of sources: the victim is the stalest pending
-    /// connection (then the least far, then the oldest), silent ones first, whatever its
+    /// connection (then the least far, then the oldest), those that said nothing first, whatever its
     /// source holds, and a connection that proved itself is never evicted.
     #[test]
     fn at_the_hard_cap_the_stalest_unproven_goes(moves in prop::collection::vec(door_move(), 1..400)) {
@@ -309,12 +311,7 @@ proptest! {
                 Move::Admit(s) => {
                     let stalest = live
                         .iter()
-                        .map(|(id, moved, st)| {
-                            // A connection's moment only moves with its stage.
-                            let silent = *st == Stage::Connected
-                                && now.saturating_duration_since(*moved) >= Duration::from_millis(10);
-                            (!silent, *moved, *st, *id)
-                        })
+                        .map(|(id, moved, st)| (*st != Stage::Connected, *moved, *st, *id))
                         .min();
                     let full = live.len() >= 8;
                     let a = door.admit(now, IpAddr::V4(Ipv4Addr::new(10, s % 4, s, 1)));

@@ -112,6 +112,13 @@ impl Door {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether a connection accepted now would get a thread (see [`max_preauth_threads`]):
+    /// when not, the accept loop leaves it in the listen backlog until evicted threads
+    /// have ended, rather than accept and drop it (which could be a real client's).
+    pub(super) fn has_thread_room(&self) -> bool {
+        self.preauth_threads.load(Ordering::Acquire) < max_preauth_threads(&self.limits)
+    }
+
     /// Lets `tcp` in, closing the connections evicted to make room. `None` when the
     /// connection cannot get a thread now (see [`max_preauth_threads`]).
     pub(super) fn admit(
