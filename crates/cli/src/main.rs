@@ -27,13 +27,17 @@ enum Command {
     Serve(cmd::serve::Args),
     /// Copy files and trees to or from a host over ssh or a `longhaul serve --root`,
     /// verified and resumable.
+    #[command(override_usage = "longhaul cp [OPTIONS] SOURCE... DEST")]
     Cp(cmd::cp::Args),
     /// Bring a copy of files and trees up to date (rsync -a style): only new files and the
     /// chunks of changed files that differ cross the path.
+    #[command(override_usage = "longhaul sync [OPTIONS] SOURCE... DEST")]
     Sync(cmd::sync::Args),
     /// Remove the work files (.NAME.longhaul-part, .NAME.longhaul-manifest) abandoned
     /// transfers left below a directory.
     Clean(cmd::clean::Args),
+    /// Print a fresh random token for --token-file (or write it: --out FILE, mode 0600).
+    Token(cmd::token::Args),
     /// Emulate a long fat path (rate, buffer, RTT, loss) between two network namespaces.
     Emulate(cmd::emulate::Args),
     /// Check this host's TCP settings for a path; --apply fixes them, --revert undoes that.
@@ -61,6 +65,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Clean(args) => cmd::clean::run(args),
+        Command::Token(args) => cmd::token::run(args),
         Command::Cp(args) => cmd::cp::run(args),
         Command::Sync(args) => cmd::sync::run(args),
         Command::Record(args) => cmd::record::run(args),

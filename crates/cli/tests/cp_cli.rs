@@ -1015,7 +1015,7 @@ fn token_file_shared_and_a_wrong_token_refused() {
     let (home_a, home_b) = (s.dir("home-a"), s.dir("home-b"));
     let root = s.dir("root");
     let token = s.join("token");
-    write_file(&token, b"a-shared-secret-of-this-test-0123456789", 0o600);
+    write_file(&token, b"ecd84607eccf70ac856e7d746ee36456", 0o600);
     write_file(&s.join("a"), b"payload", 0o644);
     let server = Server::start_with_token_file(&home_a, &root, &token);
     cp!(&home_b; "--token-file", &token, s.join("a"), server.remote("a")).assert_ok();

@@ -174,7 +174,7 @@ fn a_pull_refuses_a_file_list_naming_what_was_not_asked_for() {
         let home = s.dir("home");
         let dest = s.dir("dest");
         let token = s.join("token");
-        write_file(&token, b"a-shared-secret-of-this-test-0123456789", 0o600);
+        write_file(&token, b"ecd84607eccf70ac856e7d746ee36456", 0o600);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let server = {

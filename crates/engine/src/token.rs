@@ -109,6 +109,47 @@ fn read_token(path: &Path) -> Result<Token, TokenError> {
     })
 }
 
+/// Bytes of randomness in a token longhaul makes.
+pub const TOKEN_BYTES: usize = 32;
+
+/// A fresh token: [`TOKEN_BYTES`] bytes from the OS's random source, as hex (what the
+/// default token file holds and `longhaul token` prints).
+pub fn fresh_token_hex() -> std::io::Result<String> {
+    let mut raw = [0u8; TOKEN_BYTES];
+    getrandom::getrandom(&mut raw).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(raw.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Writes a fresh token to `path` (mode 0600, the file must not exist: an existing token
+/// is never overwritten) and returns it.
+pub fn write_new_token_file(path: &Path) -> Result<String, TokenError> {
+    let io = |cause| TokenError::Io {
+        path: path.to_path_buf(),
+        cause,
+    };
+    let hex = fresh_token_hex().map_err(io)?;
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                io(std::io::Error::new(
+                    e.kind(),
+                    "already exists; a token file is never overwritten (remove it first, \
+                     or pick another name)",
+                ))
+            } else {
+                io(e)
+            }
+        })?;
+    f.write_all(format!("{hex}\n").as_bytes())
+        .and_then(|()| f.sync_all())
+        .map_err(io)?;
+    Ok(hex)
+}
+
 fn create_token_file(path: &Path) -> Result<(), TokenError> {
     let io = |cause| TokenError::Io {
         path: path.to_path_buf(),
@@ -118,9 +159,7 @@ fn create_token_file(path: &Path) -> Result<(), TokenError> {
         fs::create_dir_all(dir).map_err(io)?;
         let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
     }
-    let mut raw = [0u8; 32];
-    getrandom::getrandom(&mut raw).map_err(|e| io(std::io::Error::other(e.to_string())))?;
-    let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = fresh_token_hex().map_err(io)?;
     // Written whole under a private name, then linked to the real one: a reader never sees
     // a half-written token, and of two processes racing to create it, both end up reading
     // the winner's file (link fails with EEXIST for the loser).
@@ -165,7 +204,7 @@ mod tests {
     #[test]
     fn a_token_file_others_can_read_is_refused() {
         let path = std::env::temp_dir().join(format!("longhaul-open-token-{}", std::process::id()));
-        fs::write(&path, "0123456789abcdef0123456789abcdef0123456789abcdef\n").unwrap();
+        fs::write(&path, "ecd84607eccf70ac856e7d746ee36456\n").unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
         let err = load_token(Some(&path)).unwrap_err().to_string();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
@@ -210,6 +249,6 @@ mod tests {
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
         let err = load_token(Some(&path)).unwrap_err().to_string();
         fs::remove_file(&path).unwrap();
-        assert!(err.contains("too short"), "{err}");
+        assert!(err.contains("3 hex digits carry 12 bits"), "{err}");
     }
 }

@@ -21,7 +21,7 @@ fn server_tls() -> ServerTls {
 }
 
 fn token() -> Token {
-    Token::new(b"loopback-test-token-0123456789").unwrap()
+    Token::new(b"22028884e920bde9a9867497f16bee30").unwrap()
 }
 
 /// A server on an ephemeral port, stopped and joined on drop.
@@ -246,7 +246,7 @@ fn fixed_window_is_set_at_both_ends() {
 fn wrong_token_is_refused_and_the_server_keeps_serving() {
     let server = TestServer::start("127.0.0.1:0");
     let mut cfg = config(server.target());
-    cfg.token = Token::new(b"some-other-token-0123456789").unwrap();
+    cfg.token = Token::new(b"9a6bc8cdba84f761976ff4030011e843").unwrap();
     let err = run_bench(&cfg, &mut Collect::default())
         .unwrap_err()
         .to_string();

@@ -22,7 +22,7 @@ fn pinned() -> Security {
 use longhaul_proto::{ProtoError, ServerEvent, ServerSession, Token};
 
 fn token() -> Token {
-    Token::new(b"peer-report-test-token-0123456789").unwrap()
+    Token::new(b"8cf257be99bba4bc4fcc77328756fa20").unwrap()
 }
 
 #[test]
@@ -80,7 +80,7 @@ fn a_server_reports_its_findings_for_the_path_asked_about() {
     assert_eq!(rmem.wanted.as_deref(), Some("max >= 250000000"));
 
     // A wrong token is refused as for a bench, and the server keeps serving.
-    let wrong = Token::new(b"another-token-entirely-0123456789").unwrap();
+    let wrong = Token::new(b"4e1228910ae89955d385d7659d09cd9c").unwrap();
     let err = peer_report(&target, &wrong, &pinned(), 1_000_000_000, None).unwrap_err();
     assert!(
         matches!(err, BenchError::Proto(ProtoError::AuthFailed)),

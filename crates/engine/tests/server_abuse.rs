@@ -35,7 +35,7 @@ fn server_tls() -> ServerTls {
 }
 
 fn token() -> Token {
-    Token::new(b"abuse-test-token-0123456789abcdef").unwrap()
+    Token::new(b"8c7f6a4c6401a604ce637ee4d604a230").unwrap()
 }
 
 /// The file every cp client pulls, and its bytes.

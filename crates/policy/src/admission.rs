@@ -13,14 +13,28 @@
 //! [`DoorLimits::grace`]; past the hard caps, whatever its age. The victim is the one
 //! that has gone longest without getting further ([`Stage`]: said nothing, began TLS,
 //! finished it, said hello), so a sustained flood of bare connections, or of handshakes
-//! that stall, pushes out its own kind before a client moving through its handshake. Floods from one source cannot push out the
-//! others: each source (an IPv4 address, an IPv6 /64) has caps of its own
-//! ([`DoorLimits::soft_per_source`], [`DoorLimits::max_per_source`]), and when the whole
-//! set is full the victim comes from the source holding the most. A real client that shares its address
-//! with a flood still gets in, since its connection is the newest there. Every pending
-//! connection also has a deadline for the whole pre-authentication phase (TLS handshake,
-//! hello, proof), longer for sources that already run an authenticated session (their
-//! data connections may wait for that session's turn).
+//! that stall, pushes out its own kind before a client moving through its handshake.
+//! Connections that have said nothing go before all that have (stalest first among
+//! them): a real client's first bytes leave with its TCP handshake's last packet (the
+//! driver looks for them at accept), so a burst of bare connections, each newer than a
+//! client's handshake step, evicts its own kind, not the client. Only a door full of
+//! connections that spoke and stalled could push out a client in the instant between
+//! its accept and its first bytes.
+//!
+//! Only the unauthenticated are ever victims. A connection that proved itself — a
+//! control connection that proved the token, or a data connection whose hello holds
+//! under its session's secret ([`Doorway::proved`]) — leaves the door at once, so no
+//! number of strangers can push out a proven session's data. How many connections a
+//! source holds does not choose the victim: a real client's control and data
+//! connections make its address the busiest, and a flood of one bare connection from
+//! each of many addresses (cheap with an IPv6 /64) would evict it first. Floods from one
+//! source are held by caps of their own ([`DoorLimits::soft_per_source`],
+//! [`DoorLimits::max_per_source`], below the whole door's): a source at its cap makes
+//! room among its own, stalest first, so a real client that shares its address with a
+//! flood still gets in, its connection being the newest there. Every pending connection
+//! also has a deadline for the whole pre-authentication phase (TLS handshake, hello,
+//! proof), longer for sources that already run an authenticated session (their data
+//! connections may wait for that session's turn).
 //!
 //! The driver passes in `now`; nothing here reads a clock.
 
@@ -62,6 +76,22 @@ impl Default for DoorLimits {
             // geostationary path on a loaded host several times over.
             preauth: Duration::from_secs(5),
             preauth_known_source: Duration::from_secs(20),
+        }
+    }
+}
+
+impl DoorLimits {
+    /// The default limits scaled to a hard cap of `max_pending` unauthenticated
+    /// connections (`serve --max-pending`): from one source three quarters of it, the
+    /// soft caps a quarter and an eighth, as in the defaults (256, 192, 64, 32).
+    pub fn with_max_pending(max_pending: usize) -> Self {
+        let max_pending = max_pending.max(1);
+        Self {
+            max_pending,
+            max_per_source: (max_pending * 3 / 4).max(1),
+            soft_pending: (max_pending / 4).max(1),
+            soft_per_source: (max_pending / 8).max(1),
+            ..Self::default()
         }
     }
 }
@@ -160,8 +190,8 @@ impl Doorway {
     }
 
     /// Lets in a connection from `ip` accepted at `now`. When its source is at a cap, one
-    /// of the source's connections makes room; when the whole set is, one of the source
-    /// holding the most. The newcomer is never refused.
+    /// of the source's connections makes room; when the whole set is, the stalest of all,
+    /// whatever its source. The newcomer is never refused.
     pub fn admit(&mut self, now: Instant, ip: IpAddr) -> Admitted {
         let source = Source::from(ip);
         let l = self.limits;
@@ -211,8 +241,17 @@ impl Doorway {
         }
     }
 
-    /// The connection proved itself, or ended: it no longer counts. False when it was no
-    /// longer pending (evicted or expired before).
+    /// The connection proved itself: the token (a control connection), or its session's
+    /// secret (a data connection, which may still wait for its session to take it). It
+    /// leaves the door for good: it no longer counts against the caps, runs against no
+    /// deadline, and is never evicted to make room for anyone. False when it was no longer
+    /// pending (evicted or expired before).
+    pub fn proved(&mut self, id: PendingId) -> bool {
+        self.leave(id)
+    }
+
+    /// The connection ended (or proved itself, see [`Doorway::proved`]): it no longer
+    /// counts. False when it was no longer pending (evicted or expired before).
     pub fn leave(&mut self, id: PendingId) -> bool {
         match self.pending.remove(&id) {
             Some(e) => {
@@ -268,20 +307,19 @@ impl Doorway {
         e.since + patience
     }
 
-    /// Who makes room: a connection of `of` (any source when `None`), of the source
-    /// holding the most, the one that has gone longest without getting further (then
-    /// the least far, then the oldest); past a soft cap (`hard` false) only one that has
-    /// not got further for [`DoorLimits::grace`].
+    /// Who makes room: a connection of `of` (any source when `None`): one that has said
+    /// nothing if there is one, and of those the one that has gone longest without
+    /// getting further (then the least far, then the oldest); past
+    /// a soft cap (`hard` false) only one that has not got further for
+    /// [`DoorLimits::grace`]. Only pending (unauthenticated) connections are candidates,
+    /// and how many its source holds plays no part.
     fn victim(&self, now: Instant, of: Option<Source>, hard: bool) -> Option<PendingId> {
         self.pending
             .iter()
             .filter(|(_, e)| of.map_or(true, |s| s == e.source))
             .filter(|(_, e)| hard || now.saturating_duration_since(e.moved) >= self.limits.grace)
-            .min_by_key(|(id, e)| {
-                let load = self.per_source.get(&e.source).copied().unwrap_or(0);
-                // Ids grow with age: the smallest is the oldest.
-                (std::cmp::Reverse(load), e.moved, e.stage, **id)
-            })
+            // Ids grow with age: the smallest is the oldest.
+            .min_by_key(|(id, e)| (e.stage != Stage::Connected, e.moved, e.stage, **id))
             .map(|(id, _)| *id)
     }
 

@@ -92,21 +92,109 @@ fn past_the_soft_caps_only_connections_past_their_grace_make_room() {
     assert_eq!(b.evicted, vec![young[0]]);
 }
 
+/// Caps that only bind for the whole door, so the hard cap's choice shows alone.
+fn door_only(max_pending: usize) -> DoorLimits {
+    DoorLimits {
+        max_pending,
+        max_per_source: max_pending,
+        soft_pending: max_pending,
+        soft_per_source: max_pending,
+        ..small()
+    }
+}
+
 #[test]
-fn a_full_door_evicts_from_the_heaviest_source_and_spares_the_others() {
+fn a_full_door_evicts_the_stalest_whatever_the_load_of_its_source() {
     let t0 = crate::test_epoch();
+    let t1 = t0 + Duration::from_millis(10);
     let mut door = Doorway::new(small());
     let quiet = door.admit(t0, v4(9)).id;
-    let mut loud = Vec::new();
     for i in 0..3 {
-        loud.push(door.admit(t0, v4(1 + i % 3)).id);
+        door.admit(t1, v4(1 + i % 3));
     }
-    let heavy: Vec<PendingId> = (0..4).map(|_| door.admit(t0, v4(7)).id).collect();
+    let heavy: Vec<PendingId> = (0..4).map(|_| door.admit(t1, v4(7)).id).collect();
     assert_eq!(door.pending(), 8);
-    // Full: a newcomer from a new source evicts the oldest of 10.0.0.7 (4 pending).
-    let a = door.admit(t0, v4(200));
-    assert_eq!(a.evicted, vec![heavy[0]]);
-    assert!(door.leave(quiet), "the quiet source kept its connection");
+    // Full: a newcomer from a new source evicts the stalest, from the quiet source,
+    // though 10.0.0.7 holds four.
+    let a = door.admit(t1, v4(200));
+    assert_eq!(a.evicted, vec![quiet]);
+    // The next: the oldest of those that came at t1, not one of the heavy source's.
+    let b = door.admit(t1, v4(201));
+    assert!(!heavy.contains(&b.evicted[0]), "{:?}", b.evicted);
+}
+
+/// Issue 28: one bare connection from each of many addresses at the hard cap evicted a
+/// real client's connections first, its control and data connections making its address
+/// the busiest. Now the flood's stalest go, and the client's proven data connections are
+/// not at the door at all.
+#[test]
+fn a_spread_flood_of_bare_connections_spares_a_client_moving_through_its_handshake() {
+    let t0 = crate::test_epoch();
+    let ms = |n: u64| t0 + Duration::from_millis(n);
+    let mut door = Doorway::new(door_only(16));
+    let client_ip = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    let flood_ip = |i: u32| IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i));
+    // The door is full of the flood's bare connections, one per address.
+    for i in 0..16 {
+        door.admit(t0, flood_ip(i));
+    }
+    // The client: a control connection and eight data connections, each evicting one.
+    let control = door.admit(ms(1), client_ip).id;
+    let data: Vec<PendingId> = (0..8).map(|_| door.admit(ms(1), client_ip).id).collect();
+    door.progress(control, Stage::Hello, ms(2));
+    for d in &data {
+        door.progress(*d, Stage::Hello, ms(2));
+    }
+    // More flood, from new addresses, while the client's connections say hello: the
+    // flood's stalest go, none of the client's (its address holds 9, every other 1).
+    let mut n = 16;
+    for _ in 0..7 {
+        let a = door.admit(ms(3), flood_ip(n));
+        n += 1;
+        assert!(
+            a.evicted.iter().all(|e| *e != control && !data.contains(e)),
+            "the client's connection {:?} was evicted",
+            a.evicted
+        );
+    }
+    // The control connection proves the token and the data connections their session's
+    // secret: no flood, however long, evicts them.
+    assert!(door.proved(control));
+    for d in &data {
+        assert!(door.proved(*d));
+    }
+    for i in 0..1000 {
+        let a = door.admit(ms(4 + i), flood_ip(n));
+        n += 1;
+        assert!(a.evicted.iter().all(|e| *e != control && !data.contains(e)));
+        assert!(door.pending() <= 16);
+    }
+}
+
+/// A burst of bare connections, each newer than the client's last step: those that said
+/// nothing go first, however new, and the client in its handshake stays; with none left,
+/// the stalest goes.
+#[test]
+fn bare_connections_go_before_a_client_in_its_handshake_however_new() {
+    let t0 = crate::test_epoch();
+    let ms = |n: u64| t0 + Duration::from_millis(n);
+    let mut door = Doorway::new(door_only(8));
+    let client = door.admit(t0, v4(1)).id;
+    door.progress(client, Stage::Handshaking, t0);
+    let mut bare = Vec::new();
+    for i in 0..7u8 {
+        bare.push(door.admit(ms(1 + u64::from(i)), v4(100 + i)).id);
+    }
+    let mut n = 200u8;
+    for (i, b) in bare.iter().enumerate() {
+        let a = door.admit(ms(8), v4(n));
+        n += 1;
+        assert_eq!(a.evicted, vec![*b], "arrival {i}");
+        door.progress(a.id, Stage::Secured, ms(8));
+    }
+    // Every other connection spoke after the client's last step: the client goes.
+    let c = door.admit(ms(9), v4(n));
+    assert_eq!(c.evicted, vec![client]);
 }
 
 #[test]
@@ -174,6 +262,94 @@ fn the_line_is_first_come_first_served_and_bounded() {
     assert_eq!((q.running(), q.waiting()), (2, 0));
     q.finish();
     assert_eq!(q.arrive(), Arrival::Run);
+}
+
+#[derive(Debug, Clone)]
+enum Move {
+    Admit(u8),
+    Progress(usize, u8),
+    Prove(usize),
+    Tick(u16),
+}
+
+fn door_move() -> impl Strategy<Value = Move> {
+    prop_oneof![
+        6 => any::<u8>().prop_map(Move::Admit),
+        3 => (0usize..64, 1u8..4).prop_map(|(i, s)| Move::Progress(i, s)),
+        1 => (0usize..64).prop_map(Move::Prove),
+        2 => (0u16..40).prop_map(Move::Tick),
+    ]
+}
+
+fn stage(n: u8) -> Stage {
+    match n {
+        0 => Stage::Connected,
+        1 => Stage::Handshaking,
+        2 => Stage::Secured,
+        _ => Stage::Hello,
+    }
+}
+
+proptest! {
+    /// At the hard cap, from any mix of sources: the victim is the stalest pending
+    /// connection (then the least far, then the oldest), those that said nothing first, whatever its
+    /// source holds, and a connection that proved itself is never evicted.
+    #[test]
+    fn at_the_hard_cap_the_stalest_unproven_goes(moves in prop::collection::vec(door_move(), 1..400)) {
+        let t0 = crate::test_epoch();
+        let mut now = t0;
+        let mut door = Doorway::new(DoorLimits {
+            preauth: Duration::from_secs(3600),
+            preauth_known_source: Duration::from_secs(3600),
+            ..door_only(8)
+        });
+        // (id, moved, stage) of each pending connection; the proven.
+        let mut live: Vec<(PendingId, Instant, Stage)> = Vec::new();
+        let mut proven: Vec<PendingId> = Vec::new();
+        for m in moves {
+            match m {
+                Move::Admit(s) => {
+                    let stalest = live
+                        .iter()
+                        .map(|(id, moved, st)| (*st != Stage::Connected, *moved, *st, *id))
+                        .min();
+                    let full = live.len() >= 8;
+                    let a = door.admit(now, IpAddr::V4(Ipv4Addr::new(10, s % 4, s, 1)));
+                    if full {
+                        prop_assert_eq!(a.evicted.len(), 1);
+                        prop_assert_eq!(Some(a.evicted[0]), stalest.map(|x| x.3));
+                    } else {
+                        prop_assert!(a.evicted.is_empty());
+                    }
+                    for e in &a.evicted {
+                        prop_assert!(!proven.contains(e), "a proven connection was evicted");
+                    }
+                    live.retain(|(id, _, _)| !a.evicted.contains(id));
+                    live.push((a.id, now, Stage::Connected));
+                }
+                Move::Progress(i, s) => {
+                    if !live.is_empty() {
+                        let n = i % live.len();
+                        let e = &mut live[n];
+                        if stage(s) > e.2 {
+                            e.2 = stage(s);
+                            e.1 = now;
+                        }
+                        door.progress(e.0, stage(s), now);
+                    }
+                }
+                Move::Prove(i) => {
+                    if !live.is_empty() {
+                        let (id, _, _) = live.remove(i % live.len());
+                        prop_assert!(door.proved(id));
+                        proven.push(id);
+                    }
+                }
+                Move::Tick(ms) => now += Duration::from_millis(ms as u64),
+            }
+            prop_assert_eq!(door.pending(), live.len());
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -27,18 +27,20 @@ pub type Nonce = [u8; NONCE_LEN];
 pub struct Token(Vec<u8>);
 
 impl Token {
-    /// Wraps token bytes; surrounding whitespace is ignored so token files may end in a newline.
+    /// Wraps token bytes; surrounding whitespace is ignored so token files may end in a
+    /// newline. Only the shapes random generators produce are taken ([`check_token`]);
+    /// the error says why a token is refused and how to make one.
     pub fn new(bytes: &[u8]) -> Result<Self, crate::ProtoError> {
         let trimmed = trim_ascii(bytes);
-        let bits = estimated_bits(trimmed);
-        if bits < MIN_TOKEN_BITS {
+        if let Err(why) = check_token(trimmed) {
             return Err(crate::ProtoError::InvalidField {
                 field: "token",
                 why: format!(
-                    "{} bytes is too short or too regular to be a secret (about {bits} bits; at least {MIN_TOKEN_BITS} are needed, \
-                     since anyone who sees one server proof can guess offline): use 32 or more random hex digits, \
-                     e.g. `head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'` (longhaul creates 64 by default)",
-                    trimmed.len()
+                    "{why}. A token must be at least {MIN_TOKEN_BITS} bits from a random source, \
+                     since anyone who completes TLS with the server gets a proof to guess \
+                     against offline: 32 or more hex digits (16 bytes), 22 or more base64 \
+                     characters, or 16 or more raw random bytes. Make one with `longhaul token \
+                     --out FILE` (or `head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'`)"
                 ),
             });
         }
@@ -187,41 +189,124 @@ pub fn data_mac(
     )
 }
 
+impl SessionSecret {
+    /// Whether a data connection's hello (`mac` for `stream` of `session_id`, on the
+    /// connection with exporter `conn`) holds under this secret, compared in constant
+    /// time. What the server checks first, to tell the proven session's data connections
+    /// from strangers while they wait for the session to take them.
+    pub fn vouches_for(
+        &self,
+        session_id: u64,
+        stream: u16,
+        mac: &[u8; MAC_LEN],
+        conn: &[u8],
+    ) -> bool {
+        tags_equal(mac, &data_mac(self, session_id, stream, conn))
+    }
+}
+
 /// Compares two tags in constant time (`subtle`, which keeps the compiler from turning the
 /// comparison into an early exit).
 pub(crate) fn tags_equal(a: &[u8; MAC_LEN], b: &[u8; MAC_LEN]) -> bool {
     a.ct_eq(b).into()
 }
 
-/// A generous estimate of the secret bits in a token, from the smallest alphabet its
-/// characters fit: decimal digits 3.3 bits a character, hex 4, the base64 alphabet 6, any
-/// other text 6.5, and raw bytes 8; a token of fewer than 8 distinct bytes counts as none
-/// (`aaaa...`, `abab...`). Only an upper bound: nothing can tell a random token from a
-/// chosen one.
-pub fn estimated_bits(token: &[u8]) -> u32 {
-    let per_char_x10: u32 = if token.iter().all(u8::is_ascii_digit) {
-        33
-    } else if token.iter().all(u8::is_ascii_hexdigit) {
-        40
-    } else if token
-        .iter()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'-' | b'_' | b'='))
-    {
-        60
-    } else if token.iter().all(|c| c.is_ascii_graphic() || *c == b' ') {
-        65
-    } else {
-        80
+/// Whether `token` (trimmed) has the shape of at least [`MIN_TOKEN_BITS`] bits from a
+/// random source; the error says what is wrong with it. Nothing can tell a random token
+/// from a chosen one, so this takes only what generators print and refuses what looks
+/// like text:
+/// - hex: at least 32 digits, one case, with both digits and letters;
+/// - base64 or base64url (one alphabet, `=` padding at the end only): at least 22
+///   characters (16 bytes), with both upper- and lower-case letters;
+/// - raw bytes (not UTF-8 text): at least 16.
+///
+/// In every shape at least 8 distinct characters, and no block repeated end to end
+/// (`0123456789abcdef0123456789abcdef`). A random token fails these with a probability
+/// below 1 in 40 000 (22 base64 characters without an upper- or a lower-case letter),
+/// far below for the 64 hex digits longhaul makes.
+pub fn check_token(token: &[u8]) -> Result<(), String> {
+    let Ok(text) = std::str::from_utf8(token) else {
+        if token.len() < MIN_TOKEN_BITS as usize / 8 {
+            return Err(format!(
+                "{} raw bytes are too few: at least {} are needed",
+                token.len(),
+                MIN_TOKEN_BITS / 8
+            ));
+        }
+        return regular(token);
     };
+    if text.is_empty() {
+        return Err("the token is empty".into());
+    }
+    let has = |f: fn(&u8) -> bool| token.iter().any(f);
+    if token.iter().all(u8::is_ascii_hexdigit) {
+        let need = MIN_TOKEN_BITS as usize / 4;
+        if token.len() < need {
+            return Err(format!(
+                "{} hex digits carry {} bits: at least {need} are needed",
+                token.len(),
+                token.len() * 4
+            ));
+        }
+        if !has(u8::is_ascii_digit) || !has(|c| c.is_ascii_alphabetic()) {
+            return Err("it is all digits or all letters, which random hex almost never is".into());
+        }
+        if has(u8::is_ascii_uppercase) && has(u8::is_ascii_lowercase) {
+            return Err(
+                "it mixes upper- and lower-case hex digits, which no generator prints".into(),
+            );
+        }
+        return regular(token);
+    }
+    let standard = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/');
+    let url = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_');
+    let body = text.trim_end_matches('=').as_bytes();
+    let padding = token.len() - body.len();
+    if padding <= 2 && (body.iter().all(standard) || body.iter().all(url)) {
+        let need = (MIN_TOKEN_BITS as usize).div_ceil(6);
+        if body.len() < need {
+            return Err(format!(
+                "{} base64 characters carry {} bits: at least {need} are needed",
+                body.len(),
+                body.len() * 6
+            ));
+        }
+        if !has(u8::is_ascii_uppercase) || !has(u8::is_ascii_lowercase) {
+            return Err(
+                "it has the shape of text (letters of one case, like words or a passphrase), \
+                 not of random base64, which mixes upper- and lower-case letters"
+                    .into(),
+            );
+        }
+        return regular(body);
+    }
+    Err(
+        "it has the shape of text (spaces, punctuation or letters outside hex and base64), \
+         not of a random token"
+            .into(),
+    )
+}
+
+/// Refuses a token of few distinct characters (`aaaa…`, `abab…`) or that repeats a block
+/// end to end.
+fn regular(token: &[u8]) -> Result<(), String> {
     let mut seen = [false; 256];
     token.iter().for_each(|&c| seen[c as usize] = true);
-    if seen.iter().filter(|&&s| s).count() < 8 {
-        return 0;
+    let distinct = seen.iter().filter(|&&s| s).count();
+    if distinct < 8 {
+        return Err(format!(
+            "it uses only {distinct} distinct characters, which a random token never does"
+        ));
     }
-    u32::try_from(token.len())
-        .unwrap_or(u32::MAX)
-        .saturating_mul(per_char_x10)
-        / 10
+    let n = token.len();
+    if let Some(p) = (1..=n / 2).find(|&p| n % p == 0 && token.chunks(p).all(|c| c == &token[..p]))
+    {
+        return Err(format!(
+            "it repeats a block of {p} characters {} times, which a random token never does",
+            n / p
+        ));
+    }
+    Ok(())
 }
 
 fn mac_with_key(key: &[u8], label: &[u8], parts: &[&[u8]]) -> [u8; MAC_LEN] {
@@ -272,8 +357,8 @@ mod tests {
     #[test]
     fn proofs_differ_by_role_token_and_connection() {
         let (c, s) = ([1u8; 32], [2u8; 32]);
-        let t = token("0123456789abcdef0123456789abcdef");
-        let other = token("0123456789abcdef0123456789abcdee");
+        let t = token("22028884e920bde9a9867497f16bee30");
+        let other = token("22028884e920bde9a9867497f16bee31");
         assert_ne!(
             t.server_proof(&[9; 32], &s),
             other.server_proof(&[9; 32], &s)
@@ -297,8 +382,8 @@ mod tests {
 
     #[test]
     fn token_whitespace_is_ignored_and_short_tokens_refused() {
-        let a = Token::new(b"  0123456789abcdef0123456789abcdef\n").unwrap();
-        let b = token("0123456789abcdef0123456789abcdef");
+        let a = Token::new(b"  22028884e920bde9a9867497f16bee30\n").unwrap();
+        let b = token("22028884e920bde9a9867497f16bee30");
         assert_eq!(
             a.server_proof(&[0; 32], &[0; 32]),
             b.server_proof(&[0; 32], &[0; 32])
@@ -309,26 +394,77 @@ mod tests {
     #[test]
     fn tokens_under_128_bits_are_refused() {
         // 31 hex digits: 124 bits; 32: 128.
-        assert!(Token::new(b"0123456789abcdef0123456789abcde").is_err());
-        assert!(Token::new(b"0123456789abcdef0123456789abcdef").is_ok());
+        assert!(Token::new(b"22028884e920bde9a9867497f16bee3").is_err());
+        assert!(Token::new(b"22028884e920bde9a9867497f16bee30").is_ok());
         // The old minimum, 16 characters, held 64 bits of hex.
-        assert!(Token::new(b"0123456789abcdef").is_err());
-        // Decimal digits: 39 needed.
-        assert!(Token::new(b"12345678901234567890123456789012345678").is_err());
-        assert!(Token::new(b"123456789012345678901234567890123456789").is_ok());
-        // base64 of 16 random bytes (22 characters) passes; 21 does not.
-        assert!(Token::new(b"q3Jx9VbL2mTz8RkW4yNcPd").is_ok());
-        assert!(Token::new(b"q3Jx9VbL2mTz8RkW4yNcP").is_err());
-        // Long but repetitive.
-        assert!(Token::new(&[b'a'; 200]).is_err());
-        assert!(Token::new(b"abababababababababababababababababababababababab").is_err());
-        let err = Token::new(b"password-password").unwrap_err().to_string();
-        assert!(err.contains("128") && err.contains("/dev/urandom"), "{err}");
+        assert!(Token::new(b"9a6bc8cdba84f761").is_err());
+        // base64 of 16 random bytes (22 characters, padded or not) passes; 21 does not.
+        assert!(Token::new(b"fcYKYviBd4ySSDK9NhJkZg==").is_ok());
+        assert!(Token::new(b"fcYKYviBd4ySSDK9NhJkZg").is_ok());
+        assert!(Token::new(b"fcYKYviBd4ySSDK9NhJkZ").is_err());
+        // base64url of 32 bytes, as `base64 | tr '+/' '-_'` prints it.
+        assert!(Token::new(b"9n5hPBe_7tZcXcfku7duhlN6w3Q-x5ycZsjfQcC75jE=").is_ok());
+        // 16 raw random bytes (not UTF-8 text) pass; 15 do not.
+        let raw = [
+            0x9f, 0x86, 0xd0, 0x81, 0x88, 0x4c, 0x7d, 0x65, 0x9a, 0x2f, 0xea, 0xa0, 0xc5, 0x5a,
+            0xd0, 0x15,
+        ];
+        assert!(Token::new(&raw).is_ok());
+        assert!(Token::new(&raw[..15]).is_err());
+    }
+
+    /// Issue 28: character classes counted `correcthorsebatterystaple` as 150 bits; four
+    /// dictionary words are about 44. Only the shapes of random tokens pass now, and the
+    /// refusal says why and how to make one.
+    #[test]
+    fn tokens_shaped_like_text_are_refused_with_how_to_make_one() {
+        let refused = |t: &[u8]| Token::new(t).map(|_| ()).unwrap_err().to_string();
+        let err = refused(b"correcthorsebatterystaple");
+        assert!(
+            err.contains("shape of text") && err.contains("longhaul token"),
+            "{err}"
+        );
+        for weak in [
+            &b"correct horse battery staple"[..],
+            b"CorrectHorseBatteryStaple!",
+            b"password-password-password",
+            b"abuse-test-token-0123456789abcdef",
+            // Digits only, letters only, regular, mixed-case hex.
+            b"123456789012345678901234567890123456789",
+            b"deadbeefdeadbeefcafebabecafebabefeedface",
+            b"0123456789abcdef0123456789abcdef",
+            b"22028884E920bde9a9867497f16bee30",
+            b"abababababababababababababababababababababababab",
+            &[b'a'; 200],
+            b"",
+        ] {
+            assert!(
+                Token::new(weak).is_err(),
+                "{:?} was accepted",
+                String::from_utf8_lossy(weak)
+            );
+        }
+        let err = refused(b"0123456789abcdef0123456789abcdef");
+        assert!(err.contains("repeats a block of 16"), "{err}");
+        assert!(refused(b"9a6bc8cdba84f761").contains("16 hex digits carry 64 bits"));
+    }
+
+    /// Tokens as longhaul and the usual tools make them pass (64 hex digits is what
+    /// `longhaul token` and the default token file hold).
+    #[test]
+    fn random_tokens_pass() {
+        for t in [
+            &b"9a6bc8cdba84f761976ff4030011e8438cf257be99bba4bc4fcc77328756fa20\n"[..],
+            b"4E1228910AE89955D385D7659D09CD9C",
+            b"fcYKYviBd4ySSDK9NhJkZg==",
+        ] {
+            assert!(Token::new(t).is_ok(), "{:?}", String::from_utf8_lossy(t));
+        }
     }
 
     #[test]
     fn data_mac_binds_session_stream_and_connection() {
-        let t = token("0123456789abcdef0123456789abcdef");
+        let t = token("22028884e920bde9a9867497f16bee30");
         let secret = t.session_secret(&binding(1));
         let m = data_mac(&secret, 7, 0, b"conn");
         assert!(tags_equal(&m, &data_mac(&secret, 7, 0, b"conn")));

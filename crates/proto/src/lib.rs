@@ -44,8 +44,8 @@ mod wire;
 pub use wire::{is_unsafe_char, printable};
 
 pub use auth::{
-    data_mac, ChannelBinding, ChunkKey, Nonce, SessionSecret, Token, CHUNK_MAC_LEN, EXPORTER_LABEL,
-    MAC_LEN, NONCE_LEN,
+    check_token, data_mac, ChannelBinding, ChunkKey, Nonce, SessionSecret, Token, CHUNK_MAC_LEN,
+    EXPORTER_LABEL, MAC_LEN, NONCE_LEN,
 };
 pub use codec::{decode_frame, encode_frame, FRAME_HEADER_LEN};
 pub use error::{ErrorCode, ProtoError};

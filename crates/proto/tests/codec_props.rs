@@ -240,7 +240,7 @@ proptest! {
 
     #[test]
     fn sessions_survive_arbitrary_messages(msgs in prop::collection::vec(arb_message(), 0..12)) {
-        let t = Token::new(b"property-test-token-0123456789").unwrap();
+        let t = Token::new(b"8c7f6a4c6401a604ce637ee4d604a230").unwrap();
         let binding = ChannelBinding { cert: [3; 32], exporter: [4; 32] };
         let mut s = ServerSession::new(t.clone(), [1; 32], binding);
         let mut c = ClientSession::new(t, [2; 32], binding);

@@ -87,8 +87,8 @@ fn pump(c: &mut ClientSession, s: &mut ServerSession) -> Result<(), ProtoError> 
 #[test]
 fn full_session_runs_and_data_streams_attach_once() {
     let (mut c, mut s) = pair(
-        "shared-secret-0123456789abcdef",
-        "shared-secret-0123456789abcdef",
+        "9a6bc8cdba84f761976ff4030011e843",
+        "9a6bc8cdba84f761976ff4030011e843",
     );
     pump(&mut c, &mut s).unwrap();
     assert_eq!(
@@ -180,7 +180,7 @@ fn full_session_runs_and_data_streams_attach_once() {
 /// one it did not ask for is refused.
 #[test]
 fn the_jump_verdict_goes_only_to_a_client_that_takes_it() {
-    let t = "shared-secret-0123456789abcdef";
+    let t = "9a6bc8cdba84f761976ff4030011e843";
     let mut c = ClientSession::with_features(
         token(t),
         [7; 32],
@@ -216,9 +216,9 @@ fn the_jump_verdict_goes_only_to_a_client_that_takes_it() {
 
 #[test]
 fn wrong_token_fails_on_the_client_before_it_proves_anything() {
-    let mut c = client("client-token-0123456789abcdef");
+    let mut c = client("8cf257be99bba4bc4fcc77328756fa20");
     let err = c
-        .handle(server_hello("server-token-0123456789abcdef"))
+        .handle(server_hello("4e1228910ae89955d385d7659d09cd9c"))
         .unwrap_err();
     assert_eq!(err, ProtoError::AuthFailed);
     assert!(err.to_string().contains("token"), "{err}");
@@ -235,7 +235,7 @@ fn wrong_token_fails_on_the_client_before_it_proves_anything() {
 fn a_server_hello_for_another_certificate_is_refused() {
     // A man in the middle with his own certificate replays the real server's hello:
     // the proof names the real certificate, not the one this TLS handshake presented.
-    let t = "shared-secret-0123456789abcdef";
+    let t = "9a6bc8cdba84f761976ff4030011e843";
     let mut c = ClientSession::new(
         token(t),
         [7; 32],
@@ -249,7 +249,7 @@ fn a_server_hello_for_another_certificate_is_refused() {
 
 #[test]
 fn a_proof_replayed_on_another_connection_is_refused() {
-    let t = "shared-secret-0123456789abcdef";
+    let t = "9a6bc8cdba84f761976ff4030011e843";
     let (mut c, _) = pair(t, t);
     let sent: Vec<Message> = std::iter::from_fn(|| c.poll_transmit()).collect();
     // The same messages, written by an attacker into another TLS connection to the server.
@@ -272,7 +272,7 @@ fn a_proof_replayed_on_another_connection_is_refused() {
 /// side can send before it must hear from the other.
 #[test]
 fn data_may_go_after_one_answer_to_the_first_flight() {
-    let t = "shared-secret-0123456789abcdef";
+    let t = "9a6bc8cdba84f761976ff4030011e843";
     let (mut c, mut s) = pair(t, t);
     // Client flight 1 (as its TLS handshake ends): hello, proof, parameters, and on every
     // data connection its hello; nothing awaited in between.
@@ -335,7 +335,7 @@ fn data_may_go_after_one_answer_to_the_first_flight() {
 
 #[test]
 fn a_client_that_fakes_its_proof_is_refused() {
-    let mut s = server("server-token-0123456789abcdef");
+    let mut s = server("4e1228910ae89955d385d7659d09cd9c");
     s.handle(Message::ClientHello {
         version: PROTOCOL_VERSION,
         features: 0,
@@ -359,7 +359,7 @@ fn a_client_that_fakes_its_proof_is_refused() {
 
 #[test]
 fn version_mismatch_is_reported_to_the_peer() {
-    let mut s = server("server-token-0123456789abcdef");
+    let mut s = server("4e1228910ae89955d385d7659d09cd9c");
     let err = s
         .handle(Message::ClientHello {
             version: 99,
@@ -383,7 +383,7 @@ fn version_mismatch_is_reported_to_the_peer() {
 
 #[test]
 fn an_older_server_hello_is_refused_with_both_versions_named() {
-    let t = "shared-secret-0123456789abcdef";
+    let t = "9a6bc8cdba84f761976ff4030011e843";
     let mut c = client(t);
     let Message::ServerHello {
         features,
@@ -412,12 +412,12 @@ fn an_older_server_hello_is_refused_with_both_versions_named() {
 
 #[test]
 fn messages_out_of_order_are_refused() {
-    let mut s = server("server-token-0123456789abcdef");
+    let mut s = server("4e1228910ae89955d385d7659d09cd9c");
     assert!(matches!(
         s.handle(Message::BenchParams(params())),
         Err(ProtoError::Unexpected { .. })
     ));
-    let mut c = client("server-token-0123456789abcdef");
+    let mut c = client("4e1228910ae89955d385d7659d09cd9c");
     assert!(matches!(
         c.handle(Message::Start),
         Err(ProtoError::Unexpected { .. })
@@ -446,7 +446,7 @@ fn absurd_parameters_are_refused_with_the_field_named() {
 
 #[test]
 fn peer_error_ends_the_session_with_its_message() {
-    let mut c = client("server-token-0123456789abcdef");
+    let mut c = client("4e1228910ae89955d385d7659d09cd9c");
     let err = c
         .handle(Message::Error {
             code: ErrorCode::Busy,
@@ -458,8 +458,8 @@ fn peer_error_ends_the_session_with_its_message() {
 
 fn authenticated_pair() -> (ClientSession, ServerSession) {
     let (mut c, mut s) = pair(
-        "shared-secret-0123456789abcdef",
-        "shared-secret-0123456789abcdef",
+        "9a6bc8cdba84f761976ff4030011e843",
+        "9a6bc8cdba84f761976ff4030011e843",
     );
     pump(&mut c, &mut s).unwrap();
     assert!(matches!(
@@ -509,7 +509,7 @@ fn host_report_is_asked_for_after_authentication_and_ends_the_session() {
 
 #[test]
 fn host_report_before_authentication_or_unasked_is_refused() {
-    let mut s = server("server-token-0123456789abcdef");
+    let mut s = server("4e1228910ae89955d385d7659d09cd9c");
     assert!(matches!(
         s.handle(Message::HostReportRequest {
             rate_bps: 1,
@@ -517,7 +517,7 @@ fn host_report_before_authentication_or_unasked_is_refused() {
         }),
         Err(ProtoError::Unexpected { .. })
     ));
-    let mut c = client("server-token-0123456789abcdef");
+    let mut c = client("4e1228910ae89955d385d7659d09cd9c");
     assert!(c.request_host_report(1_000_000_000, 1000).is_err());
     let (mut c, _s) = authenticated_pair();
     assert!(matches!(
@@ -565,15 +565,15 @@ fn absurd_report_paths_are_refused_with_the_field_named() {
 
 #[test]
 fn transfer_takes_over_an_authenticated_session_only() {
-    let mut c = client("shared-secret-0123456789abcdef");
-    let mut s = server("shared-secret-0123456789abcdef");
+    let mut c = client("9a6bc8cdba84f761976ff4030011e843");
+    let mut s = server("9a6bc8cdba84f761976ff4030011e843");
     // Not yet authenticated: both ends refuse.
     assert!(c.begin_transfer().is_err());
     assert!(s.begin_transfer().is_err());
 
     let (mut c, mut s) = pair(
-        "shared-secret-0123456789abcdef",
-        "shared-secret-0123456789abcdef",
+        "9a6bc8cdba84f761976ff4030011e843",
+        "9a6bc8cdba84f761976ff4030011e843",
     );
     pump(&mut c, &mut s).unwrap();
     c.begin_transfer().unwrap();
@@ -591,8 +591,8 @@ fn transfer_takes_over_an_authenticated_session_only() {
     assert!(s.handle(Message::BenchParams(params())).is_err());
     // A second hand-off is refused.
     let (mut c2, mut s2) = pair(
-        "shared-secret-0123456789abcdef",
-        "shared-secret-0123456789abcdef",
+        "9a6bc8cdba84f761976ff4030011e843",
+        "9a6bc8cdba84f761976ff4030011e843",
     );
     pump(&mut c2, &mut s2).unwrap();
     s2.begin_transfer().unwrap();
@@ -601,7 +601,7 @@ fn transfer_takes_over_an_authenticated_session_only() {
 
 #[test]
 fn a_transfer_may_be_requested_right_behind_the_proof() {
-    let t = "shared-secret-0123456789abcdef";
+    let t = "9a6bc8cdba84f761976ff4030011e843";
     let mut c = client(t);
     let mut s = server(t);
     // Before the server's hello: no transfer, no data hello.
@@ -623,7 +623,7 @@ fn a_transfer_may_be_requested_right_behind_the_proof() {
 
 #[test]
 fn a_welcome_for_another_session_is_refused() {
-    let t = "shared-secret-0123456789abcdef";
+    let t = "9a6bc8cdba84f761976ff4030011e843";
     let (mut c, _) = pair(t, t);
     let wrong = c.session_id() ^ 1;
     let err = c

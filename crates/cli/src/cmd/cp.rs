@@ -41,6 +41,11 @@ use super::common::{duration, emit_json, rate, say, size, SecurityArgs, TokenArg
 use super::ssh::SshArgs;
 use longhaul_engine::transport::tls::Security;
 
+/// The fewest files' bytes over which a copy reports CPU seconds per GB
+/// (`cpu_seconds_per_gb`; below it the figure is left out, `null` in JSON): over less,
+/// start-up and the handshake dominate and the figure means nothing.
+pub const PER_GB_MIN_BYTES: u64 = 64 << 20;
+
 /// Arguments of `longhaul cp`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -48,7 +53,7 @@ pub struct Args {
     /// [USER@]HOST:PATH or [USER@][IPv6]:PATH, PATH absolute or relative to the remote
     /// home (empty: the home; a ':' after the first '/' makes an argument local). A
     /// running daemon: longhaul://HOST[:PORT]/PATH, PATH below its --root.
-    #[arg(required = true, num_args = 2.., value_name = "SRC... DST")]
+    #[arg(required = true, num_args = 2.., value_name = "PATH")]
     pub paths: Vec<std::ffi::OsString>,
     /// Copy directories and their contents.
     #[arg(short = 'r', long)]
@@ -519,8 +524,9 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool, de
     let secs = r.seconds.max(1e-6);
     let moved = r.moved_bytes;
     let bps = moved as f64 * 8.0 / secs;
-    // CPU per GB of the files' bytes (stable across resumes and --checksum-only).
-    let gb = (r.bytes.max(1) as f64) / 1e9;
+    // CPU per GB of the files' bytes (stable across resumes and --checksum-only), only
+    // over enough of them to mean something: a few bytes give a figure of millions.
+    let per_gb = (r.bytes >= PER_GB_MIN_BYTES).then(|| cpu / (r.bytes as f64 / 1e9));
     if r.rejected_chunks > 0 {
         warn(
             json,
@@ -539,10 +545,11 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool, de
             "bits_per_second": bps, "sent_bytes": moved, "resumed_bytes": r.resumed_bytes,
             "skipped_files": r.files_skipped, "failed_files": r.failed.len(),
             "failures": r.failed, "rejected_chunks": r.rejected_chunks,
-            "cpu_seconds": cpu, "cpu_seconds_per_gb": cpu / gb,
+            "cpu_seconds": cpu, "cpu_seconds_per_gb": per_gb,
             "streams": r.start.streams, "chunk_bytes": r.start.chunk_bytes,
             "direction": r.start.direction, "deleted_files": r.deleted,
-            "unchanged_files": r.files_unchanged, "compared_files": r.files_compared,
+            "unchanged_files": r.files_unchanged, "unchanged_bytes": r.unchanged_bytes,
+            "compared_files": r.files_compared,
             "created_files": r.files_ok.saturating_sub(r.files_unchanged + r.files_compared),
             "reused_bytes": r.reused_bytes,
             "first_byte_ms": longhaul_engine::startup::first_data_after_start()
@@ -569,26 +576,33 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool, de
         eprintln!("longhaul cp: failed: {f}");
     }
     say(&format!(
-        "{} {} files ({}) in {:.2} s = {}{}{}{}{}; {} streams, {} chunks, RTT {:.2} ms; CPU {:.2} s ({:.2} s/GB)",
+        "{} {} files ({}) in {:.2} s = {}{}{}{}{}; {} streams, {} chunks, RTT {:.2} ms; CPU {:.2} s ({})",
         if r.start.direction == "push" { "sent" } else { "received" },
         r.files_ok,
         format_bytes(moved as f64),
         r.seconds,
         format_rate_bps(bps),
-        if r.resumed_bytes > 0 {
-            format!(", {} already there (resumed)", format_bytes(r.resumed_bytes as f64))
-        } else {
-            String::new()
+        // Files found unchanged are counted below, not as resumed.
+        match r.resumed_bytes.saturating_sub(r.unchanged_bytes) {
+            0 => String::new(),
+            resumed => format!(", {} already there (resumed)", format_bytes(resumed as f64)),
         },
         if r.files_skipped > 0 {
             format!(", {} skipped (exist)", r.files_skipped)
         } else {
             String::new()
         },
-        if r.files_compared > 0 || r.files_unchanged > 0 {
+        if r.files_unchanged > 0 {
             format!(
-                ", {} unchanged, {} compared chunk by chunk ({} kept from the old copies)",
+                ", {} unchanged ({})",
                 r.files_unchanged,
+                format_bytes(r.unchanged_bytes as f64)
+            )
+        } else {
+            String::new()
+        } + &if r.files_compared > 0 {
+            format!(
+                ", {} compared chunk by chunk ({} kept from the old copies)",
                 r.files_compared,
                 format_bytes(r.reused_bytes as f64)
             )
@@ -604,7 +618,10 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool, de
         format_bytes(r.start.chunk_bytes as f64),
         r.start.rtt.as_secs_f64() * 1e3,
         cpu,
-        cpu / gb,
+        match per_gb {
+            Some(s) => format!("{s:.2} s/GB"),
+            None => "too little data for a per-GB figure".into(),
+        },
     ));
     if let Some(v) = verdict {
         if v.streams.len() > 1 || v.retransmits > 0 {

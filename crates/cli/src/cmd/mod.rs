@@ -14,4 +14,5 @@ pub mod serve;
 pub mod ssh;
 pub mod ssh_server;
 pub mod sync;
+pub mod token;
 pub mod tune;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use longhaul_engine::bench::{ServeConfig, Server, DEFAULT_PORT};
+use longhaul_engine::bench::{ServeConfig, ServeLimits, Server, DEFAULT_PORT};
 use longhaul_engine::cp::serve::ServedFiles;
 use longhaul_engine::transport::tls::{ServerIdentity, ServerTls};
 
@@ -63,6 +63,13 @@ pub struct Args {
     /// below the root last changed longer ago than AGE (`7d`), as `longhaul clean` does.
     #[arg(long, value_name = "AGE", value_parser = duration_long, requires = "root")]
     pub clean_stale: Option<std::time::Duration>,
+    /// Connections that have not proved the token yet, at most (default 256; a quarter
+    /// of it is the soft cap, three quarters the cap for one address). Past it, each
+    /// newcomer closes the stalest of them; connections that proved themselves are never
+    /// closed for a stranger. Each costs a thread until it proves itself or its 5 s
+    /// deadline passes.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub max_pending: Option<u32>,
     #[command(flatten)]
     pub token: TokenArgs,
 }
@@ -121,6 +128,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         log,
     )
     .with_context(|| format!("cannot listen on {listen}"))?;
+    let server = match args.max_pending {
+        Some(n) => server.with_limits(ServeLimits::with_max_pending(n as usize)),
+        None => server,
+    };
     let server = match args.memory {
         Some(bytes) if bytes < 64 << 20 => {
             anyhow::bail!("--memory {bytes} is below the 64 MiB a single session needs")

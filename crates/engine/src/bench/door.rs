@@ -42,6 +42,17 @@ impl Default for ServeLimits {
     }
 }
 
+impl ServeLimits {
+    /// The defaults with the door scaled to `max_pending` unauthenticated connections
+    /// (`serve --max-pending`, see [`DoorLimits::with_max_pending`]).
+    pub fn with_max_pending(max_pending: usize) -> Self {
+        Self {
+            door: DoorLimits::with_max_pending(max_pending),
+            ..Self::default()
+        }
+    }
+}
+
 /// Connection threads still in the pre-authentication phase, evicted ones included until
 /// they notice; past this many the accept loop drops newcomers (evicted threads end as
 /// soon as their socket is shut down, so this is only reached if they cannot).
@@ -101,6 +112,13 @@ impl Door {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether a connection accepted now would get a thread (see [`max_preauth_threads`]):
+    /// when not, the accept loop leaves it in the listen backlog until evicted threads
+    /// have ended, rather than accept and drop it (which could be a real client's).
+    pub(super) fn has_thread_room(&self) -> bool {
+        self.preauth_threads.load(Ordering::Acquire) < max_preauth_threads(&self.limits)
+    }
+
     /// Lets `tcp` in, closing the connections evicted to make room. `None` when the
     /// connection cannot get a thread now (see [`max_preauth_threads`]).
     pub(super) fn admit(
@@ -112,8 +130,16 @@ impl Door {
             return None;
         }
         let handle = tcp.try_clone().ok()?;
+        // A real client's first bytes arrive with its handshake's last packet: one that
+        // already spoke is not taken for a bare connection of a flood.
+        let spoke = tcp.set_nonblocking(true).is_ok() && matches!(tcp.peek(&mut [0u8; 1]), Ok(1));
+        tcp.set_nonblocking(false).ok()?;
         let mut p = self.pending();
-        let admitted = p.rules.admit(Instant::now(), peer.ip());
+        let now = Instant::now();
+        let admitted = p.rules.admit(now, peer.ip());
+        if spoke {
+            p.rules.progress(admitted.id, Stage::Handshaking, now);
+        }
         for id in admitted.evicted {
             if let Some(s) = p.sockets.remove(&id) {
                 let _ = s.shutdown(Shutdown::Both);
@@ -205,7 +231,7 @@ impl PendingConn {
         if self.counted {
             self.counted = false;
             let mut p = self.door.pending();
-            p.rules.leave(self.id);
+            p.rules.proved(self.id);
             p.sockets.remove(&self.id);
             drop(p);
             self.door.preauth_threads.fetch_sub(1, Ordering::AcqRel);

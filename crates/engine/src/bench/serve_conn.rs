@@ -105,8 +105,10 @@ pub(super) fn handle_connection(
             stream,
             mac,
         }) => {
-            // Checked against the session's secret as soon as the session registers
-            // (it may still be reading the request); the thread ends after.
+            pending.reached(Stage::Hello);
+            // Checked against the session's secret as soon as its control connection
+            // proved the token (it leaves the door then), and handed over when the session
+            // registers (it may still be reading the request); the thread ends after.
             attach_data(conn, session_id, stream, &mac, pending, shared, log);
             None
         }
@@ -180,8 +182,12 @@ fn attach_data(
     let reply = conn.stream().try_clone();
     let binding = conn.stream().exporter();
     let binding: &[u8] = binding.as_ref().map_or(&[], |b| b);
-    match shared.attach.attach(conn, session_id, stream, mac, binding) {
-        Ok(()) => pending.proved(),
+    let mut vouched = || pending.proved();
+    match shared
+        .attach
+        .attach(conn, session_id, stream, mac, binding, &mut vouched)
+    {
+        Ok(()) => {}
         Err(e) => {
             shared.log_conn(log, &format!("{peer}: data connection refused: {e}"));
             if let Ok(sock) = reply {

@@ -86,12 +86,15 @@ pub(super) fn run_session(
         loop {
             let r = session.handle(msg);
             let events: Vec<ServerEvent> = std::iter::from_fn(|| session.poll_event()).collect();
-            if r.is_ok()
-                && slot.is_none()
-                && events
-                    .iter()
-                    .any(|e| matches!(e, ServerEvent::Authenticated { .. }))
-            {
+            let proven = events.iter().find_map(|e| match e {
+                ServerEvent::Authenticated { secret, .. } => Some(secret),
+                _ => None,
+            });
+            if let (true, Some(s)) = (r.is_ok(), proven) {
+                // Its data connections, waiting at the door, can be checked now.
+                shared.attach.prove(id, s.clone());
+            }
+            if r.is_ok() && slot.is_none() && proven.is_some() {
                 *proved = true;
                 shared
                     .sessions_proved

@@ -249,6 +249,12 @@ impl Server {
             if !longhaul_sys::socket::wait_readable(&self.listener, wait)? {
                 continue;
             }
+            if !self.shared.door.has_thread_room() {
+                // Evicted connections' threads are ending (a burst of evictions outruns
+                // them on a busy host): newcomers wait in the kernel's backlog meanwhile.
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
             let (stream, peer) = match self.listener.accept() {
                 Ok(x) => x,
                 // Another waiter took it, or the client gave up: look again.

@@ -151,6 +151,8 @@ pub struct CpReport {
     pub seconds: f64,
     /// Files found complete at the destination by the quick check (same size and mtime).
     pub files_unchanged: u64,
+    /// Bytes of those files (counted in `resumed_bytes` too: nothing of them was sent).
+    pub unchanged_bytes: u64,
     /// Sync: files whose destination copy was compared chunk by chunk.
     pub files_compared: u64,
     /// Sync: bytes taken from the destination's old copies instead of sent.
@@ -494,6 +496,7 @@ pub fn run_cp(
                 rejected_chunks: out.rejected_chunks,
                 seconds: t0.elapsed().as_secs_f64(),
                 files_unchanged: out.files_unchanged,
+                unchanged_bytes: out.unchanged_bytes,
                 files_compared: out.files_compared,
                 reused_bytes: out.reused_bytes,
                 would_send: out.would_send,
@@ -539,6 +542,7 @@ pub fn run_cp(
                 rejected_chunks: 0,
                 seconds: t0.elapsed().as_secs_f64(),
                 files_unchanged: out.files_unchanged,
+                unchanged_bytes: out.unchanged_bytes,
                 files_compared: out.files_compared,
                 reused_bytes: out.reused_bytes,
                 would_send: out.would_send,

@@ -7,9 +7,13 @@
 //! docs/startup.md), so a hello may arrive before its session has read the request and
 //! registered: it waits for the session to appear — at most [`EARLY_HELLO_GRACE`] for a
 //! session no control connection has announced yet ([`AttachTable::announce`], as its
-//! hello arrives), at most [`EARLY_HELLO_WAIT`] for an announced one.
+//! hello arrives), at most [`EARLY_HELLO_WAIT`] for an announced one. Once the control
+//! connection has proved the token ([`AttachTable::prove`]), a waiting hello is checked
+//! against the session's secret at once: one that holds is the proven session's data
+//! and leaves the server's door (it can no longer be evicted by strangers), one that
+//! does not is refused without waiting.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,8 +45,9 @@ pub struct AttachTable {
     sessions: Mutex<HashMap<u64, Pending>>,
     /// Signalled when a session registers or is announced, for hellos that came first.
     registered: Condvar,
-    /// Sessions whose control connection said hello but that have not registered yet.
-    announced: Mutex<HashSet<u64>>,
+    /// Sessions whose control connection said hello but that have not registered yet,
+    /// with their secret once the control connection proved the token.
+    announced: Mutex<HashMap<u64, Option<SessionSecret>>>,
 }
 
 /// A session announced to early data hellos; dropping it withdraws the announcement.
@@ -95,7 +100,7 @@ impl AttachTable {
     /// (up to [`EARLY_HELLO_WAIT`]) while it reads and checks its request.
     pub fn announce(self: &Arc<Self>, id: u64) -> Announced {
         if let Ok(mut a) = self.announced.lock() {
-            a.insert(id);
+            a.insert(id, None);
         }
         self.registered.notify_all();
         Announced {
@@ -104,8 +109,23 @@ impl AttachTable {
         }
     }
 
-    fn is_announced(&self, id: u64) -> bool {
-        self.announced.lock().is_ok_and(|a| a.contains(&id))
+    /// The control connection of announced session `id` proved the token: its data
+    /// hellos are checked against `secret` from now on, without waiting for the session
+    /// to register.
+    pub fn prove(&self, id: u64, secret: SessionSecret) {
+        if let Ok(mut a) = self.announced.lock() {
+            if let Some(s) = a.get_mut(&id) {
+                *s = Some(secret);
+            }
+        }
+        // Taken so that a hello between its look and its wait cannot miss the signal.
+        let _sessions = self.sessions.lock();
+        self.registered.notify_all();
+    }
+
+    /// Whether session `id` was announced, and its secret once proven.
+    fn announcement(&self, id: u64) -> Option<Option<SessionSecret>> {
+        self.announced.lock().ok()?.get(&id).cloned()
     }
 
     /// Registers session `id` (with `secret`) as expecting `streams` data streams, over
@@ -141,7 +161,8 @@ impl AttachTable {
     /// A data connection said `DataHello{session_id, stream, mac}`: hands it to its
     /// session if the proof (bound to the connection's exporter `conn`, empty without
     /// TLS) holds, waiting for a session not registered yet (see [`EARLY_HELLO_GRACE`]
-    /// and [`EARLY_HELLO_WAIT`]).
+    /// and [`EARLY_HELLO_WAIT`]). `vouched` is called once, as soon as the proof is
+    /// known to hold: at once when the session is registered or proven, else when it is.
     pub fn attach(
         &self,
         conn: FramedConn,
@@ -149,13 +170,25 @@ impl AttachTable {
         stream: u16,
         mac: &[u8; 32],
         binding: &[u8],
+        vouched: &mut dyn FnMut(),
     ) -> Result<(), AttachError> {
         let sink = {
             let began = Instant::now();
             let mut sessions = self.sessions.lock().map_err(|_| AttachError::Poisoned)?;
+            let mut checked = false;
             // Bounded: every pass waits for a registration or the deadline.
             while !sessions.contains_key(&session_id) {
-                let wait = if self.is_announced(session_id) {
+                let announced = self.announcement(session_id);
+                if let (false, Some(Some(secret))) = (checked, &announced) {
+                    if !secret.vouches_for(session_id, stream, mac, binding) {
+                        return Err(AttachError::Refused(
+                            longhaul_proto::ProtoError::AuthFailed.to_string(),
+                        ));
+                    }
+                    checked = true;
+                    vouched();
+                }
+                let wait = if announced.is_some() {
                     EARLY_HELLO_WAIT
                 } else {
                     EARLY_HELLO_GRACE
@@ -181,6 +214,9 @@ impl AttachTable {
             p.attach
                 .attach(session_id, stream, mac, binding)
                 .map_err(|e| AttachError::Refused(e.to_string()))?;
+            if !checked {
+                vouched();
+            }
             p.sink.clone()
         };
         let (sock, _) = conn.into_parts();

@@ -82,6 +82,8 @@ pub struct SendOutcome {
     /// Files the receiver found complete by the quick check (same size and mtime;
     /// counted in `files_ok` too).
     pub files_unchanged: u64,
+    /// Bytes of those files (counted in `resumed_bytes` too).
+    pub unchanged_bytes: u64,
     /// `sync -n`: what a real run would send, file by file.
     pub would_send: Vec<WouldSend>,
     /// Entries the receiver removed for `--delete` (its `FileListEnd` says).
@@ -284,6 +286,7 @@ impl SendSession {
                     o.files_ok += 1;
                     o.files_unchanged += 1;
                     o.resumed_bytes += self.entries[file as usize].size;
+                    o.unchanged_bytes += self.entries[file as usize].size;
                 }
                 SkipReason::Exists => o.files_skipped += 1,
                 SkipReason::Missing | SkipReason::PathRefused => o.failed.push(format!(

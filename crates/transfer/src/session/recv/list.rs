@@ -343,6 +343,7 @@ impl RecvSession {
             self.events.extend(orphan);
             self.already += 1;
             self.outcome.resumed_bytes += size;
+            self.outcome.unchanged_bytes += size;
             return self.decided(id, skip(SkipReason::AlreadyComplete), true);
         }
         if cfg.checksum_only {

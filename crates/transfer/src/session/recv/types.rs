@@ -427,6 +427,8 @@ pub struct RecvOutcome {
     /// Files found complete at the destination by the quick check (same size and
     /// mtime): nothing was sent (counted in `files_ok` too).
     pub files_unchanged: u64,
+    /// Bytes of those files (counted in `resumed_bytes` too).
+    pub unchanged_bytes: u64,
     /// `sync -n`: what a real run would send, file by file (paths as placed here).
     pub would_send: Vec<crate::session::WouldSend>,
     /// `sync -n --delete`: what a real run would remove (`deleted` counts them).
