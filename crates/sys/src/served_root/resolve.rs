@@ -45,6 +45,9 @@ impl ServedRoot {
         flags: libc::c_int,
         mode: u32,
     ) -> io::Result<OwnedFd> {
+        // Absolute paths, `..`, NUL: refused whatever the resolver (the last line of
+        // defence, see the module docs).
+        components(rel)?;
         if let Some(r) = &self.receiving {
             if let Ok(below) = rel.strip_prefix(&r.base) {
                 if !below.as_os_str().is_empty() {
