@@ -186,9 +186,15 @@ fn check_json(
         let v = end[key].as_f64().unwrap_or(-1.0);
         assert!(v.is_finite() && v > 0.0, "{key} in {end}");
     }
-    for key in ["cpu_seconds", "cpu_seconds_per_gb"] {
-        let v = end[key].as_f64().unwrap_or(-1.0);
-        assert!(v.is_finite() && v >= 0.0, "{key} in {end}");
+    let cpu = end["cpu_seconds"].as_f64().unwrap_or(-1.0);
+    assert!(cpu.is_finite() && cpu >= 0.0, "cpu_seconds in {end}");
+    // Per GB only over enough bytes to mean something (64 MiB), null below.
+    let per_gb = &end["cpu_seconds_per_gb"];
+    if end["bytes"].as_u64().unwrap_or(0) < 64 << 20 {
+        assert!(per_gb.is_null(), "cpu_seconds_per_gb in {end}");
+    } else {
+        let v = per_gb.as_f64().unwrap_or(-1.0);
+        assert!(v.is_finite() && v >= 0.0, "cpu_seconds_per_gb in {end}");
     }
     // At least the last, partial interval; each with per-stream figures and progress.
     let intervals: Vec<_> = lines.iter().filter(|l| l["type"] == "interval").collect();
