@@ -236,6 +236,9 @@ fn send_loop(
     Ok(())
 }
 
+/// What a bench receiver lets queue before a read wakes (SO_RCVLOWAT).
+const BULK_READ_LOWAT: u32 = 128 * 1024;
+
 /// Reads until end of file, then closes, which tells the sender everything arrived.
 /// `read_rate_bps` throttles the reading application on purpose (to show receiver-side
 /// pacing); 0 reads as fast as possible.
@@ -246,6 +249,13 @@ pub fn receive(
     read_rate_bps: u64,
 ) -> StreamOutcome {
     let cpu0 = longhaul_sys::cpu::thread_cpu_time();
+    // The sender half-closes at the end, and nothing in between waits for this end: a
+    // read may wait for 128 KiB to be queued (a FIN wakes it sooner), not wake at every
+    // few packets of a path that delivers them one at a time. Not when reading slowly on
+    // purpose.
+    if read_rate_bps == 0 {
+        let _ = longhaul_sys::socket::set_rcvlowat(sock.tcp(), BULK_READ_LOWAT);
+    }
     let mut buf = longhaul_sys::aligned::AlignedBuf::zeroed(CHUNK);
     let mut got = 0u64;
     let mut last_byte = start.elapsed();
