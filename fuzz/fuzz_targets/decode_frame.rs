@@ -8,7 +8,8 @@ use longhaul_fuzz::{check_frames, BENCH_FRAMES};
 use longhaul_proto::{ChannelBinding, ClientSession, ServerSession, Token};
 
 fuzz_target!(|data: &[u8]| {
-    let token = Token::new(b"22028884e920bde9a9867497f16bee30").expect("static token is long enough");
+    let token =
+        Token::new(b"22028884e920bde9a9867497f16bee30").expect("static token is long enough");
     let binding = ChannelBinding {
         cert: [3; 32],
         exporter: [4; 32],
