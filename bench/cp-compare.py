@@ -264,6 +264,19 @@ def cruise_share(samples, rate_bps):
     return 0.8 * total * 8 / (t90 - t10) / rate_bps
 
 
+def netns_hosts(name):
+    """globus-gridftp-server resolves its own address at start-up; inside a fresh
+    namespace nothing answers DNS, so give `ip netns exec` a hosts file for emulator
+    NAME's two ends."""
+    for end in ("a", "b"):
+        d = f"/etc/netns/lh-{name}-{end}"
+        os.makedirs(d, exist_ok=True)
+        with open("/etc/hosts") as f:
+            hosts = f.read()
+        with open(os.path.join(d, "hosts"), "w") as f:
+            f.write(hosts + f"\n10.99.0.1 lh-{name}-a\n10.99.0.2 lh-{name}-b\n")
+
+
 def json_lines(path):
     out = []
     with open(path) as f:
@@ -524,15 +537,7 @@ class Bench:
         subprocess.run([self.lh, "emulate", "up", name, "--rate", self.a.rate, "--rtt", self.a.rtt,
                         "--mtu", str(mtu or self.a.mtu), "--daemon"], check=True, stdout=subprocess.DEVNULL)
         try:
-            # globus-gridftp-server resolves its own address at start-up; inside a fresh
-            # namespace nothing answers DNS, so give `ip netns exec` a hosts file.
-            for end, ip in (("a", "10.99.0.1"), ("b", "10.99.0.2")):
-                d = f"/etc/netns/lh-{name}-{end}"
-                os.makedirs(d, exist_ok=True)
-                with open("/etc/hosts") as f:
-                    hosts = f.read()
-                with open(os.path.join(d, "hosts"), "w") as f:
-                    f.write(hosts + f"\n10.99.0.1 lh-{name}-a\n10.99.0.2 lh-{name}-b\n")
+            netns_hosts(name)
             gargs = [a.replace("BDP", str(bdp)) for a in self.a.gridftp_lfn_args]
             self.emulating = True
             self.big_file(case, f"lh-{name}-a", f"lh-{name}-b", "10.99.0.2", gargs, self.a.lfn_reps)

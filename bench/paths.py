@@ -126,13 +126,7 @@ class Paths(cpc.Bench):
         a = self.a
         subprocess.run([self.lh_first, "emulate", "up", a.emu_name, "--daemon"] + emulator_flags(model, a),
                        check=True, stdout=subprocess.DEVNULL)
-        for end, ip in (("a", "10.99.0.1"), ("b", "10.99.0.2")):
-            d = f"/etc/netns/lh-{a.emu_name}-{end}"
-            os.makedirs(d, exist_ok=True)
-            with open("/etc/hosts") as f:
-                hosts = f.read()
-            with open(os.path.join(d, "hosts"), "w") as f:
-                f.write(hosts + f"\n10.99.0.1 lh-{a.emu_name}-a\n10.99.0.2 lh-{a.emu_name}-b\n")
+        cpc.netns_hosts(a.emu_name)
         if model == "c":
             for end in ("a", "b"):
                 tbf(f"lh-{a.emu_name}-{end}", a, self.bdp)
