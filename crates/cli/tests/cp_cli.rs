@@ -345,12 +345,21 @@ fn multi_gb_sparse_file_is_identical_and_stays_sparse_both_ways() {
         );
         assert_eq!(end["bytes"], SIZE, "{end}");
         // No -P: from the RTT measured at the connect (2 on an idle loopback, more when
-        // a busy host answers in 2 ms or more), unless the run jumped.
+        // a busy host answers in 2 ms or more), unless the run jumped. The count is
+        // decided on the TCP connect's sample (or a remembered RTT that matches it) while
+        // the start record reports the smaller of that and the TLS handshake's, so on a
+        // busy host the count may be the one of a somewhat longer RTT (CI: 1.19 ms
+        // reported, 4 streams): any count the path's RTT gives between the reported one
+        // and four times it, never that of a long path.
         if end["jump_start"]["used"] != true {
             let rtt_ms = run.json_of("start")["rtt_ms"].as_f64().unwrap();
             let rtt = Duration::from_secs_f64(rtt_ms / 1e3);
-            let expected = longhaul_policy::streams_for_path(rtt);
-            assert_eq!(streams, u64::from(expected), "rtt {rtt_ms} ms: {end}");
+            let low = u64::from(longhaul_policy::streams_for_path(rtt));
+            let high = u64::from(longhaul_policy::streams_for_path(rtt * 4));
+            assert!(
+                (low..=high).contains(&streams),
+                "{streams} streams for rtt {rtt_ms} ms (expected {low}..={high}): {end}"
+            );
         }
     };
 
