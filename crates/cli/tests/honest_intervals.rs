@@ -164,8 +164,16 @@ fn no_interval_shows_more_than_the_bottleneck_on_a_lossy_path() {
             let warmup = end["warmup_bytes"].as_u64().unwrap();
             eprintln!("{what}: {warmup} B of warm-up runs");
             assert_eq!(warmup > 0, what.ends_with("warm-up"), "{what}: {end}");
+            // A pull's rates are the sending server's reports, sent every 100 ms: its last
+            // one may still be on its way when the client ends (CI: 6.8 MB short of 201
+            // MB at 1 Gbit/s), so a pull may lack one report's worth at the bottleneck.
+            let lag = if what.starts_with("cp pull") {
+                RATE_BPS / 8.0 * 0.1
+            } else {
+                0.0
+            };
             assert!(
-                counted as f64 >= moved as f64 * 0.97 && counted <= moved + MIB,
+                counted as f64 >= moved as f64 * 0.97 - lag && counted <= moved + MIB,
                 "{what}: the intervals count {counted} of {moved} bytes"
             );
         }
