@@ -39,6 +39,10 @@ pub struct CpTelemetry {
     rate_bps: Option<u64>,
     /// The sending server's reports (a pull).
     peer: Arc<PeerReports>,
+    /// Per stream, bytes intervals counted from this end's arrivals (no report had come)
+    /// that no report has yet been charged with: the server's reports count every byte
+    /// its streams delivered, these too, so the next reported intervals count them no more.
+    own_counted: Vec<u64>,
 }
 
 impl CpTelemetry {
@@ -62,6 +66,7 @@ impl CpTelemetry {
             ),
             rate_bps,
             peer: progress.peer_reports().clone(),
+            own_counted: Vec::new(),
         })
     }
 
@@ -70,7 +75,11 @@ impl CpTelemetry {
     pub fn interval(&mut self) -> IntervalView {
         let own = self.sampler.sample();
         let sampled = match self.role {
-            Role::Receiver => delivered_by_peer(own, &self.peer.take()),
+            Role::Receiver => {
+                let mut s = delivered_by_peer(own, &self.peer.take());
+                count_once(&mut s, &mut self.own_counted);
+                s
+            }
             Role::Sender => own,
         };
         interval_view(self.role, &sampled, self.rate_bps)
@@ -88,6 +97,24 @@ impl CpTelemetry {
             return verdict_of(self.role, &own, self.rate_bps);
         }
         verdict_of(Role::Sender, &senders_view(&own, &peer), self.rate_bps)
+    }
+}
+
+/// Every byte counted once across a pull's intervals: an interval counted from this
+/// end's arrivals (no server report yet, or a gap in them) adds to `own_counted`; one
+/// counted from the server's reports, which cover those bytes too, is charged with them.
+fn count_once(s: &mut Sampled, own_counted: &mut Vec<u64>) {
+    if own_counted.len() < s.crossed.len() {
+        own_counted.resize(s.crossed.len(), 0);
+    }
+    for (c, counted) in s.crossed.iter_mut().zip(own_counted.iter_mut()) {
+        if s.source == RateSource::Delivered {
+            let charged = (*c).min(*counted);
+            *c -= charged;
+            *counted -= charged;
+        } else {
+            *counted = counted.saturating_add(*c);
+        }
     }
 }
 
@@ -300,6 +327,38 @@ mod tests {
         assert_eq!(i.streams[0].limited_by, LimitedBy::Application);
         assert_eq!((i.start, i.end, i.bytes), (1.0, 2.0, 500));
         assert_eq!(i.retransmits, 2);
+    }
+
+    #[test]
+    fn a_pull_counts_bytes_its_arrivals_counted_before_the_first_report_once() {
+        let mut counted = Vec::new();
+        let mut arrived = Sampled {
+            report: IntervalReport::default(),
+            crossed: vec![300, 100],
+            crossed_ms: 100,
+            source: RateSource::Arrived,
+        };
+        count_once(&mut arrived, &mut counted);
+        assert_eq!(arrived.crossed, vec![300, 100], "counted as they arrived");
+        // The server's first report covers those bytes and more.
+        let mut reported = Sampled {
+            crossed: vec![1000, 50],
+            source: RateSource::Delivered,
+            ..arrived.clone()
+        };
+        count_once(&mut reported, &mut counted);
+        assert_eq!(reported.crossed, vec![700, 0]);
+        let mut next = Sampled {
+            crossed: vec![1000, 1000],
+            source: RateSource::Delivered,
+            ..arrived
+        };
+        count_once(&mut next, &mut counted);
+        assert_eq!(
+            next.crossed,
+            vec![1000, 950],
+            "what was left is charged next"
+        );
     }
 
     #[test]
