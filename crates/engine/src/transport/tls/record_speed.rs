@@ -39,12 +39,8 @@ impl DataProtection {
     /// The protection of a run, with this host's TLS record speed measured now (about
     /// 50 ms; zeros if the in-memory pair cannot be set up).
     pub fn measure(encrypted: bool) -> Self {
-        let mut p = record_speed(Duration::from_millis(50)).unwrap_or(Self {
-            encrypted,
-            cipher: String::new(),
-            seal_bps_per_core: 0,
-            open_bps_per_core: 0,
-        });
+        let mut p =
+            record_speed(Duration::from_millis(50)).unwrap_or_else(|| Self::unmeasured(encrypted));
         p.encrypted = encrypted;
         p
     }
