@@ -117,13 +117,19 @@ fn a_second_run_to_a_path_jumps_and_restores_the_route() {
     );
     assert_eq!(end["jump_start"]["used"], false);
     // As many connections as the longest path needs left with the control connection's
-    // SYN; the RTT kept the path's count of them (16 at 100 ms), none redialled.
+    // SYN; the RTT kept the path's count of them (16 at 100 ms), none redialled. The count
+    // is decided on the connect's one sample: a busy host (CI's) answered that SYN 13 ms
+    // late, past 112 ms, where the count is 32.
     let dialed = end["summary"]["data_dialed_rtts"].as_f64().unwrap_or(9.0);
     assert!(
         dialed < 0.5,
         "a path not remembered dialed {dialed} RTT in: {end}"
     );
-    assert_eq!(end["streams"].as_array().map(Vec::len), Some(16), "{end}");
+    let streams = end["streams"].as_array().map(Vec::len);
+    assert!(
+        matches!(streams, Some(16 | 32)),
+        "{streams:?} streams: {end}"
+    );
     let file = cache.join("longhaul").join("paths");
     let record = std::fs::read_to_string(&file).unwrap();
     assert!(record.contains(&format!("{SERVER} {CLIENT} ")), "{record}");
