@@ -52,7 +52,12 @@
 //!   then the higher rate is held and the next probe follows at once; if not, 98 % of
 //!   what the path delivered is held and the probe's queue drained. A held rate that is
 //!   too low climbs back as a start-up would; one at the bottleneck costs a queue of 2 %
-//!   of the BDP for a round.
+//!   of the BDP for a round. A path that stalls (a forwarder on a busy host: a short
+//!   round, a queue, a catch-up) must still be probed: a short round without a queue is
+//!   not counted but does not start the count again, a queue a drain did not empty and
+//!   the path delivers the held rate through counts as clean, and a probe whose watching
+//!   round delivered less than the held rate itself (no bottleneck between the two rates
+//!   does that) is tried again after one clean round.
 //!
 //! - **Compete.** Another flow that is loss-based (CUBIC, Reno) keeps the buffer full
 //!   whatever this sender does: against it the rules above lower the held rate round after

@@ -206,6 +206,15 @@ impl RateProbe {
                     Some(back) => self.start_probe(restore_gain(back, held_now as u64), at),
                     None => self.start_probe(1.0 + self.next_probe, at),
                 }
+            } else if (delivered as f64) < held as f64 * 0.97 && !self.restoring {
+                // Less than the held rate itself, which a bottleneck between the two
+                // rates would still deliver: the round says nothing of the probe (a stall
+                // of the path, whose catch-up comes later; a drop in the path's rate,
+                // which the hold lowers to). Back to the hold, the probe next after one
+                // clean round: a forwarder that stalled every two or three rounds hit most
+                // two-round probes, and each miss started the count of five again.
+                self.phase = Phase::Hold;
+                self.clean_rounds = PROBE_EVERY - 1;
             } else if delivered as f64 >= wanted && !queued {
                 // Most of it: the bottleneck is about what was delivered.
                 self.forget_proven();
@@ -287,9 +296,16 @@ impl RateProbe {
                 self.start_drain(at, qdelay);
                 self.next_probe = FIRST_PROBE;
             } else if !over && !drained_lately && !self.held_back() {
-                // Held rate unchanged: one drain for the queue that is there; a queue a
-                // drain did not empty is not this sender's to empty.
+                // Held rate unchanged: one drain for the queue that is there.
                 self.start_drain(at, qdelay);
+            } else if !over && !self.held_back() && !app_limited {
+                // A queue a drain did not empty, and the path delivered all that was held:
+                // not this sender's queue to empty (a busy host's late acks, a forwarder's
+                // stall), and no sign that the rate is at the bottleneck. The round counts
+                // as clean: a path whose forwarder stalls every few rounds had no five
+                // clean rounds in a row, and its rate was never probed upward.
+                self.count_clean_round(at, held);
+                return;
             }
             // Otherwise the receiver's window held the streams back:
             // its late acks raise the RTT, and lowering the rate to what the streams
@@ -298,10 +314,22 @@ impl RateProbe {
             return;
         }
         self.foreign_rounds = 0;
-        if app_limited || delivered as f64 <= held as f64 * 0.95 {
+        if app_limited {
             self.clean_rounds = 0;
             return;
         }
+        if delivered as f64 <= held as f64 * 0.95 {
+            // Short of the held rate without a queue: not a clean round, but no reason to
+            // start counting again either (a forwarder's stall shows so before its queue
+            // does, and one came every two or three rounds on a busy host).
+            return;
+        }
+        self.count_clean_round(at, held);
+    }
+
+    /// A round at the held rate the path delivered whole: after [`RESTORE_AFTER`] of them
+    /// a rate a queue lowered is tried again, after [`PROBE_EVERY`] the rate is probed.
+    fn count_clean_round(&mut self, at: Duration, held: u64) {
         self.clean_rounds += 1;
         let due = self.clean_rounds >= RESTORE_AFTER;
         if let Some(back) = self.restore.filter(|&r| r > held && due) {
