@@ -402,6 +402,7 @@ class Bench:
                 "tool_client_cpu_s": end.get("cpu_seconds"), "window_bytes": start.get("window_bytes"),
                 "congestion": start.get("congestion"), "sent_bytes": end.get("sent_bytes"),
                 "first_byte_rtts": end.get("first_byte_rtts"),
+                "cpu_by_stage": end.get("cpu_by_stage"),
                 "jump_start": (end.get("jump_start") or {}).get("used")
                 if isinstance(end.get("jump_start"), dict) else end.get("jump_start")}
 

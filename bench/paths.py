@@ -293,6 +293,22 @@ def table(rows, a, rate_bps):
     return "\n".join(out)
 
 
+def stage_table(rows, a):
+    """The pulling client's CPU s/GB by stage, per path and build (builds that report it)."""
+    out = ["| path | build | client s/GB | cipher | hash | disk | socket and the rest |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        st = r.get("cpu_by_stage")
+        if r["tool_name"] != "cp" or not st or not r.get("bytes"):
+            continue
+        gb = r["bytes"] / 1e9
+        out.append(f"| ({r['model']}) | {r['build']} | {(r.get('tool_client_cpu_s') or r['client_cpu_s']) / gb:.2f} | "
+                   + " | ".join(f"{st[k] / gb:.2f}" for k in ("cipher_seconds", "hash_seconds",
+                                                             "disk_seconds", "socket_and_rest_seconds"))
+                   + " |")
+    return "\n".join(out) if len(out) > 2 else ""
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", required=True)
@@ -339,6 +355,10 @@ def main():
           + f"; {os.path.getsize(a.big) >> 20} MiB pulls, {a.secs} s tests; share of the bottleneck"
           + " (cp s/GB: client / server CPU seconds per GB)\n")
     print(table(rows, a, bench.rate_bps))
+    stages = stage_table(rows, a)
+    if stages:
+        print("\nThe pulling client's CPU by stage (s/GB; the tool's own figures):\n")
+        print(stages)
     print(f"\nraw: {a.out}")
 
 

@@ -196,6 +196,22 @@ fn check_json(
         let v = per_gb.as_f64().unwrap_or(-1.0);
         assert!(v.is_finite() && v >= 0.0, "cpu_seconds_per_gb in {end}");
     }
+    // This end's CPU by stage: what it hashed and read or wrote, within the process's CPU
+    // time (the thread clocks and rusage tick apart by up to a few ms per thread).
+    let stage = |k: &str| end["cpu_by_stage"][k].as_f64().unwrap_or(-1.0);
+    let stages = ["cipher_seconds", "hash_seconds", "disk_seconds"].map(stage);
+    assert!(stages.iter().all(|s| *s >= 0.0), "cpu_by_stage in {end}");
+    assert!(
+        stages.iter().sum::<f64>() <= cpu + 0.05 * (streams as f64 + 1.0),
+        "the stages take more than the process's CPU time: {end}"
+    );
+    assert!(stage("socket_and_rest_seconds") >= 0.0, "{end}");
+    if bytes > zero_chunk_bytes {
+        assert!(
+            stages[1] > 0.0 && stages[2] > 0.0,
+            "no hash or disk time: {end}"
+        );
+    }
     // At least the last, partial interval; each with per-stream figures and progress.
     let intervals: Vec<_> = lines.iter().filter(|l| l["type"] == "interval").collect();
     assert!(

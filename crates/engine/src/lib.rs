@@ -13,6 +13,7 @@ pub mod host;
 pub mod jump;
 pub mod path_cache;
 pub mod ssh;
+pub mod stage_cpu;
 pub mod startup;
 pub mod steady_rate;
 pub mod telemetry;

@@ -546,6 +546,12 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool, de
             "skipped_files": r.files_skipped, "failed_files": r.failed.len(),
             "failures": r.failed, "rejected_chunks": r.rejected_chunks,
             "cpu_seconds": cpu, "cpu_seconds_per_gb": per_gb,
+            "cpu_by_stage": {
+                "cipher_seconds": r.stages.cipher.as_secs_f64(),
+                "hash_seconds": r.stages.hash.as_secs_f64(),
+                "disk_seconds": r.stages.disk.as_secs_f64(),
+                "socket_and_rest_seconds": r.stages.rest(Duration::from_secs_f64(cpu)).as_secs_f64(),
+            },
             "streams": r.start.streams, "chunk_bytes": r.start.chunk_bytes,
             "direction": r.start.direction, "deleted_files": r.deleted,
             "unchanged_files": r.files_unchanged, "unchanged_bytes": r.unchanged_bytes,
@@ -623,6 +629,12 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool, de
             None => "too little data for a per-GB figure".into(),
         },
     ));
+    if per_gb.is_some() {
+        say(&format!(
+            "CPU by stage: {}",
+            r.stages.per_gb_text(Duration::from_secs_f64(cpu), r.bytes)
+        ));
+    }
     if let Some(v) = verdict {
         if v.streams.len() > 1 || v.retransmits > 0 {
             say(&format!(

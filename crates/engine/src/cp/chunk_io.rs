@@ -9,6 +9,8 @@ use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::file_io;
 use longhaul_transfer::{ChunkHash, ChunkHasher};
 
+use crate::stage_cpu::{timed, Stage};
+
 /// Bytes read and hashed at a time: small enough to stay in the L2 cache between the
 /// copy and the hash.
 pub const PIECE: usize = 256 * 1024;
@@ -122,8 +124,8 @@ fn hash_range_in(
     while at < len {
         let n = (piece as u64).min(len - at) as usize;
         buf.resize(n);
-        file_io::read_exact_at(file, buf, off + at)?;
-        hasher.update(buf);
+        timed(Stage::Disk, || file_io::read_exact_at(file, buf, off + at))?;
+        timed(Stage::Hash, || hasher.update(buf));
         at += n as u64;
     }
     Ok(hasher.finish())

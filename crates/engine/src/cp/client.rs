@@ -166,6 +166,8 @@ pub struct CpReport {
     pub would_delete: Vec<PathBuf>,
     /// Jump-start: whether it was used, why not, the verdict (see docs/jump-start.md).
     pub jump_start: crate::jump::JumpReport,
+    /// This end's CPU time by stage (see [`crate::stage_cpu`]).
+    pub stages: crate::stage_cpu::StageSplit,
 }
 
 /// Runs a copy; `progress` is updated as it goes, `on_start` called once set up.
@@ -468,7 +470,7 @@ pub fn run_cp(
                 (cfg.window.is_none() && cfg.rate_bps.is_none() && rtt >= Duration::from_millis(1))
                     .then(|| RateProbe::new(rtt, start.congestion != "bbr"));
             sender.jump = jump.plan.map(|p| JumpValidator::new(p, rtt));
-            let (out, paced) = run_sender(sender, link, || Ok(socks), chunk_key, progress)?;
+            let (out, paced) = run_sender(sender, link, || Ok(socks), chunk_key, progress.clone())?;
             jump.restore_route();
             let mut jump_report = jump.report;
             jump_report.set_verdict(paced.jump);
@@ -502,6 +504,7 @@ pub fn run_cp(
                 would_send: out.would_send,
                 deleted: out.deleted,
                 would_delete: Vec::new(),
+                stages: progress.stages().split(),
             })
         }
         (None, Some(dest)) => {
@@ -518,7 +521,14 @@ pub fn run_cp(
             });
             target.answered_ahead = answered_ahead;
             let reports = progress.peer_reports().clone();
-            let out = run_receiver(target, chunk_size, link, || Ok(socks), chunk_key, progress)?;
+            let out = run_receiver(
+                target,
+                chunk_size,
+                link,
+                || Ok(socks),
+                chunk_key,
+                progress.clone(),
+            )?;
             jump.restore_route();
             let mut jump_report = jump.report;
             // The server's pacer validates, and tells its verdict.
@@ -549,6 +559,7 @@ pub fn run_cp(
                 deleted: out.deleted,
                 would_delete: out.would_delete,
                 jump_start: jump_report,
+                stages: progress.stages().split(),
             })
         }
         (None, None) => Err(CpError::Internal(

@@ -214,6 +214,8 @@ pub struct Progress {
     streams: std::sync::OnceLock<std::sync::Arc<crate::telemetry::StreamCounters>>,
     /// The sending peer's interval reports not yet taken (a pull's client).
     peer: std::sync::Arc<peer_intervals::PeerReports>,
+    /// CPU time by stage, which the data streams add to after every chunk.
+    stages: crate::stage_cpu::StageTimes,
 }
 
 impl Progress {
@@ -249,6 +251,10 @@ impl Progress {
         if let Some(c) = self.streams.get() {
             c.add(stream, n);
         }
+    }
+    /// The session's CPU time by stage so far.
+    pub fn stages(&self) -> &crate::stage_cpu::StageTimes {
+        &self.stages
     }
     /// The sending peer's interval reports (a pull's client keeps them here).
     pub fn peer_reports(&self) -> &std::sync::Arc<peer_intervals::PeerReports> {

@@ -14,6 +14,7 @@ use longhaul_transfer::session::recv::Arrival;
 use super::Shared;
 use crate::cp::chunk_io::PIECE;
 use crate::cp::CpError;
+use crate::stage_cpu::{timed, Stage};
 use crate::transport::secure::SecureStream;
 
 /// One data stream: read chunks until the sender closes it.
@@ -30,9 +31,13 @@ pub(super) fn stream_loop(sh: &Arc<Shared>, stream: usize, mut sock: SecureStrea
         let chunk = match read_header(&mut sock, &mut hdr) {
             Ok(true) => receive_chunk(sh, stream, &mut sock, &hdr, &mut buf, &mut began),
             // A clean end: the sender is done with this stream.
-            Ok(false) => return,
+            Ok(false) => {
+                sh.progress.stages().take_thread();
+                return;
+            }
             Err(e) => Err(read_failed(stream, e)),
         };
+        sh.progress.stages().take_thread();
         match chunk {
             Ok(()) => {}
             Err(ChunkFail::Stream) => return,
@@ -136,7 +141,7 @@ fn receive_chunk(
             sock.expect_bulk(left);
             sock.read_exact(piece).map_err(|e| read_failed(stream, e))?;
             sh.progress.stream_bytes(stream, piece.len() as u64);
-            hasher.update(piece);
+            timed(Stage::Hash, || hasher.update(piece));
         }
         // The next header may be the stream's last bytes.
         sock.expect_bulk(0);
@@ -152,19 +157,20 @@ fn receive_chunk(
         .store
         .data(plan.id)
         .ok_or_else(|| ChunkFail::Stop(format!("file {} was never opened", plan.id)))?;
-    let written = sh
-        .store
-        .write_chunk(&data, plan.lazy.as_ref(), h.offset, plan.hole, buf)
-        .and_then(|()| {
-            let record = sh
-                .lock()
-                .and_then(|mut s| Ok(s.chunk_written(h.file, h.index, computed)?))
-                .map_err(io::Error::other)?;
-            match record {
-                Some(r) => sh.store.append_record(&data, &r),
-                None => Ok(()),
-            }
-        });
+    let written = timed(Stage::Disk, || {
+        sh.store
+            .write_chunk(&data, plan.lazy.as_ref(), h.offset, plan.hole, buf)
+    })
+    .and_then(|()| {
+        let record = sh
+            .lock()
+            .and_then(|mut s| Ok(s.chunk_written(h.file, h.index, computed)?))
+            .map_err(io::Error::other)?;
+        match record {
+            Some(r) => sh.store.append_record(&data, &r),
+            None => Ok(()),
+        }
+    });
     if let Err(e) = written {
         if let Ok(mut s) = sh.session.lock() {
             s.chunk_write_failed(h.file, h.index);

@@ -429,6 +429,7 @@ fn hash_loop(sh: &Shared, jobs: &mpsc::Receiver<SendEvent>) {
                 })
                 .collect()
         })();
+        sh.progress.stages().take_thread();
         match hashed {
             Ok(list) => {
                 let Ok(mut s) = sh.session.lock() else { return };
@@ -514,6 +515,7 @@ fn stream_loop(sh: &Arc<Shared>, stream: u32, mut sock: SecureStream) {
                 old,
             };
             let sent = send_chunk(sh, stream as usize, file, &work, &mut sock, &mut buf);
+            sh.progress.stages().take_thread();
             match sent {
                 Ok(Sent {
                     hash,

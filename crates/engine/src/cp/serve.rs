@@ -355,9 +355,16 @@ pub fn serve_transfer(
             // A push's list is answered by this end (refused above when asked otherwise).
             answered_ahead: false,
         };
-        let out = run_receiver(target, chunk_size, link, collect, chunk_key, progress)?;
+        let out = run_receiver(
+            target,
+            chunk_size,
+            link,
+            collect,
+            chunk_key,
+            progress.clone(),
+        )?;
         Ok(format!(
-            "received into {shown}: {} files ok, {} skipped, {} failed, {} deleted, {:.3} GB in {:.2} s ({} resumed bytes, {} taken from old copies)",
+            "received into {shown}: {} files ok, {} skipped, {} failed, {} deleted, {:.3} GB in {:.2} s ({} resumed bytes, {} taken from old copies); CPU by stage: {}",
             out.files_ok,
             out.files_skipped,
             out.failed.len(),
@@ -365,7 +372,8 @@ pub fn serve_transfer(
             out.received_bytes as f64 / 1e9,
             started.elapsed().as_secs_f64(),
             out.resumed_bytes,
-            out.reused_bytes
+            out.reused_bytes,
+            progress.stages().split().seconds_text()
         ))
     } else {
         let probe = plan.probe.clone();
@@ -417,7 +425,7 @@ pub fn serve_transfer(
                 .unwrap_or(0);
             Ok(socks)
         };
-        let (out, paced) = run_sender(sender, link, streams, chunk_key, progress)?;
+        let (out, paced) = run_sender(sender, link, streams, chunk_key, progress.clone())?;
         let window = format!(
             "send buffer {} (SO_SNDBUF {sndbuf}){}, rate probe {}",
             longhaul_policy::describe(&choice),
@@ -426,7 +434,7 @@ pub fn serve_transfer(
         );
         let jumped = ServerJump::log_note(jump.as_ref(), paced.jump);
         Ok(format!(
-            "sent {shown}: {} files ok, {} failed, {:.3} GB in {:.2} s, congestion {congestion}, {window}{jumped}{}",
+            "sent {shown}: {} files ok, {} failed, {:.3} GB in {:.2} s, congestion {congestion}, {window}{jumped}{}; CPU by stage: {}",
             out.files_ok,
             out.failed.len(),
             out.sent_bytes as f64 / 1e9,
@@ -435,7 +443,8 @@ pub fn serve_transfer(
                 String::new()
             } else {
                 format!("; {} entries skipped", warnings.len())
-            }
+            },
+            progress.stages().split().seconds_text()
         ))
     }
 }

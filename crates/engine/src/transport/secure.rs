@@ -16,6 +16,8 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::stage_cpu::{self, Stage};
+
 /// How much ciphertext one socket read takes.
 const READ_CHUNK: usize = 256 * 1024;
 /// Plaintext rustls encrypts per write before it is sent (a few records per syscall).
@@ -195,7 +197,9 @@ impl SecureStream {
         let mut done = 0u64;
         while done < len {
             let n = (len - done).min(buf.len() as u64) as usize;
-            longhaul_sys::file_io::read_exact_at(file, &mut buf[..n], offset + done)?;
+            stage_cpu::timed(Stage::Disk, || {
+                longhaul_sys::file_io::read_exact_at(file, &mut buf[..n], offset + done)
+            })?;
             (&*self).write_all(&buf[..n])?;
             done += n as u64;
         }
@@ -231,6 +235,13 @@ fn tls_error(e: rustls::Error) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, why)
 }
 
+/// What a read found in rustls: plaintext, or a need for more ciphertext (and whether
+/// rustls has something to send first).
+enum Opened {
+    Plain(usize),
+    NeedMore { reply: bool },
+}
+
 impl TlsShared {
     /// Plaintext first; then ciphertext already read (rustls takes at most 16 KiB of
     /// plaintext at a time, so a large socket read is fed to it in pieces); then the
@@ -240,11 +251,12 @@ impl TlsShared {
         let pending = &mut *pending;
         let mut eof = false;
         loop {
-            let reply = {
+            // Opening records (and rustls's copies) is the cipher's CPU time.
+            let opened = stage_cpu::timed(Stage::Cipher, || -> io::Result<Opened> {
                 let mut c = lock(&self.conn)?;
                 loop {
                     match c.reader().read(buf) {
-                        Ok(n) => return Ok(n),
+                        Ok(n) => return Ok(Opened::Plain(n)),
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                             return Err(io::Error::new(
@@ -271,7 +283,13 @@ impl TlsShared {
                         return Err(tls_error(e));
                     }
                 }
-                c.wants_write()
+                Ok(Opened::NeedMore {
+                    reply: c.wants_write(),
+                })
+            })?;
+            let reply = match opened {
+                Opened::Plain(n) => return Ok(n),
+                Opened::NeedMore { reply } => reply,
             };
             if reply {
                 self.flush(tcp)?;
@@ -289,12 +307,13 @@ impl TlsShared {
     fn write(&self, tcp: &TcpStream, buf: &[u8]) -> io::Result<usize> {
         let mut out = lock(&self.writing)?;
         out.clear();
-        let n = {
+        // Sealing records (and rustls's copies) is the cipher's CPU time.
+        let n = stage_cpu::timed(Stage::Cipher, || -> io::Result<usize> {
             let mut c = lock(&self.conn)?;
             let n = c.writer().write(&buf[..buf.len().min(WRITE_BATCH)])?;
             drain(&mut c, &mut out);
-            n
-        };
+            Ok(n)
+        })?;
         let r = (&*tcp).write_all(&out);
         out.clear();
         r.map(|()| n)
