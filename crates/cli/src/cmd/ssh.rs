@@ -2,7 +2,9 @@
 //! `--remote-longhaul`, `--port-range`), and `--port-range`'s parser, which
 //! `ssh-server` uses too.
 
-use longhaul_engine::ssh::launch::SshOptions;
+use std::sync::Arc;
+
+use longhaul_engine::ssh::launch::{Notice, SshOptions};
 
 /// How to start the far end over ssh.
 #[derive(clap::Args, Debug, Clone)]
@@ -13,9 +15,16 @@ pub struct SshArgs {
     #[arg(short = 'e', long = "rsh", value_name = "COMMAND")]
     pub rsh: Option<String>,
     /// The longhaul on the far host, run by its shell (like rsync's --rsync-path), e.g.
-    /// /opt/longhaul/bin/longhaul or "~/bin/longhaul".
-    #[arg(long, value_name = "PATH", default_value = "longhaul")]
-    pub remote_longhaul: String,
+    /// /opt/longhaul/bin/longhaul or "~/bin/longhaul"; nothing is uploaded then. Default:
+    /// this binary's copy in the far user's ~/.cache/longhaul, else `longhaul` on the far
+    /// PATH, else (or when that one speaks another protocol) this binary is uploaded over
+    /// ssh into that cache first.
+    #[arg(long, value_name = "PATH")]
+    pub remote_longhaul: Option<String>,
+    /// Never upload this binary to the far host (the copy then fails where the far host
+    /// has no longhaul of this protocol, saying so).
+    #[arg(long)]
+    pub no_upload: bool,
     /// Ports the far longhaul may listen on, for a firewall that opens only those (the
     /// client connects to it directly over TCP); default: any free port.
     #[arg(long, value_name = "LO-HI", value_parser = port_range)]
@@ -28,7 +37,10 @@ impl SshArgs {
         SshOptions {
             rsh: self.rsh.clone(),
             remote_longhaul: self.remote_longhaul.clone(),
+            upload: !self.no_upload,
             port_range: self.port_range,
+            // On stderr in every mode: stdout may be JSON Lines.
+            notice: Notice(Some(Arc::new(|t: &str| eprintln!("longhaul: {t}")))),
             ..SshOptions::default()
         }
     }

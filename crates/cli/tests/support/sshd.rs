@@ -55,7 +55,18 @@ impl SshLab {
         Self::start_with(test, true)
     }
 
+    /// A far host without longhaul: its sessions get `PATH=/usr/bin:/bin` and a cache
+    /// directory of their own ([`SshLab::far_cache`], as `XDG_CACHE_HOME`), so a copy
+    /// that does not name `--remote-longhaul` finds no longhaul there.
+    pub fn start_bare(test: &str) -> Option<SshLab> {
+        Self::start_configured(test, false, true)
+    }
+
     fn start_with(test: &str, isolated: bool) -> Option<SshLab> {
+        Self::start_configured(test, isolated, false)
+    }
+
+    fn start_configured(test: &str, isolated: bool, bare: bool) -> Option<SshLab> {
         if !is_root() {
             eprintln!("SKIP {test}: needs root (network namespaces, sshd)");
             return None;
@@ -127,10 +138,18 @@ impl SshLab {
             &cfg,
             format!(
                 "Port {SSH_PORT}\nListenAddress {far}\nHostKey {}\nAuthorizedKeysFile {}\n\
-                 PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nPidFile {}\n",
+                 PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nPidFile {}\n{}",
                 dir.join("host_key").display(),
                 dir.join("authorized_keys").display(),
                 dir.join("sshd.pid").display(),
+                if bare {
+                    format!(
+                        "SetEnv PATH=/usr/bin:/bin XDG_CACHE_HOME={}\n",
+                        dir.join("far-cache").display()
+                    )
+                } else {
+                    String::new()
+                },
             ),
         )
         .unwrap();
@@ -279,6 +298,30 @@ impl SshLab {
     /// sshd's log so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
+    }
+
+    /// The far sessions' `XDG_CACHE_HOME` on a [`SshLab::start_bare`] host.
+    pub fn far_cache(&self) -> std::path::PathBuf {
+        self.dir.join("far-cache")
+    }
+
+    /// Runs `program args` in the far host's mount namespace (sshd's: `ip netns exec` gave
+    /// it its own), e.g. to mount a file system only the far sessions see; it goes with
+    /// the namespace when the lab is dropped.
+    pub fn in_far_mounts(&self, program: &str, args: &[&std::ffi::OsStr]) -> std::process::Output {
+        let pid = self.sshd.as_ref().expect("a lab with sshd").0.id();
+        Command::new("nsenter")
+            .args(["-t", &pid.to_string(), "-m", program])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// `longhaul cp -e RSH` (no `--remote-longhaul`); add the arguments.
+    pub fn cp_plain(&self, home: &Path) -> Command {
+        let mut c = cp_command(home);
+        c.args(["-e", &self.rsh()]);
+        c
     }
 
     /// The lab's scratch directory (keys, config).

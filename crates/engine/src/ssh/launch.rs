@@ -27,6 +27,7 @@ use longhaul_proto::ssh_ready::MAX_READY_LINE;
 use longhaul_proto::{ProtoError, SshReady, Token, PROTOCOL_VERSION};
 use longhaul_transfer::SshHost;
 
+use super::deploy::{self, ThisBinary, Uploaded};
 use super::rsh::{split_rsh, ssh_argv, DEFAULT_RSH};
 use super::SshError;
 
@@ -46,22 +47,55 @@ const MAX_CLIENT_DIALS: usize = 16;
 pub struct SshOptions {
     /// `-e/--rsh`: the ssh command with options (`None`: `ssh`).
     pub rsh: Option<String>,
-    /// `--remote-longhaul`: the far command (default `longhaul`).
-    pub remote_longhaul: String,
+    /// `--remote-longhaul`: the far command. `None`: this binary's copy in the far cache,
+    /// else the far PATH's `longhaul`, uploading this binary when neither will do (see
+    /// [`super::deploy`]).
+    pub remote_longhaul: Option<String>,
+    /// Whether this binary may be uploaded (`--no-upload`: not).
+    pub upload: bool,
     /// `--port-range LO-HI` for the far end's listening port.
     pub port_range: Option<(u16, u16)>,
     /// How long to wait for the ready line.
     pub ready_timeout: Duration,
+    /// Told what is happening when the start takes a detour (an upload).
+    pub notice: Notice,
 }
 
 impl Default for SshOptions {
     fn default() -> Self {
         Self {
             rsh: None,
-            remote_longhaul: "longhaul".into(),
+            remote_longhaul: None,
+            upload: true,
             port_range: None,
             ready_timeout: super::READY_TIMEOUT,
+            notice: Notice::default(),
         }
+    }
+}
+
+/// Something that takes a note.
+pub type NoteSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Where the start's notes go (the command's warnings); nowhere by default.
+#[derive(Clone, Default)]
+pub struct Notice(pub Option<NoteSink>);
+
+impl Notice {
+    fn say(&self, text: &str) {
+        if let Some(f) = &self.0 {
+            f(text);
+        }
+    }
+}
+
+impl std::fmt::Debug for Notice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Notice(set)"
+        } else {
+            "Notice(none)"
+        })
     }
 }
 
@@ -74,11 +108,61 @@ pub struct FarEnd {
     ready: SshReady,
     /// `ADDR:PORT` that answered the reachability check.
     target: String,
+    /// This binary was uploaded to the far host for this start.
+    uploaded: Option<Uploaded>,
 }
 
 impl FarEnd {
-    /// Starts the far end on `host` and checks that its port can be reached.
+    /// Starts the far end on `host` and checks that its port can be reached; uploads this
+    /// binary first when the far host has no longhaul of this protocol (and
+    /// `--remote-longhaul` was not given, nor `--no-upload`).
     pub fn start(host: &SshHost, opts: &SshOptions) -> Result<FarEnd, SshError> {
+        if let Some(remote) = &opts.remote_longhaul {
+            return Self::start_as(host, opts, remote, remote);
+        }
+        let Ok(me) = ThisBinary::current() else {
+            // This binary cannot be read (a deleted file?): the far PATH's, as before.
+            return Self::start_as(host, opts, "longhaul", "longhaul");
+        };
+        let command = deploy::far_command(&me.name);
+        match Self::start_as(host, opts, &command, "longhaul") {
+            Err(e) if opts.upload && e.wants_upload() => {
+                opts.notice.say(&format!(
+                    "{}: {}; uploading this longhaul ({:.1} MB) to ~/.cache/longhaul/{} there \
+                     (--no-upload refuses; --remote-longhaul names one)",
+                    host.destination(),
+                    e.short(),
+                    me.bytes as f64 / 1e6,
+                    me.name
+                ));
+                let rsh = split_rsh(opts.rsh.as_deref().unwrap_or(DEFAULT_RSH))?;
+                let up = deploy::upload(&rsh, host, &me)?;
+                opts.notice.say(&format!(
+                    "uploaded to {}: {:.1} MB compressed in {:.1} s",
+                    up.far_path,
+                    up.sent_bytes as f64 / 1e6,
+                    up.took.as_secs_f64()
+                ));
+                let mut end = Self::start_as(host, opts, &command, &up.far_path)?;
+                end.uploaded = Some(up);
+                Ok(end)
+            }
+            other => other,
+        }
+    }
+
+    /// What was uploaded to start this far end, if anything.
+    pub fn uploaded(&self) -> Option<&Uploaded> {
+        self.uploaded.as_ref()
+    }
+
+    /// Starts `command ssh-server ...` on `host`; `shown` names it in messages.
+    fn start_as(
+        host: &SshHost,
+        opts: &SshOptions,
+        command: &str,
+        shown: &str,
+    ) -> Result<FarEnd, SshError> {
         let rsh = split_rsh(opts.rsh.as_deref().unwrap_or(DEFAULT_RSH))?;
         let mut far_args: Vec<String> = match opts.port_range {
             Some((lo, hi)) => vec!["--port-range".into(), format!("{lo}-{hi}")],
@@ -106,7 +190,7 @@ impl FarEnd {
             );
         }
         let dest = host.destination();
-        let argv = ssh_argv(&rsh, host.port, &dest, &opts.remote_longhaul, &far_args);
+        let argv = ssh_argv(&rsh, host.port, &dest, command, &far_args);
         // The ssh part of the command, to try by hand.
         let ssh_part = &argv[..argv.len() - 2 - far_args.len()];
         let mut child = Command::new(&argv[0])
@@ -148,13 +232,7 @@ impl FarEnd {
             })?,
             Ok(Stdout::Ended(noise)) => {
                 let status = guard.wait_for(Duration::from_secs(5));
-                return Err(classify(
-                    status,
-                    &said(&noise),
-                    &dest,
-                    &opts.remote_longhaul,
-                    ssh_part,
-                ));
+                return Err(classify(status, &said(&noise), &dest, shown, ssh_part));
             }
             Err(_) => {
                 return Err(SshError::NoReady {
@@ -179,6 +257,7 @@ impl FarEnd {
             stdin,
             ready,
             target,
+            uploaded: None,
         })
     }
 
@@ -349,6 +428,9 @@ fn classify(
         (None, None) => "still running".into(),
     };
     let lower = said.to_lowercase();
+    // The far command's own word for "no longhaul here" (see `deploy::far_command`).
+    let said = said.replace(deploy::UPLOAD_NEEDED, "no longhaul on its PATH");
+    let said = said.as_str();
     if code == Some(127)
         || lower.contains("command not found")
         || (lower.contains("no such file or directory") && said.contains(remote))

@@ -7,6 +7,8 @@
 //!   end's one [`SshReady`](longhaul_proto::SshReady) line, finds an address that reaches
 //!   its port, keeps ssh alive for the session (its channel is the far process's
 //!   lifeline) and closes it at the end; errors say what failed and what to do.
+//! - [`deploy`]: a far host without longhaul (or with another protocol's) gets this
+//!   binary, over the same ssh, in a private per-user cache, and runs it from there.
 //! - [`far`]: the far end (`longhaul ssh-server`): an ephemeral port (on the address
 //!   the client dials, when known), a one-time token, the ready line, its client's one
 //!   session with the ssh user's own files, then exit; it also exits when ssh's channel
@@ -20,6 +22,7 @@
 //! close ssh stdin      ──────────── EOF ─────────────▶ exit
 //! ```
 
+pub mod deploy;
 pub mod far;
 pub mod launch;
 pub mod rsh;
@@ -28,6 +31,29 @@ pub mod rsh;
 pub const FAR_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// How long this end waits for the ready line.
 pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl SshError {
+    /// Whether the far host lacks a longhaul this one can talk to (none, one too old, one
+    /// of another protocol): what an upload of this binary fixes.
+    pub fn wants_upload(&self) -> bool {
+        matches!(
+            self,
+            SshError::FarMissing { .. } | SshError::FarTooOld { .. } | SshError::Version { .. }
+        )
+    }
+
+    /// Why, in a few words, for the upload's note.
+    pub fn short(&self) -> String {
+        match self {
+            SshError::FarMissing { .. } => "no longhaul there".into(),
+            SshError::FarTooOld { .. } => "its longhaul is too old".into(),
+            SshError::Version { theirs, ours, .. } => {
+                format!("its longhaul speaks protocol {theirs}, this one {ours}")
+            }
+            other => other.to_string(),
+        }
+    }
+}
 
 /// What can go wrong starting or reaching the far end; each message says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +82,24 @@ pub enum SshError {
         /// The far command tried.
         remote: String,
         /// What the far end said (`; it said: ...`), may be empty.
+        said: String,
+    },
+    /// This binary was uploaded to the far host and does not run there.
+    #[error("the far host {host} cannot run this longhaul (uploaded to its ~/.cache/longhaul; it said: {said}); on another CPU, OS or an older C library, install a longhaul built for that host there and name it with --remote-longhaul PATH; on a home mounted noexec, point XDG_CACHE_HOME there at a file system that allows programs")]
+    FarCannotRun {
+        /// The ssh destination.
+        host: String,
+        /// What the far system answered when the copy was run.
+        said: String,
+    },
+    /// The upload itself failed (ssh, a full disk, no answer).
+    #[error("uploading longhaul to {host} failed ({status}){said}; install longhaul there, or give its path with --remote-longhaul PATH")]
+    UploadFailed {
+        /// The ssh destination.
+        host: String,
+        /// How ssh ended.
+        status: String,
+        /// What the far side said.
         said: String,
     },
     /// The far longhaul is older than this one's ssh start-up (no ssh-server command, or

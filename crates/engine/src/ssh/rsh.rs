@@ -89,15 +89,26 @@ pub fn ssh_argv(
     remote_longhaul: &str,
     far_args: &[String],
 ) -> Vec<String> {
+    let mut command = vec![remote_longhaul.to_string(), "ssh-server".into()];
+    command.extend(far_args.iter().cloned());
+    ssh_argv_with(rsh, port, destination, &command)
+}
+
+/// The argument vector of another far command (`command`'s words, joined by ssh and run
+/// by the far user's shell).
+pub fn ssh_argv_with(
+    rsh: &[String],
+    port: Option<u16>,
+    destination: &str,
+    command: &[String],
+) -> Vec<String> {
     let mut argv: Vec<String> = rsh.to_vec();
     if let Some(p) = port {
         argv.push("-p".into());
         argv.push(p.to_string());
     }
     argv.push(destination.to_string());
-    argv.push(remote_longhaul.to_string());
-    argv.push("ssh-server".into());
-    argv.extend(far_args.iter().cloned());
+    argv.extend(command.iter().cloned());
     argv
 }
 
