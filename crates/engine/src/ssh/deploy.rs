@@ -20,11 +20,11 @@
 
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use longhaul_transfer::SshHost;
 
+use super::launch::{spawn_ssh, Guard};
 use super::rsh::ssh_argv_with;
 use super::SshError;
 
@@ -130,18 +130,10 @@ pub fn upload(rsh: &[String], host: &SshHost, me: &ThisBinary) -> Result<Uploade
     let io_err = |what: &'static str| move |cause: io::Error| SshError::Io { what, cause };
     let mut local =
         std::fs::File::open(&me.path).map_err(io_err("reading this binary for the upload"))?;
-    let child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|cause| SshError::Spawn {
-            program: argv[0].clone(),
-            cause,
-        })?;
+    let mut child = spawn_ssh(&argv)?;
+    let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     // Killed and reaped on every path out.
-    let mut child = KillOnDrop(child);
+    let mut guard = Guard(Some(child));
     let read_bounded = |r: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
             let mut s = Vec::new();
@@ -154,22 +146,10 @@ pub fn upload(rsh: &[String], host: &SshHost, me: &ThisBinary) -> Result<Uploade
             String::from_utf8_lossy(&s).into_owned()
         })
     };
-    let out = read_bounded(
-        child
-            .0
-            .stdout
-            .take()
-            .map(|o| Box::new(o) as Box<dyn Read + Send>),
-    );
-    let err = read_bounded(
-        child
-            .0
-            .stderr
-            .take()
-            .map(|e| Box::new(e) as Box<dyn Read + Send>),
-    );
+    let out = read_bounded(stdout.map(|o| Box::new(o) as Box<dyn Read + Send>));
+    let err = read_bounded(stderr.map(|e| Box::new(e) as Box<dyn Read + Send>));
     let mut sent = 0u64;
-    if let Some(stdin) = child.0.stdin.take() {
+    if let Some(stdin) = stdin {
         let counted = Counted {
             inner: stdin,
             n: &mut sent,
@@ -179,15 +159,7 @@ pub fn upload(rsh: &[String], host: &SshHost, me: &ThisBinary) -> Result<Uploade
         // below says why.
         let _ = io::copy(&mut local, &mut gz).and_then(|_| gz.finish().map(drop));
     }
-    let deadline = Instant::now() + UPLOAD_TIMEOUT;
-    let status = loop {
-        match child.0.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            _ => break None,
-        }
-    };
-    drop(child);
+    let status = guard.wait_for(UPLOAD_TIMEOUT);
     let said = out.join().unwrap_or_default();
     let stderr = err.join().unwrap_or_default();
     if let Some(line) = said.lines().find(|l| l.starts_with(DEPLOYED)) {
@@ -236,19 +208,10 @@ impl<W: Write> Write for Counted<'_, W> {
     }
 }
 
-/// Kills and reaps ssh on every path out of [`upload`].
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::{Command, Stdio};
 
     /// The scripts run here under sh, as the far shell would run them: the far command
     /// finds the cache, else the PATH's longhaul, else asks for the upload; the upload

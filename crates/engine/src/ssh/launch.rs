@@ -193,16 +193,7 @@ impl FarEnd {
         let argv = ssh_argv(&rsh, host.port, &dest, command, &far_args);
         // The ssh part of the command, to try by hand.
         let ssh_part = &argv[..argv.len() - 2 - far_args.len()];
-        let mut child = Command::new(&argv[0])
-            .args(&argv[1..])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|cause| SshError::Spawn {
-                program: argv[0].clone(),
-                cause,
-            })?;
+        let mut child = spawn_ssh(&argv)?;
         // From here on a guard kills ssh on every error path.
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
@@ -292,13 +283,27 @@ impl FarEnd {
     }
 }
 
+/// Runs ssh (`argv`) with its stdin, stdout and stderr as pipes.
+pub(super) fn spawn_ssh(argv: &[String]) -> Result<Child, SshError> {
+    Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|cause| SshError::Spawn {
+            program: argv[0].clone(),
+            cause,
+        })
+}
+
 /// Kills and reaps ssh unless taken.
-struct Guard(Option<Child>);
+pub(super) struct Guard(pub(super) Option<Child>);
 
 impl Guard {
     /// Waits up to `limit` for ssh to end on its own (then kills it) and reaps it: its
     /// exit status.
-    fn wait_for(&mut self, limit: Duration) -> Option<ExitStatus> {
+    pub(super) fn wait_for(&mut self, limit: Duration) -> Option<ExitStatus> {
         let mut child = self.0.take()?;
         let deadline = Instant::now() + limit;
         loop {
