@@ -64,10 +64,12 @@ fn a_far_host_without_longhaul_gets_this_one_once_and_reuses_it() {
         "{name}"
     );
     assert!(r.stderr.contains(&name), "{}", r.describe());
-    // The far copy is this binary, private to the user.
+    // The far copy is this binary (what of it runs: no debug information), private to
+    // the user.
+    let image = longhaul_engine::ssh::deploy::loadable_image(&fs::read(BIN).unwrap()).unwrap();
     assert!(
-        fs::read(&placed[0]).unwrap() == fs::read(BIN).unwrap(),
-        "the far copy differs from {BIN}"
+        fs::read(&placed[0]).unwrap() == image,
+        "the far copy is not {BIN}'s loadable image"
     );
     assert_eq!(
         fs::metadata(&placed[0]).unwrap().permissions().mode() & 0o777,

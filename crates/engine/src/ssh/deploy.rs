@@ -48,7 +48,7 @@ pub struct ThisBinary {
     pub path: PathBuf,
     /// Its name in the far cache: `longhaul-VERSION-HASH16`.
     pub name: String,
-    /// Its size in bytes.
+    /// Its size in bytes (debug information included).
     pub bytes: u64,
 }
 
@@ -77,6 +77,39 @@ impl ThisBinary {
             bytes,
         })
     }
+}
+
+/// What an ELF64 executable needs to run: the bytes up to the end of its last segment,
+/// with the section header table (which only debuggers and `strip` read) cut off and
+/// unnamed in the header, as `sstrip` does. The release build is 63 MB with its debug
+/// information (`debug = 1`), 9.8 MB without; gzip takes that to 4.6 MB. `None` if `elf`
+/// is not a little-endian ELF64 whose segments lie within it (then it goes whole).
+pub fn loadable_image(elf: &[u8]) -> Option<Vec<u8>> {
+    let u16_at = |o: usize| Some(u16::from_le_bytes(elf.get(o..o + 2)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(elf.get(o..o + 8)?.try_into().ok()?));
+    // ELF magic, 64-bit, little-endian.
+    if elf.get(..6)? != b"\x7fELF\x02\x01" {
+        return None;
+    }
+    let phoff = usize::try_from(u64_at(0x20)?).ok()?;
+    let (phentsize, phnum) = (usize::from(u16_at(0x36)?), usize::from(u16_at(0x38)?));
+    if phentsize < 56 || phnum == 0 {
+        return None;
+    }
+    let mut end = phoff.checked_add(phentsize.checked_mul(phnum)?)?;
+    for i in 0..phnum {
+        let ph = phoff + i * phentsize;
+        let (offset, filesz) = (u64_at(ph + 8)?, u64_at(ph + 32)?);
+        end = end.max(usize::try_from(offset.checked_add(filesz)?).ok()?);
+    }
+    if end > elf.len() {
+        return None;
+    }
+    let mut image = elf[..end].to_vec();
+    // e_shoff = 0; e_shnum = e_shstrndx = 0 (e_shentsize may stay).
+    image[0x28..0x30].fill(0);
+    image[0x3c..0x40].fill(0);
+    Some(image)
 }
 
 /// The line `longhaul --version` prints (clap's: the name and the package version).
@@ -128,8 +161,8 @@ pub fn upload(rsh: &[String], host: &SshHost, me: &ThisBinary) -> Result<Uploade
     let argv = ssh_argv_with(rsh, host.port, &dest, &[upload_command(&me.name)]);
     let t0 = Instant::now();
     let io_err = |what: &'static str| move |cause: io::Error| SshError::Io { what, cause };
-    let mut local =
-        std::fs::File::open(&me.path).map_err(io_err("reading this binary for the upload"))?;
+    let whole = std::fs::read(&me.path).map_err(io_err("reading this binary for the upload"))?;
+    let image = loadable_image(&whole).unwrap_or(whole);
     let mut child = spawn_ssh(&argv)?;
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     // Killed and reaped on every path out.
@@ -157,7 +190,7 @@ pub fn upload(rsh: &[String], host: &SshHost, me: &ThisBinary) -> Result<Uploade
         let mut gz = flate2::write::GzEncoder::new(counted, flate2::Compression::fast());
         // A far side that ended early (no gzip, a full disk) breaks the pipe: its answer
         // below says why.
-        let _ = io::copy(&mut local, &mut gz).and_then(|_| gz.finish().map(drop));
+        let _ = gz.write_all(&image).and_then(|()| gz.finish().map(drop));
     }
     let status = guard.wait_for(UPLOAD_TIMEOUT);
     let said = out.join().unwrap_or_default();
@@ -288,6 +321,29 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(left.len(), 1, "{left:?}");
+    }
+
+    #[test]
+    fn the_loadable_image_of_this_binary_runs_and_is_a_fraction_of_it() {
+        let whole = std::fs::read("/proc/self/exe").unwrap();
+        let image = loadable_image(&whole).expect("this test binary is an ELF64");
+        assert!(image.len() < whole.len());
+        // The same bytes but for the section header fields.
+        assert_eq!(image[..0x28], whole[..0x28]);
+        assert_eq!(image[0x40..], whole[0x40..image.len()]);
+        assert_eq!(image[0x28..0x30], [0; 8]);
+        // It runs: the test binary lists its tests.
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("image");
+        std::fs::write(&exe, &image).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let out = Command::new(&exe).args(["--list"]).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("loadable_image"));
+        // Not an ELF, or one whose segments run past its end: sent whole.
+        assert!(loadable_image(b"#!/bin/sh\n").is_none());
+        assert!(loadable_image(&whole[..0x1000]).is_none());
     }
 
     #[test]

@@ -128,11 +128,10 @@ impl FarEnd {
         match Self::start_as(host, opts, &command, "longhaul") {
             Err(e) if opts.upload && e.wants_upload() => {
                 opts.notice.say(&format!(
-                    "{}: {}; uploading this longhaul ({:.1} MB) to ~/.cache/longhaul/{} there \
+                    "{}: {}; uploading this longhaul to ~/.cache/longhaul/{} there \
                      (--no-upload refuses; --remote-longhaul names one)",
                     host.destination(),
                     e.short(),
-                    me.bytes as f64 / 1e6,
                     me.name
                 ));
                 let rsh = split_rsh(opts.rsh.as_deref().unwrap_or(DEFAULT_RSH))?;
