@@ -78,16 +78,36 @@ fn a_far_host_without_longhaul_gets_this_one_once_and_reuses_it() {
     lab.assert_far_gone(GONE, "after the first copy");
     let mtime = fs::metadata(&placed[0]).unwrap().modified().unwrap();
 
-    // Second copy: the cached one runs, nothing is uploaded.
+    // The far start's time is reported apart from the transfer's, with the upload's.
+    assert!(
+        r.stdout.contains("Far end: started over ssh in")
+            && r.stdout.contains("uploading this longhaul"),
+        "{}",
+        r.describe()
+    );
+
+    // Second copy: the cached one runs, nothing is uploaded; `far_start` in JSON.
     let got2 = s.join("got2");
     let r = run(
         lab.cp_plain(&home)
+            .arg("--json")
             .arg(lab.remote(&far.join("f.bin")))
             .arg(&got2),
         CP_LIMIT,
     );
     r.assert_ok();
     assert!(!r.stderr.contains("uploading"), "{}", r.describe());
+    let lines = r.json();
+    let started = lines
+        .iter()
+        .find(|l| l["type"] == "far_start")
+        .unwrap_or_else(|| panic!("no far_start line\n{}", r.describe()));
+    assert!(
+        started["seconds"].as_f64().is_some_and(|s| s > 0.0),
+        "{started}"
+    );
+    assert!(started["uploaded_bytes"].is_null(), "{started}");
+    assert_eq!(lines.last().unwrap()["type"], "end");
     assert_eq!(fs::read(&got2).unwrap(), data);
     assert_eq!(cached(&lab), placed);
     assert_eq!(fs::metadata(&placed[0]).unwrap().modified().unwrap(), mtime);

@@ -5,7 +5,8 @@
 //!
 //! `--json` prints JSON Lines (schema in the README): `{"type":"start",...}`, an
 //! `{"type":"interval",...}` every `--interval` (bench's per-stream TCP_INFO figures and
-//! `limited_by`, plus the transfer's progress), `{"type":"warning","message"}`, and
+//! `limited_by`, plus the transfer's progress), `{"type":"warning","message"}`, over ssh
+//! `{"type":"far_start",...}` (the far end's start, apart from the transfer), and
 //! `{"type":"end",...}` with the transfer's figures and bench's verdict (`limited_by`,
 //! `limited_by_text`, `advice`, `balance`, `stream_summaries`). Without `--json` a progress
 //! bar (indicatif) goes to stderr when it is a terminal, and the end prints bench's
@@ -418,18 +419,45 @@ fn run_one(
             None,
         ),
         Far::Ssh(spec) => {
+            let t0 = Instant::now();
             let end = FarEnd::start(&spec.host, &args.ssh.options())?;
             let security = args.security.pinned(end.fingerprint());
-            (end.target().to_string(), end.token(), security, Some(end))
+            let started = FarStarted {
+                seconds: t0.elapsed().as_secs_f64(),
+                uploaded: end.uploaded().cloned(),
+            };
+            (
+                end.target().to_string(),
+                end.token(),
+                security,
+                Some((end, started)),
+            )
         }
     };
-    let report = transfer(args, far, server, (token, security), job, window);
+    let far_started = ssh.as_ref().map(|(_, s)| s.clone());
+    let report = transfer(
+        args,
+        far,
+        server,
+        (token, security),
+        job,
+        window,
+        far_started,
+    );
     // The orderly end of the far process, after success or failure alike (an early
     // return or a panic drops the guard instead, which kills ssh and so ends it too).
-    if let Some(end) = ssh {
+    if let Some((end, _)) = ssh {
         end.finish();
     }
     report
+}
+
+/// How the far end was started over ssh: the time it took (ssh's login, the far start,
+/// an upload), reported apart from the transfer's.
+#[derive(Debug, Clone)]
+struct FarStarted {
+    seconds: f64,
+    uploaded: Option<longhaul_engine::ssh::deploy::Uploaded>,
 }
 
 fn transfer(
@@ -439,6 +467,7 @@ fn transfer(
     (token, security): (longhaul_proto::Token, Security),
     job: CpJob,
     window: Option<u64>,
+    far_started: Option<FarStarted>,
 ) -> anyhow::Result<CpReport> {
     let json = args.json;
     let cpu_before = {
@@ -512,12 +541,42 @@ fn transfer(
         }
         Err(_) => None,
     };
+    // Before the end line, which is the last.
+    if let Some(f) = far_started {
+        print_far_started(&f, json);
+    }
     if args.delta.is_some_and(|r| r.dry_run) {
         print_dry_run(&report, json);
     } else {
         print_end(&report, cpu, verdict.as_ref(), json, args.filter.delete);
     }
     Ok(report)
+}
+
+/// The far end's start over ssh, apart from the transfer (whose seconds start at its
+/// first data stream): a line before the end line (`far_start` in JSON).
+fn print_far_started(f: &FarStarted, json: bool) {
+    if json {
+        emit_json(&json!({
+            "type": "far_start",
+            "seconds": f.seconds,
+            "uploaded_bytes": f.uploaded.as_ref().map(|u| u.sent_bytes),
+            "upload_seconds": f.uploaded.as_ref().map(|u| u.took.as_secs_f64()),
+        }));
+        return;
+    }
+    say(&format!(
+        "Far end: started over ssh in {:.2} s (login and start-up, not in the transfer's time){}",
+        f.seconds,
+        match &f.uploaded {
+            Some(u) => format!(
+                ", of which {:.2} s uploading this longhaul ({:.1} MB)",
+                u.took.as_secs_f64(),
+                u.sent_bytes as f64 / 1e6
+            ),
+            None => String::new(),
+        }
+    ));
 }
 
 fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool, delete: bool) {
