@@ -1,7 +1,7 @@
 //! What `longhaul cp` and `sync` say about small and unchanged copies, and their usage
 //! line (issue 28, item 6): no CPU-per-GB figure over a few bytes (`null` in JSON), an
 //! unchanged file is "unchanged", not "resumed", and `cp` without arguments prints a
-//! usage a person can read.
+//! usage a person can read; a stream that carried no chunk is not called the slowest.
 
 #[macro_use]
 mod support;
@@ -30,6 +30,26 @@ fn a_tiny_copy_gives_no_per_gb_cpu_figure() {
     let end = json.json_of("end");
     assert!(end["cpu_seconds_per_gb"].is_null(), "{end}");
     assert!(end["cpu_seconds"].is_number(), "{end}");
+}
+
+/// A pull of one small file (one chunk) on two streams: one stream carries nothing, and
+/// its 0 bytes are not "slowest stream 0 % of the fastest".
+#[test]
+fn a_stream_without_a_chunk_is_not_the_slowest_stream() {
+    let scratch = Scratch::new("report-idle-stream");
+    let home = scratch.dir("home");
+    let root = scratch.dir("root");
+    write_file(&root.join("one"), &[7u8; 100_000], 0o644);
+    let server = Server::start(&home, &root);
+    let got = scratch.join("got");
+    let run = cp!(&home; "-P", "2", server.remote("one"), &got);
+    run.assert_ok();
+    assert!(
+        !run.stdout.contains("slowest stream 0 %")
+            && run.stdout.contains("1 of 2 streams carried data"),
+        "{}",
+        run.describe()
+    );
 }
 
 #[test]

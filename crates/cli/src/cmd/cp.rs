@@ -696,10 +696,31 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool, de
     }
     if let Some(v) = verdict {
         if v.streams.len() > 1 || v.retransmits > 0 {
+            // A copy of fewer chunks than streams leaves some streams without one: their
+            // 0 bytes say nothing of the balance of the others.
+            let busy: Vec<u64> = v
+                .streams
+                .iter()
+                .map(|s| s.bytes)
+                .filter(|&b| b > 0)
+                .collect();
+            let balance = match (busy.iter().min(), busy.iter().max()) {
+                (Some(&lo), Some(&hi)) => lo as f64 / hi as f64,
+                _ => v.balance,
+            };
             say(&format!(
-                "Streams: {} retransmits, slowest stream {:.0} % of the fastest",
+                "Streams: {} retransmits, slowest stream {:.0} % of the fastest{}",
                 v.retransmits,
-                v.balance * 100.0
+                balance * 100.0,
+                if busy.len() < v.streams.len() {
+                    format!(
+                        " ({} of {} streams carried data: fewer chunks than streams)",
+                        busy.len(),
+                        v.streams.len()
+                    )
+                } else {
+                    String::new()
+                }
             ));
         }
         say(&format!("Limited by: {}: {}", v.limited_by_text, v.advice));
