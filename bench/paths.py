@@ -69,7 +69,12 @@ def tbf(ns, a, bdp):
     elif buffer.endswith("pkt"):
         limit = int(buffer[:-3]) * a.mtu
     else:
-        limit = int(buffer)  # bytes
+        # Bytes, with the emulator's units (1MB = 10^6, 1MiB = 2^20).
+        units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6,
+                 "gb": 10**9, "b": 1}
+        low = buffer.lower()
+        unit = next((u for u in units if low.endswith(u)), None)
+        limit = int(float(low[:-len(unit)]) * units[unit]) if unit else int(buffer)
     limit = max(limit, 64 * a.mtu)
     subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", "lh0", "root",
                     "tbf", "rate", a.rate.replace("G", "gbit").replace("M", "mbit"),
