@@ -206,13 +206,13 @@ class Paths(cpc.Bench):
                 try:
                     self.data_dir = "a_to_b"
                     row, other = self.with_competitor(model, "a_to_b", lambda: self.measure(
-                        model, "longhaul bench",
+                        model, f"longhaul bench {label}",
                         cpc.wrap(na, [lh, "bench", f"{host}:{lport}", "-t", str(a.secs), "--json"]),
                         lsrv, None, 1, None, None, env=self.env, parse=self.parse_bench_held))
                     note(row, "bench", label, other)
                     self.data_dir = "b_to_a"
                     row, other = self.with_competitor(model, "b_to_a", lambda: self.measure(
-                        model, "longhaul cp pull",
+                        model, f"longhaul cp pull {label}",
                         cpc.wrap(na, [lh, "cp", "--json", "--no-progress",
                                       f"longhaul://{host}:{lport}/big", os.path.join(dst_dir, "big")]),
                         lsrv, os.path.getsize(src), 1, os.path.join(dst_dir, "big"), same, env=self.env,

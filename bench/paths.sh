@@ -5,7 +5,8 @@
 #   (c) a tbf shaper on the sender's own interface in front of a plain delay line,
 #   (d) jitter 2 ms (normal), (e) one competing CUBIC flow for the whole run;
 # prints one table (shares of the bottleneck, cp against GridFTP, CPU s/GB of cp's ends)
-# and writes the raw rows to --out. A benchmark, not a test; needs root.
+# and writes the raw rows to --out (each tool's own output to OUT-runs/). A benchmark,
+# not a test; needs root.
 #
 # Usage: bench/paths.sh [--size 2GiB] [--secs 20] [--rate 1G] [--rtt 150ms] [--mtu 1500]
 #                       [--buffer 1bdp|BYTES|Npkt] [--loss 1e-4] [--models a,b,c,d,e]
@@ -50,6 +51,8 @@ mkdir -p "$(dirname "$out")"
 work=$(mktemp -d "$dir/paths.XXXXXX")
 old_rmem=$(sysctl -n net.core.rmem_max); old_wmem=$(sysctl -n net.core.wmem_max)
 cleanup() {
+  # Every tool's own output stays beside the table's JSON, for a look after the fact.
+  mkdir -p "${out%.json}-runs" && cp "$work"/*.out "${out%.json}-runs/" 2>/dev/null || true
   if [ -f "$work/pids" ]; then
     while read -r pgid; do kill -TERM -- "-$pgid" 2>/dev/null || true; done < "$work/pids"
   fi
