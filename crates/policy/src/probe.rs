@@ -496,62 +496,6 @@ impl RateProbe {
         }
     }
 
-    /// The start-up's exit, if this sample ends it.
-    pub(super) fn startup_verdict(
-        &mut self,
-        at: Duration,
-        total: u64,
-        retransmits: u64,
-        app_limited: bool,
-    ) -> Option<StartUpExit> {
-        let base = *self.first_retransmits.get_or_insert(retransmits);
-        let best = self.best_total();
-        if best == 0 || (total == 0 && app_limited) {
-            return None;
-        }
-        // The first round's bursts (every stream's initial window at once) are no verdict.
-        if at < self.round * 2 {
-            return None;
-        }
-        if self.loss_ends_startup && retransmits > base {
-            return Some(StartUpExit::Loss);
-        }
-        // Two samples in a row over the threshold, the queue still growing by a quarter
-        // of the threshold from one to the next: a burst of the streams' initial windows
-        // or a busy receiver's late acks raise the RTT for a while, but only a rate above
-        // the bottleneck keeps raising it (at 2x the rate, by a sample's length per
-        // sample). News of a queue is a round trip old already, so it is not filtered
-        // longer.
-        let threshold = self.startup_threshold();
-        let recent: Vec<Duration> = self
-            .window
-            .iter()
-            .rev()
-            .take(2)
-            .filter_map(|m| self.recent_queue(m))
-            .collect();
-        if recent.len() == 2
-            && recent.iter().all(|q| *q > threshold)
-            && recent[0] >= recent[1] + threshold / 4
-        {
-            return Some(StartUpExit::Queue);
-        }
-        if at >= self.round_end {
-            if app_limited {
-                // Not the path's rate: no verdict from this round.
-            } else if best as f64 >= self.round_best_bps as f64 * GROWTH {
-                self.round_best_bps = best;
-                self.flat_rounds = 0;
-            } else {
-                self.flat_rounds += 1;
-            }
-            while self.round_end <= at {
-                self.round_end += self.round;
-            }
-        }
-        (self.flat_rounds >= FLAT_ROUNDS).then_some(StartUpExit::Plateau)
-    }
-
     /// Adds the time since the last sample to the held rate's bucket, while holding or
     /// probing (not in the start-up or a drain).
     fn count_held_time(&mut self, at: Duration) {
@@ -569,42 +513,6 @@ impl RateProbe {
             e.0 += since;
             e.1 = e.1.min(held);
         }
-    }
-
-    /// The RTT of the acks since the last sample: the lower quartile over the busy
-    /// streams (a queue at the bottleneck delays them all; a few streams in recovery do
-    /// not count) of each stream's smoothed RTT with the smoothing taken out.
-    ///
-    /// The kernel moves a stream's smoothed RTT an eighth of the way to each ack's sample,
-    /// so after n acks it has moved 1 - (7/8)^n of the way to their RTT. That lag of about
-    /// eight acks is 35 ms with 32 streams at 180 ms (each gets 220-230 acks a second), a
-    /// fifth of the round trip, in which a start-up sending at twice the bottleneck queues
-    /// a fifth of the BDP more. The acks are counted by the segments received; acks that
-    /// carry no sample make the correction smaller, never larger.
-    fn recent_rtt(&mut self, streams: &[StreamSample]) -> Option<Duration> {
-        if self.last_srtt.len() != streams.len() {
-            self.last_srtt = vec![(Duration::ZERO, 0); streams.len()];
-        }
-        let mut rtts: Vec<Duration> = Vec::with_capacity(streams.len());
-        for (s, last) in streams.iter().zip(self.last_srtt.iter_mut()) {
-            let (before, acks_before) = std::mem::replace(last, (s.srtt, s.acks));
-            if !s.busy || s.srtt.is_zero() {
-                continue;
-            }
-            let acks = (s.acks as u32).wrapping_sub(acks_before as u32).min(64);
-            if before.is_zero() || acks == 0 || s.acks == 0 {
-                rtts.push(s.srtt);
-                continue;
-            }
-            let kept = 0.875f64.powi(acks as i32);
-            let now = s.srtt.as_secs_f64();
-            let sample = (now - before.as_secs_f64() * kept) / (1.0 - kept);
-            // Bounded: one stream's odd figure must not reach far.
-            let sample = sample.clamp(s.min_rtt.as_secs_f64().min(now), now * 2.0);
-            rtts.push(Duration::from_secs_f64(sample));
-        }
-        rtts.sort_unstable();
-        rtts.get(rtts.len().saturating_sub(1) / 4).copied()
     }
 
     /// The pacing cap of each stream in the current phase.
@@ -705,15 +613,6 @@ impl RateProbe {
             .map(|r| r.saturating_sub(base))
     }
 
-    /// Queue delay that ends the start-up: min RTT / 64 within 3..=8 ms (below 3 ms, the
-    /// first rounds' bursts of many streams' initial windows may end it falsely; at
-    /// 180 ms, min RTT / 32 let the queue of a fluid model reach 94 % of a 1-BDP buffer,
-    /// min RTT / 64 73 %).
-    pub(super) fn startup_threshold(&self) -> Duration {
-        (self.base_rtt.unwrap_or(self.round) / 64)
-            .clamp(Duration::from_millis(3), Duration::from_millis(8))
-    }
-
     /// Queue delay that a held rate must not build: 2.5 % of the minimum RTT, at least 2 ms.
     fn standing_queue(&self) -> Duration {
         (self.base_rtt.unwrap_or(self.round) / 40).max(Duration::from_millis(2))
@@ -750,6 +649,8 @@ impl RateProbe {
 
 #[path = "probe_phases.rs"]
 mod phases;
+#[path = "probe_startup.rs"]
+mod startup;
 
 #[cfg(test)]
 #[path = "probe_tests.rs"]

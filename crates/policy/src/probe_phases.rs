@@ -1,80 +1,14 @@
-//! The rate controller's phases (see [`super`]): the start-up's pause after a stall of
-//! the host, then the drain, the hold and the upward probe, with what moves between them.
+//! The rate controller's phases after the start-up (see [`super`]): the drain, the hold,
+//! the upward probe and competing, with what moves between them.
 
 use std::time::Duration;
 
 use super::{
-    Phase, RateProbe, StartUpExit, CHECK_GAIN, COMPETE_CHECK_MIN, COMPETE_CHECK_ROUNDS,
-    FIRST_PROBE, FOREIGN_ROUNDS, MAX_PROBE, MAX_RESTORE, NEAR_PROBE, PROBE_EVERY, RESTORE_AFTER,
+    Phase, RateProbe, CHECK_GAIN, COMPETE_CHECK_MIN, COMPETE_CHECK_ROUNDS, FIRST_PROBE,
+    FOREIGN_ROUNDS, MAX_PROBE, MAX_RESTORE, NEAR_PROBE, PROBE_EVERY, RESTORE_AFTER,
 };
 
 impl RateProbe {
-    /// The start-up: its exit, if this sample ends it.
-    ///
-    /// A stall of the host (no sample for [`Self::stall_gap`]) delays the packets and acks
-    /// in flight with it: for up to two rounds after it the RTT of the latest acks is up
-    /// by as much as the stall, as a queue's would be. At 436 ms on a busy 2-core host a
-    /// 0.4 s stall read as 65-77 ms of queue with 18-24 MB in flight on a 54.5 MB path,
-    /// ended the start-up at 200-330 Mbit/s, and the upward probes took 15-30 s to climb
-    /// back. So a queue seen within two rounds of a stall pauses the start-up instead:
-    /// one round paced at what is in flight per RTT (a real queue's bottleneck rate: the
-    /// queue then stays, it does not grow), then the queue decides. Still over the
-    /// threshold, the start-up ends as it would have; gone, it goes on from the paused
-    /// rate, paced to double per round (the windows grew during the pause, and leaving
-    /// at once they overran a 1-BDP buffer in the fluid model).
-    pub(super) fn on_startup(
-        &mut self,
-        at: Duration,
-        total: u64,
-        retransmits: u64,
-        app_limited: bool,
-        in_flight: u64,
-    ) -> Option<StartUpExit> {
-        match self.pause {
-            Some((until, _)) if at < until => return None,
-            Some((_, rate)) => {
-                self.pause = None;
-                let queue = self.window.back().and_then(|m| self.recent_queue(m));
-                if queue.is_some_and(|q| q > self.startup_threshold()) {
-                    return Some(StartUpExit::Queue);
-                }
-                // Growth is judged afresh from here, paced from the paused rate.
-                self.resumed = Some((at, rate));
-                self.round_best_bps = 0;
-                self.flat_rounds = 0;
-                self.round_end = at + self.round;
-                return None;
-            }
-            None => {}
-        }
-        let exit = self.startup_verdict(at, total, retransmits, app_limited);
-        // Its packets' acks come back a round trip after it, and the latest acks' RTT
-        // shows them over part of another.
-        let after_stall = self.stall_ended.is_some_and(|s| at < s + self.round * 2);
-        if exit == Some(StartUpExit::Queue) && after_stall {
-            // The window as it is, neither growing nor draining: what is in flight per
-            // RTT now (not the delivery samples, which a stalled path's catch-up
-            // inflates).
-            let rtt = self
-                .window
-                .back()
-                .and_then(|m| m.recent_rtt)
-                .or(self.base_rtt)
-                .unwrap_or(self.round)
-                .max(Duration::from_millis(1));
-            let rate = (in_flight as f64 * 8.0 / rtt.as_secs_f64()) as u64;
-            self.pause = Some((at + self.round, rate.max(1)));
-            return None;
-        }
-        exit
-    }
-
-    /// A gap between two samples that only a stall of the host explains: four sample
-    /// intervals, at least 100 ms.
-    pub(super) fn stall_gap(&self) -> Duration {
-        (self.sample_every() * 4).max(Duration::from_millis(100))
-    }
-
     /// The drain: until the queue is gone (see the module docs), then the hold; the
     /// start-up's drain sets the held rate.
     pub(super) fn on_drain(

@@ -211,7 +211,7 @@ pub(crate) fn tags_equal(a: &[u8; MAC_LEN], b: &[u8; MAC_LEN]) -> bool {
     a.ct_eq(b).into()
 }
 
-/// Whether `token` (trimmed) has the shape of at least [`MIN_TOKEN_BITS`] bits from a
+/// Whether `token` (trimmed) has the shape of at least `MIN_TOKEN_BITS` bits from a
 /// random source; the error says what is wrong with it. Nothing can tell a random token
 /// from a chosen one, so this takes only what generators print and refuses what looks
 /// like text:

@@ -1,0 +1,176 @@
+//! The rate controller's start-up (see [`super`]): when it ends (a queue in the RTT of the
+//! latest acks, a loss under loss-based control, a plateau), the RTT of the latest acks
+//! with the kernel's smoothing taken out, and the pause after a stall of the host.
+
+use std::time::Duration;
+
+use super::{RateProbe, StartUpExit, StreamSample, FLAT_ROUNDS, GROWTH};
+
+impl RateProbe {
+    /// The start-up: its exit, if this sample ends it.
+    ///
+    /// A stall of the host (no sample for [`Self::stall_gap`]) delays the packets and acks
+    /// in flight with it: for up to two rounds after it the RTT of the latest acks is up
+    /// by as much as the stall, as a queue's would be. At 436 ms on a busy 2-core host a
+    /// 0.4 s stall read as 65-77 ms of queue with 18-24 MB in flight on a 54.5 MB path,
+    /// ended the start-up at 200-330 Mbit/s, and the upward probes took 15-30 s to climb
+    /// back. So a queue seen within two rounds of a stall pauses the start-up instead:
+    /// one round paced at what is in flight per RTT (a real queue's bottleneck rate: the
+    /// queue then stays, it does not grow), then the queue decides. Still over the
+    /// threshold, the start-up ends as it would have; gone, it goes on from the paused
+    /// rate, paced to double per round (the windows grew during the pause, and leaving
+    /// at once they overran a 1-BDP buffer in the fluid model).
+    pub(super) fn on_startup(
+        &mut self,
+        at: Duration,
+        total: u64,
+        retransmits: u64,
+        app_limited: bool,
+        in_flight: u64,
+    ) -> Option<StartUpExit> {
+        match self.pause {
+            Some((until, _)) if at < until => return None,
+            Some((_, rate)) => {
+                self.pause = None;
+                let queue = self.window.back().and_then(|m| self.recent_queue(m));
+                if queue.is_some_and(|q| q > self.startup_threshold()) {
+                    return Some(StartUpExit::Queue);
+                }
+                // Growth is judged afresh from here, paced from the paused rate.
+                self.resumed = Some((at, rate));
+                self.round_best_bps = 0;
+                self.flat_rounds = 0;
+                self.round_end = at + self.round;
+                return None;
+            }
+            None => {}
+        }
+        let exit = self.startup_verdict(at, total, retransmits, app_limited);
+        // Its packets' acks come back a round trip after it, and the latest acks' RTT
+        // shows them over part of another.
+        let after_stall = self.stall_ended.is_some_and(|s| at < s + self.round * 2);
+        if exit == Some(StartUpExit::Queue) && after_stall {
+            // The window as it is, neither growing nor draining: what is in flight per
+            // RTT now (not the delivery samples, which a stalled path's catch-up
+            // inflates).
+            let rtt = self
+                .window
+                .back()
+                .and_then(|m| m.recent_rtt)
+                .or(self.base_rtt)
+                .unwrap_or(self.round)
+                .max(Duration::from_millis(1));
+            let rate = (in_flight as f64 * 8.0 / rtt.as_secs_f64()) as u64;
+            self.pause = Some((at + self.round, rate.max(1)));
+            return None;
+        }
+        exit
+    }
+
+    /// A gap between two samples that only a stall of the host explains: four sample
+    /// intervals, at least 100 ms.
+    pub(super) fn stall_gap(&self) -> Duration {
+        (self.sample_every() * 4).max(Duration::from_millis(100))
+    }
+
+    /// The start-up's exit, if this sample ends it.
+    pub(super) fn startup_verdict(
+        &mut self,
+        at: Duration,
+        total: u64,
+        retransmits: u64,
+        app_limited: bool,
+    ) -> Option<StartUpExit> {
+        let base = *self.first_retransmits.get_or_insert(retransmits);
+        let best = self.best_total();
+        if best == 0 || (total == 0 && app_limited) {
+            return None;
+        }
+        // The first round's bursts (every stream's initial window at once) are no verdict.
+        if at < self.round * 2 {
+            return None;
+        }
+        if self.loss_ends_startup && retransmits > base {
+            return Some(StartUpExit::Loss);
+        }
+        // Two samples in a row over the threshold, the queue still growing by a quarter
+        // of the threshold from one to the next: a burst of the streams' initial windows
+        // or a busy receiver's late acks raise the RTT for a while, but only a rate above
+        // the bottleneck keeps raising it (at 2x the rate, by a sample's length per
+        // sample). News of a queue is a round trip old already, so it is not filtered
+        // longer.
+        let threshold = self.startup_threshold();
+        let recent: Vec<Duration> = self
+            .window
+            .iter()
+            .rev()
+            .take(2)
+            .filter_map(|m| self.recent_queue(m))
+            .collect();
+        if recent.len() == 2
+            && recent.iter().all(|q| *q > threshold)
+            && recent[0] >= recent[1] + threshold / 4
+        {
+            return Some(StartUpExit::Queue);
+        }
+        if at >= self.round_end {
+            if app_limited {
+                // Not the path's rate: no verdict from this round.
+            } else if best as f64 >= self.round_best_bps as f64 * GROWTH {
+                self.round_best_bps = best;
+                self.flat_rounds = 0;
+            } else {
+                self.flat_rounds += 1;
+            }
+            while self.round_end <= at {
+                self.round_end += self.round;
+            }
+        }
+        (self.flat_rounds >= FLAT_ROUNDS).then_some(StartUpExit::Plateau)
+    }
+
+    /// The RTT of the acks since the last sample: the lower quartile over the busy
+    /// streams (a queue at the bottleneck delays them all; a few streams in recovery do
+    /// not count) of each stream's smoothed RTT with the smoothing taken out.
+    ///
+    /// The kernel moves a stream's smoothed RTT an eighth of the way to each ack's sample,
+    /// so after n acks it has moved 1 - (7/8)^n of the way to their RTT. That lag of about
+    /// eight acks is 35 ms with 32 streams at 180 ms (each gets 220-230 acks a second), a
+    /// fifth of the round trip, in which a start-up sending at twice the bottleneck queues
+    /// a fifth of the BDP more. The acks are counted by the segments received; acks that
+    /// carry no sample make the correction smaller, never larger.
+    pub(super) fn recent_rtt(&mut self, streams: &[StreamSample]) -> Option<Duration> {
+        if self.last_srtt.len() != streams.len() {
+            self.last_srtt = vec![(Duration::ZERO, 0); streams.len()];
+        }
+        let mut rtts: Vec<Duration> = Vec::with_capacity(streams.len());
+        for (s, last) in streams.iter().zip(self.last_srtt.iter_mut()) {
+            let (before, acks_before) = std::mem::replace(last, (s.srtt, s.acks));
+            if !s.busy || s.srtt.is_zero() {
+                continue;
+            }
+            let acks = (s.acks as u32).wrapping_sub(acks_before as u32).min(64);
+            if before.is_zero() || acks == 0 || s.acks == 0 {
+                rtts.push(s.srtt);
+                continue;
+            }
+            let kept = 0.875f64.powi(acks as i32);
+            let now = s.srtt.as_secs_f64();
+            let sample = (now - before.as_secs_f64() * kept) / (1.0 - kept);
+            // Bounded: one stream's odd figure must not reach far.
+            let sample = sample.clamp(s.min_rtt.as_secs_f64().min(now), now * 2.0);
+            rtts.push(Duration::from_secs_f64(sample));
+        }
+        rtts.sort_unstable();
+        rtts.get(rtts.len().saturating_sub(1) / 4).copied()
+    }
+
+    /// Queue delay that ends the start-up: min RTT / 64 within 3..=8 ms (below 3 ms, the
+    /// first rounds' bursts of many streams' initial windows may end it falsely; at
+    /// 180 ms, min RTT / 32 let the queue of a fluid model reach 94 % of a 1-BDP buffer,
+    /// min RTT / 64 73 %).
+    pub(super) fn startup_threshold(&self) -> Duration {
+        (self.base_rtt.unwrap_or(self.round) / 64)
+            .clamp(Duration::from_millis(3), Duration::from_millis(8))
+    }
+}
