@@ -105,20 +105,7 @@ fn clean_removes_only_old_unlocked_work_files_below_the_directory() {
 
     // The daemon's start-up clean.
     aged(&root.join("b/.old.longhaul-manifest"), 9);
-    let server = Server::start_args(
-        &[],
-        &home,
-        &[
-            "--listen",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--root",
-            root.to_str().unwrap(),
-            "--clean-stale",
-            "7d",
-        ],
-    );
+    let server = Server::start_with(&home, &root, &["--clean-stale", "7d"]);
     assert!(
         !root.join("b/.old.longhaul-manifest").exists(),
         "{}",

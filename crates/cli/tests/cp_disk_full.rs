@@ -275,23 +275,7 @@ fn serve_caps_refuse_a_push_over_them_before_any_data() {
     for i in 0..4 {
         write_random(&tree.join(format!("f{i}")), &mut rng, 100_000);
     }
-    let root_arg = root.to_str().unwrap();
-    let server = Server::start_args(
-        &[],
-        &home,
-        &[
-            "--listen",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--root",
-            root_arg,
-            "--max-files",
-            "4",
-            "--max-bytes",
-            "1MB",
-        ],
-    );
+    let server = Server::start_with(&home, &root, &["--max-files", "4", "--max-bytes", "1MB"]);
     // Five entries (the directory and four files).
     let many = cp!(&home; "-r", &tree, server.remote(""));
     many.assert_failed();

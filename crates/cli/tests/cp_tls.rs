@@ -158,20 +158,7 @@ fn a_certificate_issued_by_a_ca_is_verified_with_ca() {
         openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
         -out server.crt -days 2 -extfile ext.cnf 2>/dev/null",
     );
-    let server = Server::start_args(
-        &[],
-        &home,
-        &[
-            "--listen",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--root",
-            root.to_str().unwrap(),
-            "--identity-dir",
-            ids.to_str().unwrap(),
-        ],
-    );
+    let server = Server::start_with(&home, &root, &["--identity-dir", ids.to_str().unwrap()]);
     let src = s.join("f");
     write_file(&src, b"verified by a CA", 0o644);
     let ca = ids.join("ca.pem");

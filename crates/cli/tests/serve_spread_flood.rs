@@ -143,20 +143,7 @@ fn a_spread_flood_of_bare_connections_does_not_stop_a_real_push_and_pull() {
     let mut rng = Rng::from_env("spread_flood");
     write_random(&src, &mut rng, SIZE);
     let cap = CAP.to_string();
-    let server = Server::start_args(
-        &[],
-        &home,
-        &[
-            "--listen",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--root",
-            root.to_str().unwrap(),
-            "--max-pending",
-            &cap,
-        ],
-    );
+    let server = Server::start_with(&home, &root, &["--max-pending", &cap]);
     let addr: SocketAddr = server.addr.parse().unwrap();
     // Once without the flood (it also pins the server's certificate).
     let quiet = push_and_pull(

@@ -86,20 +86,7 @@ fn the_memory_budget_holds_under_attack_and_a_real_client_is_served() {
     let home = Scratch::new("mem-home");
     let src = Scratch::in_target_dir("mem-src");
     let root = Scratch::in_target_dir("mem-root");
-    let server = Server::start_args(
-        &[],
-        &home.0,
-        &[
-            "--listen",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--root",
-            root.0.to_str().unwrap(),
-            "--memory",
-            "1GiB",
-        ],
-    );
+    let server = Server::start_with(&home.0, &root.0, &["--memory", "1GiB"]);
     assert!(
         server.log().contains("memory 0 of 1024 MiB reserved"),
         "the budget is logged at start:\n{}",

@@ -258,6 +258,17 @@ impl Server {
         Self::launch(Vec::new(), home, args)
     }
 
+    /// Starts a server on 127.0.0.1 serving `root` with `extra` options (`--memory 1GiB`).
+    pub fn start_with(home: &Path, root: &Path, extra: &[&str]) -> Self {
+        let mut args: Vec<OsString> = ["--listen", "127.0.0.1", "--port", "0", "--root"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        args.push(root.into());
+        args.extend(extra.iter().map(OsString::from));
+        Self::launch(Vec::new(), home, args)
+    }
+
     /// Starts `longhaul serve ARGS` through `prefix` (see [`longhaul_via`]; `&[]` runs it
     /// directly) and waits for its "listening on" line.
     pub fn start_args(prefix: &[&str], home: &Path, args: &[&str]) -> Self {
