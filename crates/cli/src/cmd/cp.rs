@@ -281,6 +281,11 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     }
     let filter = args.filter.filter()?;
     let is_remote = |l: &Location| !matches!(l, Location::Local(_));
+    // A push over ssh starts the far end (ssh's login, maybe an upload) while this end
+    // walks its sources. Should the walk fail, the thread is left to finish: the far end
+    // it started is dropped there (its guard kills ssh), or, if this process has exited
+    // first, the far process ends on its ssh channel's close.
+    let mut early: Option<std::thread::JoinHandle<anyhow::Result<StartedFar>>> = None;
     let jobs: Vec<(Far, CpJob)> = match (Far::of(&dst), srcs.as_slice()) {
         (Some(far), srcs) => {
             let mut locals = Vec::new();
@@ -291,6 +296,10 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
                         bail!("both sides are remote; one side of longhaul cp must be a local path")
                     }
                 }
+            }
+            if let Far::Ssh(spec) = &far {
+                let (host, opts) = (spec.host.clone(), args.ssh.options());
+                early = Some(std::thread::spawn(move || start_far(&host, &opts)));
             }
             let listed = walk_local_filtered(
                 &locals,
@@ -358,14 +367,21 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     };
     if jobs.len() == 1 {
         let (far, job) = jobs.into_iter().next().context("no transfer")?;
-        let report = run_one(&args, &far, job, token, window)?;
+        let started = match early.take() {
+            Some(h) => Some(
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("starting the far end panicked"))??,
+            ),
+            None => None,
+        };
+        let report = run_one(&args, &far, job, token, window, started)?;
         return Ok(ExitCode::from(status_of(&report)));
     }
     // Several sources: an error in one is reported and the others still go, as cp does;
     // the exit status is the worst.
     let mut worst = 0;
     for (far, job) in jobs {
-        match run_one(&args, &far, job, token.clone(), window) {
+        match run_one(&args, &far, job, token.clone(), window, None) {
             Ok(report) => worst = worst.max(status_of(&report)),
             Err(e) => {
                 worst = 2;
@@ -410,6 +426,7 @@ fn run_one(
     job: CpJob,
     token: Option<longhaul_proto::Token>,
     window: Option<u64>,
+    started: Option<StartedFar>,
 ) -> anyhow::Result<CpReport> {
     let (server, token, security, ssh) = match far {
         Far::Daemon(spec) => (
@@ -419,13 +436,11 @@ fn run_one(
             None,
         ),
         Far::Ssh(spec) => {
-            let t0 = Instant::now();
-            let end = FarEnd::start(&spec.host, &args.ssh.options())?;
-            let security = args.security.pinned(end.fingerprint());
-            let started = FarStarted {
-                seconds: t0.elapsed().as_secs_f64(),
-                uploaded: end.uploaded().cloned(),
+            let (end, started) = match started {
+                Some(s) => s,
+                None => start_far(&spec.host, &args.ssh.options())?,
             };
+            let security = args.security.pinned(end.fingerprint());
             (
                 end.target().to_string(),
                 end.token(),
@@ -452,8 +467,26 @@ fn run_one(
     report
 }
 
+/// A far end started over ssh, with how its start went.
+type StartedFar = (FarEnd, FarStarted);
+
+/// Starts the far end over ssh, timing it.
+fn start_far(
+    host: &longhaul_transfer::SshHost,
+    opts: &longhaul_engine::ssh::launch::SshOptions,
+) -> anyhow::Result<StartedFar> {
+    let t0 = Instant::now();
+    let end = FarEnd::start(host, opts)?;
+    let started = FarStarted {
+        seconds: t0.elapsed().as_secs_f64(),
+        uploaded: end.uploaded().cloned(),
+    };
+    Ok((end, started))
+}
+
 /// How the far end was started over ssh: the time it took (ssh's login, the far start,
-/// an upload), reported apart from the transfer's.
+/// an upload), reported apart from the transfer's (on a push it overlaps the walk of the
+/// sources).
 #[derive(Debug, Clone)]
 struct FarStarted {
     seconds: f64,
