@@ -298,6 +298,28 @@ def table(rows, a, rate_bps):
     return "\n".join(out)
 
 
+def held_table(rows, a):
+    """bench's held rate over time per path and build (Mbit/s at the end of chosen seconds),
+    and when its delivery first reached 0.95 of the bottleneck."""
+    marks = [1, 2, 3, 5, 7, 10, 15, 20, 30, 60]
+    rows = [r for r in rows if r["tool_name"] == "bench" and r.get("series")]
+    if not rows:
+        return ""
+    last = max(e for r in rows for e, _, _ in r["series"])
+    marks = [m for m in marks if m <= last + 0.5]
+    out = ["| path | build | " + " | ".join(f"{m} s" for m in marks) + " | 0.95 at |",
+           "|---|---|" + "---|" * len(marks) + "---|"]
+    for r in rows:
+        cells = []
+        for m in marks:
+            held = next((h for e, _, h in r["series"] if e >= m - 0.05), None)
+            cells.append(f"{held / 1e6:.0f}" if held else "-")
+        t95 = r.get("t95_s")
+        out.append(f"| ({r['model']}) | {r['build']} | " + " | ".join(cells)
+                   + f" | {f'{t95:.0f} s' if t95 is not None else 'never'} |")
+    return "\n".join(out)
+
+
 def stage_table(rows, a):
     """The pulling client's CPU s/GB by stage, per path and build (builds that report it)."""
     out = ["| path | build | client s/GB | cipher | hash | disk | socket and the rest |",
@@ -360,6 +382,10 @@ def main():
           + f"; {os.path.getsize(a.big) >> 20} MiB pulls, {a.secs} s tests; share of the bottleneck"
           + " (cp s/GB: client / server CPU seconds per GB)\n")
     print(table(rows, a, bench.rate_bps))
+    held = held_table(rows, a)
+    if held:
+        print("\nbench's held rate (Mbit/s) at the end of each second named:\n")
+        print(held)
     stages = stage_table(rows, a)
     if stages:
         print("\nThe pulling client's CPU by stage (s/GB; the tool's own figures):\n")
