@@ -44,37 +44,32 @@ const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
 /// This binary as the far host caches it.
 #[derive(Debug, Clone)]
 pub struct ThisBinary {
-    /// Where it is here (the running executable).
+    /// Where it is read from here: `/proc/self/exe` (the running image even if the file
+    /// was replaced since), else the path it was started from.
     pub path: PathBuf,
     /// Its name in the far cache: `longhaul-VERSION-HASH16`.
     pub name: String,
-    /// Its size in bytes (debug information included).
-    pub bytes: u64,
 }
 
 impl ThisBinary {
     /// The running executable, hashed (BLAKE3; about 20 ms for 63 MB).
     pub fn current() -> io::Result<ThisBinary> {
-        let path = std::env::current_exe()?;
-        // /proc/self/exe is the running image even if the file was replaced since.
-        let mut f =
-            std::fs::File::open("/proc/self/exe").or_else(|_| std::fs::File::open(&path))?;
-        let mut h = blake3::Hasher::new();
-        let mut buf = vec![0u8; 1 << 20];
-        let mut bytes = 0u64;
-        loop {
-            let n = f.read(&mut buf)?;
-            if n == 0 {
-                break;
+        let proc_exe = PathBuf::from("/proc/self/exe");
+        let (path, mut f) = match std::fs::File::open(&proc_exe) {
+            Ok(f) => (proc_exe, f),
+            Err(_) => {
+                let path = std::env::current_exe()?;
+                let f = std::fs::File::open(&path)?;
+                (path, f)
             }
-            h.update(&buf[..n]);
-            bytes += n as u64;
-        }
-        let hash = h.finalize().to_hex();
+        };
+        let hash = blake3::Hasher::new()
+            .update_reader(&mut f)?
+            .finalize()
+            .to_hex();
         Ok(ThisBinary {
-            path: PathBuf::from("/proc/self/exe"),
+            path,
             name: format!("longhaul-{}-{}", env!("CARGO_PKG_VERSION"), &hash[..16]),
-            bytes,
         })
     }
 }
@@ -338,7 +333,18 @@ mod tests {
         std::fs::write(&exe, &image).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let out = Command::new(&exe).args(["--list"]).output().unwrap();
+        // Another test's fork may still hold the file open for writing for a moment
+        // (ETXTBSY): tried again, bounded to a second.
+        let mut tries = 0;
+        let out = loop {
+            match Command::new(&exe).args(["--list"]).output() {
+                Err(e) if e.kind() == io::ErrorKind::ExecutableFileBusy && tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => break other.unwrap(),
+            }
+        };
         assert!(out.status.success(), "{out:?}");
         assert!(String::from_utf8_lossy(&out.stdout).contains("loadable_image"));
         // Not an ELF, or one whose segments run past its end: sent whole.
@@ -349,7 +355,7 @@ mod tests {
     #[test]
     fn this_binary_is_named_by_version_and_content() {
         let me = ThisBinary::current().unwrap();
-        assert!(me.bytes > 0);
+        assert!(std::fs::metadata(&me.path).unwrap().len() > 0);
         let prefix = format!("longhaul-{}-", env!("CARGO_PKG_VERSION"));
         assert!(me.name.starts_with(&prefix), "{}", me.name);
         let hash = &me.name[prefix.len()..];
