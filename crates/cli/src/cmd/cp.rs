@@ -34,6 +34,7 @@ use longhaul_engine::cp::telemetry::{CpTelemetry, CpVerdict};
 use longhaul_engine::cp::walk::walk_local_filtered;
 use longhaul_engine::cp::Progress;
 use longhaul_engine::ssh::launch::FarEnd;
+use longhaul_engine::ssh::SshError;
 use longhaul_model::units::{format_bytes, format_rate_bps};
 use longhaul_transfer::location::{parse_location, remote_path, Location, RemoteSpec, SshSpec};
 use serde_json::json;
@@ -285,7 +286,7 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     // walks its sources. Should the walk fail, the thread is left to finish: the far end
     // it started is dropped there (its guard kills ssh), or, if this process has exited
     // first, the far process ends on its ssh channel's close.
-    let mut early: Option<std::thread::JoinHandle<anyhow::Result<StartedFar>>> = None;
+    let mut early: Option<std::thread::JoinHandle<Result<FarEnd, SshError>>> = None;
     let jobs: Vec<(Far, CpJob)> = match (Far::of(&dst), srcs.as_slice()) {
         (Some(far), srcs) => {
             let mut locals = Vec::new();
@@ -299,7 +300,7 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
             }
             if let Far::Ssh(spec) = &far {
                 let (host, opts) = (spec.host.clone(), args.ssh.options());
-                early = Some(std::thread::spawn(move || start_far(&host, &opts)));
+                early = Some(std::thread::spawn(move || FarEnd::start(&host, &opts)));
             }
             let listed = walk_local_filtered(
                 &locals,
@@ -426,7 +427,7 @@ fn run_one(
     job: CpJob,
     token: Option<longhaul_proto::Token>,
     window: Option<u64>,
-    started: Option<StartedFar>,
+    started: Option<FarEnd>,
 ) -> anyhow::Result<CpReport> {
     let (server, token, security, ssh) = match far {
         Far::Daemon(spec) => (
@@ -436,20 +437,14 @@ fn run_one(
             None,
         ),
         Far::Ssh(spec) => {
-            let (end, started) = match started {
-                Some(s) => s,
-                None => start_far(&spec.host, &args.ssh.options())?,
+            let end = match started {
+                Some(end) => end,
+                None => FarEnd::start(&spec.host, &args.ssh.options())?,
             };
             let security = args.security.pinned(end.fingerprint());
-            (
-                end.target().to_string(),
-                end.token(),
-                security,
-                Some((end, started)),
-            )
+            (end.target().to_string(), end.token(), security, Some(end))
         }
     };
-    let far_started = ssh.as_ref().map(|(_, s)| s.clone());
     let report = transfer(
         args,
         far,
@@ -457,40 +452,14 @@ fn run_one(
         (token, security),
         job,
         window,
-        far_started,
+        ssh.as_ref(),
     );
     // The orderly end of the far process, after success or failure alike (an early
     // return or a panic drops the guard instead, which kills ssh and so ends it too).
-    if let Some((end, _)) = ssh {
+    if let Some(end) = ssh {
         end.finish();
     }
     report
-}
-
-/// A far end started over ssh, with how its start went.
-type StartedFar = (FarEnd, FarStarted);
-
-/// Starts the far end over ssh, timing it.
-fn start_far(
-    host: &longhaul_transfer::SshHost,
-    opts: &longhaul_engine::ssh::launch::SshOptions,
-) -> anyhow::Result<StartedFar> {
-    let t0 = Instant::now();
-    let end = FarEnd::start(host, opts)?;
-    let started = FarStarted {
-        seconds: t0.elapsed().as_secs_f64(),
-        uploaded: end.uploaded().cloned(),
-    };
-    Ok((end, started))
-}
-
-/// How the far end was started over ssh: the time it took (ssh's login, the far start,
-/// an upload), reported apart from the transfer's (on a push it overlaps the walk of the
-/// sources).
-#[derive(Debug, Clone)]
-struct FarStarted {
-    seconds: f64,
-    uploaded: Option<longhaul_engine::ssh::deploy::Uploaded>,
 }
 
 fn transfer(
@@ -500,7 +469,7 @@ fn transfer(
     (token, security): (longhaul_proto::Token, Security),
     job: CpJob,
     window: Option<u64>,
-    far_started: Option<FarStarted>,
+    far_end: Option<&FarEnd>,
 ) -> anyhow::Result<CpReport> {
     let json = args.json;
     let cpu_before = {
@@ -575,8 +544,8 @@ fn transfer(
         Err(_) => None,
     };
     // Before the end line, which is the last.
-    if let Some(f) = far_started {
-        print_far_started(&f, json);
+    if let Some(end) = far_end {
+        print_far_started(end, json);
     }
     if args.delta.is_some_and(|r| r.dry_run) {
         print_dry_run(&report, json);
@@ -588,20 +557,21 @@ fn transfer(
 
 /// The far end's start over ssh, apart from the transfer (whose seconds start at its
 /// first data stream): a line before the end line (`far_start` in JSON).
-fn print_far_started(f: &FarStarted, json: bool) {
+fn print_far_started(end: &FarEnd, json: bool) {
+    let up = end.uploaded();
     if json {
         emit_json(&json!({
             "type": "far_start",
-            "seconds": f.seconds,
-            "uploaded_bytes": f.uploaded.as_ref().map(|u| u.sent_bytes),
-            "upload_seconds": f.uploaded.as_ref().map(|u| u.took.as_secs_f64()),
+            "seconds": end.took().as_secs_f64(),
+            "uploaded_bytes": up.map(|u| u.sent_bytes),
+            "upload_seconds": up.map(|u| u.took.as_secs_f64()),
         }));
         return;
     }
     say(&format!(
         "Far end: started over ssh in {:.2} s (login and start-up, not in the transfer's time){}",
-        f.seconds,
-        match &f.uploaded {
+        end.took().as_secs_f64(),
+        match up {
             Some(u) => format!(
                 ", of which {:.2} s uploading this longhaul ({:.1} MB)",
                 u.took.as_secs_f64(),

@@ -110,6 +110,8 @@ pub struct FarEnd {
     target: String,
     /// This binary was uploaded to the far host for this start.
     uploaded: Option<Uploaded>,
+    /// How long the start took (ssh's login, the far start, an upload).
+    took: Duration,
 }
 
 impl FarEnd {
@@ -117,6 +119,13 @@ impl FarEnd {
     /// binary first when the far host has no longhaul of this protocol (and
     /// `--remote-longhaul` was not given, nor `--no-upload`).
     pub fn start(host: &SshHost, opts: &SshOptions) -> Result<FarEnd, SshError> {
+        let t0 = Instant::now();
+        let mut end = Self::start_or_upload(host, opts)?;
+        end.took = t0.elapsed();
+        Ok(end)
+    }
+
+    fn start_or_upload(host: &SshHost, opts: &SshOptions) -> Result<FarEnd, SshError> {
         if let Some(remote) = &opts.remote_longhaul {
             return Self::start_as(host, opts, remote, remote);
         }
@@ -153,6 +162,11 @@ impl FarEnd {
     /// What was uploaded to start this far end, if anything.
     pub fn uploaded(&self) -> Option<&Uploaded> {
         self.uploaded.as_ref()
+    }
+
+    /// How long the start took: ssh's login, the far start, an upload.
+    pub fn took(&self) -> Duration {
+        self.took
     }
 
     /// Starts `command ssh-server ...` on `host`; `shown` names it in messages.
@@ -248,6 +262,7 @@ impl FarEnd {
             ready,
             target,
             uploaded: None,
+            took: Duration::ZERO,
         })
     }
 
