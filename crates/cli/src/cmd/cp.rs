@@ -699,26 +699,14 @@ fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool, de
     }
     if let Some(v) = verdict {
         if v.streams.len() > 1 || v.retransmits > 0 {
-            // A copy of fewer chunks than streams leaves some streams without one: their
-            // 0 bytes say nothing of the balance of the others.
-            let busy: Vec<u64> = v
-                .streams
-                .iter()
-                .map(|s| s.bytes)
-                .filter(|&b| b > 0)
-                .collect();
-            let balance = match (busy.iter().min(), busy.iter().max()) {
-                (Some(&lo), Some(&hi)) => lo as f64 / hi as f64,
-                _ => v.balance,
-            };
+            let (balance, carried) = v.carrying_balance();
             say(&format!(
                 "Streams: {} retransmits, slowest stream {:.0} % of the fastest{}",
                 v.retransmits,
                 balance * 100.0,
-                if busy.len() < v.streams.len() {
+                if carried < v.streams.len() {
                     format!(
-                        " ({} of {} streams carried data: fewer chunks than streams)",
-                        busy.len(),
+                        " ({carried} of {} streams carried data: fewer chunks than streams)",
                         v.streams.len()
                     )
                 } else {

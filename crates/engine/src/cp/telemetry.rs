@@ -152,6 +152,22 @@ pub struct CpVerdict {
     pub streams: Vec<StreamSummary>,
 }
 
+impl CpVerdict {
+    /// The slowest stream's share of the fastest among the streams that carried data, and
+    /// how many did: a copy of fewer chunks than streams leaves some without one, and
+    /// their 0 bytes say nothing of the others' balance ([`Self::balance`] when none did).
+    pub fn carrying_balance(&self) -> (f64, usize) {
+        let carried = self.streams.iter().map(|s| s.bytes).filter(|&b| b > 0);
+        let (lo, hi, n) = carried.fold((u64::MAX, 0, 0), |(lo, hi, n), b| {
+            (lo.min(b), hi.max(b), n + 1)
+        });
+        if n == 0 {
+            return (self.balance, 0);
+        }
+        (lo as f64 / hi as f64, n)
+    }
+}
+
 /// One interval of this end's samples, as bench prints it; a receiver judges only what
 /// the sending peer's counters carry (`limited_by` is `unknown` without them).
 pub fn interval_view(role: Role, r: &Sampled, rate_bps: Option<u64>) -> IntervalView {
