@@ -16,7 +16,8 @@
 //! that stall, pushes out its own kind before a client moving through its handshake.
 //! Connections that have said nothing go before all that have (stalest first among
 //! them): a real client's first bytes leave with its TCP handshake's last packet (the
-//! driver looks for them at accept), so a burst of bare connections, each newer than a
+//! driver looks for them at accept, and again before it evicts one that looked silent:
+//! [`Doorway::admit_checking`]), so a burst of bare connections, each newer than a
 //! client's handshake step, evicts its own kind, not the client. Only a door full of
 //! connections that spoke and stalled could push out a client in the instant between
 //! its accept and its first bytes.
@@ -193,11 +194,33 @@ impl Doorway {
     /// of the source's connections makes room; when the whole set is, the stalest of all,
     /// whatever its source. The newcomer is never refused.
     pub fn admit(&mut self, now: Instant, ip: IpAddr) -> Admitted {
+        self.admit_checking(now, ip, |_| false)
+    }
+
+    /// [`Doorway::admit`], asking the driver before it evicts a connection that has said
+    /// nothing so far whether it has spoken since (`spoke`: its first bytes wait unread
+    /// on the socket). Its thread marks it [`Stage::Handshaking`] when it looks, but on a
+    /// loaded host that may be long after the bytes came, while a flood of bare
+    /// connections keeps arriving; one that has spoken is marked now and spared, and the
+    /// next silent one looked at. Each connection is asked about at most once.
+    pub fn admit_checking(
+        &mut self,
+        now: Instant,
+        ip: IpAddr,
+        mut spoke: impl FnMut(PendingId) -> bool,
+    ) -> Admitted {
         let source = Source::from(ip);
         let l = self.limits;
         let mut evicted = Vec::new();
         let mut make_room = |door: &mut Self, of: Option<Source>, hard: bool| {
-            let id = door.victim(now, of, hard)?;
+            let id = loop {
+                let id = door.victim(now, of, hard)?;
+                if door.pending[&id].stage == Stage::Connected && spoke(id) {
+                    door.progress(id, Stage::Handshaking, now);
+                    continue;
+                }
+                break id;
+            };
             door.leave(id);
             evicted.push(id);
             Some(id)

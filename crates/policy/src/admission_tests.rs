@@ -38,6 +38,39 @@ fn a_flood_from_the_clients_own_address_evicts_the_oldest_not_the_newcomer() {
     assert_eq!(door.pending(), 3);
 }
 
+/// A client accepted before its first bytes came looks like a bare connection until its
+/// thread looks; meanwhile a flood of bare connections from its address would push it
+/// out (stalest silent first). Asked before it goes, the driver says it has spoken: it is
+/// spared, and the flood evicts its own.
+#[test]
+fn a_client_whose_bytes_came_after_its_accept_is_not_evicted_as_bare() {
+    let t0 = crate::test_epoch();
+    let run = |check: bool| {
+        let mut door = Doorway::new(small());
+        let client = door.admit(t0, v4(1)).id;
+        let mut asked = 0;
+        let mut lost = false;
+        let mut evictions = 0;
+        for i in 1..50u64 {
+            let now = t0 + Duration::from_millis(i);
+            let a = door.admit_checking(now, v4(1), |id| {
+                asked += 1;
+                check && id == client
+            });
+            lost |= a.evicted.contains(&client);
+            evictions += a.evicted.len();
+        }
+        (lost, asked, evictions)
+    };
+    let (lost, asked, evictions) = run(true);
+    assert!(!lost, "the client was evicted though it had spoken");
+    // Each flood connection evicted was asked about, and the client once.
+    assert!(evictions > 40, "the flood filled the source's cap: {evictions}");
+    assert_eq!(asked, evictions + 1);
+    let (lost, _, _) = run(false);
+    assert!(lost, "unchecked, the flood pushes the silent-looking client out");
+}
+
 #[test]
 fn connections_that_got_least_far_go_first_so_a_bare_tcp_flood_spares_handshakes() {
     let t0 = crate::test_epoch();

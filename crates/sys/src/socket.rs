@@ -193,6 +193,23 @@ pub fn wait_readable(sock: &impl AsRawFd, timeout: std::time::Duration) -> io::R
     Ok(r > 0)
 }
 
+/// Whether the peer has sent bytes not yet read on `sock`, without reading them and
+/// without waiting (`MSG_PEEK | MSG_DONTWAIT`: the socket's own blocking mode, shared with
+/// its clones, is left alone, so another thread may be blocked reading it meanwhile).
+pub fn has_unread_bytes(sock: &impl AsRawFd) -> bool {
+    let mut b = [0u8; 1];
+    // SAFETY: `b` is a valid one-byte buffer for the duration of the call.
+    let r = unsafe {
+        libc::recv(
+            sock.as_raw_fd(),
+            b.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    r == 1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,5 +226,22 @@ mod tests {
         assert!(set_congestion(&l, "no-such-cc").is_err());
         set_max_pacing_rate(&l, 125_000_000).unwrap();
         set_notsent_lowat(&l, 1 << 20).unwrap();
+    }
+
+    #[test]
+    fn unread_bytes_are_seen_without_being_read_or_waited_for() {
+        use std::io::{Read, Write};
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut served, _) = l.accept().unwrap();
+        assert!(!has_unread_bytes(&served), "nothing was sent yet");
+        client.write_all(b"x").unwrap();
+        assert!(wait_readable(&served, std::time::Duration::from_secs(5)).unwrap());
+        assert!(has_unread_bytes(&served));
+        assert!(has_unread_bytes(&served), "the first look did not consume it");
+        let mut b = [0u8; 1];
+        served.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"x");
+        assert!(!has_unread_bytes(&served));
     }
 }

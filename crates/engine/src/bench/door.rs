@@ -132,11 +132,16 @@ impl Door {
         let handle = tcp.try_clone().ok()?;
         // A real client's first bytes arrive with its handshake's last packet: one that
         // already spoke is not taken for a bare connection of a flood.
-        let spoke = tcp.set_nonblocking(true).is_ok() && matches!(tcp.peek(&mut [0u8; 1]), Ok(1));
-        tcp.set_nonblocking(false).ok()?;
+        let spoke = longhaul_sys::socket::has_unread_bytes(tcp);
         let mut p = self.pending();
         let now = Instant::now();
-        let admitted = p.rules.admit(now, peer.ip());
+        let Pending { rules, sockets } = &mut *p;
+        // One that looked silent may have spoken since, before its thread looked.
+        let admitted = rules.admit_checking(now, peer.ip(), |id| {
+            sockets
+                .get(&id)
+                .is_some_and(longhaul_sys::socket::has_unread_bytes)
+        });
         if spoke {
             p.rules.progress(admitted.id, Stage::Handshaking, now);
         }
