@@ -55,7 +55,7 @@ impl RateProbe {
                 // less than a quarter of it, and probes climb back fast from
                 // under half of the exit's figure (kept as the best).
                 let held = self.held.unwrap_or(0);
-                match self.round_rate() {
+                match self.paced_round_rate() {
                     Some(rate) if !self.held_back() => {
                         // The drain's last round is short of the bottleneck's rate
                         // when the queue emptied in it (then it paced at 3/4): the
@@ -84,7 +84,7 @@ impl RateProbe {
     /// The bottleneck's rate as a drain holds it: 98 % of the best round the path
     /// delivered (while the start-up's queue kept it busy).
     fn busy_bottleneck_bps(&self) -> u64 {
-        (self.best_round as f64 * 0.98) as u64
+        (self.paced(self.best_round) as f64 * 0.98) as u64
     }
 
     /// A probe: one round at `gain` x the held rate from `since`, then one round to see
@@ -98,7 +98,7 @@ impl RateProbe {
     ) {
         // One round at the higher rate, then one round to see what it delivered.
         if at >= since + self.round * 2 {
-            let delivered = self.round_rate().unwrap_or(0);
+            let delivered = self.paced_round_rate().unwrap_or(0);
             let held = self.held.unwrap_or(1);
             let wanted = held as f64 * (1.0 + (gain - 1.0) * 0.75);
             let queued = qdelay.is_some_and(|q| q > self.standing_queue());
@@ -127,8 +127,8 @@ impl RateProbe {
                 // bottleneck). A doubled step over the bottleneck queued 16 % of
                 // the RTT for a round at 436 ms.
                 let held_now = self.held.unwrap_or(1) as f64;
-                let ceiling = self.best_round as f64 * (1.0 + NEAR_PROBE);
-                let climbing = delivered as f64 > self.best_before_probe as f64 * 1.01;
+                let ceiling = self.paced(self.best_round) as f64 * (1.0 + NEAR_PROBE);
+                let climbing = delivered as f64 > self.paced(self.best_before_probe) as f64 * 1.01;
                 if !climbing && held_now * (1.0 + self.next_probe) > ceiling {
                     self.next_probe = (ceiling / held_now - 1.0).max(FIRST_PROBE);
                 }
@@ -179,7 +179,8 @@ impl RateProbe {
         }
         self.round_end = at + self.round;
         let held = self.held.unwrap_or(1);
-        let delivered = self.round_rate().unwrap_or(0);
+        let counted = self.round_rate().unwrap_or(0);
+        let delivered = self.paced(counted);
         if qdelay.is_some_and(|q| q > self.standing_queue()) {
             // The path delivered less than the held rate that the streams did send: the
             // rate is above the bottleneck. A rate the path delivers whole is not; its
@@ -220,7 +221,7 @@ impl RateProbe {
                 // first cp run from 90 % of the bottleneck to 73 % in two lowerings, and
                 // 2-4 % probes took five seconds to climb back. Lowerings in a row keep
                 // the highest rate to come back to.
-                let under_best = held as f64 <= self.best_round as f64 * 0.97;
+                let under_best = held as f64 <= self.paced(self.best_round) as f64 * 0.97;
                 let back = self
                     .restore
                     .unwrap_or(0)
@@ -258,6 +259,9 @@ impl RateProbe {
             // does, and one came every two or three rounds on a busy host).
             return;
         }
+        if qdelay.is_some_and(|q| q <= self.empty_queue()) {
+            self.learn_yield(counted, held);
+        }
         self.count_clean_round(at, held);
     }
 
@@ -288,7 +292,7 @@ impl RateProbe {
     fn start_competing(&mut self, at: Duration) {
         self.foreign_rounds = 0;
         self.competed += 1;
-        self.compete_bps = self.round_rate().unwrap_or(0);
+        self.compete_bps = self.paced_round_rate().unwrap_or(0);
         // Its losses are congestion, not the path's: no return to BBR on them.
         self.cruising = None;
         self.switch_to = Some("cubic");
@@ -314,7 +318,7 @@ impl RateProbe {
         retransmits: u64,
     ) {
         if at < check {
-            if let Some(r) = self.round_rate() {
+            if let Some(r) = self.paced_round_rate() {
                 self.compete_bps = self.compete_bps.max(r);
             }
             return;

@@ -45,6 +45,9 @@ struct Path {
     foreign: Option<(f64, bool)>,
     /// When the foreign flow last reduced its rate.
     foreign_cut: Duration,
+    /// The share of what the streams send that their delivery counters do not show (the
+    /// pacing counts bytes the delivered payload does not: headers, record framing).
+    shortfall: f64,
 }
 
 impl Path {
@@ -74,6 +77,7 @@ impl Path {
             acks: vec![0.0; streams],
             foreign: None,
             foreign_cut: Duration::ZERO,
+            shortfall: 0.0,
         }
     }
 
@@ -140,7 +144,7 @@ impl Path {
         while self.history.len() > self.steps_per_rtt() {
             if let Some((old, _)) = self.history.pop_front() {
                 for (d, o) in self.delivered.iter_mut().zip(old) {
-                    *d += o * dt;
+                    *d += o * dt * (1.0 - self.shortfall);
                 }
             }
         }
@@ -192,7 +196,7 @@ impl Path {
         out.iter()
             .enumerate()
             .map(|(i, d)| StreamSample {
-                delivery_bps: *d as u64,
+                delivery_bps: (*d * (1.0 - self.shortfall)) as u64,
                 delivered_bytes: (self.delivered[i] / 8.0) as u64,
                 held_back_us: 0,
                 in_flight_bytes: in_flight(i),
@@ -585,6 +589,33 @@ fn probes_from_below_step_gently_past_the_best_round_the_path_delivered() {
     );
 }
 
+/// Regression (cp pulls at 150 ms through a 500 Mbit/s shaper, jump-started from a
+/// remembered 405 Mbit/s): the streams' delivery counters showed 1-2 % less than the
+/// pacing let out (headers, record framing), so a 2 % probe never showed three quarters of
+/// its step, each was taken for the bottleneck and drained, and the run held 83 % of the
+/// path for 40 s. The held rate must climb from a start that low whatever that offset.
+#[test]
+fn a_low_start_climbs_though_the_counters_show_less_than_the_pacing() {
+    for shortfall in [0.0, 0.01, 0.02] {
+        let mut path = Path::new(500e6, 150, 8);
+        path.shortfall = shortfall;
+        let mut p = RateProbe::new(path.base, false);
+        p.resume_at(path.now, 405_000_000, 0);
+        path.run(&mut p, secs(10));
+        let counted = 500e6 * (1.0 - shortfall);
+        let held = p.held_bps().unwrap() as f64;
+        assert!(
+            held >= 0.93 * counted,
+            "shortfall {shortfall}: held {held} of {counted} after 10 s"
+        );
+        assert!(
+            path.queue_delay() <= path.base / 20,
+            "shortfall {shortfall}: a queue of {:?}",
+            path.queue_delay()
+        );
+    }
+}
+
 /// First runs at 436 ms held 85-88 % of the bottleneck after the start-up's drain (its
 /// last round, in which the queue emptied, paced at 3/4) and took ten seconds of probes to
 /// climb back: the drain holds what the bottleneck delivered while it was busy.
@@ -878,7 +909,11 @@ fn another_flow_s_standing_queue_makes_the_sender_compete_until_it_leaves() {
     let mut path = Path::new(1e9, 100, 4);
     let mut p = RateProbe::new(path.base, false);
     path.run(&mut p, secs(4));
-    assert_eq!(p.phase(), Phase::Hold, "alone on the path it holds a rate");
+    assert!(
+        matches!(p.phase(), Phase::Hold | Phase::ProbeUp { .. }),
+        "alone on the path it holds a rate (or probes above it): {:?}",
+        p.phase()
+    );
     assert_eq!(p.times_competed(), 0);
     let held = p.held_bps().unwrap();
     path.foreign = Some((0.3e9, true));
