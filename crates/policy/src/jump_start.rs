@@ -54,14 +54,8 @@ pub const KERNEL_INIT_CWND: u32 = 10;
 /// Streams of a jump-start run when the user gave none: the jump's initial windows carry
 /// the rate, so the many streams a first run starts with ([`crate::streams_for_path`])
 /// are not needed (on an emulated 436 ms path 64 streams' jumps fell short of the rate
-/// for five round trips, where 8 and 1 stream held it from the first). But not as few as
-/// 8: each paced stream may keep only about a millisecond of its rate (or two packets)
-/// queued below TCP (the kernel's small-queue limit), so where packets wait longer on the
-/// sending host (a shaper on its interface, a forwarder reading a TUN device) few
-/// streams cannot fill the path. Through a 500 Mbit/s shaper at 150 ms, jump-started
-/// pulls on 8 streams held 80-83 % of it (four runs) and no probe got higher; on 16,
-/// 93 %; on 32, 89 %.
-pub const JUMP_STREAMS: u16 = 16;
+/// for five round trips, where 8 and 1 stream held it from the first).
+pub const JUMP_STREAMS: u16 = 8;
 
 const CONFIRM_SHARE: f64 = 0.80;
 /// RTT rise over the minimum that shows a queue: 10 % or 5 ms, whichever is larger.
