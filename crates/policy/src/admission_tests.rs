@@ -65,10 +65,16 @@ fn a_client_whose_bytes_came_after_its_accept_is_not_evicted_as_bare() {
     let (lost, asked, evictions) = run(true);
     assert!(!lost, "the client was evicted though it had spoken");
     // Each flood connection evicted was asked about, and the client once.
-    assert!(evictions > 40, "the flood filled the source's cap: {evictions}");
+    assert!(
+        evictions > 40,
+        "the flood filled the source's cap: {evictions}"
+    );
     assert_eq!(asked, evictions + 1);
     let (lost, _, _) = run(false);
-    assert!(lost, "unchecked, the flood pushes the silent-looking client out");
+    assert!(
+        lost,
+        "unchecked, the flood pushes the silent-looking client out"
+    );
 }
 
 #[test]

@@ -238,7 +238,10 @@ mod tests {
         client.write_all(b"x").unwrap();
         assert!(wait_readable(&served, std::time::Duration::from_secs(5)).unwrap());
         assert!(has_unread_bytes(&served));
-        assert!(has_unread_bytes(&served), "the first look did not consume it");
+        assert!(
+            has_unread_bytes(&served),
+            "the first look did not consume it"
+        );
         let mut b = [0u8; 1];
         served.read_exact(&mut b).unwrap();
         assert_eq!(&b, b"x");
