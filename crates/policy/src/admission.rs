@@ -215,7 +215,11 @@ impl Doorway {
         let mut make_room = |door: &mut Self, of: Option<Source>, hard: bool| {
             let id = loop {
                 let id = door.victim(now, of, hard)?;
-                if door.pending[&id].stage == Stage::Connected && spoke(id) {
+                let silent = door
+                    .pending
+                    .get(&id)
+                    .is_some_and(|e| e.stage == Stage::Connected);
+                if silent && spoke(id) {
                     door.progress(id, Stage::Handshaking, now);
                     continue;
                 }
