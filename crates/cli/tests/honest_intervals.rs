@@ -180,6 +180,27 @@ fn no_interval_shows_more_than_the_bottleneck_on_a_lossy_path() {
         if !what.starts_with("cp pull") {
             assert!(retransmits > 0, "{what}: no loss seen");
         }
+        // A copy's intervals say the rate its sender's pacer holds, as bench's do, once
+        // its jump is confirmed (the rate it holds from then on): a push's own, a pull's
+        // as the sending server tells it.
+        if *what == "cp push" || *what == "cp pull" {
+            let end = lines.iter().find(|l| l["type"] == "end").unwrap();
+            let held = lines
+                .iter()
+                .filter(|l| l["type"] == "interval")
+                .filter_map(|l| l["held_rate_bps"].as_u64())
+                .max();
+            eprintln!(
+                "{what}: jump {}, held {held:?}",
+                end["jump_start"]["verdict"]
+            );
+            if end["jump_start"]["verdict"] == "confirmed" {
+                assert!(
+                    held.is_some_and(|h| h > 0),
+                    "{what}: no held rate: {lines:?}"
+                );
+            }
+        }
     }
     drop(_server);
     drop(path);

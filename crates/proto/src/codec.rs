@@ -26,6 +26,7 @@ mod ty {
     pub const HOST_REPORT_REQUEST: u8 = 0x30;
     pub const HOST_REPORT: u8 = 0x31;
     pub const JUMP_VERDICT: u8 = 0x24;
+    pub const HELD_RATE: u8 = 0x25;
     // 0x40..=0x4f are taken by the file-transfer messages (crate::transfer).
     pub const ERROR: u8 = 0x7f;
 }
@@ -178,6 +179,10 @@ pub fn encode_frame(msg: &Message, out: &mut Vec<u8>) {
         Message::JumpVerdict { outcome } => {
             w.u8(ty::JUMP_VERDICT);
             w.u8(outcome.to_wire());
+        }
+        Message::HeldRate { bps } => {
+            w.u8(ty::HELD_RATE);
+            w.u64(*bps);
         }
         Message::Error { code, message } => {
             w.u8(ty::ERROR);
@@ -350,6 +355,9 @@ fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
                 })?,
             }
         }
+        ty::HELD_RATE => Message::HeldRate {
+            bps: r.u64("held rate")?,
+        },
         ty::ERROR => Message::Error {
             code: ErrorCode::from_wire(r.u16("error code")?),
             message: r.text("error message", limits::MAX_TEXT)?,
@@ -458,6 +466,16 @@ mod tests {
         assert!(findings_json.len() <= limits::MAX_HOST_REPORT);
         assert!(findings_json.len() > limits::MAX_HOST_REPORT - 3);
         assert!(findings_json.chars().all(|c| c == '€'));
+    }
+
+    #[test]
+    fn held_rates_round_trip_and_a_short_one_is_refused() {
+        for bps in [0, 1, 950_000_000, u64::MAX] {
+            let m = Message::HeldRate { bps };
+            assert_eq!(round_trip(&m), m);
+        }
+        let frame = [0, 0, 0, 4, ty::HELD_RATE, 0, 0, 1];
+        assert!(decode_frame(&frame).is_err());
     }
 
     #[test]

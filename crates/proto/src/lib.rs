@@ -102,10 +102,19 @@ pub mod features {
     /// sends chunks without waiting for the answers: a pull's data a round trip sooner.
     /// The server announces it; a client asks only a server that has it.
     pub const ANSWER_AHEAD: u64 = 1 << 6;
+    /// The sending server of a pull tells the rate its pacer holds (`HeldRate`) beside
+    /// its interval reports ([`TRANSFER_INTERVALS`]). The client announces it.
+    pub const HELD_RATE: u64 = 1 << 7;
     /// Everything this build implements.
-    pub const ALL: u64 =
-        BENCH | INTERVALS | PLAIN_DATA | TRANSFER_INTERVALS | JUMP_VERDICT | WARMUP | ANSWER_AHEAD;
+    pub const ALL: u64 = BENCH
+        | INTERVALS
+        | PLAIN_DATA
+        | TRANSFER_INTERVALS
+        | JUMP_VERDICT
+        | WARMUP
+        | ANSWER_AHEAD
+        | HELD_RATE;
     /// What a client announces unless asked for more.
     pub const DEFAULT: u64 =
-        BENCH | INTERVALS | TRANSFER_INTERVALS | JUMP_VERDICT | WARMUP | ANSWER_AHEAD;
+        BENCH | INTERVALS | TRANSFER_INTERVALS | JUMP_VERDICT | WARMUP | ANSWER_AHEAD | HELD_RATE;
 }

@@ -87,6 +87,13 @@ pub enum Message {
         /// What the validator decided.
         outcome: JumpOutcome,
     },
+    /// Server to client: the rate the sending server's pacer holds (all streams, bit/s),
+    /// beside its interval reports (a pull); only to a client that announced
+    /// [`crate::features::HELD_RATE`]. A pull's intervals then say it, as a push's do.
+    HeldRate {
+        /// The held rate, bit/s.
+        bps: u64,
+    },
     /// A fatal error; the sender closes the session after it.
     Error {
         /// What kind of error.
@@ -115,6 +122,7 @@ impl Message {
             Message::HostReportRequest { .. } => "HostReportRequest",
             Message::HostReport { .. } => "HostReport",
             Message::JumpVerdict { .. } => "JumpVerdict",
+            Message::HeldRate { .. } => "HeldRate",
             Message::Error { .. } => "Error",
         }
     }

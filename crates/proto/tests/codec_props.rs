@@ -171,6 +171,7 @@ fn arb_message() -> impl Strategy<Value = Message> {
         (0u8..4).prop_map(|b| Message::JumpVerdict {
             outcome: JumpOutcome::from_wire(b).unwrap()
         }),
+        any::<u64>().prop_map(|bps| Message::HeldRate { bps }),
         ("\\PC{0,200}", 1u16..8).prop_map(|(message, code)| Message::Error {
             code: ErrorCode::from_wire(code),
             message

@@ -83,6 +83,7 @@ pub(super) fn run_session(
         let mut plain_data = false;
         let mut intervals = false;
         let mut jump_verdict = false;
+        let mut held_rate = false;
         loop {
             let r = session.handle(msg);
             let events: Vec<ServerEvent> = std::iter::from_fn(|| session.poll_event()).collect();
@@ -115,6 +116,7 @@ pub(super) fn run_session(
                         plain_data = features & longhaul_proto::features::PLAIN_DATA != 0;
                         intervals = features & longhaul_proto::features::TRANSFER_INTERVALS != 0;
                         jump_verdict = features & longhaul_proto::features::JUMP_VERDICT != 0;
+                        held_rate = features & longhaul_proto::features::HELD_RATE != 0;
                     }
                     ServerEvent::Params(p) => params = Some(p),
                     ServerEvent::HostReportRequested { rate_bps, rtt_us } => {
@@ -149,6 +151,7 @@ pub(super) fn run_session(
                         plain_data,
                         intervals,
                         jump_verdict,
+                        held_rate,
                         expected: None,
                         hold: None,
                     };

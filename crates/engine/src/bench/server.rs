@@ -373,6 +373,8 @@ pub(super) struct Attach {
     pub(super) intervals: bool,
     /// The client takes the jump-start's verdict when this end sends.
     pub(super) jump_verdict: bool,
+    /// The client takes the held rate beside the interval reports when this end sends.
+    pub(super) held_rate: bool,
     pub(super) expected: Option<Expected>,
     /// The session's memory, held until the transfer ends.
     pub(super) hold: Option<MemoryHold>,
@@ -424,5 +426,9 @@ impl StreamAttach for Attach {
 
     fn peer_takes_jump_verdict(&self) -> bool {
         self.jump_verdict
+    }
+
+    fn peer_takes_held_rate(&self) -> bool {
+        self.held_rate
     }
 }

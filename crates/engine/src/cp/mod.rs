@@ -216,6 +216,9 @@ pub struct Progress {
     peer: std::sync::Arc<peer_intervals::PeerReports>,
     /// CPU time by stage, which the data streams add to after every chunk.
     stages: crate::stage_cpu::StageTimes,
+    /// The rate this end's sender holds (all streams, bit/s; 0: none yet, or not
+    /// sending), as its pacer last set it: a push's intervals say it, as bench's do.
+    held_bps: std::sync::Arc<AtomicU64>,
 }
 
 impl Progress {
@@ -255,6 +258,15 @@ impl Progress {
     /// The session's CPU time by stage so far.
     pub fn stages(&self) -> &crate::stage_cpu::StageTimes {
         &self.stages
+    }
+    /// The sender's pacer held `bps` (all streams) at its last step; `None`: not yet.
+    pub fn set_held_bps(&self, bps: Option<u64>) {
+        self.held_bps.store(bps.unwrap_or(0), Ordering::Relaxed);
+    }
+    /// Where the held rate is kept ([`Progress::set_held_bps`]), for a reader that
+    /// outlives a borrow of the progress.
+    pub fn held_cell(&self) -> std::sync::Arc<AtomicU64> {
+        self.held_bps.clone()
     }
     /// The sending peer's interval reports (a pull's client keeps them here).
     pub fn peer_reports(&self) -> &std::sync::Arc<peer_intervals::PeerReports> {

@@ -8,6 +8,7 @@
 //! steady rate the client records for the path ([`PeerReports::steady_rate`]).
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -42,6 +43,7 @@ impl Reporter {
         progress: &Progress,
         control: ControlTx,
         every: Duration,
+        held_rate: bool,
     ) -> Self {
         let none = Self {
             stop: None,
@@ -61,12 +63,18 @@ impl Reporter {
         };
         let (stop, wait) = mpsc::channel::<()>();
         let mut sampler = Sampler::new(Role::Sender, socks, counters, Instant::now());
+        // The pacer's held rate, told with each report once it has one.
+        let held = held_rate.then(|| progress.held_cell());
         let thread = std::thread::Builder::new()
             .name("lh-report".into())
             .spawn(move || {
                 while wait.recv_timeout(every) == Err(RecvTimeoutError::Timeout) {
                     let report = sampler.sample().report;
                     if control.send_bench(&Message::Interval(report)).is_err() {
+                        return;
+                    }
+                    let bps = held.as_ref().map_or(0, |h| h.load(Ordering::Relaxed));
+                    if bps > 0 && control.send_bench(&Message::HeldRate { bps }).is_err() {
                         return;
                     }
                 }
@@ -99,6 +107,8 @@ pub struct PeerReports {
     jump: Mutex<Option<JumpOutcome>>,
     /// Every report summed per stream (none dropped: the sums are bounded).
     totals: Mutex<PeerTotals>,
+    /// The rate the sending server's pacer holds, as last told (bit/s; 0: not told).
+    held_bps: AtomicU64,
 }
 
 impl PeerReports {
@@ -118,6 +128,11 @@ impl PeerReports {
         }
     }
 
+    /// The rate the sending server's pacer holds, as it last told (bit/s).
+    pub fn held_bps(&self) -> Option<u64> {
+        Some(self.held_bps.load(Ordering::Relaxed)).filter(|&b| b > 0)
+    }
+
     /// The steady rate the sending peer delivered, bit/s: the median of the second half
     /// of its reports' windows (`None` for a transfer too short to have one).
     pub fn steady_rate(&self) -> Option<u64> {
@@ -134,6 +149,7 @@ impl PeerReports {
                     *j = Some(outcome);
                 }
             }
+            Message::HeldRate { bps } => self.held_bps.store(bps, Ordering::Relaxed),
             other => return Some(other),
         }
         None
@@ -328,6 +344,17 @@ mod tests {
         // 100 ms busy over the peer's 500 ms, scaled to this end's 1000 ms interval.
         assert_eq!((st0.busy_us, st0.rwnd_limited_us), (200_000, 40_000));
         assert_eq!(s.report.streams[1].retransmits, 3);
+    }
+
+    #[test]
+    fn the_held_rate_told_is_kept_and_other_messages_are_handed_back() {
+        let q = PeerReports::default();
+        assert_eq!(q.held_bps(), None, "nothing told yet");
+        assert!(q.absorb(Message::HeldRate { bps: 940_000_000 }).is_none());
+        assert_eq!(q.held_bps(), Some(940_000_000));
+        assert!(q.absorb(Message::HeldRate { bps: 870_000_000 }).is_none());
+        assert_eq!(q.held_bps(), Some(870_000_000), "the last one counts");
+        assert!(q.absorb(Message::Start).is_some());
     }
 
     #[test]

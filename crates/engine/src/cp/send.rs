@@ -91,6 +91,9 @@ pub struct Sender {
     /// Tell the receiver the jump's verdict once the validator decides (a pull's server,
     /// when the client takes it).
     pub tell_jump_verdict: bool,
+    /// With the interval reports, tell the receiver the rate the pacer holds (a pull's
+    /// server, when the client takes it).
+    pub report_held: bool,
 }
 
 /// What the rate controller of a sender ended with.
@@ -134,6 +137,7 @@ impl Sender {
             hash_cache: None,
             report_every: None,
             tell_jump_verdict: false,
+            report_held: false,
             jump: None,
         })
     }
@@ -212,6 +216,7 @@ pub fn run_sender(
         report_every,
         jump,
         tell_jump_verdict,
+        report_held,
     } = sender;
     let checksum_only = session.checksum_only();
     let (hash_tx, hash_rx) = mpsc::channel();
@@ -261,6 +266,7 @@ pub fn run_sender(
             &shared.progress,
             control.tx.clone(),
             every,
+            report_held,
         )
     });
     let workers: Vec<_> = streams
@@ -304,6 +310,7 @@ pub fn run_sender(
                     break;
                 }
                 pacer.step();
+                sh.progress.set_held_bps(pacer.held_bps());
                 // The receiving client's report says the verdict (told once).
                 if let Some(v) = pacer.jump_verdict() {
                     if let Some(tx) = tell.take() {

@@ -57,6 +57,11 @@ pub trait StreamAttach {
     fn peer_takes_jump_verdict(&self) -> bool {
         false
     }
+    /// Whether the client takes the held rate beside the interval reports
+    /// ([`longhaul_proto::features::HELD_RATE`]).
+    fn peer_takes_held_rate(&self) -> bool {
+        false
+    }
 }
 
 /// The files a server's transfers may reach.
@@ -318,6 +323,7 @@ pub fn serve_transfer(
     // attachments then arrive together: a round trip less before data on a long path).
     let takes_intervals = attach.peer_takes_intervals();
     let takes_verdict = attach.peer_takes_jump_verdict();
+    let takes_held = attach.peer_takes_held_rate();
     let mut collect = || -> Result<Vec<SecureStream>, CpError> {
         let socks = attach.collect()?;
         for s in &socks {
@@ -400,6 +406,7 @@ pub fn serve_transfer(
         }
         if takes_intervals {
             sender.report_every = Some(super::peer_intervals::REPORT_EVERY);
+            sender.report_held = takes_held;
         }
         sender.tell_jump_verdict = takes_verdict;
         // The same pacer start and validation as a push's sender and bench's.

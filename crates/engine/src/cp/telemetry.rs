@@ -15,6 +15,9 @@
 //! ([`super::peer_intervals`]) gives a pull the sender's view: rates of what it delivered,
 //! its window, RTT, retransmits and kernel rates per stream, `limited_by` judged on its
 //! chrono counters per interval, and the verdict judged on its totals as a push's is.
+//! The rate the sender's pacer holds goes into each interval too: a push's from its own
+//! pacer ([`Progress::set_held_bps`]), a pull's as the server tells it
+//! ([`longhaul_proto::Message::HeldRate`]).
 //! Without its reports the window and kernel rates are 0 and `limited_by` is `unknown`.
 
 use longhaul_proto::StreamResult;
@@ -39,6 +42,8 @@ pub struct CpTelemetry {
     rate_bps: Option<u64>,
     /// The sending server's reports (a pull).
     peer: Arc<PeerReports>,
+    /// The rate this end's pacer holds (a push; 0: none), see [`Progress::set_held_bps`].
+    held: Arc<std::sync::atomic::AtomicU64>,
     /// Per stream, bytes intervals counted from this end's arrivals (no report had come)
     /// that no report has yet been charged with: the server's reports count every byte
     /// its streams delivered, these too, so the next reported intervals count them no more.
@@ -66,6 +71,7 @@ impl CpTelemetry {
             ),
             rate_bps,
             peer: progress.peer_reports().clone(),
+            held: progress.held_cell(),
             own_counted: Vec::new(),
         })
     }
@@ -82,7 +88,12 @@ impl CpTelemetry {
             }
             Role::Sender => own,
         };
-        interval_view(self.role, &sampled, self.rate_bps)
+        // This end's pacer (a push), or what the sending server told (a pull).
+        let held = match self.held.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => self.peer.held_bps(),
+            bps => Some(bps),
+        };
+        interval_view(self.role, &sampled, self.rate_bps, held)
     }
 
     /// What limited the transfer, from the start until now; on a pull, judged on the
@@ -170,8 +181,13 @@ impl CpVerdict {
 
 /// One interval of this end's samples, as bench prints it; a receiver judges only what
 /// the sending peer's counters carry (`limited_by` is `unknown` without them).
-pub fn interval_view(role: Role, r: &Sampled, rate_bps: Option<u64>) -> IntervalView {
-    let mut v = view(r, rate_bps, None);
+pub fn interval_view(
+    role: Role,
+    r: &Sampled,
+    rate_bps: Option<u64>,
+    held_bps: Option<u64>,
+) -> IntervalView {
+    let mut v = view(r, rate_bps, held_bps);
     if role == Role::Receiver && r.source != RateSource::Delivered {
         for s in &mut v.streams {
             s.limited_by = LimitedBy::Unknown;
@@ -323,7 +339,7 @@ mod tests {
             crossed_ms: 1000,
             source: RateSource::Arrived,
         };
-        let i = interval_view(Role::Receiver, &r, None);
+        let i = interval_view(Role::Receiver, &r, None, None);
         assert_eq!(i.streams[0].limited_by, LimitedBy::Unknown);
         assert_eq!((i.bytes, i.crossed_bytes), (125, 250));
         assert_eq!(i.bits_per_second, 2000.0, "the rate of what arrived");
@@ -338,7 +354,7 @@ mod tests {
             end_ms: 2000,
             streams: vec![sample(0, 250, 400_000), sample(1, 250, 0)],
         };
-        let i = interval_view(Role::Sender, &Sampled::from_sender(r), None);
+        let i = interval_view(Role::Sender, &Sampled::from_sender(r), None, None);
         // Half the interval idle beats 400 ms of receiver window.
         assert_eq!(i.streams[0].limited_by, LimitedBy::Application);
         assert_eq!((i.start, i.end, i.bytes), (1.0, 2.0, 500));
