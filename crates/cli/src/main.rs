@@ -1,6 +1,9 @@
 //! The `longhaul` binary: argument parsing, human and JSON output, exit codes.
 //! Every subcommand lives in a module of its own under `cmd/`.
 #![forbid(unsafe_code)]
+// The arguments' doc comments are clap's help text, which writes optional parts of an
+// address as `[USER@]HOST[:PORT]`: rustdoc would read those brackets as links.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 mod cmd;
 

@@ -15,7 +15,7 @@ impl SteadyRate {
     /// Most intervals kept (a day at 1 s).
     const MAX: usize = 86_400;
 
-    /// One interval's rate, bit/s (beyond [`Self::MAX`] intervals, dropped).
+    /// One interval's rate, bit/s (beyond `MAX` intervals, dropped).
     pub fn push(&mut self, bps: f64) {
         if self.0.len() < Self::MAX {
             self.0.push(bps);

@@ -318,7 +318,7 @@ pub enum Retreat {
     Loss,
     /// The RTT rose over the minimum: the jump built a queue.
     Queue,
-    /// The path delivered much less than the jump rate for [`MAX_VALIDATE_RTTS`] round trips.
+    /// The path delivered much less than the jump rate for `MAX_VALIDATE_RTTS` round trips.
     Shortfall,
 }
 

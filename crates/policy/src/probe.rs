@@ -12,7 +12,7 @@
 //!   round's excess): the start-up must end at the first sign, not three rounds later as
 //!   BBR's own rule does (which overruns a 1-BDP buffer by thousands of packets). It
 //!   ends at the first sign of a queue: the RTT of the latest acks (each stream's smoothed
-//!   RTT with the kernel's smoothing taken out, [`RateProbe::recent_rtt`]; the lower
+//!   RTT with the kernel's smoothing taken out, `RateProbe::recent_rtt`; the lower
 //!   quartile of the streams, so a few streams' noise does not end it) more than
 //!   clamp(min RTT / 64, 3 ms, 8 ms) above the minimum in two samples running, and
 //!   growing (bursts and a busy receiver raise the RTT too, but do not keep raising it).
@@ -67,11 +67,11 @@
 //!   whatever this sender does: against it the rules above lower the held rate round after
 //!   round (the queue never empties), down to a quarter of the best, and a 256 MiB pull
 //!   beside one iperf3 CUBIC flow at 150 ms crossed 0.0 % of the path in 300 s. So when
-//!   [`FOREIGN_ROUNDS`] hold rounds in a row deliver less than the held rate with a queue
+//!   `FOREIGN_ROUNDS` hold rounds in a row deliver less than the held rate with a queue
 //!   that stood through the drain before them, the sender competes on the other flow's
 //!   terms: unpaced, on CUBIC (each stream then takes about one flow's share; the other
-//!   flow keeps its own per-flow share). Every [`COMPETE_CHECK_ROUNDS`] rounds (at least
-//!   [`COMPETE_CHECK_MIN`]) it paces at [`CHECK_GAIN`] of what it delivered until the
+//!   flow keeps its own per-flow share). Every `COMPETE_CHECK_ROUNDS` rounds (at least
+//!   `COMPETE_CHECK_MIN`) it paces at `CHECK_GAIN` of what it delivered until the
 //!   queue there could have drained: a queue gone with our rate was ours alone, so the
 //!   other flow has left and that rate is held again (the probes climb from it); a queue
 //!   that stays is the other flow's, and competing goes on.
@@ -113,7 +113,7 @@ const MAX_DRAIN: Duration = Duration::from_secs(20);
 /// after a drain, before the queue is taken for another flow's (and the sender competes).
 const FOREIGN_ROUNDS: u32 = 3;
 /// How often a competing sender checks whether the other flow has gone: every this many
-/// rounds, at least [`COMPETE_CHECK_MIN`].
+/// rounds, at least `COMPETE_CHECK_MIN`.
 const COMPETE_CHECK_ROUNDS: u32 = 40;
 /// Shortest time between two such checks.
 const COMPETE_CHECK_MIN: Duration = Duration::from_secs(5);

@@ -13,7 +13,7 @@
 //!
 //! The direct descriptor is a second open of the same file ([`reopen_direct`], through
 //! `/proc/self/fd`: the same inode, no path looked up again), only on a local block file
-//! system known to suit ([`DIRECT_FILE_SYSTEMS`]: ext4, xfs). An unaligned request there
+//! system known to suit (`DIRECT_FILE_SYSTEMS`: ext4, xfs). An unaligned request there
 //! fails with `EINVAL`: the bytes are then written buffered and the caller is told, to
 //! stop trying.
 
@@ -31,7 +31,7 @@ pub const DIRECT_ALIGN: u64 = 4096;
 /// btrfs (checksummed direct writes), tmpfs (none): those keep the page cache.
 const DIRECT_FILE_SYSTEMS: [(i64, &str); 2] = [(0xEF53, "ext2/3/4"), (0x5846_5342, "xfs")];
 
-/// Which of [`DIRECT_FILE_SYSTEMS`] `file` is on, if any (`fstatfs(2)`).
+/// Which of `DIRECT_FILE_SYSTEMS` `file` is on, if any (`fstatfs(2)`).
 pub fn direct_file_system(file: &File) -> Option<&'static str> {
     // SAFETY: `statfs` is plain data, filled by the kernel; the fd is open.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
@@ -47,7 +47,7 @@ pub fn direct_file_system(file: &File) -> Option<&'static str> {
 }
 
 /// `file` opened again for direct writes (`O_WRONLY | O_DIRECT`), on a file system of
-/// [`DIRECT_FILE_SYSTEMS`]; `Unsupported` elsewhere.
+/// `DIRECT_FILE_SYSTEMS`; `Unsupported` elsewhere.
 pub fn reopen_direct(file: &File) -> io::Result<File> {
     if direct_file_system(file).is_none() {
         return Err(io::Error::new(

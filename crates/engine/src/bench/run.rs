@@ -196,7 +196,7 @@ impl DataRun {
         }
     }
 
-    /// How often [`RunState::probe_step`] should run (`rtt` when nothing is probed).
+    /// How often `probe_step` should run (`rtt` when nothing is probed).
     pub fn probe_every(&self, rtt: Duration) -> Duration {
         self.pacer
             .as_ref()

@@ -1,5 +1,5 @@
 //! `longhaul serve` for bench runs: accepts control and data connections on one port,
-//! authenticates each, runs several sessions at once (each in [`super::serve_session`]), and
+//! authenticates each, runs several sessions at once (each in `serve_session`), and
 //! survives misbehaving clients.
 
 use crate::transport::secure::SecureStream;

@@ -86,7 +86,7 @@ impl SecureStream {
     /// `bytes` of plaintext are sure to come, beyond everything the reads until the next
     /// call will take, without this end answering anything (the rest of a chunk the sender
     /// has begun, after the piece about to be read): a blocked read may wait for up to
-    /// [`BULK_LOWAT`] of them to be queued before it wakes. `0` ends the hint (before a
+    /// `BULK_LOWAT` of them to be queued before it wakes. `0` ends the hint (before a
     /// header, whose successor may never come). Costs a system call only when the mark
     /// must change; a failure leaves the kernel's default, which is only slower.
     pub fn expect_bulk(&mut self, bytes: usize) {

@@ -1,4 +1,4 @@
-//! The receiver's file side: what the receiving session ([`RecvSession`]) asks of the
+//! The receiver's file side: what the receiving session (`RecvSession`) asks of the
 //! destination, done through the [`ServedRoot`] (every path opened beneath it).
 //!
 //! A file is written into `.NAME.longhaul-part` with positional writes of the non-zero
@@ -11,7 +11,7 @@
 //! Two sessions may aim at one destination (a rerun while the first still runs). A part
 //! file is locked (`flock`, exclusive) by the session writing it for as long as it holds
 //! it, and its manifest goes with it; a session finding the lock taken fails with
-//! [`part_locked`]'s message and never removes or rewrites that part file. Before a
+//! `part::part_locked`'s message and never removes or rewrites that part file. Before a
 //! rename into place the part name must still be the very file that was verified (same
 //! device and inode). Work files and directory modes never go through a symlink, and
 //! a part file with another hard link is never written through (a new inode is made).
@@ -30,8 +30,6 @@
 //! locks), `commit` (putting verified files in place), `sync` (`longhaul sync`'s commits),
 //! `links` and `hardlinks` (received links), `dirs` (directories' metadata and flushes) and
 //! `delete` (`--delete`).
-//!
-//! [`part_locked`]: part::part_locked
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::Permissions;
