@@ -216,8 +216,9 @@ pub struct Progress {
     peer: std::sync::Arc<peer_intervals::PeerReports>,
     /// CPU time by stage, which the data streams add to after every chunk.
     stages: crate::stage_cpu::StageTimes,
-    /// The rate this end's sender holds (all streams, bit/s; 0: none yet, or not
-    /// sending), as its pacer last set it: a push's intervals say it, as bench's do.
+    /// The rate the transfer's sender holds (all streams, bit/s; 0: not known yet), as
+    /// this end's pacer last set it (a push) or the sending server last told it (a pull):
+    /// the intervals say it, as bench's do.
     held_bps: std::sync::Arc<AtomicU64>,
 }
 
@@ -263,6 +264,18 @@ impl Progress {
     pub fn set_held_bps(&self, bps: Option<u64>) {
         self.held_bps.store(bps.unwrap_or(0), Ordering::Relaxed);
     }
+    /// Keeps what a sending server tells on the control connection during a transfer: its
+    /// held rate here, its interval reports and jump-start verdict in
+    /// [`Progress::peer_reports`]. Any other message is handed back.
+    pub fn absorb_peer(&self, msg: longhaul_proto::Message) -> Option<longhaul_proto::Message> {
+        match msg {
+            longhaul_proto::Message::HeldRate { bps } => {
+                self.set_held_bps(Some(bps));
+                None
+            }
+            other => self.peer.absorb(other),
+        }
+    }
     /// Where the held rate is kept ([`Progress::set_held_bps`]), for a reader that
     /// outlives a borrow of the progress.
     pub fn held_cell(&self) -> std::sync::Arc<AtomicU64> {
@@ -280,5 +293,30 @@ impl Progress {
             self.files_done.load(Ordering::Relaxed),
             self.files_total.load(Ordering::Relaxed),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Progress;
+    use longhaul_proto::Message;
+
+    /// A sending server's held rate is kept where this end's pacer keeps its own (the
+    /// last one told counts); its other messages go on to the reports or back.
+    #[test]
+    fn the_held_rate_told_is_kept_and_other_messages_are_handed_back() {
+        let p = Progress::default();
+        let held = p.held_cell();
+        let now = || held.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(now(), 0, "nothing told yet");
+        assert!(p
+            .absorb_peer(Message::HeldRate { bps: 940_000_000 })
+            .is_none());
+        assert_eq!(now(), 940_000_000);
+        assert!(p
+            .absorb_peer(Message::HeldRate { bps: 870_000_000 })
+            .is_none());
+        assert_eq!(now(), 870_000_000, "the last one counts");
+        assert!(p.absorb_peer(Message::Start).is_some());
     }
 }

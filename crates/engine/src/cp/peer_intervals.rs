@@ -8,7 +8,7 @@
 //! steady rate the client records for the path ([`PeerReports::steady_rate`]).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -107,8 +107,6 @@ pub struct PeerReports {
     jump: Mutex<Option<JumpOutcome>>,
     /// Every report summed per stream (none dropped: the sums are bounded).
     totals: Mutex<PeerTotals>,
-    /// The rate the sending server's pacer holds, as last told (bit/s; 0: not told).
-    held_bps: AtomicU64,
 }
 
 impl PeerReports {
@@ -128,11 +126,6 @@ impl PeerReports {
         }
     }
 
-    /// The rate the sending server's pacer holds, as it last told (bit/s).
-    pub fn held_bps(&self) -> Option<u64> {
-        Some(self.held_bps.load(Ordering::Relaxed)).filter(|&b| b > 0)
-    }
-
     /// The steady rate the sending peer delivered, bit/s: the median of the second half
     /// of its reports' windows (`None` for a transfer too short to have one).
     pub fn steady_rate(&self) -> Option<u64> {
@@ -149,7 +142,6 @@ impl PeerReports {
                     *j = Some(outcome);
                 }
             }
-            Message::HeldRate { bps } => self.held_bps.store(bps, Ordering::Relaxed),
             other => return Some(other),
         }
         None
@@ -344,17 +336,6 @@ mod tests {
         // 100 ms busy over the peer's 500 ms, scaled to this end's 1000 ms interval.
         assert_eq!((st0.busy_us, st0.rwnd_limited_us), (200_000, 40_000));
         assert_eq!(s.report.streams[1].retransmits, 3);
-    }
-
-    #[test]
-    fn the_held_rate_told_is_kept_and_other_messages_are_handed_back() {
-        let q = PeerReports::default();
-        assert_eq!(q.held_bps(), None, "nothing told yet");
-        assert!(q.absorb(Message::HeldRate { bps: 940_000_000 }).is_none());
-        assert_eq!(q.held_bps(), Some(940_000_000));
-        assert!(q.absorb(Message::HeldRate { bps: 870_000_000 }).is_none());
-        assert_eq!(q.held_bps(), Some(870_000_000), "the last one counts");
-        assert!(q.absorb(Message::Start).is_some());
     }
 
     #[test]

@@ -431,7 +431,7 @@ fn next_message(
     loop {
         return match control.rx.recv() {
             Ok(Incoming::Msg(m)) => Ok(m),
-            Ok(Incoming::Bench(m)) => match progress.peer_reports().absorb(m) {
+            Ok(Incoming::Bench(m)) => match progress.absorb_peer(m) {
                 None => continue,
                 Some(m) => Err(CpError::Protocol(format!(
                     "the peer sent {} during a file transfer ({what})",
@@ -479,7 +479,7 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
                 }
             }
             Incoming::Bench(m) => {
-                if let Some(m) = sh.progress.peer_reports().absorb(m) {
+                if let Some(m) = sh.progress.absorb_peer(m) {
                     return Err(refuse(
                         control,
                         CpError::Protocol(format!(

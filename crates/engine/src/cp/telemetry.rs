@@ -42,7 +42,7 @@ pub struct CpTelemetry {
     rate_bps: Option<u64>,
     /// The sending server's reports (a pull).
     peer: Arc<PeerReports>,
-    /// The rate this end's pacer holds (a push; 0: none), see [`Progress::set_held_bps`].
+    /// The rate the sender holds (0: not known), see [`Progress::set_held_bps`].
     held: Arc<std::sync::atomic::AtomicU64>,
     /// Per stream, bytes intervals counted from this end's arrivals (no report had come)
     /// that no report has yet been charged with: the server's reports count every byte
@@ -88,11 +88,7 @@ impl CpTelemetry {
             }
             Role::Sender => own,
         };
-        // This end's pacer (a push), or what the sending server told (a pull).
-        let held = match self.held.load(std::sync::atomic::Ordering::Relaxed) {
-            0 => self.peer.held_bps(),
-            bps => Some(bps),
-        };
+        let held = Some(self.held.load(std::sync::atomic::Ordering::Relaxed)).filter(|&b| b > 0);
         interval_view(self.role, &sampled, self.rate_bps, held)
     }
 
