@@ -271,3 +271,47 @@ fn a_shortfall_retreats_to_what_was_delivered_after_five_round_trips() {
         })
     );
 }
+
+fn stream(srtt_ms: u64, busy: bool) -> crate::StreamSample {
+    crate::StreamSample {
+        delivery_bps: 60_000_000,
+        srtt: Duration::from_millis(srtt_ms),
+        min_rtt: RTT,
+        retransmits: 0,
+        busy,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn one_stream_s_rtt_hiccup_is_not_a_queue_but_a_queue_all_streams_see_is() {
+    let p = plan();
+    let base = RTT.as_millis() as u64;
+    // 16 streams during validation: one of them shows 60 ms more (a stall it alone was
+    // caught in), and a stream with nothing in flight carries a stale 300 ms.
+    let mut streams = vec![stream(base + 1, true); 15];
+    streams.push(stream(base + 60, true));
+    streams.push(stream(300, false));
+    let s = JumpSample::of_streams(RTT.mul_f64(1.5), &streams);
+    assert_eq!(s.delivery_bps, 17 * 60_000_000);
+    assert_eq!(s.srtt, Duration::from_millis(base + 1));
+    let mut v = JumpValidator::new(p, RTT);
+    assert_eq!(v.on_sample(s), None, "a hiccup retreated the jump");
+    // A queue at the bottleneck delays them all: the median shows it, and the jump retreats.
+    let queued = vec![stream(base + 60, true); 16];
+    let s = JumpSample::of_streams(RTT.mul_f64(1.6), &queued);
+    assert!(matches!(
+        v.on_sample(s),
+        Some(JumpAction::Retreat {
+            why: Retreat::Queue,
+            ..
+        })
+    ));
+    // With no stream busy, the stale RTTs are all there is.
+    let idle = vec![stream(base + 2, false); 4];
+    assert_eq!(
+        JumpSample::of_streams(RTT, &idle).srtt,
+        Duration::from_millis(base + 2)
+    );
+    assert_eq!(JumpSample::of_streams(RTT, &[]).srtt, Duration::ZERO);
+}

@@ -148,18 +148,19 @@ impl Pacer {
         let n = self.socks.len().max(1) as u64;
         if let Some(jump) = self.jump.as_mut() {
             if !jump.validator.done() {
-                let sample = JumpSample {
-                    at,
-                    delivery_bps: samples.iter().map(|s| s.delivery_bps).sum(),
-                    srtt: samples.iter().map(|s| s.srtt).max().unwrap_or_default(),
-                    min_rtt: samples
-                        .iter()
-                        .map(|s| s.min_rtt)
-                        .filter(|r| !r.is_zero())
-                        .min()
-                        .unwrap_or_default(),
-                    retransmits: samples.iter().map(|s| s.retransmits).sum(),
-                };
+                let sample = JumpSample::of_streams(at, &samples);
+                if self.trace {
+                    let rtts = samples.iter().filter(|s| s.busy).map(|s| s.srtt);
+                    eprintln!(
+                        "pacer {:.3} jump {:?} delivery {} rtt median {:?} max {:?} in flight {}",
+                        at.as_secs_f64(),
+                        jump.validator.phase(),
+                        sample.delivery_bps,
+                        sample.srtt,
+                        rtts.max(),
+                        samples.iter().map(|s| s.in_flight_bytes).sum::<u64>(),
+                    );
+                }
                 match jump.validator.on_sample(sample) {
                     // Still validating: the jump's pacing stays.
                     None => return,
