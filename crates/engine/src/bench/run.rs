@@ -63,9 +63,13 @@ impl DataRun {
                     .jump
                     .as_ref()
                     .map(|v| v.plan().start_bps / sockets.len().max(1) as u64);
-                if let Some(bps) = plan.pacing_bps.or(jump_bps) {
-                    for s in &sockets {
-                        longhaul_sys::socket::set_max_pacing_rate(s, bps / 8)?;
+                // A fixed rate or a jump paces every stream at its share from the first
+                // byte; else the kernel paces each round of the start-up (no burst of
+                // every stream's window at once), as cp's sender does.
+                for s in &sockets {
+                    match plan.pacing_bps.or(jump_bps) {
+                        Some(bps) => longhaul_sys::socket::set_max_pacing_rate(s, bps / 8)?,
+                        None => crate::transport::sockopts::pace_by_kernel(s)?,
                     }
                 }
                 for s in &sockets {
