@@ -163,6 +163,27 @@ pub struct StreamSample {
     pub acks: u64,
     /// The stream has data unsent or unacknowledged: it takes a share of the rate.
     pub busy: bool,
+    /// Its maximum segment size, bytes (0: unknown).
+    pub mss: u32,
+}
+
+/// What a start-up has in flight, all streams.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Flight {
+    /// Bytes.
+    pub(super) bytes: u64,
+    /// Segments per busy stream, on average (`None`: no MSS known).
+    pub(super) segments_per_stream: Option<f64>,
+}
+
+/// The busy streams' segments in flight, on average (`None` when none is busy or their MSS
+/// is unknown).
+fn segments_per_stream(streams: &[StreamSample]) -> Option<f64> {
+    let busy = streams.iter().filter(|s| s.busy && s.mss > 0);
+    let (bytes, mss, n) = busy.fold((0u64, 0u64, 0u32), |(b, m, n), s| {
+        (b + s.in_flight_bytes, m + u64::from(s.mss), n + 1)
+    });
+    (n > 0 && mss > 0).then(|| bytes as f64 / (mss as f64 / f64::from(n)) / f64::from(n))
 }
 
 /// What the driver applies to the sockets after a sample.
@@ -477,8 +498,11 @@ impl RateProbe {
         let in_flight: u64 = streams.iter().map(|s| s.in_flight_bytes).sum();
         match self.phase {
             Phase::StartUp => {
-                if let Some(exit) = self.on_startup(at, total, retransmits, app_limited, in_flight)
-                {
+                let flight = Flight {
+                    bytes: in_flight,
+                    segments_per_stream: segments_per_stream(streams),
+                };
+                if let Some(exit) = self.on_startup(at, total, retransmits, app_limited, flight) {
                     let held = self.best_total().max(1);
                     self.exit = Some(exit);
                     self.startup_drain = true;

@@ -124,6 +124,7 @@ impl Pacer {
                     retransmits: u64::from(i.total_retrans),
                     acks: u64::from(i.segs_in),
                     busy: i.unacked > 0 || i.notsent_bytes > 0,
+                    mss: i.snd_mss,
                 },
                 Err(_) => StreamSample::default(),
             })
