@@ -226,23 +226,27 @@ fn side_name(side: Side) -> &'static str {
 mod tests;
 
 /// Streams for a path when the user gave no count: 2 on a LAN (under 2 ms), else one per
-/// 7 ms of RTT rounded up to a power of two, from 4 to 64.
+/// 14 ms of RTT rounded up to a power of two, from 4 to 64.
 ///
 /// On a long path the start-up, not the steady state, decides a transfer: every stream
 /// starts with the kernel's initial window (10 segments) and at most doubles it per round
-/// trip, so N streams reach the bottleneck log2(N) round trips sooner than one. At 436 ms
-/// and 1 Gbit/s one stream needs about ten round trips (4.4 s) to fill the path; 64 need
-/// about six (2.6 s). The held rate is shared by all streams (see [`crate::probe`]), so
-/// many streams build no more queue than one.
+/// trip, so N streams reach the bottleneck log2(N) round trips sooner than one. The held
+/// rate is shared by all streams (see [`crate::probe`]), so many streams build no more
+/// queue than one. But each stream paced at a small share sends small packets (the
+/// kernel sizes them to a millisecond of the stream's pacing rate), which costs both
+/// hosts and any forwarder per packet: at 1 Gbit/s x 150 ms, MTU 1500, through the
+/// emulator, first runs on 32 streams held 0.70-0.72 of the path and on 16 streams
+/// 0.86-0.88; at 436 ms, 32 and 64 streams did the same (0.55-0.57 at MTU 1500 in 12 s,
+/// 0.86-0.87 at MTU 4470 in 20 s). It was one per 7 ms until then.
 pub fn streams_for_path(rtt: Duration) -> u16 {
     if rtt < Duration::from_millis(2) {
         return 2;
     }
-    let per_7ms = rtt.as_micros().div_ceil(7_000).max(1) as u16;
-    per_7ms.next_power_of_two().clamp(4, MAX_PATH_STREAMS)
+    let per_14ms = rtt.as_micros().div_ceil(14_000).max(1) as u16;
+    per_14ms.next_power_of_two().clamp(4, MAX_PATH_STREAMS)
 }
 
-/// The most streams [`streams_for_path`] chooses (a path of 441 ms or more).
+/// The most streams [`streams_for_path`] chooses (a path of more than 448 ms).
 pub const MAX_PATH_STREAMS: u16 = 64;
 
 /// Below this RTT a warm-up run is not worth its bytes: the file list's answer is back

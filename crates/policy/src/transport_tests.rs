@@ -291,9 +291,12 @@ fn long_paths_get_more_streams_for_the_start_up() {
     let ms = Duration::from_millis;
     assert_eq!(streams_for_path(Duration::from_micros(50)), 2);
     assert_eq!(streams_for_path(ms(5)), 4);
-    assert_eq!(streams_for_path(ms(50)), 8);
-    assert_eq!(streams_for_path(ms(180)), 32);
-    assert_eq!(streams_for_path(ms(436)), 64);
+    assert_eq!(streams_for_path(ms(50)), 4);
+    assert_eq!(streams_for_path(ms(100)), 8);
+    assert_eq!(streams_for_path(ms(150)), 16);
+    assert_eq!(streams_for_path(ms(180)), 16);
+    assert_eq!(streams_for_path(ms(436)), 32);
+    assert_eq!(streams_for_path(ms(449)), 64);
     assert_eq!(streams_for_path(ms(5000)), 64);
 }
 

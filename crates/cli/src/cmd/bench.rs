@@ -27,7 +27,7 @@ pub struct Args {
     /// A daemon: HOST, HOST:PORT, [IPv6]:PORT or longhaul://HOST[:PORT] (default port
     /// 5290). Over ssh: USER@HOST, ssh://[USER@]HOST[:PORT], or any HOST with -e.
     pub target: String,
-    /// Parallel TCP streams (default: from the RTT: 2 under 2 ms, else one per 7 ms
+    /// Parallel TCP streams (default: from the RTT: 2 under 2 ms, else one per 14 ms
     /// rounded up to a power of two, 4 to 64; many streams reach a long path's rate sooner).
     #[arg(short = 'P', long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub streams: Option<u16>,

@@ -60,7 +60,7 @@ pub struct Args {
     /// Copy directories and their contents.
     #[arg(short = 'r', long)]
     pub recursive: bool,
-    /// Parallel TCP streams (default: from the RTT: 2 under 2 ms, else one per 7 ms rounded
+    /// Parallel TCP streams (default: from the RTT: 2 under 2 ms, else one per 14 ms rounded
     /// up to a power of two, 4 to 64; many streams reach a long path's rate sooner).
     #[arg(short = 'P', long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub streams: Option<u16>,
