@@ -709,5 +709,11 @@ mod phases;
 mod startup;
 
 #[cfg(test)]
+#[path = "probe_fluid.rs"]
+mod fluid;
+#[cfg(test)]
+#[path = "probe_hold_tests.rs"]
+mod hold_tests;
+#[cfg(test)]
 #[path = "probe_tests.rs"]
 mod tests;
