@@ -117,9 +117,9 @@ fn a_second_run_to_a_path_jumps_and_restores_the_route() {
     );
     assert_eq!(end["jump_start"]["used"], false);
     // As many connections as the longest path needs left with the control connection's
-    // SYN; the RTT kept the path's count of them (16 at 100 ms), none redialled. The count
+    // SYN; the RTT kept the path's count of them (8 at 100 ms), none redialled. The count
     // is decided on the connect's one sample: a busy host (CI's) answered that SYN 13 ms
-    // late, past 112 ms, where the count is 32.
+    // late, past 112 ms, where the count is 16.
     let dialed = end["summary"]["data_dialed_rtts"].as_f64().unwrap_or(9.0);
     assert!(
         dialed < 0.5,
@@ -127,7 +127,7 @@ fn a_second_run_to_a_path_jumps_and_restores_the_route() {
     );
     let streams = end["streams"].as_array().map(Vec::len);
     assert!(
-        matches!(streams, Some(16 | 32)),
+        matches!(streams, Some(8 | 16)),
         "{streams:?} streams: {end}"
     );
     let file = cache.join("longhaul").join("paths");
@@ -161,7 +161,9 @@ fn a_second_run_to_a_path_jumps_and_restores_the_route() {
         dialed < 0.5,
         "data connections dialed {dialed} RTT in: {end}"
     );
-    assert_eq!(end["streams"].as_array().map(Vec::len), Some(8), "{end}");
+    // The path's count, at most JUMP_STREAMS (16): 8 at 100 ms, 16 past 112 ms.
+    let streams = end["streams"].as_array().map(Vec::len);
+    assert!(matches!(streams, Some(8 | 16)), "{streams:?} streams: {end}");
     let cwnd = start["jump_start"]["initcwnd"].as_u64().unwrap();
     assert!(cwnd > 10, "{start}");
     assert!(
