@@ -163,7 +163,10 @@ fn a_second_run_to_a_path_jumps_and_restores_the_route() {
     );
     // The path's count, at most JUMP_STREAMS (16): 8 at 100 ms, 16 past 112 ms.
     let streams = end["streams"].as_array().map(Vec::len);
-    assert!(matches!(streams, Some(8 | 16)), "{streams:?} streams: {end}");
+    assert!(
+        matches!(streams, Some(8 | 16)),
+        "{streams:?} streams: {end}"
+    );
     let cwnd = start["jump_start"]["initcwnd"].as_u64().unwrap();
     assert!(cwnd > 10, "{start}");
     assert!(
