@@ -7,7 +7,7 @@
 
 mod cmd;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Move data across long fat networks at close to line rate, measure such paths and
@@ -53,6 +53,10 @@ enum Command {
     /// Re-enact a Land Speed Record on this machine: an emulated path with the record's RTT,
     /// stock TCP then longhaul side by side, an HTML report (root; about three minutes).
     Demo(cmd::demo::Args),
+    /// Print the completion script for a shell (bash, zsh, fish, elvish, powershell).
+    Completions(cmd::completions::Args),
+    /// Print longhaul's manual page, or write one per command (--out DIR).
+    Man(cmd::man::Args),
     /// The far end that `cp` and `bench` start over ssh (not for direct use).
     #[command(hide = true)]
     SshServer(cmd::ssh_server::Args),
@@ -74,6 +78,8 @@ fn main() -> ExitCode {
         Command::Record(args) => cmd::record::run(args),
         Command::Plot(args) => cmd::plot::run(args),
         Command::Demo(args) => cmd::demo::run(args),
+        Command::Completions(args) => cmd::completions::run(args, Cli::command()),
+        Command::Man(args) => cmd::man::run(args, Cli::command()),
         Command::SshServer(args) => cmd::ssh_server::run(args),
     };
     match result {

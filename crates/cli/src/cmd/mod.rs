@@ -3,9 +3,11 @@
 pub mod bench;
 pub mod clean;
 pub mod common;
+pub mod completions;
 pub mod cp;
 pub mod demo;
 pub mod emulate;
+pub mod man;
 pub mod plan;
 pub mod plot;
 mod png;
