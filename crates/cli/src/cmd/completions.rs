@@ -2,8 +2,9 @@
 //! the CLI's own definition (so it never lags a flag), on stdout. Install it where the shell
 //! looks, e.g. `longhaul completions bash > /etc/bash_completion.d/longhaul`.
 
-use std::io::Write;
 use std::process::ExitCode;
+
+use anyhow::Context;
 
 /// Arguments of `longhaul completions`.
 #[derive(clap::Args, Debug)]
@@ -17,13 +18,10 @@ pub fn run(args: Args, cli: clap::Command) -> anyhow::Result<ExitCode> {
     let mut cli = visible(&cli);
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut cli, "longhaul", &mut script);
-    // A closed stdout (`| head`) is the reader's choice, not an error worth a panic.
-    let mut out = std::io::stdout().lock();
-    match out.write_all(&script).and_then(|()| out.flush()) {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(anyhow::anyhow!("writing the completion script: {e}")),
-    }
+    let script = String::from_utf8(script).context("the completion script is not UTF-8")?;
+    // A closed stdout (`| head`) is the reader's choice, not an error.
+    super::common::emit_text(&script).context("writing the completion script")?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `cli` without its hidden commands (the far end of ssh runs): some shells' generators

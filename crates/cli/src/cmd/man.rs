@@ -19,7 +19,6 @@ pub struct Args {
 
 /// Runs `longhaul man` for the CLI `cli`.
 pub fn run(args: Args, cli: clap::Command) -> anyhow::Result<ExitCode> {
-    let cli = cli.version(env!("CARGO_PKG_VERSION"));
     match &args.out {
         Some(dir) => {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -35,13 +34,9 @@ pub fn run(args: Args, cli: clap::Command) -> anyhow::Result<ExitCode> {
             clap_mangen::Man::new(cli)
                 .render(&mut page)
                 .context("rendering longhaul.1")?;
-            use std::io::Write;
-            let mut out = std::io::stdout().lock();
-            match out.write_all(&page).and_then(|()| out.flush()) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-                Err(e) => return Err(e).context("writing longhaul.1"),
-            }
+            let page = String::from_utf8(page).context("longhaul.1 is not UTF-8")?;
+            // A closed stdout (`| head`) is the reader's choice, not an error.
+            super::common::emit_text(&page).context("writing longhaul.1")?;
         }
     }
     Ok(ExitCode::SUCCESS)
