@@ -179,11 +179,12 @@ pub(super) struct Flight {
 /// The busy streams' segments in flight, on average (`None` when none is busy or their MSS
 /// is unknown).
 fn segments_per_stream(streams: &[StreamSample]) -> Option<f64> {
+    // The mean of bytes over the mean MSS: their sums' ratio.
     let busy = streams.iter().filter(|s| s.busy && s.mss > 0);
-    let (bytes, mss, n) = busy.fold((0u64, 0u64, 0u32), |(b, m, n), s| {
-        (b + s.in_flight_bytes, m + u64::from(s.mss), n + 1)
+    let (bytes, mss) = busy.fold((0u64, 0u64), |(b, m), s| {
+        (b + s.in_flight_bytes, m + u64::from(s.mss))
     });
-    (n > 0 && mss > 0).then(|| bytes as f64 / (mss as f64 / f64::from(n)) / f64::from(n))
+    (mss > 0).then(|| bytes as f64 / mss as f64)
 }
 
 /// What the driver applies to the sockets after a sample.
