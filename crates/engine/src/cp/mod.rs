@@ -216,10 +216,26 @@ pub struct Progress {
     peer: std::sync::Arc<peer_intervals::PeerReports>,
     /// CPU time by stage, which the data streams add to after every chunk.
     stages: crate::stage_cpu::StageTimes,
-    /// The rate the transfer's sender holds (all streams, bit/s; 0: not known yet), as
-    /// this end's pacer last set it (a push) or the sending server last told it (a pull):
-    /// the intervals say it, as bench's do.
-    held_bps: std::sync::Arc<AtomicU64>,
+    /// The rate the transfer's sender holds, as this end's pacer last set it (a push) or
+    /// the sending server last told it (a pull): the intervals say it, as bench's do.
+    held: HeldCell,
+}
+
+/// The rate a transfer's sender holds (all streams, bit/s), shared between the one that
+/// sets it and those that read it; `None` until it is known.
+#[derive(Debug, Clone, Default)]
+pub struct HeldCell(std::sync::Arc<AtomicU64>);
+
+impl HeldCell {
+    /// Sets it (`None`: not known).
+    pub fn set(&self, bps: Option<u64>) {
+        // 0 stands for not known: no pacer holds a rate of nothing.
+        self.0.store(bps.unwrap_or(0), Ordering::Relaxed);
+    }
+    /// The rate last set, if known.
+    pub fn get(&self) -> Option<u64> {
+        Some(self.0.load(Ordering::Relaxed)).filter(|&bps| bps > 0)
+    }
 }
 
 impl Progress {
@@ -262,7 +278,7 @@ impl Progress {
     }
     /// The sender's pacer held `bps` (all streams) at its last step; `None`: not yet.
     pub fn set_held_bps(&self, bps: Option<u64>) {
-        self.held_bps.store(bps.unwrap_or(0), Ordering::Relaxed);
+        self.held.set(bps);
     }
     /// Keeps what a sending server tells on the control connection during a transfer: its
     /// held rate here, its interval reports and jump-start verdict in
@@ -278,8 +294,8 @@ impl Progress {
     }
     /// Where the held rate is kept ([`Progress::set_held_bps`]), for a reader that
     /// outlives a borrow of the progress.
-    pub fn held_cell(&self) -> std::sync::Arc<AtomicU64> {
-        self.held_bps.clone()
+    pub fn held_cell(&self) -> HeldCell {
+        self.held.clone()
     }
     /// The sending peer's interval reports (a pull's client keeps them here).
     pub fn peer_reports(&self) -> &std::sync::Arc<peer_intervals::PeerReports> {
@@ -307,7 +323,7 @@ mod tests {
     fn the_held_rate_told_is_kept_and_other_messages_are_handed_back() {
         let p = Progress::default();
         let held = p.held_cell();
-        let now = || held.load(std::sync::atomic::Ordering::Relaxed);
+        let now = || held.get().unwrap_or(0);
         assert_eq!(now(), 0, "nothing told yet");
         assert!(p
             .absorb_peer(Message::HeldRate { bps: 940_000_000 })

@@ -8,7 +8,6 @@
 //! steady rate the client records for the path ([`PeerReports::steady_rate`]).
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -73,9 +72,10 @@ impl Reporter {
                     if control.send_bench(&Message::Interval(report)).is_err() {
                         return;
                     }
-                    let bps = held.as_ref().map_or(0, |h| h.load(Ordering::Relaxed));
-                    if bps > 0 && control.send_bench(&Message::HeldRate { bps }).is_err() {
-                        return;
+                    if let Some(bps) = held.as_ref().and_then(super::HeldCell::get) {
+                        if control.send_bench(&Message::HeldRate { bps }).is_err() {
+                            return;
+                        }
                     }
                 }
             })

@@ -42,8 +42,8 @@ pub struct CpTelemetry {
     rate_bps: Option<u64>,
     /// The sending server's reports (a pull).
     peer: Arc<PeerReports>,
-    /// The rate the sender holds (0: not known), see [`Progress::set_held_bps`].
-    held: Arc<std::sync::atomic::AtomicU64>,
+    /// The rate the sender holds, see [`Progress::set_held_bps`].
+    held: super::HeldCell,
     /// Per stream, bytes intervals counted from this end's arrivals (no report had come)
     /// that no report has yet been charged with: the server's reports count every byte
     /// its streams delivered, these too, so the next reported intervals count them no more.
@@ -88,8 +88,7 @@ impl CpTelemetry {
             }
             Role::Sender => own,
         };
-        let held = Some(self.held.load(std::sync::atomic::Ordering::Relaxed)).filter(|&b| b > 0);
-        interval_view(self.role, &sampled, self.rate_bps, held)
+        interval_view(self.role, &sampled, self.rate_bps, self.held.get())
     }
 
     /// What limited the transfer, from the start until now; on a pull, judged on the
