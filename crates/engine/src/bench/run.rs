@@ -66,8 +66,9 @@ impl DataRun {
                 // A fixed rate or a jump paces every stream at its share from the first
                 // byte; else the kernel paces each round of the start-up (no burst of
                 // every stream's window at once), as cp's sender does.
+                let cap = plan.pacing_bps.or(jump_bps);
                 for s in &sockets {
-                    match plan.pacing_bps.or(jump_bps) {
+                    match cap {
                         Some(bps) => longhaul_sys::socket::set_max_pacing_rate(s, bps / 8)?,
                         None => crate::transport::sockopts::pace_by_kernel(s)?,
                     }
