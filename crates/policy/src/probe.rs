@@ -167,26 +167,6 @@ pub struct StreamSample {
     pub mss: u32,
 }
 
-/// What a start-up has in flight, all streams.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Flight {
-    /// Bytes.
-    pub(super) bytes: u64,
-    /// Segments per busy stream, on average (`None`: no MSS known).
-    pub(super) segments_per_stream: Option<f64>,
-}
-
-/// The busy streams' segments in flight, on average (`None` when none is busy or their MSS
-/// is unknown).
-fn segments_per_stream(streams: &[StreamSample]) -> Option<f64> {
-    // The mean of bytes over the mean MSS: their sums' ratio.
-    let busy = streams.iter().filter(|s| s.busy && s.mss > 0);
-    let (bytes, mss) = busy.fold((0u64, 0u64), |(b, m), s| {
-        (b + s.in_flight_bytes, m + u64::from(s.mss))
-    });
-    (mss > 0).then(|| bytes as f64 / mss as f64)
-}
-
 /// What the driver applies to the sockets after a sample.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pacing {
@@ -499,10 +479,7 @@ impl RateProbe {
         let in_flight: u64 = streams.iter().map(|s| s.in_flight_bytes).sum();
         match self.phase {
             Phase::StartUp => {
-                let flight = Flight {
-                    bytes: in_flight,
-                    segments_per_stream: segments_per_stream(streams),
-                };
+                let flight = Flight::of(in_flight, streams);
                 if let Some(exit) = self.on_startup(at, total, retransmits, app_limited, flight) {
                     let held = self.best_total().max(1);
                     self.exit = Some(exit);
@@ -708,6 +685,7 @@ impl RateProbe {
 mod phases;
 #[path = "probe_startup.rs"]
 mod startup;
+use startup::Flight;
 
 #[cfg(test)]
 #[path = "probe_fluid.rs"]

@@ -1,10 +1,41 @@
 //! The rate controller's start-up (see [`super`]): when it ends (a queue in the RTT of the
 //! latest acks, a loss under loss-based control, a plateau), the RTT of the latest acks
-//! with the kernel's smoothing taken out, and the pause after a stall of the host.
+//! with the kernel's smoothing taken out, the pause after a stall of the host, and what
+//! is in flight (a receiver's delayed acks weigh on the RTT while flights are small).
 
 use std::time::Duration;
 
-use super::{Flight, RateProbe, StartUpExit, StreamSample, FLAT_ROUNDS, GROWTH};
+use super::{RateProbe, StartUpExit, StreamSample, FLAT_ROUNDS, GROWTH};
+
+/// What a start-up has in flight, all streams.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Flight {
+    /// Bytes.
+    pub(super) bytes: u64,
+    /// Segments per busy stream, on average (`None`: no MSS known).
+    pub(super) segments_per_stream: Option<f64>,
+}
+
+impl Flight {
+    /// `bytes` in flight over `streams`.
+    pub(super) fn of(bytes: u64, streams: &[StreamSample]) -> Self {
+        Self {
+            bytes,
+            segments_per_stream: segments_per_stream(streams),
+        }
+    }
+}
+
+/// The busy streams' segments in flight, on average (`None` when none is busy or their MSS
+/// is unknown).
+fn segments_per_stream(streams: &[StreamSample]) -> Option<f64> {
+    // The mean of bytes over the mean MSS: their sums' ratio.
+    let busy = streams.iter().filter(|s| s.busy && s.mss > 0);
+    let (bytes, mss) = busy.fold((0u64, 0u64), |(b, m), s| {
+        (b + s.in_flight_bytes, m + u64::from(s.mss))
+    });
+    (mss > 0).then(|| bytes as f64 / mss as f64)
+}
 
 impl RateProbe {
     /// The start-up: its exit, if this sample ends it.
