@@ -188,6 +188,7 @@ fn sample(at_rtts: f64, delivery_bps: u64, srtt: Duration, retransmits: u64) -> 
         srtt,
         min_rtt: RTT,
         retransmits,
+        delivered_segments: 0,
     }
 }
 
@@ -208,6 +209,58 @@ fn a_clean_jump_is_confirmed_after_two_round_trips() {
     assert_eq!(v.phase(), JumpPhase::Confirmed);
     // Decided once.
     assert_eq!(v.on_sample(sample(3.0, 0, RTT * 2, 9)), None);
+}
+
+/// `sample` with `segments` delivered so far.
+fn counted(mut s: JumpSample, segments: u64) -> JumpSample {
+    s.delivered_segments = segments;
+    s
+}
+
+#[test]
+fn the_paths_own_random_loss_does_not_retreat_but_a_lossy_overshoot_does() {
+    let p = plan();
+    // One in a thousand segments lost, the RTT at its minimum: confirmed.
+    let mut v = JumpValidator::new(p, RTT);
+    v.on_sample(counted(sample(0.5, 0, RTT, 2), 0));
+    assert_eq!(
+        v.on_sample(counted(sample(1.0, p.start_bps, RTT, 8), 6_000)),
+        None
+    );
+    assert_eq!(
+        v.on_sample(counted(sample(2.0, p.start_bps, RTT, 14), 12_000)),
+        Some(JumpAction::Confirm {
+            rate_bps: p.remembered_bps
+        })
+    );
+    // Two in a hundred with no queue (an overshoot into a shallow buffer): a retreat.
+    let mut v = JumpValidator::new(p, RTT);
+    v.on_sample(counted(sample(0.5, 0, RTT, 0), 0));
+    let a = v.on_sample(counted(sample(1.0, p.start_bps, RTT, 120), 6_000));
+    assert!(
+        matches!(
+            a,
+            Some(JumpAction::Retreat {
+                why: Retreat::Loss,
+                ..
+            })
+        ),
+        "{a:?}"
+    );
+    // One in a thousand with a queue: a retreat.
+    let mut v = JumpValidator::new(p, RTT);
+    v.on_sample(counted(sample(0.5, 0, RTT, 0), 0));
+    let a = v.on_sample(counted(sample(1.0, p.start_bps, RTT * 2, 6), 6_000));
+    assert!(
+        matches!(
+            a,
+            Some(JumpAction::Retreat {
+                why: Retreat::Loss,
+                ..
+            })
+        ),
+        "{a:?}"
+    );
 }
 
 #[test]
