@@ -14,6 +14,8 @@
 //! - [`framed`]: reading and writing whole protocol frames on a stream.
 //! - [`secure`]: the stream every connection runs on, plain TCP or TLS 1.3 over it, with
 //!   `TcpStream`'s surface (shared clones, one reader and several writers, half-close).
+//! - [`record`]: TLS 1.3's record layer after rustls's handshake (sans-I/O: seal into
+//!   and open in the socket's own buffers).
 //! - [`tls`]: the provider and configs, the server's identity, the client's trust
 //!   (pinned, known-servers, CA).
 //!
@@ -30,6 +32,7 @@ pub mod attach;
 pub mod control;
 pub mod dial;
 pub mod framed;
+pub mod record;
 pub mod secure;
 pub mod sockopts;
 pub mod tls;

@@ -3,19 +3,20 @@
 //! writers on others, half-close, read timeouts, the socket underneath for options and
 //! `TCP_INFO`).
 //!
-//! A TLS stream keeps rustls's state under a lock that is never held across a blocking
-//! socket call: a reader takes ciphertext from the socket with the lock released and
-//! hands it to rustls; a writer encrypts under the lock into its own buffer and writes
-//! that to the socket under a separate writer lock (so records leave in sequence order).
-//! One thread may then wait for the peer while another sends, as on a control
-//! connection. Key updates rustls makes on its own (before a key's confidentiality limit)
-//! go out with the next write; an answer rustls owes after reading goes out at once.
+//! After rustls's handshake a TLS stream carries its records with longhaul's own record
+//! layer ([`super::record`]; one copy per byte where rustls's buffered connection made
+//! three): the receiving half under a reader lock, the sending half under a writer lock
+//! held from sealing to the socket write (so records leave in sequence order). One
+//! thread may then wait for the peer while another sends, as on a control connection.
+//! A KeyUpdate the peer asks for goes out before this end's next record.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use super::record::{self, Receiver, Sender, Step};
 use crate::stage_cpu::{self, Stage};
 
 /// How much ciphertext one socket read takes.
@@ -42,21 +43,14 @@ const BULK_LOWAT: usize = 256 * 1024;
 const TLS_READ_SLACK: usize = 16 * 1024 + 256;
 
 struct TlsShared {
-    conn: Mutex<rustls::Connection>,
-    /// Held from encryption to the socket write, so records go out in order.
-    writing: Mutex<Vec<u8>>,
-    /// Held by the one reader at a time, with the ciphertext read but not yet decrypted.
-    reading: Mutex<Pending>,
-}
-
-/// Ciphertext read from the socket: `cipher[used..filled]` is still to be given to
-/// rustls. The buffer keeps its length once allocated: zeroing it again before each read
-/// (a read often returns a few segments of its 256 KiB) was 8 % of a receiver's CPU.
-#[derive(Default)]
-struct Pending {
-    cipher: Vec<u8>,
-    used: usize,
-    filled: usize,
+    /// Held from sealing to the socket write, so records go out in order.
+    writing: Mutex<Sender>,
+    /// Held by the one reader at a time, with the ciphertext read but not yet opened.
+    reading: Mutex<Receiver>,
+    /// The peer asked for our KeyUpdate (seen by the reader, sent by the next writer).
+    update_owed: AtomicBool,
+    exporter: Option<[u8; 32]>,
+    peer_certificate: Option<super::tls::Fingerprint>,
 }
 
 impl SecureStream {
@@ -69,18 +63,26 @@ impl SecureStream {
         }
     }
 
-    /// A TLS connection whose handshake is complete.
-    pub fn tls(tcp: TcpStream, mut conn: rustls::Connection) -> Self {
-        conn.set_buffer_limit(Some(2 * WRITE_BATCH));
-        Self {
+    /// A TLS connection whose handshake rustls completed: its records go to the record
+    /// layer from here; `ahead` is what was read from the socket past the handshake.
+    pub(crate) fn tls(
+        tcp: TcpStream,
+        conn: rustls::Connection,
+        log: &super::tls::handover::SecretLog,
+        ahead: &[u8],
+    ) -> io::Result<Self> {
+        let h = super::tls::handover::hand_over(conn, log, ahead, READ_CHUNK)?;
+        Ok(Self {
             tcp,
             tls: Some(Arc::new(TlsShared {
-                conn: Mutex::new(conn),
-                writing: Mutex::new(Vec::with_capacity(WRITE_BATCH + 4096)),
-                reading: Mutex::new(Pending::default()),
+                writing: Mutex::new(h.sender),
+                reading: Mutex::new(h.receiver),
+                update_owed: AtomicBool::new(false),
+                exporter: h.exporter,
+                peer_certificate: h.peer_certificate,
             })),
             lowat: 0,
-        }
+        })
     }
 
     /// `bytes` of plaintext are sure to come, beyond everything the reads until the next
@@ -120,19 +122,13 @@ impl SecureStream {
     /// [`longhaul_proto::EXPORTER_LABEL`]): the same at both ends of this connection and
     /// no other. `None` without TLS or before the handshake ends.
     pub fn exporter(&self) -> Option<[u8; 32]> {
-        let tls = self.tls.as_ref()?;
-        let conn = tls.conn.lock().ok()?;
-        conn.export_keying_material([0u8; 32], longhaul_proto::EXPORTER_LABEL, None)
-            .ok()
+        self.tls.as_ref()?.exporter
     }
 
     /// SHA-256 of the certificate the server presented (client side; `None` on a server or
     /// without TLS).
     pub fn peer_certificate(&self) -> Option<super::tls::Fingerprint> {
-        let tls = self.tls.as_ref()?;
-        let conn = tls.conn.lock().ok()?;
-        let cert = conn.peer_certificates()?.first()?;
-        Some(super::tls::Fingerprint::of(cert.as_ref()))
+        self.tls.as_ref()?.peer_certificate
     }
 
     /// The TCP socket underneath (socket options, `TCP_INFO`, pacing).
@@ -154,13 +150,10 @@ impl SecureStream {
     /// writer is blocked in the socket: a shutdown that unblocks it does not wait).
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         if let (Some(t), Shutdown::Write | Shutdown::Both) = (&self.tls, how) {
-            if let Ok(mut out) = t.writing.try_lock() {
-                out.clear();
-                if let Ok(mut c) = t.conn.lock() {
-                    c.send_close_notify();
-                    drain(&mut c, &mut out);
-                }
-                let _ = (&self.tcp).write_all(&out);
+            if let Ok(mut tx) = t.writing.try_lock() {
+                tx.close_notify();
+                let out = tx.take();
+                let _ = (&self.tcp).write_all(out);
                 out.clear();
             }
         }
@@ -194,16 +187,10 @@ impl SecureStream {
         if self.tls.is_none() {
             return longhaul_sys::file_io::send_file_range(&self.tcp, file, offset, len);
         }
-        let mut done = 0u64;
-        while done < len {
-            let n = (len - done).min(buf.len() as u64) as usize;
-            stage_cpu::timed(Stage::Disk, || {
-                longhaul_sys::file_io::read_exact_at(file, &mut buf[..n], offset + done)
-            })?;
-            (&*self).write_all(&buf[..n])?;
-            done += n as u64;
-        }
-        Ok(())
+        let _ = buf;
+        self.tls
+            .as_ref()
+            .map_or(Ok(()), |t| t.send_file_range(&self.tcp, file, offset, len))
     }
 }
 
@@ -212,123 +199,109 @@ fn lock<T>(m: &Mutex<T>) -> io::Result<MutexGuard<'_, T>> {
         .map_err(|_| io::Error::other("a thread using this connection panicked"))
 }
 
-/// Moves everything rustls has to send into `out`.
-fn drain(conn: &mut rustls::Connection, out: &mut Vec<u8>) {
-    while conn.wants_write() {
-        // Writing into a Vec cannot fail.
-        if conn.write_tls(out).is_err() {
-            break;
-        }
-    }
-}
-
-fn tls_error(e: rustls::Error) -> io::Error {
-    let why = match &e {
-        rustls::Error::DecryptError => {
-            "a TLS record failed authentication: the stream was altered in transit (tampering \
-             or corruption), so nothing from it was accepted"
-                .to_string()
-        }
-        rustls::Error::AlertReceived(a) => format!("the peer ended TLS with alert {a:?}"),
-        other => format!("TLS: {other}"),
-    };
-    io::Error::new(io::ErrorKind::InvalidData, why)
-}
-
-/// What a read found in rustls: plaintext, or a need for more ciphertext (and whether
-/// rustls has something to send first).
-enum Opened {
-    Plain(usize),
-    NeedMore { reply: bool },
+fn record_error(e: record::RecordError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e.to_string())
 }
 
 impl TlsShared {
-    /// Plaintext first; then ciphertext already read (rustls takes at most 16 KiB of
-    /// plaintext at a time, so a large socket read is fed to it in pieces); then the
-    /// socket, with the connection's lock released.
+    /// Plaintext already opened first; then the next whole record; then the socket, with
+    /// only the reader's lock held.
     fn read(&self, tcp: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
-        let mut pending = lock(&self.reading)?;
-        let pending = &mut *pending;
-        let mut eof = false;
+        let mut rx = lock(&self.reading)?;
         loop {
-            // Opening records (and rustls's copies) is the cipher's CPU time.
-            let opened = stage_cpu::timed(Stage::Cipher, || -> io::Result<Opened> {
-                let mut c = lock(&self.conn)?;
-                loop {
-                    match c.reader().read(buf) {
-                        Ok(n) => return Ok(Opened::Plain(n)),
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                            return Err(io::Error::new(
-                                io::ErrorKind::UnexpectedEof,
-                                "the connection ended without TLS close_notify (cut short)",
-                            ))
-                        }
-                        Err(e) => return Err(e),
-                    }
-                    if pending.filled == pending.used && !eof {
-                        break;
-                    }
-                    let mut rest = &pending.cipher[pending.used..pending.filled];
-                    let before = rest.len();
-                    // Zero bytes tells rustls the transport ended.
-                    c.read_tls(&mut rest)?;
-                    pending.used += before - rest.len();
-                    eof = false;
-                    if let Err(e) = c.process_new_packets() {
-                        let mut out = Vec::new();
-                        drain(&mut c, &mut out);
-                        drop(c);
-                        let _ = (&*tcp).write_all(&out);
-                        return Err(tls_error(e));
-                    }
+            // Opening records (and the copy out) is the cipher's CPU time.
+            let step = stage_cpu::timed(Stage::Cipher, || rx.read(buf));
+            if rx.take_update_request() {
+                self.update_owed.store(true, Ordering::Relaxed);
+            }
+            match step {
+                Ok(Step::Plain(n)) => return Ok(n),
+                Ok(Step::Closed) => return Ok(0),
+                Ok(Step::NeedMore) => {}
+                Err(e) => {
+                    self.alert(tcp, &e);
+                    return Err(record_error(e));
                 }
-                Ok(Opened::NeedMore {
-                    reply: c.wants_write(),
-                })
-            })?;
-            let reply = match opened {
-                Opened::Plain(n) => return Ok(n),
-                Opened::NeedMore { reply } => reply,
-            };
-            if reply {
-                self.flush(tcp)?;
             }
-            if pending.cipher.len() < READ_CHUNK {
-                pending.cipher.resize(READ_CHUNK, 0);
+            let n = (&*tcp).read(rx.space())?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the connection ended without TLS close_notify (cut short)",
+                ));
             }
-            (pending.used, pending.filled) = (0, 0);
-            let n = (&*tcp).read(&mut pending.cipher)?;
-            pending.filled = n;
-            eof = n == 0;
+            rx.filled(n);
         }
     }
 
+    /// Tells the peer why its records were refused (unless a writer is busy).
+    fn alert(&self, tcp: &TcpStream, e: &record::RecordError) {
+        if let Ok(mut tx) = self.writing.try_lock() {
+            tx.alert_for(e);
+            let out = tx.take();
+            let _ = (&*tcp).write_all(out);
+            out.clear();
+        }
+    }
+
+    /// Takes the writer's lock, with a KeyUpdate the peer asked for queued first.
+    fn sender(&self) -> io::Result<MutexGuard<'_, Sender>> {
+        let mut tx = lock(&self.writing)?;
+        if self.update_owed.swap(false, Ordering::Relaxed) {
+            tx.owe_update();
+        }
+        Ok(tx)
+    }
+
     fn write(&self, tcp: &TcpStream, buf: &[u8]) -> io::Result<usize> {
-        let mut out = lock(&self.writing)?;
-        out.clear();
-        // Sealing records (and rustls's copies) is the cipher's CPU time.
-        let n = stage_cpu::timed(Stage::Cipher, || -> io::Result<usize> {
-            let mut c = lock(&self.conn)?;
-            let n = c.writer().write(&buf[..buf.len().min(WRITE_BATCH)])?;
-            drain(&mut c, &mut out);
-            Ok(n)
-        })?;
-        let r = (&*tcp).write_all(&out);
+        let mut tx = self.sender()?;
+        // Sealing records (and the copy in) is the cipher's CPU time.
+        let n = stage_cpu::timed(Stage::Cipher, || tx.seal(buf, WRITE_BATCH));
+        let out = tx.take();
+        let r = (&*tcp).write_all(out);
         out.clear();
         r.map(|()| n)
     }
 
+    /// Sends a KeyUpdate owed to the peer, if any (there is nothing else to flush).
     fn flush(&self, tcp: &TcpStream) -> io::Result<()> {
-        let mut out = lock(&self.writing)?;
-        out.clear();
-        {
-            let mut c = lock(&self.conn)?;
-            drain(&mut c, &mut out);
-        }
-        let r = (&*tcp).write_all(&out);
+        let mut tx = self.sender()?;
+        tx.settle();
+        let out = tx.take();
+        let r = (&*tcp).write_all(out);
         out.clear();
         r
+    }
+
+    /// `len` bytes of `file` from `offset`, read straight into the records that carry
+    /// them (no copy in user space), sent a batch at a time.
+    fn send_file_range(
+        &self,
+        tcp: &TcpStream,
+        file: &std::fs::File,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        let mut tx = self.sender()?;
+        let mut done = 0u64;
+        while done < len {
+            let batch_end = len.min(done + WRITE_BATCH as u64);
+            while done < batch_end {
+                let n = (batch_end - done).min(record::MAX_PLAIN as u64) as usize;
+                let slot = tx.begin_record(n);
+                stage_cpu::timed(Stage::Disk, || {
+                    longhaul_sys::file_io::read_exact_at(file, slot, offset + done)
+                })
+                .inspect_err(|_| tx.abandon_record())?;
+                stage_cpu::timed(Stage::Cipher, || tx.end_record());
+                done += n as u64;
+            }
+            let out = tx.take();
+            let r = (&*tcp).write_all(out);
+            out.clear();
+            r?;
+        }
+        Ok(())
     }
 }
 

@@ -12,11 +12,12 @@
 //! is X25519 first; the server signs with ECDSA P-256. No session tickets: every
 //! connection does a full handshake inside a session the token already authorised.
 
+pub mod handover;
 pub mod identity;
 pub mod record_speed;
 pub mod trust;
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -142,14 +143,15 @@ impl ServerTls {
         timeout: Duration,
         early: &[u8],
     ) -> io::Result<SecureStream> {
-        let conn = rustls::ServerConnection::new(self.config.clone()).map_err(io::Error::other)?;
+        let (config, log) = handover::server_config(&self.config);
+        let conn = rustls::ServerConnection::new(config).map_err(io::Error::other)?;
         let mut conn = rustls::Connection::Server(conn);
         if !early.is_empty() {
             use std::io::Write as _;
             conn.writer().write_all(early)?;
         }
-        handshake(&tcp, &mut conn, timeout).map_err(|(e, _)| e)?;
-        Ok(SecureStream::tls(tcp, conn))
+        let ahead = handshake(&tcp, &mut conn, timeout).map_err(|(e, _)| e)?;
+        SecureStream::tls(tcp, conn, &log, &ahead)
     }
 }
 
@@ -275,12 +277,14 @@ impl ClientTls {
         peer: &str,
         timeout: Duration,
     ) -> Result<(SecureStream, Option<FirstContact>), TlsError> {
-        let conn = rustls::ClientConnection::new(self.config.clone(), self.name.clone())
+        let (config, log) = handover::client_config(&self.config);
+        let conn = rustls::ClientConnection::new(config, self.name.clone())
             .map_err(|e| TlsError::Trust(e.to_string()))?;
         let mut conn = rustls::Connection::Client(conn);
-        if let Err((e, first)) = handshake(&tcp, &mut conn, timeout) {
-            return Err(self.explain(peer, e, &first));
-        }
+        let ahead = match handshake(&tcp, &mut conn, timeout) {
+            Ok(ahead) => ahead,
+            Err((e, first)) => return Err(self.explain(peer, e, &first)),
+        };
         let mut first_contact = None;
         if let (ServerTrust::KnownServers { file }, Some(fp)) = (&self.trust, self.seen()) {
             if trust::KnownServers::load(file)?
@@ -294,7 +298,12 @@ impl ClientTls {
                 });
             }
         }
-        Ok((SecureStream::tls(tcp, conn), first_contact))
+        let stream =
+            SecureStream::tls(tcp, conn, &log, &ahead).map_err(|e| TlsError::Handshake {
+                peer: peer.to_string(),
+                why: e.to_string(),
+            })?;
+        Ok((stream, first_contact))
     }
 
     /// Pins a first contact's certificate in the known-servers file, once its server has
@@ -378,15 +387,12 @@ fn handshake(
     tcp: &TcpStream,
     conn: &mut rustls::Connection,
     timeout: Duration,
-) -> Result<(), (io::Error, Vec<u8>)> {
+) -> Result<Vec<u8>, (io::Error, Vec<u8>)> {
     let old_r = tcp.read_timeout().ok().flatten();
     let old_w = tcp.write_timeout().ok().flatten();
     let _ = tcp.set_read_timeout(Some(timeout));
     let _ = tcp.set_write_timeout(Some(timeout));
-    let mut io = Recorder {
-        tcp,
-        first: Vec::new(),
-    };
+    let mut io = handover::OneRecordAtATime::new(tcp);
     let mut result = Ok(());
     while conn.is_handshaking() {
         if let Err(e) = conn.complete_io(&mut io) {
@@ -405,43 +411,21 @@ fn handshake(
     }
     let _ = tcp.set_read_timeout(old_r);
     let _ = tcp.set_write_timeout(old_w);
-    result.map_err(|e| {
-        let e = if matches!(
-            e.kind(),
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-        ) {
-            io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("no answer within {} s", timeout.as_secs()),
-            )
-        } else {
-            e
-        };
-        (e, io.first)
-    })
-}
-
-/// The socket during a handshake, keeping the first bytes read.
-struct Recorder<'a> {
-    tcp: &'a TcpStream,
-    first: Vec<u8>,
-}
-
-impl Read for Recorder<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = (&*self.tcp).read(buf)?;
-        let keep = n.min(512usize.saturating_sub(self.first.len()));
-        self.first.extend_from_slice(&buf[..keep]);
-        Ok(n)
-    }
-}
-
-impl Write for Recorder<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self.tcp).write(buf)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+    match result {
+        Ok(()) => Ok(io.ahead),
+        Err(e) => {
+            let e = if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) {
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("no answer within {} s", timeout.as_secs()),
+                )
+            } else {
+                e
+            };
+            Err((e, io.first))
+        }
     }
 }

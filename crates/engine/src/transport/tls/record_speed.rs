@@ -1,20 +1,21 @@
 //! What TLS costs the data connections on this host: a client and a server connection
-//! of this module's own setups ([`ServerTls`], [`ClientTls`]) joined in memory, the
-//! client writing 64 KiB application writes (as the data streams do) and the server
-//! reading them, each end's work timed apart: the records sealed and framed at the
-//! sender, read, opened and copied out at the receiver. No socket, so the figure is the
-//! record layer's (cipher and copies), per core and per end.
+//! of this module's own setups ([`ServerTls`], [`ClientTls`]) whose handshake ran in
+//! memory, handed over to the record layer the data streams use
+//! (`transport::record`), the client sealing 64 KiB application writes (as the data
+//! streams do) and the server opening them, each end's work timed apart: the records
+//! sealed at the sender, opened and copied out at the receiver. No socket, so the figure
+//! is the record layer's (cipher and copies), per core and per end.
 //!
 //! `longhaul bench` sends its data unencrypted by default (its bytes are random and need
 //! no secrecy) so that its result is the network's; this figure tells the user what an
 //! encrypted `longhaul cp` can reach per core at each end.
 
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use super::{ClientTls, ServerTls, ServerTrust};
+use crate::transport::record::Step;
 
 /// One application write of the data streams.
 const WRITE: usize = 64 * 1024;
@@ -56,23 +57,6 @@ impl DataProtection {
     }
 }
 
-/// Moves whatever `from` has to send into `to`; false when something failed.
-fn pass(from: &mut rustls::Connection, to: &mut rustls::Connection, wire: &mut Vec<u8>) -> bool {
-    wire.clear();
-    while from.wants_write() {
-        if from.write_tls(wire).is_err() {
-            return false;
-        }
-    }
-    let mut rd: &[u8] = wire;
-    while !rd.is_empty() {
-        if to.read_tls(&mut rd).is_err() || to.process_new_packets().is_err() {
-            return false;
-        }
-    }
-    true
-}
-
 /// The record layer's speed at each end, measured for about `budget`.
 fn record_speed(budget: Duration) -> Option<DataProtection> {
     let server_tls = ServerTls::ephemeral().ok()?;
@@ -82,28 +66,13 @@ fn record_speed(budget: Duration) -> Option<DataProtection> {
         ServerTrust::Pinned(server_tls.fingerprint()),
     )
     .ok()?;
-    let mut client = rustls::Connection::Client(
-        rustls::ClientConnection::new(client_tls.config.clone(), client_tls.name.clone()).ok()?,
-    );
-    let mut server =
-        rustls::Connection::Server(rustls::ServerConnection::new(server_tls.config.clone()).ok()?);
-    let mut wire = Vec::with_capacity(WRITE + 4096);
-    for _ in 0..8 {
-        if !client.is_handshaking() && !server.is_handshaking() {
-            break;
-        }
-        if !pass(&mut client, &mut server, &mut wire) || !pass(&mut server, &mut client, &mut wire)
-        {
-            return None;
-        }
-    }
-    if client.is_handshaking() || server.is_handshaking() {
-        return None;
-    }
-    let cipher = client
-        .negotiated_cipher_suite()
-        .map(|s| format!("{:?}", s.suite()))
-        .unwrap_or_default();
+    let (client, server) = super::handover::in_memory(&client_tls, &server_tls)?;
+    let mut tx = super::handover::hand_over(client.conn, &client.log, &[], 0)
+        .ok()?
+        .sender;
+    let server = super::handover::hand_over(server.conn, &server.log, &[], 2 * WRITE).ok()?;
+    let cipher = server.suite.name().to_string();
+    let mut rx = server.receiver;
     let data = vec![0x33u8; WRITE];
     let mut out = vec![0u8; WRITE];
     let (mut seal, mut open) = (Duration::ZERO, Duration::ZERO);
@@ -111,28 +80,26 @@ fn record_speed(budget: Duration) -> Option<DataProtection> {
     let start = Instant::now();
     while moved < MAX_BYTES && start.elapsed() < budget {
         let t = Instant::now();
-        client.writer().write_all(&data).ok()?;
-        wire.clear();
-        while client.wants_write() {
-            client.write_tls(&mut wire).ok()?;
-        }
+        tx.seal(&data, WRITE);
         let t2 = Instant::now();
         seal += t2 - t;
-        let mut rd: &[u8] = &wire;
-        let mut got = 0;
-        while !rd.is_empty() {
-            server.read_tls(&mut rd).ok()?;
-            server.process_new_packets().ok()?;
-            loop {
-                match server.reader().read(&mut out) {
-                    Ok(0) => break,
-                    Ok(n) => got += n,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(_) => return None,
-                }
-            }
+        let wire = tx.take();
+        let space = rx.space();
+        if space.len() < wire.len() {
+            return None;
         }
-        open += t2.elapsed();
+        space[..wire.len()].copy_from_slice(wire);
+        rx.filled(wire.len());
+        wire.clear();
+        let t3 = Instant::now();
+        let mut got = 0;
+        while let Ok(Step::Plain(n)) = rx.read(&mut out[got..]) {
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        open += t3.elapsed();
         if got != WRITE {
             return None;
         }
