@@ -112,6 +112,13 @@ impl JumpReport {
         self.retreat = why.map(str::to_string);
     }
 
+    /// The rate to record for the next run, given the steady rate this one delivered
+    /// (see `longhaul_policy::jump_start::rate_to_remember`).
+    pub fn rate_to_remember(&self, steady_bps: u64) -> u64 {
+        let confirmed = self.used && self.verdict.as_deref() == Some("confirmed");
+        jump_start::rate_to_remember(steady_bps, self.remembered_rate_bps, confirmed)
+    }
+
     /// One line for the human output.
     pub fn describe(&self) -> String {
         if self.used {

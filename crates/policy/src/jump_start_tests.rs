@@ -203,7 +203,8 @@ fn a_clean_jump_is_confirmed_after_two_round_trips() {
     assert_eq!(
         v.on_sample(sample(2.0, p.start_bps, RTT, 0)),
         Some(JumpAction::Confirm {
-            rate_bps: p.remembered_bps
+            rate_bps: p.remembered_bps,
+            path_loss: false,
         })
     );
     assert_eq!(v.phase(), JumpPhase::Confirmed);
@@ -230,7 +231,8 @@ fn the_paths_own_random_loss_does_not_retreat_but_a_lossy_overshoot_does() {
     assert_eq!(
         v.on_sample(counted(sample(2.0, p.start_bps, RTT, 14), 12_000)),
         Some(JumpAction::Confirm {
-            rate_bps: p.remembered_bps
+            rate_bps: p.remembered_bps,
+            path_loss: true,
         })
     );
     // Two in a hundred with no queue (an overshoot into a shallow buffer): a retreat.
@@ -367,4 +369,18 @@ fn one_stream_s_rtt_hiccup_is_not_a_queue_but_a_queue_all_streams_see_is() {
         Duration::from_millis(base + 2)
     );
     assert_eq!(JumpSample::of_streams(RTT, &[]).srtt, Duration::ZERO);
+}
+
+#[test]
+fn a_confirmed_jump_keeps_the_memory_unless_the_path_delivered_well_under_it() {
+    let was = Some(930_000_000);
+    // Held near its own start (95 %): the memory stays, no 5 % off per run.
+    assert_eq!(rate_to_remember(870_000_000, was, true), 930_000_000);
+    // More than remembered: it rises.
+    assert_eq!(rate_to_remember(960_000_000, was, true), 960_000_000);
+    // Well under it (the path slowed): what was delivered.
+    assert_eq!(rate_to_remember(700_000_000, was, true), 700_000_000);
+    // A retreat, or no jump: what was delivered.
+    assert_eq!(rate_to_remember(870_000_000, was, false), 870_000_000);
+    assert_eq!(rate_to_remember(870_000_000, None, true), 870_000_000);
 }

@@ -365,19 +365,25 @@ impl RateProbe {
     /// Skips the start-up: a jump-start's validator confirmed that the path carries
     /// `rate_bps` (all streams). The rate is held from `at` as if a start-up had found it;
     /// returns the congestion control to switch to (BBR cruises on CUBIC, as after a
-    /// start-up).
+    /// start-up, unless the validator saw the path's own loss (`path_loss`): then BBR
+    /// stays, as after a loss while cruising. On a 1e-3 loss path CUBIC's cuts took a
+    /// second at half the rate before that loss switched it back).
     pub fn resume_at(
         &mut self,
         at: Duration,
         rate_bps: u64,
         retransmits: u64,
+        path_loss: bool,
     ) -> Option<&'static str> {
         self.exit = Some(StartUpExit::Jump);
         self.hold(rate_bps.max(1));
         self.phase = Phase::Hold;
         self.round_end = at + self.round;
         self.clean_rounds = 0;
-        if self.bbr {
+        if self.bbr && path_loss {
+            self.cruising = None;
+            Some("bbr")
+        } else if self.bbr {
             let grace = (self.round * 4).max(Duration::from_secs(1));
             self.cruising = Some((retransmits, at + grace));
             Some("cubic")

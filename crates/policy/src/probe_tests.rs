@@ -339,7 +339,7 @@ fn probes_from_below_step_gently_past_the_best_round_the_path_delivered() {
     let mut path = Path::new(1e9, 436, 16);
     let mut p = RateProbe::new(path.base, false);
     path.run(&mut p, secs(15));
-    p.resume_at(path.now, 850_000_000, 0);
+    p.resume_at(path.now, 850_000_000, 0, false);
     let mut worst = Duration::ZERO;
     let mut t = path.now;
     while t < secs(45) {
@@ -369,7 +369,7 @@ fn a_low_start_climbs_though_the_counters_show_less_than_the_pacing() {
         let mut path = Path::new(500e6, 150, 8);
         path.shortfall = shortfall;
         let mut p = RateProbe::new(path.base, false);
-        p.resume_at(path.now, 405_000_000, 0);
+        p.resume_at(path.now, 405_000_000, 0, false);
         path.run(&mut p, secs(10));
         let counted = 500e6 * (1.0 - shortfall);
         let held = p.held_bps().unwrap() as f64;

@@ -493,6 +493,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
         .min()
         .map_or(rtt, |us| Duration::from_micros(us as u64));
     if let Some(rate) = steady.rate().or(run.held_bps()) {
+        let rate = end.jump_start.rate_to_remember(rate);
         crate::jump::remember(addr.ip(), local_ip, rate, min_rtt, mss);
     }
     end.summary.first_byte_ms =

@@ -165,8 +165,13 @@ impl Pacer {
                 match jump.validator.on_sample(sample) {
                     // Still validating: the jump's pacing stays.
                     None => return,
-                    Some(JumpAction::Confirm { rate_bps }) => {
-                        let cc = self.probe.resume_at(at, rate_bps, sample.retransmits);
+                    Some(JumpAction::Confirm {
+                        rate_bps,
+                        path_loss,
+                    }) => {
+                        let cc = self
+                            .probe
+                            .resume_at(at, rate_bps, sample.retransmits, path_loss);
                         self.switch(cc);
                     }
                     Some(JumpAction::Retreat {

@@ -483,6 +483,7 @@ pub fn run_cp(
                 path_ends,
             ) {
                 if out.failed.is_empty() {
+                    let rate = jump_report.rate_to_remember(rate);
                     crate::jump::remember(peer, local, rate, min_rtt, mss);
                 }
             }
@@ -539,6 +540,7 @@ pub fn run_cp(
                 (reports.steady_rate(), path_ends, out.failed.is_empty())
             {
                 let min_rtt = smallest_rtt(&start.sockets).map_or(rtt, |r| r.min(rtt));
+                let rate = jump_report.rate_to_remember(rate);
                 crate::jump::remember(peer, local, rate, min_rtt, mss);
             }
             Ok(CpReport {
