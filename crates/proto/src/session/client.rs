@@ -1,0 +1,361 @@
+//! The client end of a control session: what it learned from the server
+//! ([`ClientEvent`]) and the state machine that proves the token and drives a run.
+
+use std::collections::VecDeque;
+
+use super::{check_version, error_message};
+use crate::auth::{data_mac, tags_equal, ChannelBinding, Nonce, SessionSecret, Token};
+use crate::error::{ErrorCode, ProtoError};
+use crate::message::*;
+use crate::{features, PROTOCOL_VERSION};
+
+/// What the client side learned from the server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientEvent {
+    /// Both ends proved the token; data connections may now be opened.
+    Authenticated {
+        /// Session to name in every [`Message::DataHello`].
+        session_id: u64,
+        /// Features both ends support.
+        features: u64,
+    },
+    /// Answer to [`ClientSession::ping`].
+    Pong {
+        /// Sequence number.
+        seq: u32,
+    },
+    /// The server accepted the parameters.
+    Ready(BenchReady),
+    /// The server saw every data stream; the run begins.
+    Started,
+    /// The server's samples for one interval.
+    PeerInterval(IntervalReport),
+    /// The server's totals.
+    PeerResults(Results),
+    /// The verdict of the jump-start the server carried out as the sender.
+    PeerJumpVerdict(JumpOutcome),
+    /// The server's answer to [`ClientSession::request_host_report`]; the session is over.
+    HostReport {
+        /// The server's findings as JSON (schema of `longhaul-tune`), bounded by
+        /// [`crate::limits::MAX_HOST_REPORT`].
+        findings_json: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientState {
+    AwaitServerHello,
+    AwaitWelcome,
+    Authenticated,
+    AwaitReport,
+    Reported,
+    AwaitReady,
+    AwaitStart,
+    Running,
+    /// A file transfer (`longhaul cp`) owns the connection; only pings and errors are
+    /// bench messages from here on.
+    Transferring,
+    Failed,
+}
+
+/// The client end of a control session.
+pub struct ClientSession {
+    token: Token,
+    nonce: Nonce,
+    binding: ChannelBinding,
+    state: ClientState,
+    secret: SessionSecret,
+    session_id: u64,
+    /// The server accepted our proof (requests may go before, right behind it).
+    welcomed: bool,
+    features: u64,
+    outbox: VecDeque<Message>,
+    events: VecDeque<ClientEvent>,
+}
+
+impl ClientSession {
+    /// Starts a session on the TLS connection `binding` describes, announcing
+    /// [`features::DEFAULT`]; the hello is queued for sending at once (it carries no
+    /// secret, and an older server answers it with its version).
+    pub fn new(token: Token, nonce: Nonce, binding: ChannelBinding) -> Self {
+        Self::with_features(token, nonce, binding, features::DEFAULT)
+    }
+
+    /// Starts a session announcing `wanted` (for example [`features::PLAIN_DATA`]).
+    pub fn with_features(token: Token, nonce: Nonce, binding: ChannelBinding, wanted: u64) -> Self {
+        let wanted = wanted & features::ALL;
+        let mut outbox = VecDeque::new();
+        outbox.push_back(Message::ClientHello {
+            version: PROTOCOL_VERSION,
+            features: wanted,
+            nonce,
+        });
+        let secret = token.session_secret(&binding);
+        Self {
+            session_id: secret.session_id(),
+            token,
+            nonce,
+            binding,
+            state: ClientState::AwaitServerHello,
+            secret,
+            welcomed: false,
+            features: wanted,
+            outbox,
+            events: VecDeque::new(),
+        }
+    }
+
+    /// The session's chunk key, once the server has proved itself.
+    pub fn chunk_key(&self) -> Option<crate::auth::ChunkKey> {
+        self.server_proved().then(|| self.secret.chunk_key())
+    }
+
+    /// Whether the server's hello and proof have been checked.
+    fn server_proved(&self) -> bool {
+        !matches!(
+            self.state,
+            ClientState::AwaitServerHello | ClientState::Failed
+        )
+    }
+
+    /// The session's id (derived from the connection, the same at the server).
+    pub fn session_id(&self) -> u64 {
+        self.session_id
+    }
+
+    /// The features both ends have: what this end announced, less what the server's
+    /// hello lacked (before that hello: what this end announced).
+    pub fn features(&self) -> u64 {
+        self.features
+    }
+
+    /// Feeds one message received from the server.
+    pub fn handle(&mut self, msg: Message) -> Result<(), ProtoError> {
+        let result = self.handle_inner(msg);
+        if let Err(e) = &result {
+            if !matches!(e, ProtoError::Peer { .. }) {
+                self.outbox.push_back(error_message(e));
+            }
+            self.state = ClientState::Failed;
+        }
+        result
+    }
+
+    fn handle_inner(&mut self, msg: Message) -> Result<(), ProtoError> {
+        use ClientState as S;
+        match (self.state, msg) {
+            (_, Message::Error { code, message }) => Err(ProtoError::Peer { code, message }),
+            (
+                S::AwaitServerHello,
+                Message::ServerHello {
+                    version,
+                    features,
+                    nonce,
+                    proof,
+                },
+            ) => {
+                check_version(version)?;
+                if !tags_equal(&proof, &self.token.server_proof(&self.binding.cert, &nonce)) {
+                    return Err(ProtoError::AuthFailed);
+                }
+                self.features &= features;
+                self.outbox.push_back(Message::ClientProof {
+                    proof: self.token.client_proof(&self.binding, &self.nonce, &nonce),
+                });
+                self.state = S::AwaitWelcome;
+                Ok(())
+            }
+            (state, Message::Welcome { session_id })
+                if !self.welcomed && !matches!(state, S::AwaitServerHello | S::Failed) =>
+            {
+                if session_id != self.session_id {
+                    return Err(ProtoError::InvalidField {
+                        field: "session_id",
+                        why: format!(
+                            "the server named session {session_id:#x}, not the {:#x} both ends \
+                             derive from this connection",
+                            self.session_id
+                        ),
+                    });
+                }
+                self.welcomed = true;
+                if state == S::AwaitWelcome {
+                    self.state = S::Authenticated;
+                }
+                self.events.push_back(ClientEvent::Authenticated {
+                    session_id,
+                    features: self.features,
+                });
+                Ok(())
+            }
+            (
+                S::Authenticated
+                | S::AwaitWelcome
+                | S::AwaitReport
+                | S::AwaitReady
+                | S::AwaitStart
+                | S::Running
+                | S::Transferring,
+                Message::Pong { seq },
+            ) => {
+                self.events.push_back(ClientEvent::Pong { seq });
+                Ok(())
+            }
+            (S::AwaitReport, Message::HostReport { findings_json }) if self.welcomed => {
+                self.state = S::Reported;
+                self.events
+                    .push_back(ClientEvent::HostReport { findings_json });
+                Ok(())
+            }
+            (S::AwaitReady, Message::BenchReady(r)) if self.welcomed => {
+                self.state = S::AwaitStart;
+                self.events.push_back(ClientEvent::Ready(r));
+                Ok(())
+            }
+            (S::AwaitStart, Message::Start) => {
+                self.state = S::Running;
+                self.events.push_back(ClientEvent::Started);
+                Ok(())
+            }
+            (S::Running, Message::Interval(r)) => {
+                self.events.push_back(ClientEvent::PeerInterval(r));
+                Ok(())
+            }
+            (S::Running, Message::Results(r)) => {
+                self.events.push_back(ClientEvent::PeerResults(r));
+                Ok(())
+            }
+            (S::Running, Message::JumpVerdict { outcome })
+                if self.features & features::JUMP_VERDICT != 0 =>
+            {
+                self.events.push_back(ClientEvent::PeerJumpVerdict(outcome));
+                Ok(())
+            }
+            (state, msg) => Err(ProtoError::Unexpected {
+                got: msg.kind(),
+                state: client_state_name(state),
+            }),
+        }
+    }
+
+    /// Queues an RTT probe (allowed once the server proved itself).
+    pub fn ping(&mut self, seq: u32) {
+        if self.server_proved() {
+            self.outbox.push_back(Message::Ping { seq });
+        }
+    }
+
+    /// Whether a request may be queued now: authenticated, or right behind our proof.
+    fn may_request(&self) -> bool {
+        matches!(
+            self.state,
+            ClientState::Authenticated | ClientState::AwaitWelcome
+        )
+    }
+
+    /// Queues the run's parameters after checking them locally; allowed right behind our
+    /// proof (the same flight), before the welcome.
+    pub fn request(&mut self, params: BenchParams) -> Result<(), ProtoError> {
+        if !self.may_request() {
+            return Err(ProtoError::Unexpected {
+                got: "BenchParams (local)",
+                state: client_state_name(self.state),
+            });
+        }
+        params.validate()?;
+        self.outbox.push_back(Message::BenchParams(params));
+        self.state = ClientState::AwaitReady;
+        Ok(())
+    }
+
+    /// Instead of a run, asks the server for its own host findings for a path of `rate_bps`
+    /// and `rtt_us` (allowed once authenticated, before any parameters). The answer arrives
+    /// as [`ClientEvent::HostReport`] and ends the session.
+    pub fn request_host_report(&mut self, rate_bps: u64, rtt_us: u32) -> Result<(), ProtoError> {
+        if !self.may_request() {
+            return Err(ProtoError::Unexpected {
+                got: "HostReportRequest (local)",
+                state: client_state_name(self.state),
+            });
+        }
+        validate_report_request(rate_bps, rtt_us)?;
+        self.outbox
+            .push_back(Message::HostReportRequest { rate_bps, rtt_us });
+        self.state = ClientState::AwaitReport;
+        Ok(())
+    }
+
+    /// Hands the connection to a file transfer: the caller sends `TransferParams` next
+    /// (see [`crate::transfer`]). Allowed once authenticated, before any bench
+    /// parameters, or already right behind our proof (the server proved itself in its
+    /// hello): the welcome then still arrives and is handled as usual.
+    pub fn begin_transfer(&mut self) -> Result<(), ProtoError> {
+        self.state = match self.state {
+            ClientState::Authenticated | ClientState::AwaitWelcome => ClientState::Transferring,
+            other => {
+                return Err(ProtoError::Unexpected {
+                    got: "TransferParams (local)",
+                    state: client_state_name(other),
+                })
+            }
+        };
+        Ok(())
+    }
+
+    /// The [`Message::DataHello`] for data stream `stream` on a data connection whose
+    /// exporter is `conn` (empty without TLS); `None` until the server proved itself. It
+    /// needs no answer from the server: data connections attach in the flight of our
+    /// proof.
+    pub fn data_hello(&self, stream: u16, conn: &[u8]) -> Option<Message> {
+        self.server_proved().then(|| Message::DataHello {
+            session_id: self.session_id,
+            stream,
+            mac: data_mac(&self.secret, self.session_id, stream, conn),
+        })
+    }
+
+    /// Queues this end's samples for one interval (only while running).
+    pub fn send_interval(&mut self, report: IntervalReport) {
+        if self.state == ClientState::Running {
+            self.outbox.push_back(Message::Interval(report));
+        }
+    }
+
+    /// Queues this end's totals (only while running).
+    pub fn send_results(&mut self, results: Results) {
+        if self.state == ClientState::Running {
+            self.outbox.push_back(Message::Results(results));
+        }
+    }
+
+    /// Queues an error for the server and fails the session.
+    pub fn abort(&mut self, code: ErrorCode, message: String) {
+        self.outbox.push_back(Message::Error { code, message });
+        self.state = ClientState::Failed;
+    }
+
+    /// Next message to send, if any.
+    pub fn poll_transmit(&mut self) -> Option<Message> {
+        self.outbox.pop_front()
+    }
+
+    /// Next event, if any.
+    pub fn poll_event(&mut self) -> Option<ClientEvent> {
+        self.events.pop_front()
+    }
+}
+
+fn client_state_name(s: ClientState) -> &'static str {
+    match s {
+        ClientState::AwaitServerHello => "waiting for the server's hello",
+        ClientState::AwaitWelcome => "waiting for the server to accept our proof",
+        ClientState::Authenticated => "authenticated, before the parameters",
+        ClientState::AwaitReport => "waiting for the server's host report",
+        ClientState::Reported => "done after the host report",
+        ClientState::AwaitReady => "waiting for the server to accept the parameters",
+        ClientState::AwaitStart => "waiting for the data streams to attach",
+        ClientState::Running => "running",
+        ClientState::Transferring => "transferring files",
+        ClientState::Failed => "failed",
+    }
+}

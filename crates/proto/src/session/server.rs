@@ -1,0 +1,306 @@
+//! The server end of a control session: what it learned from the client
+//! ([`ServerEvent`]) and the state machine that checks the client's proof and answers it.
+
+use std::collections::VecDeque;
+
+use super::{check_version, error_message};
+use crate::auth::{data_mac, tags_equal, ChannelBinding, Nonce, SessionSecret, Token, MAC_LEN};
+use crate::error::{ErrorCode, ProtoError};
+use crate::message::*;
+use crate::{features, PROTOCOL_VERSION};
+
+/// What the server side learned from the client.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerEvent {
+    /// The client proved the token; data connections prove `secret`.
+    Authenticated {
+        /// Secret of this session.
+        secret: SessionSecret,
+        /// Features both ends support.
+        features: u64,
+    },
+    /// The client asks for a run; answer with `accept` or `reject`.
+    Params(BenchParams),
+    /// The client's samples for one interval.
+    PeerInterval(IntervalReport),
+    /// The client's totals.
+    PeerResults(Results),
+    /// Instead of a run, the client asks for this host's findings for a path of this rate
+    /// and RTT (already checked against the limits); answer with
+    /// [`ServerSession::send_host_report`].
+    HostReportRequested {
+        /// Rate one stream must reach, bit/s.
+        rate_bps: u64,
+        /// Round-trip time of the path, microseconds.
+        rtt_us: u32,
+    },
+}
+
+impl PartialEq for SessionSecret {
+    fn eq(&self, other: &Self) -> bool {
+        let (a, b) = (data_mac(self, 0, 0, &[]), data_mac(other, 0, 0, &[]));
+        tags_equal(&a, &b)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ServerState {
+    AwaitHello,
+    AwaitProof,
+    AwaitParams,
+    Reporting,
+    Reported,
+    Deciding,
+    AwaitStart,
+    Running,
+    /// A file transfer owns the connection (see [`ServerSession::begin_transfer`]).
+    Transferring,
+    Failed,
+}
+
+/// The server end of a control session.
+pub struct ServerSession {
+    token: Token,
+    nonce: Nonce,
+    binding: ChannelBinding,
+    client_nonce: Nonce,
+    session_id: u64,
+    features: u64,
+    state: ServerState,
+    outbox: VecDeque<Message>,
+    events: VecDeque<ServerEvent>,
+}
+
+impl ServerSession {
+    /// The hello a server sends on every TLS connection before it reads anything: 0.5-RTT
+    /// data right behind its TLS Finished, proving the token for its certificate `cert`
+    /// (SHA-256) with `nonce`, the one its [`ServerSession`] is then given.
+    pub fn hello(token: &Token, nonce: Nonce, cert: &[u8; 32]) -> Message {
+        Message::ServerHello {
+            version: PROTOCOL_VERSION,
+            features: features::ALL,
+            nonce,
+            proof: token.server_proof(cert, &nonce),
+        }
+    }
+
+    /// A session on the TLS connection `binding` describes, whose [`ServerSession::hello`]
+    /// (with `nonce`) is already sent, waiting for the client's hello.
+    pub fn new(token: Token, nonce: Nonce, binding: ChannelBinding) -> Self {
+        let session_id = token.session_secret(&binding).session_id();
+        Self {
+            token,
+            nonce,
+            binding,
+            client_nonce: [0; 32],
+            session_id,
+            features: 0,
+            state: ServerState::AwaitHello,
+            outbox: VecDeque::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// Feeds one message received from the client.
+    pub fn handle(&mut self, msg: Message) -> Result<(), ProtoError> {
+        let result = self.handle_inner(msg);
+        if let Err(e) = &result {
+            if !matches!(e, ProtoError::Peer { .. }) {
+                self.outbox.push_back(error_message(e));
+            }
+            self.state = ServerState::Failed;
+        }
+        result
+    }
+
+    fn handle_inner(&mut self, msg: Message) -> Result<(), ProtoError> {
+        use ServerState as S;
+        match (self.state, msg) {
+            (_, Message::Error { code, message }) => Err(ProtoError::Peer { code, message }),
+            (
+                S::AwaitHello,
+                Message::ClientHello {
+                    version,
+                    features,
+                    nonce,
+                },
+            ) => {
+                check_version(version)?;
+                self.client_nonce = nonce;
+                self.features = features & features::ALL;
+                self.state = S::AwaitProof;
+                Ok(())
+            }
+            (S::AwaitProof, Message::ClientProof { proof }) => {
+                let expected: [u8; MAC_LEN] =
+                    self.token
+                        .client_proof(&self.binding, &self.client_nonce, &self.nonce);
+                if !tags_equal(&proof, &expected) {
+                    return Err(ProtoError::AuthFailed);
+                }
+                self.outbox.push_back(Message::Welcome {
+                    session_id: self.session_id,
+                });
+                self.state = S::AwaitParams;
+                self.events.push_back(ServerEvent::Authenticated {
+                    secret: self.token.session_secret(&self.binding),
+                    features: self.features,
+                });
+                Ok(())
+            }
+            (
+                S::AwaitParams
+                | S::Reporting
+                | S::Deciding
+                | S::AwaitStart
+                | S::Running
+                | S::Transferring,
+                Message::Ping { seq },
+            ) => {
+                self.outbox.push_back(Message::Pong { seq });
+                Ok(())
+            }
+            (S::AwaitParams, Message::HostReportRequest { rate_bps, rtt_us }) => {
+                validate_report_request(rate_bps, rtt_us)?;
+                self.state = S::Reporting;
+                self.events
+                    .push_back(ServerEvent::HostReportRequested { rate_bps, rtt_us });
+                Ok(())
+            }
+            (S::AwaitParams, Message::BenchParams(p)) => {
+                p.validate()?;
+                self.state = S::Deciding;
+                self.events.push_back(ServerEvent::Params(p));
+                Ok(())
+            }
+            (S::Running, Message::Interval(r)) => {
+                self.events.push_back(ServerEvent::PeerInterval(r));
+                Ok(())
+            }
+            (S::Running, Message::Results(r)) => {
+                self.events.push_back(ServerEvent::PeerResults(r));
+                Ok(())
+            }
+            (state, msg) => Err(ProtoError::Unexpected {
+                got: msg.kind(),
+                state: server_state_name(state),
+            }),
+        }
+    }
+
+    /// The session's id (derived from the connection: the client's data hellos name it).
+    pub fn session_id(&self) -> u64 {
+        self.session_id
+    }
+
+    /// The client sent `TransferParams` (a file transfer) instead of bench parameters:
+    /// allowed only once authenticated and before anything else; the transfer driver owns
+    /// the connection from here on.
+    pub fn begin_transfer(&mut self) -> Result<(), ProtoError> {
+        if self.state != ServerState::AwaitParams {
+            let e = ProtoError::Unexpected {
+                got: "TransferParams",
+                state: server_state_name(self.state),
+            };
+            self.outbox.push_back(error_message(&e));
+            self.state = ServerState::Failed;
+            return Err(e);
+        }
+        self.state = ServerState::Transferring;
+        Ok(())
+    }
+
+    /// Accepts the client's parameters with this end's preparations.
+    pub fn accept(&mut self, ready: BenchReady) {
+        if self.state == ServerState::Deciding {
+            self.outbox.push_back(Message::BenchReady(ready));
+            self.state = ServerState::AwaitStart;
+        }
+    }
+
+    /// Refuses the client's parameters; the message says what to change.
+    pub fn reject(&mut self, message: String) {
+        self.abort(ErrorCode::Params, message);
+    }
+
+    /// Answers a [`ServerEvent::HostReportRequested`] with this host's findings as JSON; the
+    /// session is over afterwards. Text beyond [`crate::limits::MAX_HOST_REPORT`] is cut by
+    /// the codec, so the caller keeps the JSON within that bound.
+    pub fn send_host_report(&mut self, findings_json: String) {
+        if self.state == ServerState::Reporting {
+            self.outbox.push_back(Message::HostReport { findings_json });
+            self.state = ServerState::Reported;
+        }
+    }
+
+    /// Whether the session has nothing left to do after a host report.
+    pub fn is_reported(&self) -> bool {
+        self.state == ServerState::Reported
+    }
+
+    /// Every data stream is attached: tells the client to begin.
+    pub fn start(&mut self) {
+        if self.state == ServerState::AwaitStart {
+            self.outbox.push_back(Message::Start);
+            self.state = ServerState::Running;
+        }
+    }
+
+    /// Queues this end's samples for one interval (only while running).
+    pub fn send_interval(&mut self, report: IntervalReport) {
+        if self.state == ServerState::Running {
+            self.outbox.push_back(Message::Interval(report));
+        }
+    }
+
+    /// Queues the verdict of the jump-start this end carried out as the sender (only while
+    /// running, and only to a client that announced [`features::JUMP_VERDICT`]).
+    pub fn send_jump_verdict(&mut self, outcome: JumpOutcome) {
+        if self.state == ServerState::Running && self.features & features::JUMP_VERDICT != 0 {
+            self.outbox.push_back(Message::JumpVerdict { outcome });
+        }
+    }
+
+    /// Whether the client takes [`Message::JumpVerdict`] (it announced the feature).
+    pub fn takes_jump_verdict(&self) -> bool {
+        self.features & features::JUMP_VERDICT != 0
+    }
+
+    /// Queues this end's totals (only while running).
+    pub fn send_results(&mut self, results: Results) {
+        if self.state == ServerState::Running {
+            self.outbox.push_back(Message::Results(results));
+        }
+    }
+
+    /// Queues an error for the client and fails the session.
+    pub fn abort(&mut self, code: ErrorCode, message: String) {
+        self.outbox.push_back(Message::Error { code, message });
+        self.state = ServerState::Failed;
+    }
+
+    /// Next message to send, if any.
+    pub fn poll_transmit(&mut self) -> Option<Message> {
+        self.outbox.pop_front()
+    }
+
+    /// Next event, if any.
+    pub fn poll_event(&mut self) -> Option<ServerEvent> {
+        self.events.pop_front()
+    }
+}
+
+fn server_state_name(s: ServerState) -> &'static str {
+    match s {
+        ServerState::AwaitHello => "waiting for the client's hello",
+        ServerState::AwaitProof => "waiting for the client's proof",
+        ServerState::AwaitParams => "waiting for the parameters",
+        ServerState::Reporting => "preparing the host report",
+        ServerState::Reported => "done after the host report",
+        ServerState::Deciding => "deciding on the parameters",
+        ServerState::AwaitStart => "waiting for the data streams",
+        ServerState::Running => "running",
+        ServerState::Transferring => "transferring files",
+        ServerState::Failed => "failed",
+    }
+}
