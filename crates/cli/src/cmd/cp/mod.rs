@@ -18,30 +18,35 @@
 //! end lines; an error in one is reported (`{"type":"error","source","error"}`) and the
 //! others still go; the exit status is the worst of them.
 
+mod filter;
+mod output;
+mod progress;
+
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use longhaul_engine::bench::report::IntervalView;
 use longhaul_engine::bench::DEFAULT_PORT;
 use longhaul_engine::cp::client::{run_cp, CpConfig, CpJob, CpReport, CpStart};
 use longhaul_engine::cp::send::SendItem;
-use longhaul_engine::cp::telemetry::{CpTelemetry, CpVerdict};
+use longhaul_engine::cp::telemetry::CpTelemetry;
 use longhaul_engine::cp::walk::walk_local_filtered;
 use longhaul_engine::cp::Progress;
 use longhaul_engine::ssh::launch::FarEnd;
 use longhaul_engine::ssh::SshError;
-use longhaul_model::units::{format_bytes, format_rate_bps};
 use longhaul_transfer::location::{parse_location, remote_path, Location, RemoteSpec, SshSpec};
 use serde_json::json;
 
-use super::common::{duration, emit_json, rate, say, size, SecurityArgs, TokenArgs};
+use super::common::{duration, emit_json, rate, size, SecurityArgs, TokenArgs};
 use super::ssh::SshArgs;
 use longhaul_engine::transport::tls::Security;
+
+pub use filter::FilterArgs;
+use output::{print_dry_run, print_end, print_far_started, warn};
+use progress::{emit_start, interval_line, ticker, Reporting};
 
 /// The fewest files' bytes over which a copy reports CPU seconds per GB
 /// (`cpu_seconds_per_gb`; below it the figure is left out, `null` in JSON): over less,
@@ -126,93 +131,6 @@ pub struct Args {
     /// from the destination's copy are sent, entries placed by rsync's rule.
     #[arg(skip)]
     pub delta: Option<longhaul_transfer::session::recv::SyncRules>,
-}
-
-/// `--exclude PATTERN`, `--include PATTERN` (repeatable; their order on the command line is
-/// kept across both, as rsync's) and `--delete`, for any command that copies trees (`cp`,
-/// `sync`): flatten it into the command's arguments.
-#[derive(Debug, Clone, Default)]
-pub struct FilterArgs {
-    /// `(include, pattern)` in command-line order.
-    pub rules: Vec<(bool, Vec<u8>)>,
-    /// `--delete`.
-    pub delete: bool,
-}
-
-impl FilterArgs {
-    /// The compiled rules (a bad pattern is refused, naming it).
-    pub fn filter(&self) -> anyhow::Result<longhaul_transfer::Filter> {
-        longhaul_transfer::Filter::new(self.rules.iter().map(|(i, p)| (*i, p.as_slice())))
-            .map_err(|e| anyhow::anyhow!("{e}"))
-    }
-}
-
-impl clap::FromArgMatches for FilterArgs {
-    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
-        use std::os::unix::ffi::OsStrExt;
-        let mut rules: Vec<(usize, bool, Vec<u8>)> = Vec::new();
-        for (id, include) in [("exclude", false), ("include", true)] {
-            if let (Some(values), Some(at)) =
-                (m.get_many::<std::ffi::OsString>(id), m.indices_of(id))
-            {
-                rules.extend(
-                    values
-                        .zip(at)
-                        .map(|(v, i)| (i, include, v.as_bytes().to_vec())),
-                );
-            }
-        }
-        rules.sort_by_key(|r| r.0);
-        Ok(Self {
-            rules: rules.into_iter().map(|(_, i, p)| (i, p)).collect(),
-            delete: m.get_flag("delete"),
-        })
-    }
-
-    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
-        *self = Self::from_arg_matches(m)?;
-        Ok(())
-    }
-}
-
-impl clap::Args for FilterArgs {
-    fn augment_args(cmd: clap::Command) -> clap::Command {
-        use clap::{Arg, ArgAction};
-        let rule = |id: &'static str, help: &'static str| {
-            Arg::new(id)
-                .long(id)
-                .value_name("PATTERN")
-                .action(ArgAction::Append)
-                .allow_hyphen_values(true)
-                .value_parser(clap::value_parser!(std::ffi::OsString))
-                .help(help)
-        };
-        cmd.arg(rule(
-            "exclude",
-            "Leave out what PATTERN matches (rsync's rules: `*.o`, `/build`, `cache/`, \
-             `dir/**`; first matching --exclude/--include wins; a leading / anchors at the \
-             top of each source directory). Repeatable.",
-        ))
-        .arg(rule(
-            "include",
-            "Keep what PATTERN matches even if a later --exclude would leave it out \
-             (`--include '*/' --include '*.c' --exclude '*'`). Repeatable.",
-        ))
-        .arg(
-            Arg::new("delete")
-                .long("delete")
-                .action(ArgAction::SetTrue)
-                .help(
-                    "Remove from the destination what the source lacks, inside the \
-                     directories the copy sends (needs -r); what --exclude leaves out is \
-                     kept.",
-                ),
-        )
-    }
-
-    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
-        Self::augment_args(cmd)
-    }
 }
 
 /// The far side of one transfer.
@@ -406,14 +324,6 @@ fn dst_path(dst: &Location) -> anyhow::Result<PathBuf> {
     }
 }
 
-fn warn(json: bool, w: String) {
-    if json {
-        emit_json(&json!({"type": "warning", "message": w}));
-    } else {
-        eprintln!("longhaul cp: warning: {w}");
-    }
-}
-
 /// Exit status of a finished transfer: 0, or 1 when some file failed or differs.
 fn status_of(report: &CpReport) -> u8 {
     u8::from(!report.failed.is_empty())
@@ -553,334 +463,6 @@ fn transfer(
         print_end(&report, cpu, verdict.as_ref(), json, args.filter.delete);
     }
     Ok(report)
-}
-
-/// The far end's start over ssh, apart from the transfer (whose seconds start at its
-/// first data stream): a line before the end line (`far_start` in JSON).
-fn print_far_started(end: &FarEnd, json: bool) {
-    let up = end.uploaded();
-    if json {
-        emit_json(&json!({
-            "type": "far_start",
-            "seconds": end.took().as_secs_f64(),
-            "uploaded_bytes": up.map(|u| u.sent_bytes),
-            "upload_seconds": up.map(|u| u.took.as_secs_f64()),
-        }));
-        return;
-    }
-    say(&format!(
-        "Far end: started over ssh in {:.2} s (login and start-up, not in the transfer's time){}",
-        end.took().as_secs_f64(),
-        match up {
-            Some(u) => format!(
-                ", of which {:.2} s uploading this longhaul ({:.1} MB)",
-                u.took.as_secs_f64(),
-                u.sent_bytes as f64 / 1e6
-            ),
-            None => String::new(),
-        }
-    ));
-}
-
-fn print_end(r: &CpReport, cpu: f64, verdict: Option<&CpVerdict>, json: bool, delete: bool) {
-    let secs = r.seconds.max(1e-6);
-    let moved = r.moved_bytes;
-    let bps = moved as f64 * 8.0 / secs;
-    // CPU per GB of the files' bytes (stable across resumes and --checksum-only), only
-    // over enough of them to mean something: a few bytes give a figure of millions.
-    let per_gb = (r.bytes >= PER_GB_MIN_BYTES).then(|| cpu / (r.bytes as f64 / 1e9));
-    if r.rejected_chunks > 0 {
-        warn(
-            json,
-            format!(
-                "{} chunk(s) failed the receiver's BLAKE3 check and were sent again: the \
-                 source changed while it was read, or the bytes were altered on the way \
-                 (nothing wrong was written; the files' digests matched)",
-                r.rejected_chunks
-            ),
-        );
-    }
-    if json {
-        let mut end = json!({
-            "type": "end", "ok": r.failed.is_empty(),
-            "files": r.files_ok, "bytes": r.bytes, "seconds": r.seconds,
-            "bits_per_second": bps, "sent_bytes": moved, "resumed_bytes": r.resumed_bytes,
-            "skipped_files": r.files_skipped, "failed_files": r.failed.len(),
-            "failures": r.failed, "rejected_chunks": r.rejected_chunks,
-            "cpu_seconds": cpu, "cpu_seconds_per_gb": per_gb,
-            "cpu_by_stage": {
-                "cipher_seconds": r.stages.cipher.as_secs_f64(),
-                "hash_seconds": r.stages.hash.as_secs_f64(),
-                "disk_seconds": r.stages.disk.as_secs_f64(),
-                "socket_and_rest_seconds": r.stages.rest(Duration::from_secs_f64(cpu)).as_secs_f64(),
-            },
-            "streams": r.start.streams, "chunk_bytes": r.start.chunk_bytes,
-            "direction": r.start.direction, "deleted_files": r.deleted,
-            "unchanged_files": r.files_unchanged, "unchanged_bytes": r.unchanged_bytes,
-            "compared_files": r.files_compared,
-            "created_files": r.files_ok.saturating_sub(r.files_unchanged + r.files_compared),
-            "reused_bytes": r.reused_bytes,
-            "first_byte_ms": longhaul_engine::startup::first_data_after_start()
-                .map(|t| t.as_secs_f64() * 1e3),
-            "first_byte_rtts": longhaul_engine::startup::first_data_rtts(r.start.rtt),
-            "data_dialed_rtts": longhaul_engine::startup::data_dialed_rtts(r.start.rtt),
-            "warmup_bytes": longhaul_engine::startup::warmup_bytes(),
-            "answered_ahead": r.start.answered_ahead,
-            "jump_start": r.jump_start,
-        });
-        if let (Some(v), Some(obj)) = (verdict, end.as_object_mut()) {
-            obj.insert("limited_by".into(), json!(v.limited_by));
-            obj.insert("limited_by_text".into(), json!(v.limited_by_text));
-            obj.insert("advice".into(), json!(v.advice));
-            obj.insert("balance".into(), json!(v.balance));
-            obj.insert("retransmits".into(), json!(v.retransmits));
-            // `streams` is the stream count (as before); bench's per-stream array is here.
-            obj.insert("stream_summaries".into(), json!(v.streams));
-        }
-        emit_json(&end);
-        return;
-    }
-    for f in &r.failed {
-        eprintln!("longhaul cp: failed: {f}");
-    }
-    say(&format!(
-        "{} {} files ({}) in {:.2} s = {}{}{}{}{}; {} streams, {} chunks, RTT {:.2} ms; CPU {:.2} s ({})",
-        if r.start.direction == "push" { "sent" } else { "received" },
-        r.files_ok,
-        format_bytes(moved as f64),
-        r.seconds,
-        format_rate_bps(bps),
-        // Files found unchanged are counted below, not as resumed.
-        match r.resumed_bytes.saturating_sub(r.unchanged_bytes) {
-            0 => String::new(),
-            resumed => format!(", {} already there (resumed)", format_bytes(resumed as f64)),
-        },
-        if r.files_skipped > 0 {
-            format!(", {} skipped (exist)", r.files_skipped)
-        } else {
-            String::new()
-        },
-        if r.files_unchanged > 0 {
-            format!(
-                ", {} unchanged ({})",
-                r.files_unchanged,
-                format_bytes(r.unchanged_bytes as f64)
-            )
-        } else {
-            String::new()
-        } + &if r.files_compared > 0 {
-            format!(
-                ", {} compared chunk by chunk ({} kept from the old copies)",
-                r.files_compared,
-                format_bytes(r.reused_bytes as f64)
-            )
-        } else {
-            String::new()
-        },
-        if delete {
-            format!(", deleted {}", r.deleted)
-        } else {
-            String::new()
-        },
-        r.start.streams,
-        format_bytes(r.start.chunk_bytes as f64),
-        r.start.rtt.as_secs_f64() * 1e3,
-        cpu,
-        match per_gb {
-            Some(s) => format!("{s:.2} s/GB"),
-            None => "too little data for a per-GB figure".into(),
-        },
-    ));
-    if per_gb.is_some() {
-        say(&format!(
-            "CPU by stage: {}",
-            r.stages.per_gb_text(Duration::from_secs_f64(cpu), r.bytes)
-        ));
-    }
-    if let Some(v) = verdict {
-        if v.streams.len() > 1 || v.retransmits > 0 {
-            let (balance, carried) = v.carrying_balance();
-            say(&format!(
-                "Streams: {} retransmits, slowest stream {:.0} % of the fastest{}",
-                v.retransmits,
-                balance * 100.0,
-                if carried < v.streams.len() {
-                    format!(
-                        " ({carried} of {} streams carried data: fewer chunks than streams)",
-                        v.streams.len()
-                    )
-                } else {
-                    String::new()
-                }
-            ));
-        }
-        say(&format!("Limited by: {}: {}", v.limited_by_text, v.advice));
-    }
-}
-
-/// `sync -n`: what a real run would send, file by file, then the totals (`would_send`
-/// lines and an `end` with `dry_run: true` in JSON).
-fn print_dry_run(r: &CpReport, json: bool) {
-    let total: u64 = r.would_send.iter().map(|w| w.bytes).sum();
-    let mut lines = r.would_send.clone();
-    lines.sort_by(|a, b| a.path.cmp(&b.path));
-    for w in &lines {
-        let path = String::from_utf8_lossy(&w.path);
-        let action = if w.compared { "update" } else { "create" };
-        if json {
-            emit_json(&json!({
-                "type": "would_send", "path": path, "action": action,
-                "size": w.size, "bytes": w.bytes,
-            }));
-        } else if w.compared {
-            say(&format!(
-                "would update {}: {} of {} differ",
-                longhaul_proto::printable(&path),
-                format_bytes(w.bytes as f64),
-                format_bytes(w.size as f64)
-            ));
-        } else {
-            say(&format!(
-                "would create {} ({})",
-                longhaul_proto::printable(&path),
-                format_bytes(w.size as f64)
-            ));
-        }
-    }
-    for path in &r.would_delete {
-        let path = path.to_string_lossy();
-        if json {
-            emit_json(&json!({"type": "would_delete", "path": path}));
-        } else {
-            say(&format!(
-                "would delete {}",
-                longhaul_proto::printable(&path)
-            ));
-        }
-    }
-    if json {
-        emit_json(&json!({
-            "type": "end", "ok": r.failed.is_empty(), "dry_run": true,
-            "would_delete": r.deleted,
-            "files": lines.len(), "would_send_bytes": total,
-            "unchanged_files": r.files_unchanged, "compared_files": r.files_compared,
-            "failures": r.failed, "direction": r.start.direction,
-        }));
-    } else {
-        say(&format!(
-            "dry run: {} files would be sent or updated, {} would cross; {} unchanged; {} would be deleted; nothing was changed",
-            lines.len(),
-            format_bytes(total as f64),
-            r.files_unchanged,
-            r.deleted
-        ));
-    }
-}
-
-/// What the ticker and the end share: the set-up once known, whether its `start` line is
-/// out, and the sampler of the data streams.
-#[derive(Default)]
-struct Reporting {
-    start: Option<CpStart>,
-    printed: bool,
-    telemetry: Option<CpTelemetry>,
-}
-
-/// Prints the JSON `start` line once the set-up and the file list are known.
-fn emit_start(shared: &Mutex<Reporting>, progress: &Progress, interval: Duration) -> bool {
-    let Ok(mut l) = shared.lock() else {
-        return false;
-    };
-    if l.printed {
-        return true;
-    }
-    let Some(s) = &l.start else {
-        return false;
-    };
-    let (_, bytes, _, files) = progress.snapshot();
-    emit_json(&json!({
-        "type": "start", "direction": s.direction, "streams": s.streams,
-        "chunk_bytes": s.chunk_bytes, "rtt_ms": s.rtt.as_secs_f64() * 1e3,
-        "window_bytes": s.window_bytes, "congestion": s.congestion,
-        "files": files, "bytes": bytes, "interval_s": interval.as_secs_f64(),
-    }));
-    l.printed = true;
-    true
-}
-
-/// An `interval` line: bench's interval object, then the transfer's progress.
-fn interval_line(v: &IntervalView, progress: &Progress) -> serde_json::Value {
-    let mut map = serde_json::Map::new();
-    map.insert("type".into(), json!("interval"));
-    if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(v) {
-        map.extend(fields);
-    }
-    let (done, total, files, files_total) = progress.snapshot();
-    map.insert("seconds".into(), json!(v.end));
-    map.insert("done_bytes".into(), json!(done));
-    map.insert("total_bytes".into(), json!(total));
-    map.insert("files".into(), json!(files));
-    map.insert("total_files".into(), json!(files_total));
-    serde_json::Value::Object(map)
-}
-
-/// The progress bar on stderr (when asked for) and, with `--json`, the `start` line and
-/// an `interval` line every `every`, until `done`'s sender is dropped.
-fn ticker(
-    progress: &Progress,
-    done: &std::sync::mpsc::Receiver<()>,
-    json: bool,
-    bar: bool,
-    every: Duration,
-    shared: &Mutex<Reporting>,
-) {
-    let pb = if bar {
-        ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())
-    } else {
-        ProgressBar::hidden()
-    };
-    pb.set_style(
-        ProgressStyle::with_template(
-            "[{bar:30}] {percent:>3}% {bytes} / {total_bytes}  {msg}  ETA {eta}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("#> "),
-    );
-    let mut next = Instant::now() + every;
-    let mut rate = 0.0f64;
-    // Wake for the next interval, and at least every 200 ms for the bar.
-    let tick = |next: Instant| {
-        next.saturating_duration_since(Instant::now())
-            .min(Duration::from_millis(200))
-    };
-    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = done.recv_timeout(tick(next)) {
-        let (bytes, total, files, files_total) = progress.snapshot();
-        // Intervals start once the file list is settled (and, with --json, the start line
-        // is out); the first one runs from the set-up.
-        let ready = progress.is_listed() && (!json || emit_start(shared, progress, every));
-        if ready && Instant::now() >= next {
-            next += every;
-            let view = shared
-                .lock()
-                .ok()
-                .and_then(|mut l| l.telemetry.as_mut().map(CpTelemetry::interval));
-            if let Some(v) = view {
-                rate = v.bits_per_second;
-                if json {
-                    emit_json(&interval_line(&v, progress));
-                }
-            }
-        }
-        if bar && total > 0 {
-            pb.set_length(total);
-            pb.set_position(bytes.min(total));
-            pb.set_message(format!(
-                "{}  files {files}/{files_total}",
-                format_rate_bps(rate)
-            ));
-        }
-    }
-    pb.finish_and_clear();
 }
 
 /// `-C`: a name the kernel could know (letters, digits, `_`, `-`; at most 16 bytes).

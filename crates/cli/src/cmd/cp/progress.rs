@@ -1,0 +1,125 @@
+//! Progress while a copy runs: the bar on stderr and, with `--json`, the `start` line and
+//! the `interval` lines, from a ticker thread.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use longhaul_engine::bench::report::IntervalView;
+use longhaul_engine::cp::client::CpStart;
+use longhaul_engine::cp::telemetry::CpTelemetry;
+use longhaul_engine::cp::Progress;
+use longhaul_model::units::format_rate_bps;
+use serde_json::json;
+
+use super::super::common::emit_json;
+
+/// What the ticker and the end share: the set-up once known, whether its `start` line is
+/// out, and the sampler of the data streams.
+#[derive(Default)]
+pub(super) struct Reporting {
+    pub(super) start: Option<CpStart>,
+    printed: bool,
+    pub(super) telemetry: Option<CpTelemetry>,
+}
+
+/// Prints the JSON `start` line once the set-up and the file list are known.
+pub(super) fn emit_start(
+    shared: &Mutex<Reporting>,
+    progress: &Progress,
+    interval: Duration,
+) -> bool {
+    let Ok(mut l) = shared.lock() else {
+        return false;
+    };
+    if l.printed {
+        return true;
+    }
+    let Some(s) = &l.start else {
+        return false;
+    };
+    let (_, bytes, _, files) = progress.snapshot();
+    emit_json(&json!({
+        "type": "start", "direction": s.direction, "streams": s.streams,
+        "chunk_bytes": s.chunk_bytes, "rtt_ms": s.rtt.as_secs_f64() * 1e3,
+        "window_bytes": s.window_bytes, "congestion": s.congestion,
+        "files": files, "bytes": bytes, "interval_s": interval.as_secs_f64(),
+    }));
+    l.printed = true;
+    true
+}
+
+/// An `interval` line: bench's interval object, then the transfer's progress.
+pub(super) fn interval_line(v: &IntervalView, progress: &Progress) -> serde_json::Value {
+    let mut map = serde_json::Map::new();
+    map.insert("type".into(), json!("interval"));
+    if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(v) {
+        map.extend(fields);
+    }
+    let (done, total, files, files_total) = progress.snapshot();
+    map.insert("seconds".into(), json!(v.end));
+    map.insert("done_bytes".into(), json!(done));
+    map.insert("total_bytes".into(), json!(total));
+    map.insert("files".into(), json!(files));
+    map.insert("total_files".into(), json!(files_total));
+    serde_json::Value::Object(map)
+}
+
+/// The progress bar on stderr (when asked for) and, with `--json`, the `start` line and
+/// an `interval` line every `every`, until `done`'s sender is dropped.
+pub(super) fn ticker(
+    progress: &Progress,
+    done: &std::sync::mpsc::Receiver<()>,
+    json: bool,
+    bar: bool,
+    every: Duration,
+    shared: &Mutex<Reporting>,
+) {
+    let pb = if bar {
+        ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())
+    } else {
+        ProgressBar::hidden()
+    };
+    pb.set_style(
+        ProgressStyle::with_template(
+            "[{bar:30}] {percent:>3}% {bytes} / {total_bytes}  {msg}  ETA {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("#> "),
+    );
+    let mut next = Instant::now() + every;
+    let mut rate = 0.0f64;
+    // Wake for the next interval, and at least every 200 ms for the bar.
+    let tick = |next: Instant| {
+        next.saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(200))
+    };
+    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = done.recv_timeout(tick(next)) {
+        let (bytes, total, files, files_total) = progress.snapshot();
+        // Intervals start once the file list is settled (and, with --json, the start line
+        // is out); the first one runs from the set-up.
+        let ready = progress.is_listed() && (!json || emit_start(shared, progress, every));
+        if ready && Instant::now() >= next {
+            next += every;
+            let view = shared
+                .lock()
+                .ok()
+                .and_then(|mut l| l.telemetry.as_mut().map(CpTelemetry::interval));
+            if let Some(v) = view {
+                rate = v.bits_per_second;
+                if json {
+                    emit_json(&interval_line(&v, progress));
+                }
+            }
+        }
+        if bar && total > 0 {
+            pb.set_length(total);
+            pb.set_position(bytes.min(total));
+            pb.set_message(format!(
+                "{}  files {files}/{files_total}",
+                format_rate_bps(rate)
+            ));
+        }
+    }
+    pb.finish_and_clear();
+}
