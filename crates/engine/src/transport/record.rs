@@ -457,31 +457,114 @@ impl Receiver {
 
     /// Opens the record at `buf[at..at + len]`.
     fn open(&mut self, at: usize, len: usize) -> Result<(), RecordError> {
-        let mut header = [0u8; HEADER];
-        header.copy_from_slice(&self.buf[at..at + HEADER]);
-        let nonce = self.keys.next_nonce();
-        let body = &mut self.buf[at + HEADER..at + len];
-        let inner = self
-            .keys
-            .key
-            .open_in_place(nonce, Aad::from(header), body)
-            .map_err(|_| RecordError::Altered)?;
-        // RFC 8446 bounds the inner plaintext (content, type, padding) at 2^14 + 1.
-        if inner.len() > MAX_PLAIN + 1 {
-            return Err(RecordError::Protocol(format!(
-                "a record of {} bytes, over TLS's 2^14 (record_overflow)",
-                inner.len()
-            )));
+        let (kind, n) = open_within(&mut self.keys, &mut self.buf[at..at + len], 0)?;
+        if kind == APPLICATION_DATA {
+            self.plain = at..at + n;
+            return Ok(());
         }
-        // The content type is the last non-zero byte; zeros after it are padding.
-        let end = inner.iter().rposition(|&b| b != 0).ok_or_else(|| {
-            RecordError::Protocol("a record with no content type (all padding)".into())
-        })?;
-        let kind = inner[end];
-        let content = at + HEADER..at + HEADER + end;
+        let content = self.buf[at..at + n].to_vec();
+        self.control(kind, &content)
+    }
+
+    /// Whether nothing is buffered, so the next socket read may go straight into the
+    /// reader's own buffer ([`Receiver::open_in`]).
+    pub fn is_empty(&self) -> bool {
+        self.plain.is_empty() && self.next == self.filled && !self.closed && self.failed.is_none()
+    }
+
+    /// How many more bytes complete the partial record buffered here (nothing else
+    /// buffered); `None` when there is plaintext or a whole record to read, or nothing.
+    pub fn wanted(&self) -> Option<usize> {
+        if !self.plain.is_empty() || self.closed || self.failed.is_some() {
+            return None;
+        }
+        let have = &self.buf[self.next..self.filled];
+        match whole_record(have) {
+            Ok(None) if have.is_empty() => None,
+            Ok(None) if have.len() < HEADER => Some(HEADER - have.len()),
+            Ok(None) => {
+                Some(HEADER + (usize::from(have[3]) << 8 | usize::from(have[4])) - have.len())
+            }
+            _ => None,
+        }
+    }
+
+    /// Opens, where they lie, the records that socket reads put straight into the
+    /// reader's buffer `dst` (when [`Receiver::is_empty`]): `dst[..plain]` is plaintext
+    /// already, `dst[cipher..end]` ciphertext read since. Each record's plaintext moves
+    /// down to follow the plaintext before it, so the bytes are decrypted where the reader
+    /// wants them and never copied (a record's plaintext is shorter than its ciphertext,
+    /// so it always fits). Returns the new `(plain, cipher)`: a partial record left at
+    /// `dst[cipher..end]` is completed by the next read into `dst[end..]` if it fits
+    /// there, else it moves to this receiver's own buffer (then `cipher == end`, and the
+    /// receiver is no longer empty).
+    pub fn open_in(
+        &mut self,
+        dst: &mut [u8],
+        plain: usize,
+        cipher: usize,
+        end: usize,
+    ) -> Result<(usize, usize), RecordError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let r = self.open_where_they_lie(dst, plain, cipher, end);
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
+    }
+
+    fn open_where_they_lie(
+        &mut self,
+        dst: &mut [u8],
+        mut plain: usize,
+        mut cipher: usize,
+        end: usize,
+    ) -> Result<(usize, usize), RecordError> {
+        while !self.closed {
+            let Some(len) = whole_record(&dst[cipher..end])? else {
+                break;
+            };
+            let (kind, n) = open_within(
+                &mut self.keys,
+                &mut dst[plain..cipher + len],
+                cipher - plain,
+            )?;
+            cipher += len;
+            if kind == APPLICATION_DATA {
+                plain += n;
+            } else {
+                let content = dst[plain..plain + n].to_vec();
+                self.control(kind, &content)?;
+            }
+        }
+        if self.closed {
+            // Nothing after a close_notify counts.
+            return Ok((plain, end));
+        }
+        let part = &dst[cipher..end];
+        let whole = if part.len() >= HEADER {
+            HEADER + (usize::from(part[3]) << 8 | usize::from(part[4]))
+        } else {
+            MAX_RECORD
+        };
+        if part.is_empty() || cipher + whole <= dst.len() {
+            return Ok((plain, cipher));
+        }
+        // The record will not fit where it lies: it completes in this buffer.
+        if self.buf.len() < part.len() + MAX_RECORD {
+            self.buf.resize(part.len() + MAX_RECORD, 0);
+        }
+        self.buf[..part.len()].copy_from_slice(part);
+        (self.plain, self.next, self.filled) = (0..0, 0, part.len());
+        Ok((plain, end))
+    }
+
+    /// A record that is not application data: an alert or handshake messages.
+    fn control(&mut self, kind: u8, content: &[u8]) -> Result<(), RecordError> {
         match kind {
-            APPLICATION_DATA => self.plain = content,
-            ALERT => match self.buf[content].to_vec().as_slice() {
+            ALERT => match content {
                 [_, 0] => self.closed = true,
                 [_, what] => return Err(RecordError::Alert(*what)),
                 _ => return Err(RecordError::Protocol("a malformed alert".into())),
@@ -498,8 +581,8 @@ impl Receiver {
 
     /// Handshake messages after the handshake: KeyUpdate (the key changes after it) and
     /// NewSessionTicket (ignored).
-    fn handshake(&mut self, content: Range<usize>) -> Result<(), RecordError> {
-        let mut rest = &self.buf[content];
+    fn handshake(&mut self, content: &[u8]) -> Result<(), RecordError> {
+        let mut rest = content;
         let mut update = None;
         while !rest.is_empty() {
             if update.is_some() {
@@ -535,6 +618,34 @@ impl Receiver {
         }
         Ok(())
     }
+}
+
+/// Opens the record at `in_out[from..]` (header first) with `keys`, moving its plaintext
+/// to the start of `in_out`; returns its content type and the content's length.
+fn open_within(
+    keys: &mut Direction,
+    in_out: &mut [u8],
+    from: usize,
+) -> Result<(u8, usize), RecordError> {
+    let mut header = [0u8; HEADER];
+    header.copy_from_slice(&in_out[from..from + HEADER]);
+    let nonce = keys.next_nonce();
+    let inner = keys
+        .key
+        .open_within(nonce, Aad::from(header), in_out, from + HEADER..)
+        .map_err(|_| RecordError::Altered)?;
+    // RFC 8446 bounds the inner plaintext (content, type, padding) at 2^14 + 1.
+    if inner.len() > MAX_PLAIN + 1 {
+        return Err(RecordError::Protocol(format!(
+            "a record of {} bytes, over TLS's 2^14 (record_overflow)",
+            inner.len()
+        )));
+    }
+    // The content type is the last non-zero byte; zeros after it are padding.
+    let end = inner.iter().rposition(|&b| b != 0).ok_or_else(|| {
+        RecordError::Protocol("a record with no content type (all padding)".into())
+    })?;
+    Ok((inner[end], end))
 }
 
 /// The length of the whole record at the start of `buf`, if it is all there; an error if

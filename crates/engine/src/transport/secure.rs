@@ -21,6 +21,9 @@ use crate::stage_cpu::{self, Stage};
 
 /// How much ciphertext one socket read takes.
 const READ_CHUNK: usize = 256 * 1024;
+/// Reads of at least this much go from the socket straight into the reader's buffer,
+/// where their records are opened in place ([`record::Receiver::open_in`]).
+const DIRECT_READ: usize = 32 * 1024;
 /// Plaintext rustls encrypts per write before it is sent (a few records per syscall).
 const WRITE_BATCH: usize = 256 * 1024;
 
@@ -223,7 +226,18 @@ impl TlsShared {
                     return Err(record_error(e));
                 }
             }
-            let n = (&*tcp).read(rx.space())?;
+            // A small read (a frame, a chunk's header) takes one record from the socket,
+            // not a batch: what follows it may be a large read's, which then goes
+            // straight into its own buffer ([`TlsShared::read_exact`]).
+            let small = buf.len() < DIRECT_READ;
+            let want = if small {
+                rx.wanted().unwrap_or(record::HEADER)
+            } else {
+                usize::MAX
+            };
+            let space = rx.space();
+            let want = want.min(space.len());
+            let n = (&*tcp).read(&mut space[..want])?;
             if n == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
@@ -232,6 +246,65 @@ impl TlsShared {
             }
             rx.filled(n);
         }
+    }
+
+    /// Fills `buf` whole: a large read goes from the socket straight into `buf`, where its
+    /// records are opened in place (no copy); what is already buffered, and small reads,
+    /// go the usual way.
+    fn read_exact(&self, tcp: &TcpStream, buf: &mut [u8]) -> io::Result<()> {
+        let cut_short = || {
+            io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the connection ended without TLS close_notify (cut short)",
+            )
+        };
+        let mut rx = lock(&self.reading)?;
+        // buf[..plain] is filled; buf[cipher..end] is ciphertext read straight into it.
+        let (mut plain, mut cipher, mut end) = (0, 0, 0);
+        while plain < buf.len() {
+            let direct = buf.len() - plain >= DIRECT_READ;
+            if cipher < end || (direct && rx.is_empty()) {
+                let n = (&*tcp).read(&mut buf[end..])?;
+                if n == 0 {
+                    return Err(cut_short());
+                }
+                end += n;
+                let opened =
+                    stage_cpu::timed(Stage::Cipher, || rx.open_in(buf, plain, cipher, end));
+                if rx.take_update_request() {
+                    self.update_owed.store(true, Ordering::Relaxed);
+                }
+                match opened {
+                    Ok((p, c)) => (plain, cipher) = (p, c),
+                    Err(e) => {
+                        drop(rx);
+                        self.alert(tcp, &e);
+                        return Err(record_error(e));
+                    }
+                }
+                continue;
+            }
+            if let Some(want) = rx.wanted().filter(|_| direct) {
+                // Only the rest of the record that did not fit: the reads after it go
+                // straight into `buf` again.
+                let space = rx.space();
+                let want = want.min(space.len());
+                let n = (&*tcp).read(&mut space[..want])?;
+                if n == 0 {
+                    return Err(cut_short());
+                }
+                rx.filled(n);
+                continue;
+            }
+            drop(rx);
+            match self.read(tcp, &mut buf[plain..])? {
+                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+                n => plain += n,
+            }
+            rx = lock(&self.reading)?;
+            (cipher, end) = (plain, plain);
+        }
+        Ok(())
     }
 
     /// Tells the peer why its records were refused (unless a writer is busy).
@@ -312,6 +385,13 @@ impl Read for &SecureStream {
             Some(t) => t.read(&self.tcp, buf),
         }
     }
+
+    fn read_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        match &self.tls {
+            None => (&self.tcp).read_exact(buf),
+            Some(t) => t.read_exact(&self.tcp, buf),
+        }
+    }
 }
 
 impl Write for &SecureStream {
@@ -333,6 +413,10 @@ impl Write for &SecureStream {
 impl Read for SecureStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         (&*self).read(buf)
+    }
+
+    fn read_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        (&*self).read_exact(buf)
     }
 }
 
@@ -401,10 +485,22 @@ mod tests {
                         Ok(n) => n,
                     };
                     alter(at, &mut buf[..n]);
-                    at += n as u64;
-                    if (&b).write_all(&buf[..n]).is_err() {
-                        break;
+                    // In pieces of 1-9000 bytes, each on its own: the reader sees records
+                    // split at every place, as through a path that delivers a packet at a
+                    // time.
+                    let _ = b.set_nodelay(true);
+                    let mut sent = 0;
+                    while sent < n {
+                        let piece = (1 + (at as usize + sent) * 7919 % 9000).min(n - sent);
+                        if (&b).write_all(&buf[sent..sent + piece]).is_err() {
+                            break;
+                        }
+                        sent += piece;
+                        if sent % 3 == 0 {
+                            std::thread::sleep(Duration::from_micros(20));
+                        }
                     }
+                    at += n as u64;
                 }
                 let _ = b.shutdown(Shutdown::Write);
             });
@@ -452,6 +548,104 @@ mod tests {
         w2.join().unwrap();
         assert!(r1.join().unwrap() == pattern(n));
         assert!(at_client == pattern(n / 2));
+    }
+
+    #[test]
+    fn whole_reads_open_records_where_they_land_and_deliver_every_byte_in_order() {
+        for relay in [None, Some((|_, _| {}) as fn(u64, &mut [u8]))] {
+            whole_reads(relay);
+        }
+    }
+
+    fn whole_reads(relay: Option<fn(u64, &mut [u8])>) {
+        let (c, s) = pair(relay);
+        let n = 12 << 20;
+        let data = pattern(n);
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&data).unwrap();
+        // Writes of every kind: small frames, buffered writes, a file read into records.
+        let writer = std::thread::spawn(move || {
+            let mut at = 0usize;
+            let mut buf = vec![0u8; 256 * 1024];
+            for (i, w) in [80usize, 100_000, 1, 4 << 20, 80, 3_333_333]
+                .iter()
+                .cycle()
+                .enumerate()
+            {
+                let w = (*w).min(n - at);
+                if w == 0 {
+                    break;
+                }
+                if i % 3 == 2 {
+                    c.send_file_range(&file, at as u64, w as u64, &mut buf)
+                        .unwrap();
+                } else {
+                    (&c).write_all(&data[at..at + w]).unwrap();
+                }
+                at += w;
+            }
+            c.shutdown(Shutdown::Write).unwrap();
+        });
+        // Reads of every size: under and over the direct read's threshold, across records.
+        let want = pattern(n);
+        let mut at = 0usize;
+        for r in [
+            80usize,
+            262_144,
+            7,
+            40_000,
+            16_384,
+            16_405,
+            1 << 20,
+            32_768,
+            100,
+        ]
+        .iter()
+        .cycle()
+        {
+            let r = (*r).min(n - at);
+            if r == 0 {
+                break;
+            }
+            let mut got = vec![0u8; r];
+            (&s).read_exact(&mut got).unwrap();
+            assert!(got == want[at..at + r], "bytes {at}..{}", at + r);
+            at += r;
+        }
+        let mut rest = Vec::new();
+        (&s).read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty());
+        writer.join().unwrap();
+    }
+
+    #[test]
+    fn a_whole_read_of_an_altered_stream_fails_and_delivers_nothing_false() {
+        let (c, s) = pair(Some(|at, buf| {
+            let target = 3 << 20;
+            if at <= target && target < at + buf.len() as u64 {
+                buf[(target - at) as usize] ^= 0x08;
+            }
+        }));
+        let writer = std::thread::spawn(move || {
+            let _ = (&c).write_all(&pattern(8 << 20));
+            let _ = c.shutdown(Shutdown::Write);
+        });
+        let want = pattern(8 << 20);
+        let mut at = 0;
+        let err = loop {
+            let mut got = vec![0u8; 256 * 1024];
+            match (&s).read_exact(&mut got) {
+                Ok(()) => {
+                    assert!(got == want[at..at + got.len()]);
+                    at += got.len();
+                }
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+        assert!(at < 3 << 20, "{at} bytes read past the altered one");
+        drop(s);
+        writer.join().unwrap();
     }
 
     #[test]
