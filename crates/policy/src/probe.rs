@@ -93,6 +93,9 @@ const FLAT_ROUNDS: u32 = 3;
 const MIN_ROUND: Duration = Duration::from_millis(20);
 /// Pacing during a drain, as a share of the held rate.
 pub const DRAIN_GAIN: f64 = 0.75;
+/// BBR's bandwidth-probing cycle, in rounds (one round at 1.25 of its estimate in
+/// eight).
+const BBR_CYCLE_ROUNDS: u32 = 8;
 /// Clean rounds at the held rate before it is probed upward.
 pub const PROBE_EVERY: u32 = 5;
 /// First upward probe, as a share of the held rate; it doubles after each success.
@@ -267,6 +270,11 @@ pub struct RateProbe {
     /// start-up's recovery may still be retransmitting; `None` when not cruising.
     cruising: Option<(u64, Duration)>,
     bbr: bool,
+    /// The congestion control the streams run now (the last one this controller asked
+    /// for; BBR or not is what matters).
+    on_bbr: bool,
+    /// The best round (in pacing's terms) since the probe under way began.
+    probe_best: u64,
     /// Each stream's smoothed RTT and acks at the last sample ([`Self::recent_rtt`]).
     last_srtt: Vec<(Duration, u64)>,
     /// Time spent at each held rate after the start-up, in buckets of 1/2 %: bucket ->
@@ -330,6 +338,8 @@ impl RateProbe {
             best_before_probe: 0,
             cruising: None,
             bbr: !loss_ends_startup,
+            on_bbr: !loss_ends_startup,
+            probe_best: 0,
             last_srtt: Vec::new(),
             held_time: std::collections::BTreeMap::new(),
             last_at: None,
@@ -380,6 +390,7 @@ impl RateProbe {
         self.phase = Phase::Hold;
         self.round_end = at + self.round;
         self.clean_rounds = 0;
+        self.on_bbr = self.bbr && path_loss;
         if self.bbr && path_loss {
             self.cruising = None;
             Some("bbr")
@@ -507,6 +518,9 @@ impl RateProbe {
         if let Some(cc) = self.switch_to.take() {
             congestion = Some(cc);
         }
+        if let Some(cc) = congestion {
+            self.on_bbr = cc == "bbr";
+        }
         Pacing {
             per_stream_bps: self.per_stream(streams),
             congestion,
@@ -575,7 +589,20 @@ impl RateProbe {
     fn window_since(&self, since: Duration) -> bool {
         self.window
             .back()
-            .is_some_and(|m| m.at < since + self.round)
+            .is_some_and(|m| m.at < since + self.round * self.probe_rounds())
+    }
+
+    /// Rounds a probe paces at its gain. One, unless the streams cruise on BBR (a path
+    /// with loss of its own): BBR paces at its own estimate of the path, which rises only
+    /// in the one round of its eight that probes, so a one-round probe of the cap above it
+    /// never saw more delivered, and a jump-started run on a 1e-3 loss path held its start
+    /// (95 % of the last run's rate) to the end.
+    pub(super) fn probe_rounds(&self) -> u32 {
+        if self.on_bbr {
+            BBR_CYCLE_ROUNDS
+        } else {
+            1
+        }
     }
 
     fn hold(&mut self, bps: u64) {

@@ -153,6 +153,8 @@ fn a_rate_under_the_best_round_lowered_by_a_stall_is_tried_again() {
     let before = 904_000_000;
     p.hold(before);
     p.phase = Phase::Hold;
+    // Cruising on CUBIC, as after a start-up on BBR.
+    p.on_bbr = false;
     let every = p.sample_every();
     let mut at = secs(2);
     p.round_end = at + base;
@@ -436,4 +438,60 @@ fn a_receiver_s_delayed_acks_do_not_end_the_start_up_at_a_few_percent() {
             "{rtt} ms, {streams} streams: dropped"
         );
     }
+}
+
+/// Regression (five 10 s benches in a row, 1 Gbit/s x 100 ms, 1e-3 random loss): a jump
+/// whose validation saw the path's own loss cruises on BBR, which paces at its own estimate
+/// of the path and sends more only in one round of its eight. The controller's one-round
+/// probes of the cap above it never saw more delivered, and every run held its start (95 %
+/// of the last run's rate) to the end. On BBR a probe lasts BBR's cycle.
+#[test]
+fn on_bbr_the_held_rate_climbs_through_bbr_s_own_probing() {
+    let base = Duration::from_millis(100);
+    let bottleneck = 1_000_000_000u64;
+    let mut p = RateProbe::new(base, false);
+    p.base_rtt = Some(base);
+    let mut at = secs(1);
+    assert_eq!(p.resume_at(at, 850_000_000, 0, true), Some("bbr"));
+    let every = p.sample_every();
+    let mut cap = Some(850_000_000u64);
+    // BBR's estimate: the best round of the last ten; its gain cycle: 1.25, 0.75, 1 x 6.
+    let mut rounds: VecDeque<u64> = vec![850_000_000; 10].into();
+    let mut this_round = (0u64, 0u32);
+    let mut delivered = 0u64;
+    while at < secs(21) {
+        at += every;
+        let round = (at.as_nanos() / base.as_nanos()) as u32;
+        if round != this_round.1 {
+            rounds.push_back(std::mem::take(&mut this_round.0));
+            rounds.pop_front();
+            this_round.1 = round;
+        }
+        let estimate = rounds.iter().copied().max().unwrap_or(0);
+        let gain = match round % 8 {
+            0 => 1.25,
+            1 => 0.75,
+            _ => 1.0,
+        };
+        let sent = ((estimate as f64 * gain) as u64).min(cap.unwrap_or(u64::MAX));
+        let bps = sent.min(bottleneck);
+        this_round.0 = this_round.0.max(bps);
+        delivered += (bps as f64 / 8.0 * every.as_secs_f64()) as u64;
+        let s = StreamSample {
+            delivery_bps: bps,
+            delivered_bytes: delivered,
+            in_flight_bytes: bps / 8 / 10,
+            srtt: base,
+            min_rtt: base,
+            busy: true,
+            ..StreamSample::default()
+        };
+        cap = p.on_sample(at, &[s]).per_stream_bps[0];
+    }
+    let held = p.held_bps().unwrap();
+    assert!(
+        held >= bottleneck * 93 / 100,
+        "held {held} after 20 s from 850 Mbit/s"
+    );
+    assert!(held <= bottleneck * 101 / 100, "held {held}: over the path");
 }

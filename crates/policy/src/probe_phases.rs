@@ -96,9 +96,21 @@ impl RateProbe {
         since: Duration,
         qdelay: Option<Duration>,
     ) {
-        // One round at the higher rate, then one round to see what it delivered.
-        if at >= since + self.round * 2 {
-            let delivered = self.paced_round_rate().unwrap_or(0);
+        // One round at the higher rate (a BBR cycle's on BBR), then one round to see
+        // what it delivered: the best round since the probe's first ended.
+        let rounds = self.probe_rounds();
+        if at >= since + self.round {
+            if let Some(r) = self.paced_round_rate() {
+                self.probe_best = self.probe_best.max(r);
+            }
+        }
+        if at >= since + self.round * (rounds + 1) {
+            let last = self.paced_round_rate().unwrap_or(0);
+            let delivered = if rounds > 1 {
+                self.probe_best.max(last)
+            } else {
+                last
+            };
             let held = self.held.unwrap_or(1);
             let wanted = held as f64 * (1.0 + (gain - 1.0) * 0.75);
             let queued = qdelay.is_some_and(|q| q > self.standing_queue());
@@ -364,6 +376,7 @@ impl RateProbe {
     /// One round at `gain` x the held rate from `at`, then one to see what it delivered.
     pub(super) fn start_probe(&mut self, gain: f64, at: Duration) {
         self.best_before_probe = self.best_round;
+        self.probe_best = 0;
         self.phase = Phase::ProbeUp { gain, since: at };
     }
 
