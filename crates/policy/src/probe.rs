@@ -80,7 +80,9 @@
 //! its ProbeRTT (4-6 % of a long run) are not needed: the sender cruises on CUBIC. If the
 //! held path then loses packets although nobody sends faster than the bottleneck, the loss
 //! is not congestion: the sender goes back to BBR, which does not mistake it for a full
-//! queue.
+//! queue. On BBR an upward probe lasts BBR's eight-round cycle: BBR paces at its own
+//! estimate and sends more only in the one round of eight that probes, so a one-round
+//! probe of the cap above it never saw more delivered.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -370,37 +372,6 @@ impl RateProbe {
     /// queues 6 % of the BDP).
     pub fn sample_every(&self) -> Duration {
         (self.round / 16).clamp(Duration::from_millis(5), Duration::from_millis(25))
-    }
-
-    /// Skips the start-up: a jump-start's validator confirmed that the path carries
-    /// `rate_bps` (all streams). The rate is held from `at` as if a start-up had found it;
-    /// returns the congestion control to switch to (BBR cruises on CUBIC, as after a
-    /// start-up, unless the validator saw the path's own loss (`path_loss`): then BBR
-    /// stays, as after a loss while cruising. On a 1e-3 loss path CUBIC's cuts took a
-    /// second at half the rate before that loss switched it back).
-    pub fn resume_at(
-        &mut self,
-        at: Duration,
-        rate_bps: u64,
-        retransmits: u64,
-        path_loss: bool,
-    ) -> Option<&'static str> {
-        self.exit = Some(StartUpExit::Jump);
-        self.hold(rate_bps.max(1));
-        self.phase = Phase::Hold;
-        self.round_end = at + self.round;
-        self.clean_rounds = 0;
-        self.on_bbr = self.bbr && path_loss;
-        if self.bbr && path_loss {
-            self.cruising = None;
-            Some("bbr")
-        } else if self.bbr {
-            let grace = (self.round * 4).max(Duration::from_secs(1));
-            self.cruising = Some((retransmits, at + grace));
-            Some("cubic")
-        } else {
-            None
-        }
     }
 
     /// The rate being held (all streams, bit/s), once the start-up has ended.
@@ -696,21 +667,6 @@ impl RateProbe {
     fn drain_limit(&self, qdelay: Option<Duration>) -> Duration {
         let q = qdelay.unwrap_or_default().max(self.round);
         (q.mul_f64(1.0 / (1.0 - DRAIN_GAIN))).min(MAX_DRAIN)
-    }
-
-    /// Cruising on CUBIC: after the grace period, a retransmission means loss that is not
-    /// congestion (nobody sends faster than the bottleneck): back to BBR, once.
-    fn check_cruise(&mut self, at: Duration, retransmits: u64) -> Option<&'static str> {
-        let (base, grace_end) = self.cruising?;
-        if at < grace_end {
-            self.cruising = Some((retransmits, grace_end));
-            None
-        } else if retransmits > base {
-            self.cruising = None;
-            Some("bbr")
-        } else {
-            None
-        }
     }
 }
 

@@ -1,14 +1,61 @@
-//! The rate controller's phases after the start-up (see [`super`]): the drain, the hold,
-//! the upward probe and competing, with what moves between them.
+//! The rate controller's phases after the start-up (see [`super`]): a jump's resume, the
+//! cruise on CUBIC, the drain, the hold, the upward probe and competing, with what moves
+//! between them.
 
 use std::time::Duration;
 
 use super::{
-    Phase, RateProbe, CHECK_GAIN, COMPETE_CHECK_MIN, COMPETE_CHECK_ROUNDS, FIRST_PROBE,
-    FOREIGN_ROUNDS, MAX_PROBE, MAX_RESTORE, NEAR_PROBE, PROBE_EVERY, RESTORE_AFTER,
+    Phase, RateProbe, StartUpExit, CHECK_GAIN, COMPETE_CHECK_MIN, COMPETE_CHECK_ROUNDS,
+    FIRST_PROBE, FOREIGN_ROUNDS, MAX_PROBE, MAX_RESTORE, NEAR_PROBE, PROBE_EVERY, RESTORE_AFTER,
 };
 
 impl RateProbe {
+    /// Skips the start-up: a jump-start's validator confirmed that the path carries
+    /// `rate_bps` (all streams). The rate is held from `at` as if a start-up had found it;
+    /// returns the congestion control to switch to (BBR cruises on CUBIC, as after a
+    /// start-up, unless the validator saw the path's own loss (`path_loss`): then BBR
+    /// stays, as after a loss while cruising. On a 1e-3 loss path CUBIC's cuts took a
+    /// second at half the rate before that loss switched it back).
+    pub fn resume_at(
+        &mut self,
+        at: Duration,
+        rate_bps: u64,
+        retransmits: u64,
+        path_loss: bool,
+    ) -> Option<&'static str> {
+        self.exit = Some(StartUpExit::Jump);
+        self.hold(rate_bps.max(1));
+        self.phase = Phase::Hold;
+        self.round_end = at + self.round;
+        self.clean_rounds = 0;
+        self.on_bbr = self.bbr && path_loss;
+        if self.bbr && path_loss {
+            self.cruising = None;
+            Some("bbr")
+        } else if self.bbr {
+            let grace = (self.round * 4).max(Duration::from_secs(1));
+            self.cruising = Some((retransmits, at + grace));
+            Some("cubic")
+        } else {
+            None
+        }
+    }
+
+    /// Cruising on CUBIC: after the grace period, a retransmission means loss that is not
+    /// congestion (nobody sends faster than the bottleneck): back to BBR, once.
+    pub(super) fn check_cruise(&mut self, at: Duration, retransmits: u64) -> Option<&'static str> {
+        let (base, grace_end) = self.cruising?;
+        if at < grace_end {
+            self.cruising = Some((retransmits, grace_end));
+            None
+        } else if retransmits > base {
+            self.cruising = None;
+            Some("bbr")
+        } else {
+            None
+        }
+    }
+
     /// The drain: until the queue is gone (see the module docs), then the hold; the
     /// start-up's drain sets the held rate.
     pub(super) fn on_drain(
