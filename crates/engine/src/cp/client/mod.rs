@@ -1,174 +1,41 @@
 //! The client end of `longhaul cp`: connects and authenticates like bench, measures the
 //! RTT, sizes windows, streams and chunks from the path, asks the server for a push or a
 //! pull, opens the data streams and runs the sending or receiving end.
+//!
+//! Its parts: `config` (what to copy, and how), `report` (how the transfer was set up,
+//! and what happened), `reply` (the server's answers while the copy is set up) and
+//! `paths` (the remote path and the local destination as this end checks them).
 
 use crate::transport::secure::SecureStream;
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferOptions, TransferParams};
-use longhaul_proto::Token;
-use longhaul_sys::served_root::ServedRoot;
-use longhaul_transfer::session::recv::SyncRules;
 use longhaul_transfer::session::ExpectedList;
-use longhaul_transfer::{
-    chunk_size_for, names_a_directory, parse_peer_path, require_directory, Filter, RequestedPath,
-};
+use longhaul_transfer::{chunk_size_for, names_a_directory, require_directory, RequestedPath};
 
-use super::recv::{run_receiver, RecvTarget};
-use super::send::{run_sender, SendItem, Sender, SourceRoot};
+use super::recv::run_receiver;
+use super::send::{run_sender, Sender, SourceRoot};
 use super::{CpError, Progress};
 use crate::host;
 use crate::telemetry::StreamCounters;
 use crate::transport::control::ControlLink;
 use crate::transport::dial::flush;
-use crate::transport::framed::{Frame, FramedConn};
 use crate::transport::sockopts;
-use crate::transport::tls::Security;
 use longhaul_model::buffers::bdp_bytes;
 use longhaul_policy::{JumpValidator, RateProbe, Role, TransportRequest, Window};
-use longhaul_proto::transfer::valid_chunk_size;
-use longhaul_proto::{ClientSession, Message};
 
-/// What to copy.
-pub enum CpJob {
-    /// Local files (already listed) to the server's `remote_path`.
-    Push {
-        /// The entries, directories before their contents.
-        items: Vec<SendItem>,
-    },
-    /// The server's `remote_path` to a local destination.
-    Pull {
-        /// Local destination (an existing directory, or a new name).
-        dest: PathBuf,
-    },
-}
+mod config;
+mod paths;
+mod reply;
+mod report;
 
-/// A `longhaul cp` run.
-pub struct CpConfig {
-    /// `HOST:PORT` or `[V6]:PORT` of the server.
-    pub server: String,
-    /// Path below the server's root (raw bytes; empty = the root), or with `user_paths`
-    /// the ssh user's path (absolute or from the home; empty = the home).
-    pub remote_path: Vec<u8>,
-    /// The server is a `longhaul ssh-server` serving the user's own files (see
-    /// `ServedFiles::User`), not a daemon's root.
-    pub user_paths: bool,
-    /// Push or pull.
-    pub job: CpJob,
-    /// Shared token.
-    pub token: Token,
-    /// Copy directories.
-    pub recursive: bool,
-    /// Never replace existing files.
-    pub no_clobber: bool,
-    /// The receiver flushes each file to disk before its rename (`--sync`).
-    pub sync: bool,
-    /// Only compare digests.
-    pub checksum_only: bool,
-    /// On a pull, keep set-user-ID, set-group-ID and sticky bits the server names
-    /// (`--keep-setuid`); dropped otherwise.
-    pub keep_setuid: bool,
-    /// Data streams (`None`: from the path).
-    pub streams: Option<u16>,
-    /// A push or a pull may start at the rate remembered for the path (jump-start; not
-    /// `--no-jump-start`): a push's sender is this end, a pull's the server, asked in the
-    /// request.
-    pub jump_start: bool,
-    /// Total pacing rate, bit/s.
-    pub rate_bps: Option<u64>,
-    /// Fixed socket buffer per stream.
-    pub window: Option<u64>,
-    /// Congestion control of the sending side (pushes).
-    pub congestion: Option<String>,
-    /// Chunk size (`None`: from the path).
-    pub chunk_size: Option<u64>,
-    /// How the server is trusted, and whether the data streams are encrypted.
-    pub security: Security,
-    /// `longhaul sync`: only the chunks of a changed file that differ from the
-    /// destination's copy are sent, entries placed by rsync's rule.
-    pub delta: Option<SyncRules>,
-    /// `--exclude` / `--include` rules in command-line order (empty: everything). A push's
-    /// items are already walked with them (`walk_local_filtered`); they go to the server
-    /// either way (a pull's server lists with them, a push's keeps what they exclude from
-    /// `--delete`).
-    pub filter: Filter,
-    /// `--delete`: the receiver removes what the source lacks from the directories the
-    /// transfer sends (needs `recursive`), keeping what `filter` excludes.
-    pub delete: bool,
-    /// `-H`: the sender lists later names of a file as hard links of the first (a push's
-    /// items are walked so already; a pull's server is asked to).
-    pub hard_links: bool,
-}
+pub use config::{CpConfig, CpJob};
+pub use report::{CpReport, CpStart};
 
-/// How the transfer was set up (for the `start` line).
-#[derive(Debug, Clone)]
-pub struct CpStart {
-    /// `push` or `pull`.
-    pub direction: &'static str,
-    /// Data streams.
-    pub streams: u16,
-    /// Chunk size.
-    pub chunk_bytes: u64,
-    /// Measured RTT.
-    pub rtt: Duration,
-    /// Socket buffer per stream on this side.
-    pub window_bytes: u64,
-    /// Congestion control of the sender ("server's choice" on a pull).
-    pub congestion: String,
-    /// Warnings about host limits.
-    pub warnings: Vec<String>,
-    /// Clones of the data sockets (`[i]` is stream `i`), for a TCP_INFO sampler; the
-    /// payload bytes per stream are counted in the progress's stream counters.
-    pub sockets: Vec<Arc<SecureStream>>,
-    /// A pull answered the file list ahead (its destination held nothing of it): the
-    /// server's chunks left with the list (see `cp::ahead`).
-    pub answered_ahead: bool,
-}
-
-/// What happened.
-#[derive(Debug, Clone)]
-pub struct CpReport {
-    /// Set-up.
-    pub start: CpStart,
-    /// Files committed (or equal with `--checksum-only`).
-    pub files_ok: u64,
-    /// Files skipped (`--no-clobber`).
-    pub files_skipped: u64,
-    /// Files that failed, with why.
-    pub failed: Vec<String>,
-    /// Bytes of all files of the transfer.
-    pub bytes: u64,
-    /// Payload bytes this end sent (push) or received (pull) in this run.
-    pub moved_bytes: u64,
-    /// Bytes verified by an earlier run, not sent again.
-    pub resumed_bytes: u64,
-    /// Chunks refused by the receiver (push only).
-    pub rejected_chunks: u64,
-    /// Wall time from the first data stream to the end.
-    pub seconds: f64,
-    /// Files found complete at the destination by the quick check (same size and mtime).
-    pub files_unchanged: u64,
-    /// Bytes of those files (counted in `resumed_bytes` too: nothing of them was sent).
-    pub unchanged_bytes: u64,
-    /// Sync: files whose destination copy was compared chunk by chunk.
-    pub files_compared: u64,
-    /// Sync: bytes taken from the destination's old copies instead of sent.
-    pub reused_bytes: u64,
-    /// `sync -n`: what a real run would send, file by file.
-    pub would_send: Vec<longhaul_transfer::session::WouldSend>,
-    /// Entries the receiver removed for `--delete` (would remove, with `sync -n`).
-    pub deleted: u64,
-    /// `sync -n --delete` on a pull: what would be removed here (a push's server says
-    /// only how many).
-    pub would_delete: Vec<PathBuf>,
-    /// Jump-start: whether it was used, why not, the verdict (see docs/jump-start.md).
-    pub jump_start: crate::jump::JumpReport,
-    /// This end's CPU time by stage (see [`crate::stage_cpu`]).
-    pub stages: crate::stage_cpu::StageSplit,
-}
+use paths::{local_target, remote_refused, requested_top};
+use reply::{await_ready, server_refusal};
 
 /// Runs a copy; `progress` is updated as it goes, `on_start` called once set up.
 pub fn run_cp(
@@ -570,13 +437,6 @@ pub fn run_cp(
     }
 }
 
-/// The server's `TransferReady`: the chunk size, and what it did with a jump ask.
-struct Ready {
-    chunk_size: u64,
-    jump_start_bps: u64,
-    jump_note: String,
-}
-
 /// The smallest RTT the kernel measured on any of `sockets` (`None`: none measured).
 fn smallest_rtt(sockets: &[Arc<SecureStream>]) -> Option<Duration> {
     sockets
@@ -586,128 +446,4 @@ fn smallest_rtt(sockets: &[Arc<SecureStream>]) -> Option<Duration> {
         .filter(|&us| us > 0)
         .min()
         .map(|us| Duration::from_micros(u64::from(us)))
-}
-
-/// Waits for the welcome (our proof accepted) and the server's `TransferReady`.
-fn await_ready(conn: &mut FramedConn, session: &mut ClientSession) -> Result<Ready, CpError> {
-    let mut welcomed = false;
-    loop {
-        match conn.recv_any() {
-            Ok(Frame::Bench(Message::Error { message, .. })) => {
-                return Err(CpError::Refused(message))
-            }
-            Ok(Frame::Bench(m)) => {
-                session.handle(m).map_err(|e| CpError::Setup(e.into()))?;
-                while let Some(ev) = session.poll_event() {
-                    if matches!(ev, longhaul_proto::ClientEvent::Authenticated { .. }) {
-                        welcomed = true;
-                    }
-                }
-            }
-            Ok(Frame::Transfer(TransferMessage::TransferReady {
-                chunk_size,
-                jump_start_bps,
-                jump_note,
-            })) => {
-                if !valid_chunk_size(chunk_size) {
-                    return Err(CpError::Protocol(format!(
-                        "the server chose a chunk size of {chunk_size} bytes"
-                    )));
-                }
-                if !welcomed {
-                    return Err(CpError::Protocol("TransferReady before the welcome".into()));
-                }
-                return Ok(Ready {
-                    chunk_size,
-                    jump_start_bps,
-                    jump_note,
-                });
-            }
-            Ok(Frame::Transfer(other)) => {
-                return Err(CpError::Protocol(format!(
-                    "expected TransferReady, got {}",
-                    other.kind()
-                )))
-            }
-            Err(e) => return Err(CpError::Lost(format!("waiting for the server: {e}"))),
-        }
-    }
-}
-
-/// The server's error message, if one is waiting on the control connection.
-fn server_refusal(conn: &mut crate::transport::framed::FramedConn) -> Option<CpError> {
-    let _ = conn.stream().set_read_timeout(Some(Duration::from_secs(2)));
-    match conn.recv_any() {
-        Ok(crate::transport::framed::Frame::Bench(longhaul_proto::Message::Error {
-            message,
-            ..
-        })) => Some(CpError::Refused(message)),
-        _ => None,
-    }
-}
-
-/// The receiving root and target for a local destination: an existing directory is the
-/// root itself; anything else is a name in its parent directory.
-fn local_target(
-    dest: &std::path::Path,
-    no_clobber: bool,
-    checksum_only: bool,
-    sync: bool,
-) -> Result<RecvTarget, CpError> {
-    let (root, target) = if dest.is_dir() {
-        (dest.to_path_buf(), None)
-    } else {
-        let name = dest
-            .file_name()
-            .ok_or_else(|| CpError::DestinationNotAName {
-                path: dest.to_path_buf(),
-            })?;
-        let parent = match dest.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let t = parse_peer_path(name.as_bytes()).map_err(|cause| CpError::DestinationName {
-            path: dest.to_path_buf(),
-            cause,
-        })?;
-        (parent, Some(t))
-    };
-    let root = ServedRoot::open(&root).map_err(|cause| CpError::Destination {
-        what: "opening the destination directory",
-        path: root.clone(),
-        cause,
-    })?;
-    Ok(RecvTarget {
-        root: Arc::new(root),
-        target,
-        no_clobber,
-        checksum_only,
-        sync,
-        expect: None,
-        keep_setuid: false,
-        caps: Default::default(),
-        delta: None,
-        delete: None,
-        answered_ahead: false,
-    })
-}
-
-/// The base name every entry of a pull of `remote_path` starts with (`None`: the served
-/// root was asked for, whose name only the server knows).
-fn requested_top(remote_path: &[u8]) -> Result<Option<Vec<u8>>, CpError> {
-    let requested = RequestedPath::from_typed(remote_path).map_err(|e| {
-        CpError::Protocol(format!(
-            "the remote path {}: {e}",
-            String::from_utf8_lossy(remote_path)
-        ))
-    })?;
-    Ok(requested.path.map(|p| p.file_name().to_vec()))
-}
-
-/// The remote path as typed is refused (before anything is sent).
-fn remote_refused(cfg: &CpConfig, e: longhaul_transfer::Error) -> CpError {
-    CpError::Protocol(format!(
-        "the remote path {}: {e}",
-        String::from_utf8_lossy(&cfg.remote_path)
-    ))
 }
