@@ -669,5 +669,4 @@ fn whole_record(buf: &[u8]) -> Result<Option<usize>, RecordError> {
 }
 
 #[cfg(test)]
-#[path = "record_tests.rs"]
 mod tests;
