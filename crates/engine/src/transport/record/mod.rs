@@ -134,6 +134,15 @@ fn expand_label(suite: Suite, secret: &[u8], label: &str, out: &mut [u8]) {
         .expect("HKDF-Expand-Label of a traffic secret: lengths within the hash's limit");
 }
 
+/// The key and IV a traffic secret gives (section 7.3).
+fn key_and_iv(suite: Suite, secret: &[u8]) -> (Vec<u8>, [u8; 12]) {
+    let mut key = vec![0u8; suite.aead().key_len()];
+    expand_label(suite, secret, "key", &mut key);
+    let mut iv = [0u8; 12];
+    expand_label(suite, secret, "iv", &mut iv);
+    (key, iv)
+}
+
 /// One direction's keys: the traffic secret, the key and IV derived from it, the sequence
 /// number.
 pub struct Direction {
@@ -158,23 +167,21 @@ impl Direction {
     }
 
     fn derive(suite: Suite, secret: &[u8]) -> (LessSafeKey, [u8; 12]) {
-        let alg = suite.aead();
-        let mut key = vec![0u8; alg.key_len()];
-        expand_label(suite, secret, "key", &mut key);
-        let mut iv = [0u8; 12];
-        expand_label(suite, secret, "iv", &mut iv);
-        let key = UnboundKey::new(alg, &key).expect("a key of the algorithm's length");
+        let (key, iv) = key_and_iv(suite, secret);
+        let key = UnboundKey::new(suite.aead(), &key).expect("a key of the algorithm's length");
         (LessSafeKey::new(key), iv)
     }
 
     /// Whether `key` and `iv` are the ones this secret gives (checked against the keys
     /// rustls derived, before the first record).
     pub fn derives(suite: Suite, secret: &[u8], key: &[u8], iv: &[u8]) -> bool {
-        let mut k = vec![0u8; suite.aead().key_len()];
-        expand_label(suite, secret, "key", &mut k);
-        let mut i = [0u8; 12];
-        expand_label(suite, secret, "iv", &mut i);
+        let (k, i) = key_and_iv(suite, secret);
         k == key && i == iv
+    }
+
+    /// The suite these keys are for.
+    pub fn suite(&self) -> Suite {
+        self.suite
     }
 
     /// The next nonce; the sequence number moves on.
@@ -425,14 +432,23 @@ impl Receiver {
     /// Copies plaintext into `out`: what an opened record still holds, else the next whole
     /// record's once it is opened.
     pub fn read(&mut self, out: &mut [u8]) -> Result<Step, RecordError> {
+        self.unless_failed(|rx| rx.step(out))
+    }
+
+    /// Runs `f` unless an error came before; its error, if any, is kept for every call
+    /// after.
+    fn unless_failed<T>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<T, RecordError>,
+    ) -> Result<T, RecordError> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        let step = self.step(out);
-        if let Err(e) = &step {
+        let r = f(self);
+        if let Err(e) = &r {
             self.failed = Some(e.clone());
         }
-        step
+        r
     }
 
     fn step(&mut self, out: &mut [u8]) -> Result<Step, RecordError> {
@@ -482,9 +498,7 @@ impl Receiver {
         match whole_record(have) {
             Ok(None) if have.is_empty() => None,
             Ok(None) if have.len() < HEADER => Some(HEADER - have.len()),
-            Ok(None) => {
-                Some(HEADER + (usize::from(have[3]) << 8 | usize::from(have[4])) - have.len())
-            }
+            Ok(None) => Some(HEADER + announced_len(have) - have.len()),
             _ => None,
         }
     }
@@ -505,14 +519,7 @@ impl Receiver {
         cipher: usize,
         end: usize,
     ) -> Result<(usize, usize), RecordError> {
-        if let Some(e) = &self.failed {
-            return Err(e.clone());
-        }
-        let r = self.open_where_they_lie(dst, plain, cipher, end);
-        if let Err(e) = &r {
-            self.failed = Some(e.clone());
-        }
-        r
+        self.unless_failed(|rx| rx.open_where_they_lie(dst, plain, cipher, end))
     }
 
     fn open_where_they_lie(
@@ -545,7 +552,7 @@ impl Receiver {
         }
         let part = &dst[cipher..end];
         let whole = if part.len() >= HEADER {
-            HEADER + (usize::from(part[3]) << 8 | usize::from(part[4]))
+            HEADER + announced_len(part)
         } else {
             MAX_RECORD
         };
@@ -648,13 +655,19 @@ fn open_within(
     Ok((inner[end], end))
 }
 
+/// The ciphertext length the record header at the start of `header` announces (at least
+/// [`HEADER`] bytes).
+pub fn announced_len(header: &[u8]) -> usize {
+    usize::from(header[3]) << 8 | usize::from(header[4])
+}
+
 /// The length of the whole record at the start of `buf`, if it is all there; an error if
 /// its header is not one of an encrypted TLS 1.3 record.
 fn whole_record(buf: &[u8]) -> Result<Option<usize>, RecordError> {
-    let [kind, major, minor, hi, lo, ..] = *buf else {
+    let [kind, major, minor, _, _, ..] = *buf else {
         return Ok(None);
     };
-    let len = usize::from(hi) << 8 | usize::from(lo);
+    let len = announced_len(buf);
     if kind != APPLICATION_DATA {
         return Err(RecordError::Protocol(format!(
             "an unencrypted record (content type {kind}) after the handshake"

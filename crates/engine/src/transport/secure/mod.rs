@@ -155,9 +155,7 @@ impl SecureStream {
         if let (Some(t), Shutdown::Write | Shutdown::Both) = (&self.tls, how) {
             if let Ok(mut tx) = t.writing.try_lock() {
                 tx.close_notify();
-                let out = tx.take();
-                let _ = (&self.tcp).write_all(out);
-                out.clear();
+                let _ = send_sealed(&self.tcp, &mut tx);
             }
         }
         self.tcp.shutdown(how)
@@ -202,18 +200,29 @@ fn lock<T>(m: &Mutex<T>) -> io::Result<MutexGuard<'_, T>> {
         .map_err(|_| io::Error::other("a thread using this connection panicked"))
 }
 
-/// One socket read, tried again when a signal interrupted it (as `read_exact` does).
-fn read_socket(tcp: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+/// One socket read of more ciphertext, tried again when a signal interrupted it (as
+/// `read_exact` does); the end of the connection here is an error: no close_notify came.
+fn read_more(tcp: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
     loop {
         match (&*tcp).read(buf) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the connection ended without TLS close_notify (cut short)",
+                ))
+            }
             r => return r,
         }
     }
 }
 
-fn record_error(e: record::RecordError) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, e.to_string())
+/// Writes the records `tx` sealed and empties its buffer for the next ones.
+fn send_sealed(tcp: &TcpStream, tx: &mut Sender) -> io::Result<()> {
+    let out = tx.take();
+    let r = (&*tcp).write_all(out);
+    out.clear();
+    r
 }
 
 impl TlsShared {
@@ -224,17 +233,11 @@ impl TlsShared {
         loop {
             // Opening records (and the copy out) is the cipher's CPU time.
             let step = stage_cpu::timed(Stage::Cipher, || rx.read(buf));
-            if rx.take_update_request() {
-                self.update_owed.store(true, Ordering::Relaxed);
-            }
-            match step {
-                Ok(Step::Plain(n)) => return Ok(n),
-                Ok(Step::Closed) => return Ok(0),
-                Ok(Step::NeedMore) => {}
-                Err(e) => {
-                    self.alert(tcp, &e);
-                    return Err(record_error(e));
-                }
+            self.note_update_request(&mut rx);
+            match step.map_err(|e| self.refuse(tcp, e))? {
+                Step::Plain(n) => return Ok(n),
+                Step::Closed => return Ok(0),
+                Step::NeedMore => {}
             }
             // A small read (a frame, a chunk's header) takes one record from the socket,
             // not a batch: what follows it may be a large read's, which then goes
@@ -247,13 +250,7 @@ impl TlsShared {
             };
             let space = rx.space();
             let want = want.min(space.len());
-            let n = read_socket(tcp, &mut space[..want])?;
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the connection ended without TLS close_notify (cut short)",
-                ));
-            }
+            let n = read_more(tcp, &mut space[..want])?;
             rx.filled(n);
         }
     }
@@ -262,36 +259,17 @@ impl TlsShared {
     /// records are opened in place (no copy); what is already buffered, and small reads,
     /// go the usual way.
     fn read_exact(&self, tcp: &TcpStream, buf: &mut [u8]) -> io::Result<()> {
-        let cut_short = || {
-            io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the connection ended without TLS close_notify (cut short)",
-            )
-        };
         let mut rx = lock(&self.reading)?;
         // buf[..plain] is filled; buf[cipher..end] is ciphertext read straight into it.
         let (mut plain, mut cipher, mut end) = (0, 0, 0);
         while plain < buf.len() {
             let direct = buf.len() - plain >= DIRECT_READ;
             if cipher < end || (direct && rx.is_empty()) {
-                let n = read_socket(tcp, &mut buf[end..])?;
-                if n == 0 {
-                    return Err(cut_short());
-                }
-                end += n;
+                end += read_more(tcp, &mut buf[end..])?;
                 let opened =
                     stage_cpu::timed(Stage::Cipher, || rx.open_in(buf, plain, cipher, end));
-                if rx.take_update_request() {
-                    self.update_owed.store(true, Ordering::Relaxed);
-                }
-                match opened {
-                    Ok((p, c)) => (plain, cipher) = (p, c),
-                    Err(e) => {
-                        drop(rx);
-                        self.alert(tcp, &e);
-                        return Err(record_error(e));
-                    }
-                }
+                self.note_update_request(&mut rx);
+                (plain, cipher) = opened.map_err(|e| self.refuse(tcp, e))?;
                 continue;
             }
             if let Some(want) = rx.wanted().filter(|_| direct) {
@@ -299,10 +277,7 @@ impl TlsShared {
                 // straight into `buf` again.
                 let space = rx.space();
                 let want = want.min(space.len());
-                let n = read_socket(tcp, &mut space[..want])?;
-                if n == 0 {
-                    return Err(cut_short());
-                }
+                let n = read_more(tcp, &mut space[..want])?;
                 rx.filled(n);
                 continue;
             }
@@ -317,14 +292,21 @@ impl TlsShared {
         Ok(())
     }
 
-    /// Tells the peer why its records were refused (unless a writer is busy).
-    fn alert(&self, tcp: &TcpStream, e: &record::RecordError) {
-        if let Ok(mut tx) = self.writing.try_lock() {
-            tx.alert_for(e);
-            let out = tx.take();
-            let _ = (&*tcp).write_all(out);
-            out.clear();
+    /// A KeyUpdate the peer asked for in what `rx` opened is owed before the next write.
+    fn note_update_request(&self, rx: &mut Receiver) {
+        if rx.take_update_request() {
+            self.update_owed.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// Tells the peer why its records were refused (unless a writer is busy); the error
+    /// for the reader.
+    fn refuse(&self, tcp: &TcpStream, e: record::RecordError) -> io::Error {
+        if let Ok(mut tx) = self.writing.try_lock() {
+            tx.alert_for(&e);
+            let _ = send_sealed(tcp, &mut tx);
+        }
+        io::Error::new(io::ErrorKind::InvalidData, e.to_string())
     }
 
     /// Takes the writer's lock, with a KeyUpdate the peer asked for queued first.
@@ -340,20 +322,14 @@ impl TlsShared {
         let mut tx = self.sender()?;
         // Sealing records (and the copy in) is the cipher's CPU time.
         let n = stage_cpu::timed(Stage::Cipher, || tx.seal(buf, WRITE_BATCH));
-        let out = tx.take();
-        let r = (&*tcp).write_all(out);
-        out.clear();
-        r.map(|()| n)
+        send_sealed(tcp, &mut tx).map(|()| n)
     }
 
     /// Sends a KeyUpdate owed to the peer, if any (there is nothing else to flush).
     fn flush(&self, tcp: &TcpStream) -> io::Result<()> {
         let mut tx = self.sender()?;
         tx.settle();
-        let out = tx.take();
-        let r = (&*tcp).write_all(out);
-        out.clear();
-        r
+        send_sealed(tcp, &mut tx)
     }
 
     /// `len` bytes of `file` from `offset`, read straight into the records that carry
@@ -379,10 +355,7 @@ impl TlsShared {
                 stage_cpu::timed(Stage::Cipher, || tx.end_record());
                 done += n as u64;
             }
-            let out = tx.take();
-            let r = (&*tcp).write_all(out);
-            out.clear();
-            r?;
+            send_sealed(tcp, &mut tx)?;
         }
         Ok(())
     }

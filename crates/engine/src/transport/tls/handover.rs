@@ -133,11 +133,7 @@ pub(crate) fn hand_over(
     };
     let tx = keys(&secrets.tx, tx_label)?;
     let rx = keys(&secrets.rx, rx_label)?;
-    let suite = match &secrets.tx.1 {
-        rustls::ConnectionTrafficSecrets::Aes256Gcm { .. } => Suite::Aes256Gcm,
-        rustls::ConnectionTrafficSecrets::Chacha20Poly1305 { .. } => Suite::Chacha20Poly1305,
-        _ => Suite::Aes128Gcm,
-    };
+    let suite = tx.suite();
     Ok(Handover {
         sender: Sender::new(tx),
         receiver: Receiver::new(rx, capacity, &plain, ahead),
@@ -257,8 +253,7 @@ impl Read for OneRecordAtATime<'_> {
                     return Ok(n);
                 }
             }
-            let len = usize::from(self.ahead[3]) << 8 | usize::from(self.ahead[4]);
-            self.left_in_record = record::HEADER + len;
+            self.left_in_record = record::HEADER + record::announced_len(&self.ahead);
         }
         if self.ahead.is_empty() && self.fill()? == 0 {
             return Ok(0);
