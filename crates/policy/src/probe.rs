@@ -236,6 +236,8 @@ pub struct RateProbe {
     window: VecDeque<Moment>,
     /// Start-up: the best total at the last growth, and rounds without growth.
     round_end: Duration,
+    /// When the start-up began (time since the data began; see [`RateProbe::begin_at`]).
+    began: Duration,
     round_best_bps: u64,
     flat_rounds: u32,
     first_retransmits: Option<u64>,
@@ -321,6 +323,7 @@ impl RateProbe {
             base_rtt: None,
             window: VecDeque::new(),
             round_end: round,
+            began: Duration::ZERO,
             round_best_bps: 0,
             flat_rounds: 0,
             first_retransmits: None,

@@ -38,6 +38,17 @@ fn segments_per_stream(streams: &[StreamSample]) -> Option<f64> {
 }
 
 impl RateProbe {
+    /// A start-up that begins at `at` (time since the data began) rather than with the
+    /// data: after a jump's retreat, when the retreat's drain ends. Its first two rounds
+    /// give no verdict, as a first start-up's do: the jump's queue is still draining,
+    /// and a fresh start-up 80 ms after a retreat read it as its own (a cp push whose
+    /// emulator stalled in the handshake ended its start-up at 188 Mbit/s on a 1 Gbit/s
+    /// path, held a quarter of that, and took 12 s to climb back).
+    pub fn begin_at(&mut self, at: Duration) {
+        self.began = at;
+        self.round_end = at + self.round;
+    }
+
     /// The start-up: its exit, if this sample ends it.
     ///
     /// A stall of the host (no sample for [`Self::stall_gap`]) delays the packets and acks
@@ -119,8 +130,9 @@ impl RateProbe {
         if best == 0 || (total == 0 && app_limited) {
             return None;
         }
-        // The first round's bursts (every stream's initial window at once) are no verdict.
-        if at < self.round * 2 {
+        // The first round's bursts (every stream's initial window at once) are no verdict,
+        // nor, after a retreat, the jump's queue still on its way out.
+        if at < self.began + self.round * 2 {
             return None;
         }
         if self.loss_ends_startup && retransmits > base {

@@ -384,3 +384,51 @@ fn a_low_start_climbs_though_the_counters_show_less_than_the_pacing() {
         );
     }
 }
+
+/// Regression (a cp push whose emulator stalled in the handshake, 1 Gbit/s x 100 ms): the
+/// jump retreated, and the fresh start-up that began when the retreat's drain ended read
+/// the jump's queue, still arriving, as its own: it ended 80 ms in, and the copy held a
+/// quarter of what it had seen. A start-up begun later gives its own first two rounds no
+/// verdict, as a first start-up does.
+#[test]
+fn a_start_up_after_a_retreat_does_not_read_the_jump_s_queue_as_its_own() {
+    let ms = Duration::from_millis;
+    let run = |began: Option<Duration>| {
+        let mut p = RateProbe::new(ms(100), false);
+        if let Some(at) = began {
+            p.begin_at(at);
+        }
+        let mut delivered = 0u64;
+        for step in 200..240u64 {
+            let at = ms(step * 5);
+            let bps = 100_000_000u64;
+            delivered += bps / 8 / 200;
+            // The jump's queue: the RTT climbs 2 ms a sample for 60 ms, then falls back.
+            let srtt = ms(100) + ms(2 * (step - 200).min(12));
+            let s = StreamSample {
+                delivery_bps: bps,
+                delivered_bytes: delivered,
+                held_back_us: 0,
+                in_flight_bytes: 0,
+                app_limited: false,
+                srtt,
+                min_rtt: ms(100),
+                retransmits: 0,
+                acks: 0,
+                busy: true,
+                mss: 0,
+            };
+            p.on_sample(at, &[s]);
+        }
+        p.held_bps()
+    };
+    assert!(
+        run(None).is_some(),
+        "the queue should end a start-up begun with the data"
+    );
+    assert_eq!(
+        run(Some(ms(1000))),
+        None,
+        "a start-up begun at 1 s ended on the jump's queue"
+    );
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# A stall of the path while a copy jump-starts (issue 29): the emulator stops for STALL_MS
+# (SIGSTOP, as a loaded host's late packet loop or a route flap would) AT_S seconds after a
+# cp push of 192 MiB starts, on a path a bench has just recorded. Prints the copy's time,
+# the jump's verdict and each half second's rate, retransmits and held rate (Mbit/s).
+# CI's loaded machine (99.6 ms of emulator lateness) once took a cp push to 84 Mbit/s on
+# a 1 Gbit/s path this way. A benchmark, not a test; needs root (it makes and removes an
+# emulated path).
+#
+# Usage: bench/stall.sh [BIN] [STALL_MS] [AT_S] [cp options...]
+#   env: RTT (100ms), RATE (1G), LOSS (1e-3); LONGHAUL_PACER_TRACE=1 traces the pacer
+#   to the work directory's cp.err (kept with KEEP=1)
+set -euo pipefail
+bin=$(realpath "${1:-target/release/longhaul}"); stall_ms=${2:-250}; at=${3:-0.3}
+shift $(( $# < 3 ? $# : 3 ))
+rtt=${RTT:-100ms}; rate=${RATE:-1G}; loss=${LOSS:-1e-3}
+work=$(mktemp -d /var/tmp/stall.XXXXXX)
+name=st$$
+cleanup() {
+  pkill -CONT -f "emulate up $name" 2>/dev/null || true
+  pkill -f "serve --listen 10.99.0.2 --port 5315" 2>/dev/null || true
+  "$bin" emulate down "$name" >/dev/null 2>&1 || true
+  [ -n "${KEEP:-}" ] && echo "kept $work" || rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$work/home" "$work/root"
+head -c 192M /dev/urandom > "$work/src.bin"
+"$bin" emulate up "$name" --daemon --rtt "$rtt" --rate "$rate" --loss "$loss" >/dev/null
+emulator=$(pgrep -f "emulate up $name" | head -1)
+(setsid ip netns exec "lh-$name-b" env HOME="$work/home" "$bin" serve --listen 10.99.0.2 \
+  --port 5315 --root "$work/root" > "$work/serve.log" 2>&1 &)
+sleep 1
+ip netns exec "lh-$name-a" env HOME="$work/home" "$bin" bench 10.99.0.2:5315 -t 3s --json \
+  > /dev/null 2>&1
+(sleep "$at"; if [ "$stall_ms" -gt 0 ]; then kill -STOP "$emulator"; \
+  sleep "$(python3 -c "print($stall_ms / 1000)")"; kill -CONT "$emulator"; fi) &
+ip netns exec "lh-$name-a" env HOME="$work/home" "$bin" cp --json -i 0.5s "$@" \
+  "$work/src.bin" longhaul://10.99.0.2:5315/data.bin > "$work/cp.json" 2> "$work/cp.err" \
+  || tail -3 "$work/cp.err"
+wait
+python3 - "$work/cp.json" "$stall_ms" "$at" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')]
+iv = [o for o in lines if o.get('type') == 'interval']
+end = [o for o in lines if o.get('type') == 'end'][-1]
+js = end.get('jump_start') or {}
+print(f"stall {sys.argv[2]} ms at {sys.argv[3]} s: {end['seconds']:.1f} s, "
+      f"{end['bits_per_second'] / 1e6:.0f} Mbit/s, jump {js.get('verdict')} ({js.get('retreat')}), "
+      f"retransmits {sum(o['retransmits'] for o in iv)}")
+print("  per 0.5 s (Mbit/s/retransmits/held):",
+      " ".join(f"{o['bits_per_second'] / 1e6:.0f}/{o['retransmits']}/{(o.get('held_rate_bps') or 0) / 1e6:.0f}"
+               for o in iv))
+PY
