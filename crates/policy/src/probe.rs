@@ -70,7 +70,8 @@
 //!   `FOREIGN_ROUNDS` hold rounds in a row deliver less than the held rate with a queue
 //!   that stood through the drain before them, the sender competes on the other flow's
 //!   terms: unpaced, on CUBIC (each stream then takes about one flow's share; the other
-//!   flow keeps its own per-flow share). Every `COMPETE_CHECK_ROUNDS` rounds (at least
+//!   flow keeps its own per-flow share), from a slow start on reno to its first loss (the
+//!   hold left small windows, and CUBIC's own slow start ends at the other flow's queue). Every `COMPETE_CHECK_ROUNDS` rounds (at least
 //!   `COMPETE_CHECK_MIN`) it paces at `CHECK_GAIN` of what it delivered until the
 //!   queue there could have drained: a queue gone with our rate was ours alone, so the
 //!   other flow has left and that rate is held again (the probes climb from it); a queue
@@ -179,6 +180,8 @@ pub struct Pacing {
     pub per_stream_bps: Vec<Option<u64>>,
     /// Switch every stream to this congestion control.
     pub congestion: Option<&'static str>,
+    /// From that control's first state (slow start; no threshold of earlier losses).
+    pub restart_congestion: bool,
 }
 
 /// The controller's phase, for logs and the JSON.
@@ -299,6 +302,10 @@ pub struct RateProbe {
     /// While competing: the best round the streams delivered since it began (bit/s),
     /// what a check paces at half of and what is held when the other flow has gone.
     compete_bps: u64,
+    /// Competing streams slow-start on reno: their retransmits then (`Some(None)`: not yet).
+    compete_slow_start: Option<Option<u64>>,
+    /// The next switch restarts the control from its first state.
+    restart: bool,
     /// A congestion control a phase change asks for, handed out with the next pacing.
     switch_to: Option<&'static str>,
     /// Times the sender went competing (for logs and tests).
@@ -353,6 +360,8 @@ impl RateProbe {
             resumed: None,
             foreign_rounds: 0,
             compete_bps: 0,
+            compete_slow_start: None,
+            restart: false,
             yield_ratio: 1.0,
             switch_to: None,
             competed: 0,
@@ -498,6 +507,7 @@ impl RateProbe {
         Pacing {
             per_stream_bps: self.per_stream(streams),
             congestion,
+            restart_congestion: std::mem::take(&mut self.restart) && congestion.is_some(),
         }
     }
 

@@ -18,6 +18,9 @@ pub(super) struct Path {
     /// The kernel's own rate per stream (what it would send uncapped).
     pub(super) kernel: Vec<f64>,
     pub(super) caps: Vec<Option<u64>>,
+    /// Every congestion-control switch the controller asked for: the algorithm, and
+    /// whether from its first state.
+    pub(super) switches: Vec<(&'static str, bool)>,
     pub(super) busy: Vec<bool>,
     /// Per step: (per-stream departures from the bottleneck bit/s, queue bits after).
     pub(super) history: VecDeque<(Vec<f64>, f64)>,
@@ -67,6 +70,7 @@ impl Path {
             queue_bits: 0.0,
             kernel: vec![iw; streams],
             caps: vec![None; streams],
+            switches: Vec::new(),
             busy: vec![true; streams],
             history: VecDeque::new(),
             delivered: vec![0.0; streams],
@@ -235,6 +239,9 @@ impl Path {
             if self.now >= next && !self.host_stalled() {
                 let pacing = p.on_sample(self.now, &self.samples());
                 self.caps = pacing.per_stream_bps;
+                if let Some(cc) = pacing.congestion {
+                    self.switches.push((cc, pacing.restart_congestion));
+                }
                 next += every;
             }
             self.step();

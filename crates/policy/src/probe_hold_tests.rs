@@ -324,6 +324,19 @@ fn another_flow_s_standing_queue_makes_the_sender_compete_until_it_leaves() {
         "{:?}",
         p.phase()
     );
+    // Competing begins from slow start on reno (CUBIC's ends at the other flow's queue),
+    // until its first loss, then CUBIC carries on from that window.
+    let from = path
+        .switches
+        .iter()
+        .position(|&s| s == ("reno", true))
+        .unwrap_or_else(|| panic!("no restart on reno: {:?}", path.switches));
+    assert_eq!(
+        path.switches.get(from + 1),
+        Some(&("cubic", false)),
+        "{:?}",
+        path.switches
+    );
     // Competing, the streams are not paced (the kernel's CUBIC is).
     let s = path.samples();
     let pacing = p.on_sample(path.now, &s);

@@ -354,7 +354,10 @@ impl RateProbe {
         self.compete_bps = self.paced_round_rate().unwrap_or(0);
         // Its losses are congestion, not the path's: no return to BBR on them.
         self.cruising = None;
-        self.switch_to = Some("cubic");
+        // From slow start, on reno until its first loss (see `on_compete`), then CUBIC.
+        self.switch_to = Some("reno");
+        self.restart = true;
+        self.compete_slow_start = Some(None);
         self.phase = Phase::Compete {
             check: at + self.compete_check_every(),
         };
@@ -376,6 +379,20 @@ impl RateProbe {
         qdelay: Option<Duration>,
         retransmits: u64,
     ) {
+        // The competing streams slow-start on reno, as the other flow's streams began:
+        // the hold before left them small windows, and CUBIC's slow start ends at the first
+        // rise of the RTT (HyStart), which the other flow's queue gives at once: beside a
+        // CUBIC flow at 150 ms, 16 streams that began competing at 21 Mbit/s took 30 s
+        // to climb to 450. Reno's slow start ends at a loss; CUBIC carries on from there.
+        if let Some(base) = self.compete_slow_start {
+            let base = *self
+                .compete_slow_start
+                .insert(Some(base.unwrap_or(retransmits)));
+            if base.is_some_and(|b| retransmits > b) {
+                self.compete_slow_start = None;
+                self.switch_to = Some("cubic");
+            }
+        }
         if at < check {
             if let Some(r) = self.paced_round_rate() {
                 self.compete_bps = self.compete_bps.max(r);

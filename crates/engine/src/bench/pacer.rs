@@ -172,7 +172,7 @@ impl Pacer {
                         let cc = self
                             .probe
                             .resume_at(at, rate_bps, sample.retransmits, path_loss);
-                        self.switch(cc);
+                        self.switch(cc, false);
                     }
                     Some(JumpAction::Retreat {
                         rate_bps, drain, ..
@@ -203,7 +203,7 @@ impl Pacer {
             self.trace_sample(at, &samples, &pacing);
         }
         self.apply(pacing.per_stream_bps);
-        self.switch(pacing.congestion);
+        self.switch(pacing.congestion, pacing.restart_congestion);
     }
 
     /// Sets each socket's pacing cap where it changed by more than half a percent.
@@ -223,15 +223,11 @@ impl Pacer {
     /// BBR that the retreat's stall left in its cruise with a small estimate of the path
     /// climbs by a quarter per eight round trips (a cp push on a 1 Gbit/s, 100 ms, 1e-3
     /// loss path whose emulator stalled for 250 ms in the jump's first round trip held
-    /// 150-350 Mbit/s for the rest of the copy). Setting the same algorithm again does
-    /// nothing, so each stream goes through reno and back, which runs the algorithm's
-    /// start from its first state (BBR's start-up doubles per round trip again).
+    /// 150-350 Mbit/s for the rest of the copy).
     fn restart_congestion(&mut self) {
         for s in &self.socks {
             if let Ok(cc) = longhaul_sys::socket::congestion(&**s) {
-                if cc != "reno" && longhaul_sys::socket::set_congestion(&**s, "reno").is_ok() {
-                    let _ = longhaul_sys::socket::set_congestion(&**s, &cc);
-                }
+                restart(s, &cc);
             }
         }
         if self.trace {
@@ -240,10 +236,15 @@ impl Pacer {
     }
 
     /// Switches every stream's congestion control.
-    fn switch(&mut self, cc: Option<&'static str>) {
+    /// `restart`: from the algorithm's first state (see [`restart`]).
+    fn switch(&mut self, cc: Option<&'static str>, restart_it: bool) {
         let Some(cc) = cc else { return };
         for s in &self.socks {
-            let _ = longhaul_sys::socket::set_congestion(&**s, cc);
+            if restart_it {
+                restart(s, cc);
+            } else {
+                let _ = longhaul_sys::socket::set_congestion(&**s, cc);
+            }
         }
         let competing = matches!(
             self.probe.phase(),
@@ -270,4 +271,17 @@ impl Pacer {
             samples.iter().map(|s| s.in_flight_bytes).sum::<u64>(),
         );
     }
+}
+
+/// Sets a stream's congestion control to `cc` from its first state: setting the algorithm
+/// a socket already runs does nothing, so it goes through another first. Through BBR where
+/// the target is not BBR: BBR's start forgets the slow-start threshold earlier losses set,
+/// so the target slow-starts again. Through reno to BBR: BBR's start-up doubles per round
+/// trip again.
+fn restart(s: &SecureStream, cc: &str) {
+    let via = if cc == "bbr" { "reno" } else { "bbr" };
+    if longhaul_sys::socket::set_congestion(s, via).is_err() {
+        let _ = longhaul_sys::socket::set_congestion(s, "reno");
+    }
+    let _ = longhaul_sys::socket::set_congestion(s, cc);
 }
