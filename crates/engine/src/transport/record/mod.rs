@@ -332,9 +332,27 @@ impl Sender {
         }
     }
 
+    /// Seals `inner` as one record's inner plaintext exactly as given (content, type and
+    /// padding, none of it checked), after any KeyUpdate due: records a broken or hostile
+    /// peer would send, for the fuzz target of the receiver.
+    #[cfg(feature = "fuzzing")]
+    pub fn seal_inner(&mut self, inner: &[u8]) {
+        self.abandon_record();
+        self.before_record();
+        let start = self.out.len();
+        self.out.extend_from_slice(&[0; HEADER]);
+        self.out.extend_from_slice(inner);
+        self.seal_from(start);
+    }
+
     /// Seals `out[start + HEADER..]` (the content) as a record of `kind`.
     fn finish_record(&mut self, start: usize, kind: u8) {
         self.out.push(kind);
+        self.seal_from(start);
+    }
+
+    /// Seals `out[start + HEADER..]` (the inner plaintext) as a record.
+    fn seal_from(&mut self, start: usize) {
         let len = self.out.len() - start - HEADER + TAG;
         let header = [APPLICATION_DATA, 3, 3, (len >> 8) as u8, len as u8];
         self.out[start..start + HEADER].copy_from_slice(&header);
