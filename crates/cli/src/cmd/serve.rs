@@ -70,12 +70,32 @@ pub struct Args {
     /// deadline passes.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub max_pending: Option<u32>,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics: connections, refusals by
+    /// reason, sessions by outcome and under way, payload bytes each way, the memory
+    /// budget. Plain HTTP, no authentication: give a loopback or management address.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<SocketAddr>,
+    /// Write the log as JSON lines (`{"time": UNIX_SECONDS, "message": ...}`), for a log
+    /// collector, instead of `longhaul serve: ...` text.
+    #[arg(long)]
+    pub log_json: bool,
     #[command(flatten)]
     pub token: TokenArgs,
 }
 
 /// Runs `longhaul serve`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let log: longhaul_engine::bench::server::LogFn = if args.log_json {
+        Arc::new(|line: &str| {
+            let time = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            let line = longhaul_proto::printable(line);
+            eprintln!("{}", serde_json::json!({ "time": time, "message": line }));
+        })
+    } else {
+        Arc::new(|line: &str| eprintln!("longhaul serve: {}", longhaul_proto::printable(line)))
+    };
     let token = args.token.load()?;
     let files = match &args.root {
         Some(dir) => ServedFiles::Root(Arc::new(
@@ -89,9 +109,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => ServedFiles::Nothing,
     };
     if let (Some(age), ServedFiles::Root(root)) = (args.clean_stale, &files) {
-        super::clean::clean_root(root, age, false, &mut |line| {
-            eprintln!("longhaul serve: {line}")
-        })?;
+        super::clean::clean_root(root, age, false, &mut |line| log(line))?;
     }
     let id_dir = match &args.identity_dir {
         Some(d) => d.clone(),
@@ -102,15 +120,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let (identity, made) = ServerIdentity::load_or_create(&id_dir)?;
     let tls = ServerTls::new(&identity)?;
-    eprintln!(
-        "longhaul serve: TLS certificate {} ({} {})",
+    log(&format!(
+        "TLS certificate {} ({} {})",
         tls.fingerprint(),
         if made { "made now in" } else { "from" },
         id_dir.display()
-    );
+    ));
     let listen = SocketAddr::new(args.listen, args.port);
-    let log: longhaul_engine::bench::server::LogFn =
-        Arc::new(|line: &str| eprintln!("longhaul serve: {}", longhaul_proto::printable(line)));
     let server = Server::bind(
         ServeConfig {
             listen,
@@ -125,7 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 max_files: args.max_files,
             },
         },
-        log,
+        log.clone(),
     )
     .with_context(|| format!("cannot listen on {listen}"))?;
     let server = match args.max_pending {
@@ -139,25 +155,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(bytes) => server.with_memory(bytes),
         None => server,
     };
-    eprintln!(
-        "longhaul serve: {}{}",
+    log(&format!(
+        "{}{}",
         server.memory_report(),
         if args.memory.is_none() {
             " (default: half of the RAM; --memory SIZE)"
         } else {
             ""
         }
-    );
+    ));
+    if let Some(at) = args.metrics {
+        let listener = longhaul_engine::bench::metrics::bind_metrics(at)
+            .with_context(|| format!("cannot serve --metrics on {at}"))?;
+        let figures = server.metrics();
+        std::thread::Builder::new()
+            .name("lh-metrics".into())
+            .spawn(move || longhaul_engine::bench::metrics::serve_metrics(listener, figures))
+            .context("starting the metrics endpoint")?;
+        log(&format!("metrics at http://{at}/metrics"));
+    }
     let addr = server.local_addr()?;
-    eprintln!("longhaul serve: listening on {addr}");
+    log(&format!("listening on {addr}"));
     match server.serve(None).context("accepting connections")? {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) => {
-            let text = e.to_string();
-            eprintln!(
-                "longhaul serve: the session failed: {}",
-                longhaul_proto::printable(&text)
-            );
+            log(&format!("the session failed: {e}"));
             Ok(ExitCode::from(1))
         }
     }

@@ -48,6 +48,14 @@ impl ServerMemory {
             .unwrap_or_else(|_| "memory budget unavailable".into())
     }
 
+    /// The budget, what is reserved of it now, and the most ever reserved at once.
+    pub(crate) fn figures(&self) -> (u64, u64, u64) {
+        self.budget
+            .lock()
+            .map(|b| (b.total(), b.reserved(), b.peak()))
+            .unwrap_or_default()
+    }
+
     /// The largest chunk (no larger than asked) with which `need` fits now.
     pub(crate) fn fit_chunk(&self, need: MemoryNeed) -> Option<u64> {
         self.budget.lock().ok()?.fit_chunk(need)

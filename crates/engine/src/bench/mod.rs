@@ -3,6 +3,7 @@
 pub mod client;
 mod door;
 pub mod memory;
+pub mod metrics;
 pub mod pacer;
 pub mod peer;
 pub mod report;

@@ -18,6 +18,7 @@ use longhaul_policy::Stage;
 use longhaul_proto::{encode_frame, ChannelBinding, ErrorCode, Message, ProtoError, ServerSession};
 
 use super::door::PendingConn;
+use super::metrics::Refusal;
 use super::serve_error::ServeError;
 use super::serve_session::run_session;
 use super::server::{LogFn, ServeConfig, Shared};
@@ -46,6 +47,7 @@ pub(super) fn handle_connection(
     let mut first_byte = [0u8; 1];
     let mut server_nonce = [0u8; 32];
     if let Err(e) = getrandom::getrandom(&mut server_nonce) {
+        shared.metrics.refused(Refusal::NoHello);
         shared.log_conn(log, &format!("{peer}: no random nonce: {e}"));
         return None;
     }
@@ -69,6 +71,7 @@ pub(super) fn handle_connection(
                     s
                 }
                 Err(e) => {
+                    shared.metrics.refused(Refusal::Tls);
                     shared.log_conn(log, &format!("{peer}: TLS handshake failed: {e}"));
                     return None;
                 }
@@ -76,6 +79,7 @@ pub(super) fn handle_connection(
         }
         Ok(1) => SecureStream::plain(tcp),
         other => {
+            shared.metrics.refused(Refusal::NoHello);
             if let Err(e) = other {
                 shared.log_conn(log, &format!("{peer}: no hello: {e}"));
             }
@@ -96,6 +100,7 @@ pub(super) fn handle_connection(
             code: ErrorCode::Version,
             message: why.clone(),
         });
+        shared.metrics.refused(Refusal::OldProtocol);
         shared.log_conn(log, &format!("{peer}: refused: {why}"));
         return None;
     }
@@ -116,6 +121,7 @@ pub(super) fn handle_connection(
             pending.reached(Stage::Hello);
             shared.next_id.fetch_add(1, Ordering::Relaxed);
             let Some(exporter) = conn.stream().exporter() else {
+                shared.metrics.refused(Refusal::Protocol);
                 shared.log_conn(log, &format!("{peer}: a control connection without TLS"));
                 return None;
             };
@@ -131,6 +137,13 @@ pub(super) fn handle_connection(
             // for one when all are taken), and leaves the door then.
             let mut proved = false;
             let outcome = run_session(conn, hello, session, pending, shared, cfg, &mut proved);
+            let m = &shared.metrics;
+            match (&outcome, proved) {
+                (Err(ServeError::Busy), _) => m.refused(Refusal::Busy),
+                (Ok(_), true) => _ = m.sessions_ok.fetch_add(1, Ordering::Relaxed),
+                (Err(_), true) => _ = m.sessions_failed.fetch_add(1, Ordering::Relaxed),
+                (_, false) => m.refused(Refusal::Auth),
+            }
             match &outcome {
                 Err(ServeError::Busy) => {
                     shared.log_conn(log, &format!("{peer}: refused, no session slot free"));
@@ -151,6 +164,7 @@ pub(super) fn handle_connection(
                 code: ErrorCode::Protocol,
                 message: e.to_string(),
             });
+            shared.metrics.refused(Refusal::Protocol);
             shared.log_conn(log, &format!("{peer}: {e}"));
             None
         }
@@ -159,10 +173,12 @@ pub(super) fn handle_connection(
                 code: ErrorCode::Protocol,
                 message: format!("{e}; is this a longhaul client?"),
             });
+            shared.metrics.refused(Refusal::Protocol);
             shared.log_conn(log, &format!("{peer}: malformed first message: {e}"));
             None
         }
         Err(e) => {
+            shared.metrics.refused(Refusal::NoHello);
             shared.log_conn(log, &format!("{peer}: no hello: {e}"));
             None
         }
@@ -189,6 +205,7 @@ fn attach_data(
     {
         Ok(()) => {}
         Err(e) => {
+            shared.metrics.refused(Refusal::DataAuth);
             shared.log_conn(log, &format!("{peer}: data connection refused: {e}"));
             if let Ok(sock) = reply {
                 let _ = FramedConn::new(sock).send(&Message::Error {

@@ -77,6 +77,8 @@ pub(super) fn run_session(
     let mut msg = hello;
     // Held from the proof of the token to the end of the session.
     let mut slot: Option<SessionSlot> = None;
+    // Counted as under way while the slot is held.
+    let mut _active = None;
     // Handshake and parameters.
     let (secret, params, plain_data) = {
         let mut secret = None;
@@ -102,6 +104,7 @@ pub(super) fn run_session(
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 // The welcome goes out once the session has a slot.
                 slot = Some(take_slot(&mut pending, &mut session, &mut conn)?);
+                _active = Some(shared.metrics.session_started());
             }
             send_all(&mut session, &mut conn).map_err(ServeError::io("answering the handshake"))?;
             r?;
@@ -295,6 +298,10 @@ pub(super) fn run_session(
     drop(jump);
     outcome
         .map(|(bytes, secs)| {
+            match role {
+                Role::Sender => shared.metrics.moved(bytes, 0),
+                _ => shared.metrics.moved(0, bytes),
+            }
             format!(
                 "{} {} streams ({}), {:.3} GB in {:.2} s = {:.3} Gbit/s; {}{jumped}",
                 if role == Role::Sender {

@@ -15,6 +15,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::door::Door;
 pub use super::door::ServeLimits;
 use super::memory::{default_budget, MemoryHold, ServerMemory};
+use super::metrics::{ServerMetrics, Snapshot};
 use super::serve_conn::handle_connection;
 use super::serve_error::ServeError;
 use crate::cp::serve::{ServedFiles, StreamAttach};
@@ -77,6 +78,8 @@ pub(super) struct Shared {
     pub(super) sessions_proved: AtomicU64,
     /// The memory budget, and the listener's buffer state (see [`super::memory`]).
     pub(super) memory: Arc<ServerMemory>,
+    /// The counters `serve --metrics` shows.
+    pub(super) metrics: Arc<ServerMetrics>,
     /// Lines about connections (refused, failed handshakes, session errors) are limited,
     /// so a flood cannot fill the log.
     conn_log: std::sync::Mutex<longhaul_policy::LogLimiter>,
@@ -163,6 +166,7 @@ impl Server {
             door: Arc::new(Door::new(ServeLimits::default())),
             next_id: AtomicU64::new(0),
             sessions_proved: AtomicU64::new(0),
+            metrics: Arc::default(),
             conn_log: std::sync::Mutex::new(longhaul_policy::LogLimiter::for_server(
                 std::time::Instant::now(),
             )),
@@ -218,6 +222,17 @@ impl Server {
         move || shared.sessions_proved.load(Ordering::Relaxed)
     }
 
+    /// The server's counters and memory figures, readable while [`Server::serve`] runs
+    /// (what `serve --metrics` shows).
+    pub fn metrics(&self) -> Arc<dyn Fn() -> Snapshot + Send + Sync> {
+        let shared = self.shared.clone();
+        Arc::new(move || {
+            let mut s = shared.metrics.snapshot();
+            (s.memory_total, s.memory_reserved, s.memory_peak) = shared.memory.figures();
+            s
+        })
+    }
+
     /// The address actually bound (port 0 becomes the chosen port).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.listener.local_addr()
@@ -266,6 +281,10 @@ impl Server {
                 }
                 Err(e) => return Err(e),
             };
+            self.shared
+                .metrics
+                .connections
+                .fetch_add(1, Ordering::Relaxed);
             // Accepted sockets do not inherit O_NONBLOCK on Linux; make sure anyway.
             stream.set_nonblocking(false)?;
             // Not the listener's raised buffer: an unauthenticated peer gets the default.
@@ -381,6 +400,9 @@ pub(super) struct Attach {
 }
 
 impl StreamAttach for Attach {
+    fn moved(&mut self, sent: u64, received: u64) {
+        self.shared.metrics.moved(sent, received);
+    }
     fn expect(&mut self, streams: u16, rcvbuf: Option<u64>) -> Result<(), AttachError> {
         let expected =
             self.shared

@@ -62,6 +62,9 @@ pub trait StreamAttach {
     fn peer_takes_held_rate(&self) -> bool {
         false
     }
+    /// The transfer ended having sent and received these payload bytes (for the server's
+    /// counters).
+    fn moved(&mut self, _sent: u64, _received: u64) {}
 }
 
 /// The files a server's transfers may reach.
@@ -369,6 +372,7 @@ pub fn serve_transfer(
             chunk_key,
             progress.clone(),
         )?;
+        attach.moved(0, out.received_bytes);
         Ok(format!(
             "received into {shown}: {} files ok, {} skipped, {} failed, {} deleted, {:.3} GB in {:.2} s ({} resumed bytes, {} taken from old copies); CPU by stage: {}",
             out.files_ok,
@@ -440,6 +444,7 @@ pub fn serve_transfer(
             if probing { "on" } else { "off" }
         );
         let jumped = ServerJump::log_note(jump.as_ref(), paced.jump);
+        attach.moved(out.sent_bytes, 0);
         Ok(format!(
             "sent {shown}: {} files ok, {} failed, {:.3} GB in {:.2} s, congestion {congestion}, {window}{jumped}{}; CPU by stage: {}",
             out.files_ok,
