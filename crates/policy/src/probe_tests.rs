@@ -218,20 +218,7 @@ fn a_burst_in_the_first_rounds_does_not_end_the_startup() {
         } else {
             ms(40)
         };
-        let s = StreamSample {
-            delivery_bps: bps,
-            delivered_bytes: delivered,
-            held_back_us: 0,
-            in_flight_bytes: 0,
-            app_limited: false,
-            srtt,
-            min_rtt: ms(40),
-            retransmits: 0,
-            acks: 0,
-            busy: true,
-            mss: 0,
-        };
-        p.on_sample(at, &[s]);
+        p.on_sample(at, &[one_stream(bps, delivered, srtt, ms(40))]);
         assert_eq!(p.held_bps(), None, "the start-up ended at {at:?}");
     }
 }
@@ -405,20 +392,7 @@ fn a_start_up_after_a_retreat_does_not_read_the_jump_s_queue_as_its_own() {
             delivered += bps / 8 / 200;
             // The jump's queue: the RTT climbs 2 ms a sample for 60 ms, then falls back.
             let srtt = ms(100) + ms(2 * (step - 200).min(12));
-            let s = StreamSample {
-                delivery_bps: bps,
-                delivered_bytes: delivered,
-                held_back_us: 0,
-                in_flight_bytes: 0,
-                app_limited: false,
-                srtt,
-                min_rtt: ms(100),
-                retransmits: 0,
-                acks: 0,
-                busy: true,
-                mss: 0,
-            };
-            p.on_sample(at, &[s]);
+            p.on_sample(at, &[one_stream(bps, delivered, srtt, ms(100))]);
         }
         p.held_bps()
     };
@@ -431,4 +405,21 @@ fn a_start_up_after_a_retreat_does_not_read_the_jump_s_queue_as_its_own() {
         None,
         "a start-up begun at 1 s ended on the jump's queue"
     );
+}
+
+/// One busy stream's sample, without loss, window limits or an MSS.
+fn one_stream(bps: u64, delivered: u64, srtt: Duration, min_rtt: Duration) -> StreamSample {
+    StreamSample {
+        delivery_bps: bps,
+        delivered_bytes: delivered,
+        held_back_us: 0,
+        in_flight_bytes: 0,
+        app_limited: false,
+        srtt,
+        min_rtt,
+        retransmits: 0,
+        acks: 0,
+        busy: true,
+        mss: 0,
+    }
 }
