@@ -310,6 +310,8 @@ pub struct RateProbe {
     switch_to: Option<&'static str>,
     /// Times the sender went competing (for logs and tests).
     competed: u32,
+    /// Checks in a row that found the other flow still there (each doubles the next wait).
+    checks_in_vain: u32,
     /// When the check under way ends at the latest.
     check_ends: Option<Duration>,
     /// What the streams' delivery counters show of a paced rate, learned from clean hold
@@ -365,6 +367,7 @@ impl RateProbe {
             yield_ratio: 1.0,
             switch_to: None,
             competed: 0,
+            checks_in_vain: 0,
             check_ends: None,
         }
     }
@@ -528,52 +531,6 @@ impl RateProbe {
             e.0 += since;
             e.1 = e.1.min(held);
         }
-    }
-
-    /// The pacing cap of each stream in the current phase.
-    fn per_stream(&self, streams: &[StreamSample]) -> Vec<Option<u64>> {
-        let resumed = self
-            .resumed
-            .filter(|_| self.held.is_none())
-            .map(|(from, rate)| {
-                let at = self.window.back().map_or(from, |m| m.at);
-                let rounds = at.saturating_sub(from).as_secs_f64() / self.round.as_secs_f64();
-                (rate as f64 * 2f64.powf(rounds.min(40.0))) as u64
-            });
-        let Some(held) = self.held.or(self.pause.map(|p| p.1)).or(resumed) else {
-            // Start-up: the kernel's own (BBR's, or slow start's) doubling per round trip.
-            return vec![None; streams.len()];
-        };
-        let total = match self.phase {
-            Phase::Compete { check } => {
-                let at = self.window.back().map_or(check, |m| m.at);
-                if at < check {
-                    // Competing: the kernel's CUBIC sets the pace, as the other flow's.
-                    return vec![None; streams.len()];
-                }
-                self.compete_bps as f64 * CHECK_GAIN
-            }
-            Phase::Drain { .. } => held as f64 * DRAIN_GAIN,
-            Phase::ProbeUp { gain, since } if self.window_since(since) => held as f64 * gain,
-            _ => held as f64,
-        };
-        let busy = streams.iter().filter(|s| s.busy).count().max(1);
-        let share = (total / busy as f64).max(8_000.0) as u64;
-        // An idle stream keeps a small share, so the first bytes of its next work do not
-        // wait for the next sample.
-        let idle = (share / 8).max(8_000);
-        streams
-            .iter()
-            .map(|s| Some(if s.busy { share } else { idle }))
-            .collect()
-    }
-
-    /// Whether `at - since` is still within the probe's first round (the round that
-    /// paces higher; the second only watches).
-    fn window_since(&self, since: Duration) -> bool {
-        self.window
-            .back()
-            .is_some_and(|m| m.at < since + self.round * self.probe_rounds())
     }
 
     /// Rounds a probe paces at its gain. One, unless the streams cruise on BBR (a path

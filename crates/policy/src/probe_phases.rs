@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use super::{
-    Phase, RateProbe, StartUpExit, CHECK_GAIN, COMPETE_CHECK_MIN, COMPETE_CHECK_ROUNDS,
-    FIRST_PROBE, FOREIGN_ROUNDS, MAX_PROBE, MAX_RESTORE, NEAR_PROBE, PROBE_EVERY, RESTORE_AFTER,
+    Phase, RateProbe, StartUpExit, StreamSample, CHECK_GAIN, COMPETE_CHECK_MIN,
+    COMPETE_CHECK_ROUNDS, DRAIN_GAIN, FIRST_PROBE, FOREIGN_ROUNDS, MAX_PROBE, MAX_RESTORE,
+    NEAR_PROBE, PROBE_EVERY, RESTORE_AFTER,
 };
 
 impl RateProbe {
@@ -363,8 +364,15 @@ impl RateProbe {
         };
     }
 
+    /// The wait before the next check: [`COMPETE_CHECK_ROUNDS`] rounds (at least
+    /// [`COMPETE_CHECK_MIN`]), doubled for each check in a row that found the other flow
+    /// still there, up to four times. A check paces at half of what the streams deliver
+    /// until the other flow's queue could have drained, and CUBIC climbs back slowly: at
+    /// 150 ms, a check every 6 s beside a flow that stayed for the whole copy cost a
+    /// 30 s copy four of them.
     fn compete_check_every(&self) -> Duration {
         (self.round * COMPETE_CHECK_ROUNDS).max(COMPETE_CHECK_MIN)
+            * (1 << self.checks_in_vain.min(2))
     }
 
     /// Competing: the best round the streams deliver is kept; at `check`, one round paced
@@ -411,6 +419,7 @@ impl RateProbe {
         }
         self.check_ends = None;
         if gone {
+            self.checks_in_vain = 0;
             let rate = self.compete_bps.max(1);
             self.hold(rate);
             self.phase = Phase::Hold;
@@ -423,10 +432,57 @@ impl RateProbe {
             }
         } else {
             self.compete_bps = 0;
+            self.checks_in_vain += 1;
             self.phase = Phase::Compete {
                 check: at + self.compete_check_every(),
             };
         }
+    }
+
+    /// The pacing cap of each stream in the current phase.
+    pub(super) fn per_stream(&self, streams: &[StreamSample]) -> Vec<Option<u64>> {
+        let resumed = self
+            .resumed
+            .filter(|_| self.held.is_none())
+            .map(|(from, rate)| {
+                let at = self.window.back().map_or(from, |m| m.at);
+                let rounds = at.saturating_sub(from).as_secs_f64() / self.round.as_secs_f64();
+                (rate as f64 * 2f64.powf(rounds.min(40.0))) as u64
+            });
+        let Some(held) = self.held.or(self.pause.map(|p| p.1)).or(resumed) else {
+            // Start-up: the kernel's own (BBR's, or slow start's) doubling per round trip.
+            return vec![None; streams.len()];
+        };
+        let total = match self.phase {
+            Phase::Compete { check } => {
+                let at = self.window.back().map_or(check, |m| m.at);
+                if at < check {
+                    // Competing: the kernel's CUBIC sets the pace, as the other flow's.
+                    return vec![None; streams.len()];
+                }
+                self.compete_bps as f64 * CHECK_GAIN
+            }
+            Phase::Drain { .. } => held as f64 * DRAIN_GAIN,
+            Phase::ProbeUp { gain, since } if self.window_since(since) => held as f64 * gain,
+            _ => held as f64,
+        };
+        let busy = streams.iter().filter(|s| s.busy).count().max(1);
+        let share = (total / busy as f64).max(8_000.0) as u64;
+        // An idle stream keeps a small share, so the first bytes of its next work do not
+        // wait for the next sample.
+        let idle = (share / 8).max(8_000);
+        streams
+            .iter()
+            .map(|s| Some(if s.busy { share } else { idle }))
+            .collect()
+    }
+
+    /// Whether `at - since` is still within the probe's first round (the round that
+    /// paces higher; the second only watches).
+    fn window_since(&self, since: Duration) -> bool {
+        self.window
+            .back()
+            .is_some_and(|m| m.at < since + self.round * self.probe_rounds())
     }
 
     /// Pacing at [`DRAIN_GAIN`] x the held rate from `at`, for a queue of `qdelay`.
