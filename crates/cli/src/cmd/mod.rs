@@ -13,6 +13,7 @@ pub mod plot;
 mod png;
 pub mod record;
 pub mod serve;
+mod serve_config;
 pub mod ssh;
 pub mod ssh_server;
 pub mod sync;

@@ -16,12 +16,17 @@ use longhaul_transfer::session::ListCaps;
 /// Arguments of `longhaul serve`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Address to listen on; the default `::` takes IPv4 and IPv6.
-    #[arg(long, default_value_t = IpAddr::V6(Ipv6Addr::UNSPECIFIED))]
-    pub listen: IpAddr,
-    /// TCP port for control and data connections.
-    #[arg(short, long, default_value_t = DEFAULT_PORT)]
-    pub port: u16,
+    /// Settings from a TOML file, as defaults for the flags (each key a flag's long name
+    /// with `_` for `-`: `root = "/srv/data"`, `memory = "8GiB"`, `metrics =
+    /// "127.0.0.1:9290"`); a flag on the command line wins. See contrib/serve.toml.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+    /// Address to listen on (default `::`, which takes IPv4 and IPv6).
+    #[arg(long)]
+    pub listen: Option<IpAddr>,
+    /// TCP port for control and data connections (default 5290).
+    #[arg(short, long)]
+    pub port: Option<u16>,
     /// Serve one session (of a client that proved the token), then exit with its outcome.
     #[arg(long)]
     pub once: bool,
@@ -42,7 +47,7 @@ pub struct Args {
     /// directories. By default they are dropped (as an rsync daemon does), so a token
     /// holder cannot place a setuid program, which a server running as root would own.
     /// Only for token holders trusted as much as this server's user.
-    #[arg(long, requires = "root")]
+    #[arg(long)]
     pub keep_setuid: bool,
     /// Memory the server commits to sessions at once (e.g. `4GiB`; default half of
     /// the RAM): each session reserves its streams' socket buffers and, on a push, one
@@ -53,15 +58,15 @@ pub struct Args {
     pub memory: Option<u64>,
     /// Refuse a push whose files hold more than SIZE together (`500GB`, `2TiB`), before
     /// any data is sent (files already in place count too: the cap is on the request).
-    #[arg(long, value_name = "SIZE", value_parser = size, requires = "root")]
+    #[arg(long, value_name = "SIZE", value_parser = size)]
     pub max_bytes: Option<u64>,
     /// Refuse a push that names more than N files and directories, before any data is
     /// sent.
-    #[arg(long, value_name = "N", requires = "root")]
+    #[arg(long, value_name = "N")]
     pub max_files: Option<u64>,
     /// At start, remove the work files (`.NAME.longhaul-part`, `.NAME.longhaul-manifest`)
     /// below the root last changed longer ago than AGE (`7d`), as `longhaul clean` does.
-    #[arg(long, value_name = "AGE", value_parser = duration_long, requires = "root")]
+    #[arg(long, value_name = "AGE", value_parser = duration_long)]
     pub clean_stale: Option<std::time::Duration>,
     /// Connections that have not proved the token yet, at most (default 256; a quarter
     /// of it is the soft cap, three quarters the cap for one address). Past it, each
@@ -84,7 +89,11 @@ pub struct Args {
 }
 
 /// Runs `longhaul serve`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(file) = args.config.clone() {
+        super::serve_config::apply(&mut args, &file)?;
+    }
+    super::serve_config::check_root(&args)?;
     let log: longhaul_engine::bench::server::LogFn = if args.log_json {
         Arc::new(|line: &str| {
             let time = std::time::SystemTime::now()
@@ -126,7 +135,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if made { "made now in" } else { "from" },
         id_dir.display()
     ));
-    let listen = SocketAddr::new(args.listen, args.port);
+    let listen = SocketAddr::new(
+        args.listen.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
+        args.port.unwrap_or(DEFAULT_PORT),
+    );
     let server = Server::bind(
         ServeConfig {
             listen,
