@@ -1,8 +1,9 @@
 //! `longhaul serve --metrics ADDR` and `--log-json`, with a real server process and real
 //! connections on loopback: a bench, a push and a pull against it, a client with the wrong
 //! token and a stranger who sends no TLS, then a scrape over HTTP in which every figure
-//! moved as those did; anything but `GET /metrics` is not answered with the figures. With
-//! `--log-json` every line the server logs is a JSON object.
+//! moved as those did; anything but `GET /metrics` is not answered with the figures; a
+//! connection that never speaks shows as closed at its deadline. With `--log-json` every
+//! line the server logs is a JSON object.
 
 mod support;
 
@@ -156,6 +157,20 @@ fn a_scrape_counts_what_the_server_did() {
     let _silent = TcpStream::connect(&metrics).unwrap();
     std::thread::sleep(Duration::from_millis(100));
     assert!(scrape().starts_with("HTTP/1.1 200"));
+
+    // A connection to the server that never speaks is closed at its deadline (5 s).
+    let idle = TcpStream::connect(&server.addr).unwrap();
+    let closed = |t: &str| sample(t, "longhaul_door_closed_total{why=\"deadline\"}");
+    let mut text = scrape();
+    for _ in 0..100 {
+        if closed(&text) >= 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        text = scrape();
+    }
+    assert!(closed(&text) >= 1, "{text}");
+    drop(idle);
 }
 
 #[test]

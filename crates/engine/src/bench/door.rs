@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -67,6 +67,9 @@ pub(super) struct Door {
     slots: Mutex<SessionQueue>,
     slot_freed: Condvar,
     preauth_threads: AtomicUsize,
+    /// Pending connections closed to make room for newcomers, and at their deadline.
+    evicted: AtomicU64,
+    expired: AtomicU64,
 }
 
 struct Pending {
@@ -95,7 +98,17 @@ impl Door {
             slots: Mutex::new(SessionQueue::new(limits.max_sessions, limits.max_waiting)),
             slot_freed: Condvar::new(),
             preauth_threads: AtomicUsize::new(0),
+            evicted: AtomicU64::new(0),
+            expired: AtomicU64::new(0),
         }
+    }
+
+    /// Pending connections closed so far: evicted for newcomers, and at their deadline.
+    pub(super) fn closed(&self) -> (u64, u64) {
+        (
+            self.evicted.load(Ordering::Relaxed),
+            self.expired.load(Ordering::Relaxed),
+        )
     }
 
     pub(super) fn limits(&self) -> ServeLimits {
@@ -148,6 +161,7 @@ impl Door {
         for id in admitted.evicted {
             if let Some(s) = p.sockets.remove(&id) {
                 let _ = s.shutdown(Shutdown::Both);
+                self.evicted.fetch_add(1, Ordering::Relaxed);
             }
         }
         p.sockets.insert(admitted.id, handle);
@@ -168,6 +182,7 @@ impl Door {
         for id in p.rules.expire(Instant::now()) {
             if let Some(s) = p.sockets.remove(&id) {
                 let _ = s.shutdown(Shutdown::Both);
+                self.expired.fetch_add(1, Ordering::Relaxed);
             }
         }
         p.rules.next_deadline()

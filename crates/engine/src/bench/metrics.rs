@@ -105,6 +105,8 @@ impl ServerMetrics {
             memory_total: 0,
             memory_reserved: 0,
             memory_peak: 0,
+            door_evicted: 0,
+            door_expired: 0,
         }
     }
 }
@@ -141,6 +143,10 @@ pub struct Snapshot {
     pub memory_reserved: u64,
     /// The most they ever held at once.
     pub memory_peak: u64,
+    /// Connections not yet proven closed to make room for newcomers (a flood).
+    pub door_evicted: u64,
+    /// Connections not yet proven closed at their deadline.
+    pub door_expired: u64,
 }
 
 /// The Prometheus text exposition (format 0.0.4) of `s`.
@@ -194,6 +200,16 @@ pub fn render(s: &Snapshot) -> String {
         &[
             ("{direction=\"sent\"}".into(), s.bytes_sent),
             ("{direction=\"received\"}".into(), s.bytes_received),
+        ],
+    );
+    metric(
+        "door_closed_total",
+        "counter",
+        "Connections closed before they proved the token: evicted for newcomers, or at \
+         their deadline.",
+        &[
+            ("{why=\"evicted\"}".into(), s.door_evicted),
+            ("{why=\"deadline\"}".into(), s.door_expired),
         ],
     );
     metric(

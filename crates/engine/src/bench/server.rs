@@ -229,6 +229,7 @@ impl Server {
         Arc::new(move || {
             let mut s = shared.metrics.snapshot();
             (s.memory_total, s.memory_reserved, s.memory_peak) = shared.memory.figures();
+            (s.door_evicted, s.door_expired) = shared.door.closed();
             s
         })
     }
