@@ -7,6 +7,7 @@
 pub mod bench;
 pub mod client_start;
 pub mod cp;
+pub mod daemon;
 pub mod emulate;
 pub mod hash_cache;
 pub mod host;

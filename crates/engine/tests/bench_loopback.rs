@@ -9,7 +9,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use longhaul_engine::bench::report::{IntervalView, StartReport};
-use longhaul_engine::bench::{run_bench, BenchConfig, BenchObserver, ServeConfig, Server};
+use longhaul_engine::bench::{run_bench, BenchConfig, BenchObserver};
+use longhaul_engine::daemon::{ServeConfig, Server};
 use longhaul_engine::transport::dial::{dial, flush, recv, DataPlan};
 use longhaul_engine::transport::tls::{Security, ServerTls};
 use longhaul_proto::{encode_frame, BenchParams, Direction, Message, SendMode, Token};

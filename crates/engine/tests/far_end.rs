@@ -9,9 +9,9 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use longhaul_engine::bench::server::LogFn;
 use longhaul_engine::cp::client::{run_cp, CpConfig, CpJob};
 use longhaul_engine::cp::Progress;
+use longhaul_engine::daemon::server::LogFn;
 use longhaul_engine::ssh::far::{run_far_end, FarConfig, FarOutcome};
 use longhaul_engine::transport::dial::{dial, DataPlan};
 use longhaul_engine::transport::tls::{Fingerprint, Security};

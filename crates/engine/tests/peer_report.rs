@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use longhaul_engine::bench::{peer_report, BenchError, ServeConfig, Server};
+use longhaul_engine::bench::{peer_report, BenchError};
+use longhaul_engine::daemon::{ServeConfig, Server};
 use longhaul_engine::transport::framed::FramedConn;
 use longhaul_engine::transport::tls::{Security, ServerTls};
 

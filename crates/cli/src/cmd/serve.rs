@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use longhaul_engine::bench::{ServeConfig, ServeLimits, Server, DEFAULT_PORT};
+use longhaul_engine::bench::DEFAULT_PORT;
 use longhaul_engine::cp::serve::ServedFiles;
+use longhaul_engine::daemon::{ServeConfig, ServeLimits, Server};
 use longhaul_engine::transport::tls::{ServerIdentity, ServerTls};
 
 use super::common::{duration_long, rate, size, TokenArgs};
@@ -94,7 +95,7 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
         super::serve_config::apply(&mut args, &file)?;
     }
     super::serve_config::check_root(&args)?;
-    let log: longhaul_engine::bench::server::LogFn = if args.log_json {
+    let log: longhaul_engine::daemon::server::LogFn = if args.log_json {
         Arc::new(|line: &str| {
             let time = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -177,12 +178,12 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
         }
     ));
     if let Some(at) = args.metrics {
-        let listener = longhaul_engine::bench::metrics::bind_metrics(at)
+        let listener = longhaul_engine::daemon::metrics::bind_metrics(at)
             .with_context(|| format!("cannot serve --metrics on {at}"))?;
         let figures = server.metrics();
         std::thread::Builder::new()
             .name("lh-metrics".into())
-            .spawn(move || longhaul_engine::bench::metrics::serve_metrics(listener, figures))
+            .spawn(move || longhaul_engine::daemon::metrics::serve_metrics(listener, figures))
             .context("starting the metrics endpoint")?;
         log(&format!("metrics at http://{at}/metrics"));
     }

@@ -32,7 +32,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     watch_stdin(|| std::process::exit(3)).context("watching stdin")?;
     // Session log lines would reach the user's terminal through ssh; the client reports
     // what happened, so only failures are said here.
-    let log: longhaul_engine::bench::server::LogFn = Arc::new(|_line: &str| {});
+    let log: longhaul_engine::daemon::server::LogFn = Arc::new(|_line: &str| {});
     let cfg = FarConfig {
         port_range: args.port_range,
         connect_timeout: FAR_CONNECT_TIMEOUT,

@@ -1,20 +1,13 @@
-//! `longhaul bench`: memory-to-memory path tests, client and server.
+//! `longhaul bench`: memory-to-memory path tests: the client, the data streams and their
+//! pacing, what a run reports, and `tune --peer`'s host report; the server's side of a run
+//! is a session of the daemon ([`crate::daemon`]).
 
 pub mod client;
-mod door;
-pub mod memory;
-pub mod metrics;
 pub mod pacer;
 pub mod peer;
 pub mod report;
 pub mod run;
-mod serve_conn;
-pub mod serve_error;
-mod serve_session;
-pub mod server;
 pub mod stream;
 
 pub use client::{run_bench, BenchConfig, BenchError, BenchObserver, DEFAULT_PORT};
 pub use peer::{peer_report, PeerReport};
-pub use serve_error::ServeError;
-pub use server::{ServeConfig, ServeLimits, Server};

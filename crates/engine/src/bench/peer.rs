@@ -1,16 +1,15 @@
 //! `longhaul tune --peer`: the client measures the RTT to a `longhaul serve` and asks it for
 //! its own host findings for the path; the server answers with its findings as bounded JSON
-//! and ends the session.
+//! and ends the session (the daemon's side is `crate::daemon::host_report`).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use longhaul_proto::{limits, ClientEvent, ErrorCode, ProtoError, ServerSession, Token};
-use longhaul_tune::{inspect, report_from_json, report_to_json, HostReport, Target};
+use longhaul_proto::{ClientEvent, ProtoError, Token};
+use longhaul_tune::{report_from_json, HostReport};
 
 use super::client::BenchError;
 use crate::transport::dial::{dial, flush, recv};
-use crate::tune_host;
 
 /// What the peer said about itself.
 #[derive(Debug, Clone)]
@@ -69,32 +68,4 @@ pub fn peer_report(
         rtt: measured,
         report,
     })
-}
-
-/// The server's side: judges this host for the path the client named and queues the
-/// report (or an error the client can act on). Returns a line for the server's log.
-pub(super) fn answer_host_report(
-    session: &mut ServerSession,
-    rate_bps: u64,
-    rtt_us: u32,
-) -> Result<String, super::serve_error::ServeError> {
-    let target = Target {
-        rate_bps,
-        rtt: Duration::from_micros(u64::from(rtt_us)),
-    };
-    let facts = match tune_host::gather(None) {
-        Ok(f) => f,
-        Err(e) => {
-            let e = super::serve_error::ServeError::HostFacts(e);
-            session.abort(ErrorCode::Internal, e.to_string());
-            return Err(e);
-        }
-    };
-    let findings = inspect(&facts, &target);
-    let json = report_to_json(&tune_host::host_name(), &findings, limits::MAX_HOST_REPORT);
-    session.send_host_report(json);
-    Ok(format!(
-        "host report for {rate_bps} bit/s at {rtt_us} us RTT: {} finding(s)",
-        findings.len()
-    ))
 }

@@ -21,7 +21,7 @@ use super::recv::{run_receiver, RecvTarget};
 use super::send::{run_sender, SendItem, Sender, SourceRoot};
 use super::walk::{walk_served_filtered, walk_served_root_filtered};
 use super::{CpError, Progress};
-use crate::bench::serve_error::ServeError;
+use crate::daemon::ServeError;
 use crate::host;
 use crate::jump::ServerJump;
 use crate::transport::attach::AttachError;
@@ -302,7 +302,7 @@ pub fn serve_transfer(
     let need = MemoryNeed {
         streams: params.streams,
         chunk_bytes: if push { chunk_size } else { 0 },
-        socket_bytes: crate::bench::memory::socket_bytes(side, &choice, &facts),
+        socket_bytes: crate::daemon::memory::socket_bytes(side, &choice, &facts),
     };
     let chunk_size = match attach.reserve_memory(need, push) {
         Ok(fitted) if push => fitted,

@@ -29,10 +29,10 @@ use std::time::Duration;
 use longhaul_proto::{SshReady, Token, PROTOCOL_VERSION};
 use longhaul_sys::served_root::ServedRoot;
 
-use crate::bench::serve_error::ServeError;
-use crate::bench::server::LogFn;
-use crate::bench::{ServeConfig, Server};
 use crate::cp::serve::ServedFiles;
+use crate::daemon::server::LogFn;
+use crate::daemon::ServeError;
+use crate::daemon::{ServeConfig, Server};
 use crate::transport::tls::ServerTls;
 
 /// How the far end runs.

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context as _};
 use longhaul_engine::bench::report::{EndReport, IntervalView, StartReport};
-use longhaul_engine::bench::{run_bench, BenchConfig, BenchObserver, ServeConfig, Server};
+use longhaul_engine::bench::{run_bench, BenchConfig, BenchObserver};
+use longhaul_engine::daemon::{ServeConfig, Server};
 use longhaul_engine::emulate::{Emulator, EmulatorConfig, End, PathDefaults};
 use longhaul_linkem::{LinkConfig, QueueLimit};
 use longhaul_proto::{SendMode, Token};
@@ -158,7 +159,7 @@ impl ServeGuard {
                     let _ = tx.send(Err(e));
                     return;
                 }
-                let log: longhaul_engine::bench::server::LogFn = Arc::new(|_line: &str| {});
+                let log: longhaul_engine::daemon::server::LogFn = Arc::new(|_line: &str| {});
                 let cfg = ServeConfig {
                     listen: SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port),
                     token: keys.token,

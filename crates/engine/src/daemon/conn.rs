@@ -18,10 +18,10 @@ use longhaul_policy::Stage;
 use longhaul_proto::{encode_frame, ChannelBinding, ErrorCode, Message, ProtoError, ServerSession};
 
 use super::door::PendingConn;
+use super::error::ServeError;
 use super::metrics::Refusal;
-use super::serve_error::ServeError;
-use super::serve_session::run_session;
 use super::server::{LogFn, ServeConfig, Shared};
+use super::session::run_session;
 use crate::transport::framed::{FramedConn, RecvError};
 
 /// How long one read of the TLS handshake or the first message may take. Only a backstop:

@@ -1,7 +1,7 @@
 //! One bench or cp session on `longhaul serve`, once its client has proved the token: a
 //! session slot (or "busy"), the request, the transport plan, the data connections, and
 //! then the run ([`drive`]) or the file transfer (`crate::cp::serve`). The accept loop and
-//! the connection handshakes are in [`super::server`] and [`super::serve_conn`].
+//! the connection handshakes are in [`super::server`] and [`super::conn`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,9 +11,9 @@ use longhaul_proto::{
 };
 
 use super::door::{NoSlot, PendingConn, SessionSlot};
+use super::error::ServeError;
 use super::memory::{socket_bytes, MemoryHold};
-use super::run::{DataRun, Role, SenderPlan};
-use super::serve_error::ServeError;
+use crate::bench::run::{DataRun, Role, SenderPlan};
 use crate::cp::serve::serve_transfer;
 use crate::host;
 use crate::jump::ServerJump;
@@ -124,7 +124,8 @@ pub(super) fn run_session(
                     ServerEvent::Params(p) => params = Some(p),
                     ServerEvent::HostReportRequested { rate_bps, rtt_us } => {
                         // `tune --peer`: answer and end the session.
-                        let line = super::peer::answer_host_report(&mut session, rate_bps, rtt_us);
+                        let line =
+                            super::host_report::answer_host_report(&mut session, rate_bps, rtt_us);
                         send_all(&mut session, &mut conn)
                             .map_err(ServeError::io("sending the host report"))?;
                         return line;

@@ -1,6 +1,6 @@
-//! `longhaul serve` for bench runs: accepts control and data connections on one port,
-//! authenticates each, runs several sessions at once (each in `serve_session`), and
-//! survives misbehaving clients.
+//! The daemon's accept loop (`longhaul serve`): accepts control and data connections on
+//! one port, authenticates each, runs several sessions at once (each in `session.rs`),
+//! and survives misbehaving clients.
 
 use crate::transport::secure::SecureStream;
 use std::io;
@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 use longhaul_proto::{ServerSession, Token};
 use socket2::{Domain, Protocol, Socket, Type};
 
+use super::conn::handle_connection;
 use super::door::Door;
 pub use super::door::ServeLimits;
+use super::error::ServeError;
 use super::memory::{default_budget, MemoryHold, ServerMemory};
 use super::metrics::{ServerMetrics, Snapshot};
-use super::serve_conn::handle_connection;
-use super::serve_error::ServeError;
 use crate::cp::serve::{ServedFiles, StreamAttach};
 use crate::host;
 use crate::transport::attach::{AttachError, AttachTable, Expected};
