@@ -640,18 +640,13 @@ impl RateProbe {
     }
 }
 
-#[path = "probe_phases.rs"]
 mod phases;
-#[path = "probe_startup.rs"]
 mod startup;
 use startup::Flight;
 
 #[cfg(test)]
-#[path = "probe_fluid.rs"]
 mod fluid;
 #[cfg(test)]
-#[path = "probe_hold_tests.rs"]
 mod hold_tests;
 #[cfg(test)]
-#[path = "probe_tests.rs"]
 mod tests;
