@@ -222,7 +222,6 @@ fn side_name(side: Side) -> &'static str {
 }
 
 #[cfg(test)]
-#[path = "transport_tests.rs"]
 mod tests;
 
 /// Streams for a path when the user gave no count: 2 on a LAN (under 2 ms), else one per

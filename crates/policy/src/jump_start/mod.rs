@@ -546,5 +546,4 @@ impl JumpValidator {
 }
 
 #[cfg(test)]
-#[path = "jump_start_tests.rs"]
 mod tests;

@@ -289,5 +289,4 @@ pub fn internet_checksum(data: &[u8]) -> u16 {
 }
 
 #[cfg(test)]
-#[path = "gso_tests.rs"]
 mod tests;

@@ -448,5 +448,4 @@ impl SessionQueue {
 }
 
 #[cfg(test)]
-#[path = "admission_tests.rs"]
 mod tests;

@@ -4,7 +4,7 @@
 //!
 //! The control thread feeds the sender's messages to the session and does the list's
 //! file work (looks, part files, directories) before the data streams start. One thread
-//! per data stream (`recv_stream.rs`) reads a chunk header, asks the session about it, reads and hashes the
+//! per data stream (`recv/stream.rs`) reads a chunk header, asks the session about it, reads and hashes the
 //! payload in cache-sized pieces, writes it after the session's check, appends the
 //! manifest record, and only then lets the session ack it. Whoever completes a file does
 //! its commit, which flushes the file before its rename (see [`Store`]). With `--sync`
@@ -32,7 +32,6 @@ use super::store::{Answer, Store};
 use super::{CpError, Progress, Stop};
 use crate::transport::control::{ControlLink, ControlTx, Incoming};
 
-#[path = "recv_stream.rs"]
 mod stream;
 use stream::stream_loop;
 
