@@ -14,8 +14,8 @@ use std::time::Duration;
 use longhaul_engine::bench::report::{IntervalView, StartReport};
 use longhaul_engine::bench::{run_bench, BenchConfig, BenchObserver};
 use longhaul_engine::cp::client::{run_cp, CpConfig, CpJob};
-use longhaul_engine::cp::serve::ServedFiles;
 use longhaul_engine::cp::Progress;
+use longhaul_engine::daemon::transfer::ServedFiles;
 use longhaul_engine::daemon::{ServeConfig, ServeLimits, Server};
 use longhaul_engine::transport::dial::{dial, DataPlan};
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use longhaul_engine::bench::DEFAULT_PORT;
-use longhaul_engine::cp::serve::ServedFiles;
+use longhaul_engine::daemon::transfer::ServedFiles;
 use longhaul_engine::daemon::{ServeConfig, ServeLimits, Server};
 use longhaul_engine::transport::tls::{ServerIdentity, ServerTls};
 

@@ -3,7 +3,7 @@
 //!
 //! The sans-I/O pieces (scheduler, manifest, receiver checks, paths) live in
 //! `longhaul-transfer`; this module drives them: [`send`] and [`recv`] are the two ends,
-//! independent of who is client or server; [`client`] and [`serve`] set up a session and
+//! independent of who is client or server; [`client`] and the daemon ([`crate::daemon::transfer`]) set up a session and
 //! hand it to the right end.
 
 mod ahead;
@@ -14,7 +14,6 @@ pub mod old_copy;
 pub mod peer_intervals;
 pub mod recv;
 pub mod send;
-pub mod serve;
 pub mod store;
 pub mod telemetry;
 pub mod walk;

@@ -12,6 +12,8 @@ pub mod memory;
 pub mod metrics;
 pub mod server;
 mod session;
+pub mod transfer;
 
 pub use error::ServeError;
 pub use server::{ServeConfig, ServeLimits, Server};
+pub use transfer::ServedFiles;

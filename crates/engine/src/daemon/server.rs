@@ -18,7 +18,7 @@ pub use super::door::ServeLimits;
 use super::error::ServeError;
 use super::memory::{default_budget, MemoryHold, ServerMemory};
 use super::metrics::{ServerMetrics, Snapshot};
-use crate::cp::serve::{ServedFiles, StreamAttach};
+use crate::daemon::transfer::{ServedFiles, StreamAttach};
 use crate::host;
 use crate::transport::attach::{AttachError, AttachTable, Expected};
 use crate::transport::control::ControlLink;

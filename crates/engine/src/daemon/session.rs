@@ -1,6 +1,6 @@
 //! One bench or cp session on `longhaul serve`, once its client has proved the token: a
 //! session slot (or "busy"), the request, the transport plan, the data connections, and
-//! then the run ([`drive`]) or the file transfer (`crate::cp::serve`). The accept loop and
+//! then the run ([`drive`]) or the file transfer ([`super::transfer`]). The accept loop and
 //! the connection handshakes are in [`super::server`] and [`super::conn`].
 
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use super::door::{NoSlot, PendingConn, SessionSlot};
 use super::error::ServeError;
 use super::memory::{socket_bytes, MemoryHold};
 use crate::bench::run::{DataRun, Role, SenderPlan};
-use crate::cp::serve::serve_transfer;
+use crate::daemon::transfer::serve_transfer;
 use crate::host;
 use crate::jump::ServerJump;
 use crate::transport::control::{ControlLink, Incoming};

@@ -29,8 +29,8 @@ use std::time::Duration;
 use longhaul_proto::{SshReady, Token, PROTOCOL_VERSION};
 use longhaul_sys::served_root::ServedRoot;
 
-use crate::cp::serve::ServedFiles;
 use crate::daemon::server::LogFn;
+use crate::daemon::transfer::ServedFiles;
 use crate::daemon::ServeError;
 use crate::daemon::{ServeConfig, Server};
 use crate::transport::tls::ServerTls;

@@ -17,11 +17,11 @@ use longhaul_transfer::session::recv::SyncRules;
 use longhaul_transfer::session::ListCaps;
 use longhaul_transfer::{chunk_size_for, require_directory, Filter, RequestedPath};
 
-use super::recv::{run_receiver, RecvTarget};
-use super::send::{run_sender, SendItem, Sender, SourceRoot};
-use super::walk::{walk_served_filtered, walk_served_root_filtered};
-use super::{CpError, Progress};
-use crate::daemon::ServeError;
+use super::ServeError;
+use crate::cp::recv::{run_receiver, RecvTarget};
+use crate::cp::send::{run_sender, SendItem, Sender, SourceRoot};
+use crate::cp::walk::{walk_served_filtered, walk_served_root_filtered};
+use crate::cp::{CpError, Progress};
 use crate::host;
 use crate::jump::ServerJump;
 use crate::transport::attach::AttachError;
@@ -302,7 +302,7 @@ pub fn serve_transfer(
     let need = MemoryNeed {
         streams: params.streams,
         chunk_bytes: if push { chunk_size } else { 0 },
-        socket_bytes: crate::daemon::memory::socket_bytes(side, &choice, &facts),
+        socket_bytes: super::memory::socket_bytes(side, &choice, &facts),
     };
     let chunk_size = match attach.reserve_memory(need, push) {
         Ok(fitted) if push => fitted,
@@ -409,7 +409,7 @@ pub fn serve_transfer(
                 })?;
         }
         if takes_intervals {
-            sender.report_every = Some(super::peer_intervals::REPORT_EVERY);
+            sender.report_every = Some(crate::cp::peer_intervals::REPORT_EVERY);
             sender.report_held = takes_held;
         }
         sender.tell_jump_verdict = takes_verdict;
