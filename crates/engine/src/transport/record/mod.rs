@@ -2,13 +2,10 @@
 //! records sealed straight into the buffer the socket write takes and opened in place in
 //! the buffer the socket read filled.
 //!
-//! rustls's buffered connection copies every byte three times on the way in (into its
-//! deframer, out of the record into a plaintext queue, out of the queue to the reader)
-//! and twice on the way out: on a pulling client through a 1 Gbit/s x 150 ms path those
-//! copies were 23 % of the process's CPU, three times the cipher's own 8 % (`perf`,
-//! 2026-11-28). Here a received byte is copied once (to the caller's buffer) and a sent
-//! byte once (into the record), and [`Sender::begin_record`] lets a sender read a file
-//! straight into the record.
+//! rustls's buffered connection copies every byte three times on the way in and twice on
+//! the way out: on a pulling client at 1 Gbit/s x 150 ms those copies were 23 % of the
+//! process's CPU, three times the cipher's 8 % (`perf`, 2026-11-28). Here a byte is copied
+//! once each way, and [`Sender::begin_record`] lets a sender read a file into the record.
 //!
 //! The handshake, the certificate checks and the key schedule stay rustls's (`tls`); this
 //! takes over at the traffic secrets (RFC 8446 section 7.1) and does what a TLS 1.3
@@ -332,9 +329,8 @@ impl Sender {
         }
     }
 
-    /// Seals `inner` as one record's inner plaintext exactly as given (content, type and
-    /// padding, none of it checked), after any KeyUpdate due: records a broken or hostile
-    /// peer would send, for the fuzz target of the receiver.
+    /// Seals `inner` as one record's inner plaintext as given (content, type, padding):
+    /// records a hostile peer would send, for the receiver's fuzz target.
     #[cfg(feature = "fuzzing")]
     pub fn seal_inner(&mut self, inner: &[u8]) {
         self.abandon_record();
