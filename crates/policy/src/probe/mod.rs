@@ -304,10 +304,9 @@ pub struct RateProbe {
     compete_bps: u64,
     /// Competing streams slow-start on reno: their retransmits then (`Some(None)`: not yet).
     compete_slow_start: Option<Option<u64>>,
-    /// The next switch restarts the control from its first state.
-    restart: bool,
-    /// A congestion control a phase change asks for, handed out with the next pacing.
-    switch_to: Option<&'static str>,
+    /// A congestion control a phase change asks for, handed out with the next pacing, and
+    /// whether from its first state.
+    switch_to: Option<(&'static str, bool)>,
     /// Times the sender went competing (for logs and tests).
     competed: u32,
     /// Checks in a row that found the other flow still there (each doubles the next wait).
@@ -363,7 +362,6 @@ impl RateProbe {
             foreign_rounds: 0,
             compete_bps: 0,
             compete_slow_start: None,
-            restart: false,
             yield_ratio: 1.0,
             switch_to: None,
             competed: 0,
@@ -501,8 +499,10 @@ impl RateProbe {
             Phase::ProbeUp { gain, since } => self.on_probe(at, gain, since, qdelay),
             Phase::Compete { check } => self.on_compete(at, check, qdelay, retransmits),
         }
-        if let Some(cc) = self.switch_to.take() {
+        let mut restart_congestion = false;
+        if let Some((cc, restart)) = self.switch_to.take() {
             congestion = Some(cc);
+            restart_congestion = restart;
         }
         if let Some(cc) = congestion {
             self.on_bbr = cc == "bbr";
@@ -510,7 +510,7 @@ impl RateProbe {
         Pacing {
             per_stream_bps: self.per_stream(streams),
             congestion,
-            restart_congestion: std::mem::take(&mut self.restart) && congestion.is_some(),
+            restart_congestion,
         }
     }
 

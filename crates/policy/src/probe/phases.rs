@@ -356,8 +356,7 @@ impl RateProbe {
         // Its losses are congestion, not the path's: no return to BBR on them.
         self.cruising = None;
         // From slow start, on reno until its first loss (see `on_compete`), then CUBIC.
-        self.switch_to = Some("reno");
-        self.restart = true;
+        self.switch_to = Some(("reno", true));
         self.compete_slow_start = Some(None);
         self.phase = Phase::Compete {
             check: at + self.compete_check_every(),
@@ -393,12 +392,12 @@ impl RateProbe {
         // CUBIC flow at 150 ms, 16 streams that began competing at 21 Mbit/s took 30 s
         // to climb to 450. Reno's slow start ends at a loss; CUBIC carries on from there.
         if let Some(base) = self.compete_slow_start {
-            let base = *self
-                .compete_slow_start
-                .insert(Some(base.unwrap_or(retransmits)));
-            if base.is_some_and(|b| retransmits > b) {
+            let base = base.unwrap_or(retransmits);
+            if retransmits > base {
                 self.compete_slow_start = None;
-                self.switch_to = Some("cubic");
+                self.switch_to = Some(("cubic", false));
+            } else {
+                self.compete_slow_start = Some(Some(base));
             }
         }
         if at < check {
