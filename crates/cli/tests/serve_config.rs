@@ -6,20 +6,10 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-
+use support::http::{free_port, get};
 use support::{cp_command, longhaul, write_file, Scratch, Server};
 
 const EXAMPLE: &str = include_str!("../../../contrib/serve.toml");
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 #[test]
 fn the_file_sets_the_defaults_and_a_flag_wins() {
@@ -54,10 +44,7 @@ fn the_file_sets_the_defaults_and_a_flag_wins() {
         std::fs::read(from_file.join("a.txt")).unwrap(),
         b"from the file's root\n"
     );
-    let mut scrape = TcpStream::connect(&metrics).unwrap();
-    scrape.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
-    let mut text = String::new();
-    scrape.read_to_string(&mut text).unwrap();
+    let text = get(&metrics, "GET /metrics HTTP/1.1\r\n\r\n");
     assert!(
         text.contains("longhaul_memory_budget_bytes 1073741824"),
         "{text}"

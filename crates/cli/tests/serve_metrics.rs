@@ -11,17 +11,8 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
+use support::http::{free_port, get};
 use support::{cp_command, longhaul, Rng, Scratch, Server, MIB};
-
-/// An `HTTP/1.1` request for `path` to `addr`; the whole answer.
-fn get(addr: &str, request: &str) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(request.as_bytes()).unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).unwrap();
-    answer
-}
 
 /// The value of the sample `name` (with its labels) in an exposition.
 fn sample(text: &str, name: &str) -> u64 {
@@ -30,15 +21,6 @@ fn sample(text: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
         .parse()
         .unwrap()
-}
-
-/// A loopback port nothing listens on now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]

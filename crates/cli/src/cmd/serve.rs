@@ -178,7 +178,7 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
         }
     ));
     if let Some(at) = args.metrics {
-        let listener = longhaul_engine::daemon::metrics::bind_metrics(at)
+        let listener = std::net::TcpListener::bind(at)
             .with_context(|| format!("cannot serve --metrics on {at}"))?;
         let figures = server.metrics();
         std::thread::Builder::new()

@@ -56,14 +56,7 @@ pub fn apply(args: &mut Args, path: &Path) -> anyhow::Result<()> {
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
     let local = |p: PathBuf| if p.is_relative() { base.join(p) } else { p };
-    let value = |key: &str, text: &Option<String>, parse: fn(&str) -> Result<u64, String>| {
-        text.as_deref()
-            .map(|t| {
-                parse(t)
-                    .map_err(|e| anyhow::anyhow!("--config {}: {key} = {t:?}: {e}", path.display()))
-            })
-            .transpose()
-    };
+    let value = |key, text, parse| parsed(path, key, text, parse);
     args.listen = args.listen.or(file.listen);
     args.port = args.port.or(file.port);
     args.root = args.root.take().or(file.root.map(local));
@@ -77,11 +70,7 @@ pub fn apply(args: &mut Args, path: &Path) -> anyhow::Result<()> {
         .or(value("max_bytes", &file.max_bytes, size)?);
     args.max_files = args.max_files.or(file.max_files);
     if args.clean_stale.is_none() {
-        if let Some(t) = &file.clean_stale {
-            args.clean_stale = Some(duration_long(t).map_err(|e| {
-                anyhow::anyhow!("--config {}: clean_stale = {t:?}: {e}", path.display())
-            })?);
-        }
+        args.clean_stale = parsed(path, "clean_stale", &file.clean_stale, duration_long)?;
     }
     if let Some(n) = file.max_pending {
         if !(1..=65536).contains(&n) {
@@ -116,4 +105,19 @@ pub fn check_root(args: &Args) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The value of `key` in the file at `path`, read with the flag's own `parse`; an error
+/// names the file, the key and the value.
+fn parsed<T>(
+    path: &Path,
+    key: &str,
+    text: &Option<String>,
+    parse: fn(&str) -> Result<T, String>,
+) -> anyhow::Result<Option<T>> {
+    text.as_deref()
+        .map(|t| {
+            parse(t).map_err(|e| anyhow::anyhow!("--config {}: {key} = {t:?}: {e}", path.display()))
+        })
+        .transpose()
 }

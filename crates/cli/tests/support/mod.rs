@@ -11,6 +11,7 @@
 //! file keeps its own copy of these.
 #![allow(dead_code)]
 
+pub mod http;
 pub mod mounts;
 pub mod sshd;
 

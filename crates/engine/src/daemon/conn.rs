@@ -47,8 +47,11 @@ pub(super) fn handle_connection(
     let mut first_byte = [0u8; 1];
     let mut server_nonce = [0u8; 32];
     if let Err(e) = getrandom::getrandom(&mut server_nonce) {
-        shared.metrics.refused(Refusal::NoHello);
-        shared.log_conn(log, &format!("{peer}: no random nonce: {e}"));
+        shared.refuse(
+            log,
+            Refusal::NoHello,
+            &format!("{peer}: no random nonce: {e}"),
+        );
         return None;
     }
     let peeked = tcp.peek(&mut first_byte);
@@ -71,8 +74,11 @@ pub(super) fn handle_connection(
                     s
                 }
                 Err(e) => {
-                    shared.metrics.refused(Refusal::Tls);
-                    shared.log_conn(log, &format!("{peer}: TLS handshake failed: {e}"));
+                    shared.refuse(
+                        log,
+                        Refusal::Tls,
+                        &format!("{peer}: TLS handshake failed: {e}"),
+                    );
                     return None;
                 }
             }
@@ -100,8 +106,11 @@ pub(super) fn handle_connection(
             code: ErrorCode::Version,
             message: why.clone(),
         });
-        shared.metrics.refused(Refusal::OldProtocol);
-        shared.log_conn(log, &format!("{peer}: refused: {why}"));
+        shared.refuse(
+            log,
+            Refusal::OldProtocol,
+            &format!("{peer}: refused: {why}"),
+        );
         return None;
     }
     match first {
@@ -121,8 +130,11 @@ pub(super) fn handle_connection(
             pending.reached(Stage::Hello);
             shared.next_id.fetch_add(1, Ordering::Relaxed);
             let Some(exporter) = conn.stream().exporter() else {
-                shared.metrics.refused(Refusal::Protocol);
-                shared.log_conn(log, &format!("{peer}: a control connection without TLS"));
+                shared.refuse(
+                    log,
+                    Refusal::Protocol,
+                    &format!("{peer}: a control connection without TLS"),
+                );
                 return None;
             };
             let binding = ChannelBinding {
@@ -164,8 +176,7 @@ pub(super) fn handle_connection(
                 code: ErrorCode::Protocol,
                 message: e.to_string(),
             });
-            shared.metrics.refused(Refusal::Protocol);
-            shared.log_conn(log, &format!("{peer}: {e}"));
+            shared.refuse(log, Refusal::Protocol, &format!("{peer}: {e}"));
             None
         }
         Err(RecvError::Proto(e)) => {
@@ -173,13 +184,15 @@ pub(super) fn handle_connection(
                 code: ErrorCode::Protocol,
                 message: format!("{e}; is this a longhaul client?"),
             });
-            shared.metrics.refused(Refusal::Protocol);
-            shared.log_conn(log, &format!("{peer}: malformed first message: {e}"));
+            shared.refuse(
+                log,
+                Refusal::Protocol,
+                &format!("{peer}: malformed first message: {e}"),
+            );
             None
         }
         Err(e) => {
-            shared.metrics.refused(Refusal::NoHello);
-            shared.log_conn(log, &format!("{peer}: no hello: {e}"));
+            shared.refuse(log, Refusal::NoHello, &format!("{peer}: no hello: {e}"));
             None
         }
     }
@@ -205,8 +218,11 @@ fn attach_data(
     {
         Ok(()) => {}
         Err(e) => {
-            shared.metrics.refused(Refusal::DataAuth);
-            shared.log_conn(log, &format!("{peer}: data connection refused: {e}"));
+            shared.refuse(
+                log,
+                Refusal::DataAuth,
+                &format!("{peer}: data connection refused: {e}"),
+            );
             if let Ok(sock) = reply {
                 let _ = FramedConn::new(sock).send(&Message::Error {
                     code: ErrorCode::Auth,

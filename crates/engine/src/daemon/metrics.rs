@@ -7,7 +7,7 @@
 //! an operator's network, not a web server. Put it on a loopback or management address.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,8 +91,9 @@ impl ServerMetrics {
         self.bytes_received.fetch_add(received, Ordering::Relaxed);
     }
 
-    /// The counters as they are now.
-    pub fn snapshot(&self) -> Snapshot {
+    /// The counters as they are now, with the memory budget's `(total, reserved, peak)`
+    /// and the door's `(evicted, expired)` closings.
+    pub fn snapshot(&self, memory: (u64, u64, u64), door_closed: (u64, u64)) -> Snapshot {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         Snapshot {
             connections: get(&self.connections),
@@ -102,11 +103,11 @@ impl ServerMetrics {
             active: get(&self.active),
             bytes_sent: get(&self.bytes_sent),
             bytes_received: get(&self.bytes_received),
-            memory_total: 0,
-            memory_reserved: 0,
-            memory_peak: 0,
-            door_evicted: 0,
-            door_expired: 0,
+            memory_total: memory.0,
+            memory_reserved: memory.1,
+            memory_peak: memory.2,
+            door_evicted: door_closed.0,
+            door_expired: door_closed.1,
         }
     }
 }
@@ -238,11 +239,6 @@ pub const MAX_REQUEST: usize = 4096;
 /// How long a scraper has to send its request, and to take the answer.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Binds `addr` for the endpoint (so a bad address fails at start, with the flag named).
-pub fn bind_metrics(addr: SocketAddr) -> io::Result<TcpListener> {
-    TcpListener::bind(addr)
-}
-
 /// Answers scrapers on `listener` for as long as the process runs, one at a time;
 /// `snapshot` reads the figures at each scrape.
 pub fn serve_metrics(listener: TcpListener, snapshot: Arc<dyn Fn() -> Snapshot + Send + Sync>) {
@@ -308,9 +304,7 @@ mod tests {
         m.refused(Refusal::Auth);
         m.moved(10, 2048);
         m.sessions_ok.fetch_add(1, Ordering::Relaxed);
-        let mut s = m.snapshot();
-        s.memory_total = 1 << 30;
-        let text = render(&s);
+        let text = render(&m.snapshot((1 << 30, 0, 0), (0, 0)));
         for line in [
             "# TYPE longhaul_connections_total counter",
             "longhaul_connections_total 3",

@@ -17,7 +17,7 @@ use super::door::Door;
 pub use super::door::ServeLimits;
 use super::error::ServeError;
 use super::memory::{default_budget, MemoryHold, ServerMemory};
-use super::metrics::{ServerMetrics, Snapshot};
+use super::metrics::{Refusal, ServerMetrics, Snapshot};
 use crate::daemon::transfer::{ServedFiles, StreamAttach};
 use crate::host;
 use crate::transport::attach::{AttachError, AttachTable, Expected};
@@ -99,6 +99,12 @@ impl Shared {
             longhaul_policy::LogLine::Print { suppressed: 0 } => log(line),
             longhaul_policy::LogLine::Print { suppressed } => log(&left_out(suppressed, line)),
         }
+    }
+
+    /// Counts a connection turned away and logs why, within the log budget.
+    pub(super) fn refuse(&self, log: &LogFn, why: Refusal, line: &str) {
+        self.metrics.refused(why);
+        self.log_conn(log, line);
     }
 
     /// Logs a line that is always printed (a session's outcome), with the count of lines
@@ -227,10 +233,9 @@ impl Server {
     pub fn metrics(&self) -> Arc<dyn Fn() -> Snapshot + Send + Sync> {
         let shared = self.shared.clone();
         Arc::new(move || {
-            let mut s = shared.metrics.snapshot();
-            (s.memory_total, s.memory_reserved, s.memory_peak) = shared.memory.figures();
-            (s.door_evicted, s.door_expired) = shared.door.closed();
-            s
+            shared
+                .metrics
+                .snapshot(shared.memory.figures(), shared.door.closed())
         })
     }
 
