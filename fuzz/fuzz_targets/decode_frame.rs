@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use longhaul_fuzz::{check_frames, BENCH_FRAMES};
-use longhaul_proto::{ChannelBinding, ClientSession, ServerSession, Token};
+use longhaul_proto::{ChannelBinding, ClientSession, Keyring, ServerSession, Token};
 
 fuzz_target!(|data: &[u8]| {
     let token =
@@ -14,12 +14,19 @@ fuzz_target!(|data: &[u8]| {
         cert: [3; 32],
         exporter: [4; 32],
     };
-    let mut server = ServerSession::new(token.clone(), [1; 32], binding);
-    let mut client = ClientSession::new(token.clone(), [2; 32], binding);
-    // Past the server's (valid) hello on odd inputs: the fuzzer then reaches the states
-    // after it, where requests go before the welcome.
+    // The server holds two tokens, the client the second: its hello is followed by the
+    // other proof (a ServerProofs), so both hello paths are reachable.
+    let first =
+        Token::new(b"9f1c0d2e7a6b5843c1d0e9f8a7b6c5d4").expect("static token is long enough");
+    let keyring = Keyring::new(vec![first, token.clone()]).expect("two tokens");
+    let mut server = ServerSession::new(keyring.clone(), [1; 32], binding);
+    let mut client = ClientSession::new(token, [2; 32], binding);
+    // Past the server's (valid) hello and proofs on odd inputs: the fuzzer then reaches
+    // the states after it, where requests go before the welcome.
     if data.len() % 2 == 1 {
-        let _ = client.handle(ServerSession::hello(&token, [1; 32], &binding.cert));
+        for m in ServerSession::hello(&keyring, [1; 32], &binding.cert) {
+            let _ = client.handle(m);
+        }
     }
     for msg in check_frames(&BENCH_FRAMES, data) {
         let _ = server.handle(msg.clone());

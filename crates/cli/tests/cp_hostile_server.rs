@@ -25,7 +25,10 @@ fn lying_server(listener: TcpListener, token_file: std::path::PathBuf, lie: Vec<
     let tls = ServerTls::ephemeral().unwrap();
     let cert = tls.fingerprint().0;
     let mut hello = Vec::new();
-    longhaul_proto::encode_frame(&ServerSession::hello(&token, [7u8; 32], &cert), &mut hello);
+    longhaul_proto::encode_frame(
+        &ServerSession::hello(&token.clone().into(), [7u8; 32], &cert)[0],
+        &mut hello,
+    );
     // The client opens its data connections together with the control connection:
     // each is told apart by its first message.
     let (tx, rx) = std::sync::mpsc::channel();
@@ -68,7 +71,7 @@ fn lying_server(listener: TcpListener, token_file: std::path::PathBuf, lie: Vec<
         cert,
         exporter: conn.stream().exporter().expect("an exporter"),
     };
-    let mut session = ServerSession::new(token, [7u8; 32], binding);
+    let mut session = ServerSession::new(token.into(), [7u8; 32], binding);
     session.handle(hello_msg).expect("a valid hello");
     let mut chunk_key = None;
     let params = loop {

@@ -121,10 +121,6 @@ fn a_bad_file_is_one_clear_error() {
             "keep_setuid = true\n",
             "--keep-setuid needs a root to serve",
         ),
-        (
-            "listen = \"127.0.0.1\"\nport = 0\n[areas]\n",
-            "unknown field `areas`",
-        ),
     ] {
         let file = s.join("bad.toml");
         write_file(&file, text.as_bytes(), 0o644);

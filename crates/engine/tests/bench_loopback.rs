@@ -44,7 +44,7 @@ impl TestServer {
         let server = Server::bind(
             ServeConfig {
                 listen: listen.parse().unwrap(),
-                token,
+                keyring: token.into(),
                 once: false,
                 rx_rate_bps: None,
                 files: Default::default(),
@@ -429,7 +429,7 @@ fn a_second_server_on_the_same_port_says_the_port_is_in_use() {
     let err = Server::bind(
         ServeConfig {
             listen: server.addr,
-            token: token(),
+            keyring: token().into(),
             once: false,
             rx_rate_bps: None,
             files: Default::default(),

@@ -33,7 +33,7 @@ fn a_server_reports_its_findings_for_the_path_asked_about() {
     let server = Server::bind(
         ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
-            token: token(),
+            keyring: token().into(),
             once: false,
             rx_rate_bps: None,
             files: Default::default(),
@@ -110,14 +110,17 @@ fn hostile_server(reply: &'static str) -> (String, std::thread::JoinHandle<()>) 
         let tls = server_tls();
         let cert = tls.fingerprint().0;
         let mut hello = Vec::new();
-        longhaul_proto::encode_frame(&ServerSession::hello(&token(), [3; 32], &cert), &mut hello);
+        longhaul_proto::encode_frame(
+            &ServerSession::hello(&token().into(), [3; 32], &cert)[0],
+            &mut hello,
+        );
         let stream = tls.accept(stream, Duration::from_secs(10), &hello).unwrap();
         let binding = longhaul_proto::ChannelBinding {
             cert,
             exporter: stream.exporter().unwrap(),
         };
         let mut conn = FramedConn::new(stream);
-        let mut session = ServerSession::new(token(), [3; 32], binding);
+        let mut session = ServerSession::new(token().into(), [3; 32], binding);
         loop {
             let Ok(msg) = conn.recv() else { return };
             if session.handle(msg).is_err() {

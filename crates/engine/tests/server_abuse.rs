@@ -61,7 +61,7 @@ impl TestServer {
         let server = Server::bind(
             ServeConfig {
                 listen: "127.0.0.1:0".parse().unwrap(),
-                token: token(),
+                keyring: token().into(),
                 once: false,
                 rx_rate_bps: None,
                 files: ServedFiles::Root(Arc::new(ServedRoot::open(root.path()).unwrap())),

@@ -51,6 +51,11 @@ impl Token {
         mac_with_key(&self.0, label, parts)
     }
 
+    /// Whether two tokens are the same secret (constant time in their shared length).
+    pub fn same(&self, other: &Token) -> bool {
+        self.0.len() == other.0.len() && bool::from(self.0.ct_eq(&other.0))
+    }
+
     /// The proof the server sends on every TLS connection, as 0.5-RTT data right behind
     /// its TLS Finished (before it has heard anything from the client): the token's
     /// holder vouches for the certificate `cert` (its SHA-256) that this TLS handshake
@@ -82,6 +87,83 @@ impl Token {
     /// server.
     pub fn session_secret(&self, binding: &ChannelBinding) -> SessionSecret {
         SessionSecret(self.mac(b"longhaul/7 session secret", &[&binding.exporter]))
+    }
+}
+
+/// The most tokens one server accepts (one per exported area or group of users, say): each
+/// costs 32 bytes in the first flight of every connection, and an HMAC when a client
+/// proves itself.
+pub const MAX_TOKENS: usize = 64;
+
+/// The tokens a server accepts, each naming what its holders may reach (a daemon's
+/// exported areas). The server proves every one of them in its first flight
+/// ([`Keyring::server_proofs`]); a client goes on when one proof is for its token, and the
+/// server learns which from the client's proof ([`Keyring::prover`]). One token is the
+/// common case, and then nothing differs from a single shared token.
+#[derive(Clone, Debug)]
+pub struct Keyring(std::sync::Arc<[Token]>);
+
+impl Keyring {
+    /// A keyring of `tokens`, in order (the first is the one a server's hello proves;
+    /// duplicates are kept once, at their first place): 1 to [`MAX_TOKENS`] of them.
+    pub fn new(tokens: Vec<Token>) -> Result<Self, crate::ProtoError> {
+        let mut kept: Vec<Token> = Vec::with_capacity(tokens.len());
+        for t in tokens {
+            if !kept.iter().any(|k| k.same(&t)) {
+                kept.push(t);
+            }
+        }
+        if kept.is_empty() || kept.len() > MAX_TOKENS {
+            return Err(crate::ProtoError::InvalidField {
+                field: "tokens",
+                why: format!(
+                    "{} distinct tokens: a server takes 1 to {MAX_TOKENS}",
+                    kept.len()
+                ),
+            });
+        }
+        Ok(Self(kept.into()))
+    }
+
+    /// The tokens, without duplicates, in the order given.
+    pub fn tokens(&self) -> &[Token] {
+        &self.0
+    }
+
+    /// Where `token` is in the keyring.
+    pub fn position(&self, token: &Token) -> Option<usize> {
+        self.0.iter().position(|t| t.same(token))
+    }
+
+    /// The server's proofs of every token for its certificate `cert` and `nonce`, in the
+    /// keyring's order.
+    pub fn server_proofs(&self, cert: &[u8; 32], nonce: &Nonce) -> Vec<[u8; MAC_LEN]> {
+        self.0.iter().map(|t| t.server_proof(cert, nonce)).collect()
+    }
+
+    /// Which token a client's `proof` (on the connection `binding`, with both nonces)
+    /// was made with, if any. Every token is tried, so the time taken says nothing about
+    /// which matched.
+    pub fn prover(
+        &self,
+        proof: &[u8; MAC_LEN],
+        binding: &ChannelBinding,
+        client: &Nonce,
+        server: &Nonce,
+    ) -> Option<usize> {
+        let mut found = None;
+        for (i, t) in self.0.iter().enumerate() {
+            if tags_equal(proof, &t.client_proof(binding, client, server)) && found.is_none() {
+                found = Some(i);
+            }
+        }
+        found
+    }
+}
+
+impl From<Token> for Keyring {
+    fn from(token: Token) -> Self {
+        Self(vec![token].into())
     }
 }
 
@@ -122,16 +204,20 @@ impl std::fmt::Debug for SessionSecret {
     }
 }
 
-impl SessionSecret {
-    /// The session's name in data hellos and the server's table: derived from the secret
-    /// (so both ends know it before any answer), and telling nothing about it.
+impl ChannelBinding {
+    /// The session's name in data hellos and the server's table: derived from the
+    /// connection's exporter (so both ends know it before any answer, and a server with
+    /// several tokens knows it before the client said which it holds), and telling
+    /// nothing about it.
     pub fn session_id(&self) -> u64 {
-        let tag = mac_with_key(&self.0, b"longhaul/7 session id", &[]);
+        let tag = mac_with_key(&self.exporter, b"longhaul/9 session id", &[&self.cert]);
         let mut id = [0u8; 8];
         id.copy_from_slice(&tag[..8]);
         u64::from_be_bytes(id)
     }
+}
 
+impl SessionSecret {
     /// The key that authenticates this session's chunk headers (and through their BLAKE3
     /// hashes, the chunks' bytes), whether or not the data stream is encrypted.
     pub fn chunk_key(&self) -> ChunkKey {
@@ -374,10 +460,40 @@ mod tests {
             t.client_proof(&binding(1), &c, &s),
             other.client_proof(&binding(1), &c, &s)
         );
-        assert_ne!(
-            t.session_secret(&binding(1)).session_id(),
-            t.session_secret(&binding(2)).session_id()
+        assert_ne!(binding(1).session_id(), binding(2).session_id());
+    }
+
+    #[test]
+    fn a_keyring_proves_each_token_and_names_the_clients() {
+        let a = token("22028884e920bde9a9867497f16bee30");
+        let b = token("9f1c0d2e7a6b5843c1d0e9f8a7b6c5d4");
+        let stranger = token("0a1b2c3d4e5f60718293a4b5c6d7e8f9");
+        // A duplicate is kept once, at its first place.
+        let ring = Keyring::new(vec![a.clone(), b.clone(), a.clone()]).unwrap();
+        assert_eq!(ring.tokens().len(), 2);
+        assert_eq!(ring.position(&b), Some(1));
+        assert_eq!(ring.position(&stranger), None);
+        let (c, s) = ([1; 32], [2; 32]);
+        let proofs = ring.server_proofs(&[9; 32], &s);
+        assert_eq!(
+            proofs,
+            vec![a.server_proof(&[9; 32], &s), b.server_proof(&[9; 32], &s)]
         );
+        let prover =
+            |t: &Token| ring.prover(&t.client_proof(&binding(1), &c, &s), &binding(1), &c, &s);
+        assert_eq!(prover(&a), Some(0));
+        assert_eq!(prover(&b), Some(1));
+        assert_eq!(prover(&stranger), None);
+        // A proof made on another connection names nobody.
+        let replayed = b.client_proof(&binding(2), &c, &s);
+        assert_eq!(ring.prover(&replayed, &binding(1), &c, &s), None);
+        assert!(Keyring::new(Vec::new()).is_err());
+        let many: Vec<Token> = (0..=MAX_TOKENS)
+            .map(|i| {
+                Token::new(format!("{i:04x}0123456789abcdef0123456789abcdef").as_bytes()).unwrap()
+            })
+            .collect();
+        assert!(Keyring::new(many).is_err());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Frame codec: `len: u32 BE | type: u8 | fields`, every field big-endian, strings and
 //! lists length-prefixed and bounded. Decoding never allocates more than the frame holds.
 
-use crate::auth::{MAC_LEN, NONCE_LEN};
+use crate::auth::{MAC_LEN, MAX_TOKENS, NONCE_LEN};
 use crate::error::{ErrorCode, ProtoError};
 use crate::limits;
 use crate::message::*;
@@ -14,6 +14,7 @@ mod ty {
     pub const CLIENT_HELLO: u8 = 0x01;
     pub const SERVER_HELLO: u8 = 0x02;
     pub const CLIENT_PROOF: u8 = 0x03;
+    pub const SERVER_PROOFS: u8 = 0x07;
     pub const WELCOME: u8 = 0x04;
     pub const PING: u8 = 0x05;
     pub const PONG: u8 = 0x06;
@@ -61,6 +62,14 @@ pub fn encode_frame(msg: &Message, out: &mut Vec<u8>) {
             w.u64(*features);
             w.bytes(nonce);
             w.bytes(proof);
+        }
+        Message::ServerProofs { proofs } => {
+            w.u8(ty::SERVER_PROOFS);
+            let n = proofs.len().min(MAX_TOKENS - 1);
+            w.u16(n as u16);
+            for p in &proofs[..n] {
+                w.bytes(p);
+            }
         }
         Message::ClientProof { proof } => {
             w.u8(ty::CLIENT_PROOF);
@@ -232,6 +241,14 @@ fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
             nonce: r.array::<NONCE_LEN>("nonce")?,
             proof: r.array::<MAC_LEN>("proof")?,
         },
+        ty::SERVER_PROOFS => {
+            let n = r.count("proofs", MAX_TOKENS - 1)?;
+            let mut proofs = Vec::with_capacity(n);
+            for _ in 0..n {
+                proofs.push(r.array::<MAC_LEN>("proof")?);
+            }
+            Message::ServerProofs { proofs }
+        }
         ty::CLIENT_PROOF => Message::ClientProof {
             proof: r.array::<MAC_LEN>("proof")?,
         },

@@ -44,8 +44,8 @@ mod wire;
 pub use wire::{is_unsafe_char, printable};
 
 pub use auth::{
-    check_token, data_mac, ChannelBinding, ChunkKey, Nonce, SessionSecret, Token, CHUNK_MAC_LEN,
-    EXPORTER_LABEL, MAC_LEN, NONCE_LEN,
+    check_token, data_mac, ChannelBinding, ChunkKey, Keyring, Nonce, SessionSecret, Token,
+    CHUNK_MAC_LEN, EXPORTER_LABEL, MAC_LEN, MAX_TOKENS, NONCE_LEN,
 };
 pub use codec::{decode_frame, encode_frame, FRAME_HEADER_LEN};
 pub use error::{ErrorCode, ProtoError};
@@ -67,12 +67,14 @@ pub use ssh_ready::SshReady;
 /// connections attach in the flight of the client's proof; jump-start: `BenchParams`'
 /// `jump` and `BenchReady`'s `jump_start_bps`/`jump_note`; 8: jump-start for pulls,
 /// `TransferParams`' `jump` and `TransferReady`'s `jump_start_bps`/`jump_note`, the same
-/// fields as bench's). The hello layouts and the labels of the keys (`longhaul/7 ...`)
+/// fields as bench's; 9: a server may hold several tokens and proves the others in
+/// `ServerProofs` behind its hello, and the session id is derived from the connection,
+/// not the token). The hello layouts and the labels of the keys (`longhaul/7 ...`)
 /// are unchanged: an older peer is still told both versions.
-pub const PROTOCOL_VERSION: u16 = 8;
-/// The oldest protocol version this build still accepts (7's transfer request and answer
-/// are shorter: a 7 peer's would not decode).
-pub const MIN_PROTOCOL_VERSION: u16 = 8;
+pub const PROTOCOL_VERSION: u16 = 9;
+/// The oldest protocol version this build still accepts (8 derived the session id from
+/// the token: its data connections would name another session).
+pub const MIN_PROTOCOL_VERSION: u16 = 9;
 
 /// Feature bits announced in the hello messages.
 pub mod features {
@@ -105,6 +107,10 @@ pub mod features {
     /// The sending server of a pull tells the rate its pacer holds (`HeldRate`) beside
     /// its interval reports ([`TRANSFER_INTERVALS`]). The client announces it.
     pub const HELD_RATE: u64 = 1 << 7;
+    /// Set in a server's hello (never a client's) when [`crate::Message::ServerProofs`]
+    /// follows it: the server holds several tokens, and a client whose token the hello's
+    /// proof is not for waits for the others before it fails.
+    pub const MORE_PROOFS: u64 = 1 << 8;
     /// Everything this build implements.
     pub const ALL: u64 = BENCH
         | INTERVALS

@@ -27,6 +27,15 @@ pub enum Message {
         /// HMAC over both nonces (see [`crate::Token::server_proof`]).
         proof: [u8; MAC_LEN],
     },
+    /// The server's proofs of its other tokens, right behind its hello in the same flight
+    /// when it holds several (its hello then carries [`crate::features::MORE_PROOFS`]):
+    /// at most [`crate::auth::MAX_TOKENS`] - 1, each as [`ServerHello`]'s `proof`.
+    ///
+    /// [`ServerHello`]: Message::ServerHello
+    ServerProofs {
+        /// One proof per further token, in the server's order.
+        proofs: Vec<[u8; MAC_LEN]>,
+    },
     /// Client's proof of the token, sent only after the server's proof checked out.
     ClientProof {
         /// HMAC over both nonces (see [`crate::Token::client_proof`]).
@@ -109,6 +118,7 @@ impl Message {
         match self {
             Message::ClientHello { .. } => "ClientHello",
             Message::ServerHello { .. } => "ServerHello",
+            Message::ServerProofs { .. } => "ServerProofs",
             Message::ClientProof { .. } => "ClientProof",
             Message::Welcome { .. } => "Welcome",
             Message::Ping { .. } => "Ping",

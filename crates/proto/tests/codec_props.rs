@@ -69,6 +69,8 @@ fn arb_message() -> impl Strategy<Value = Message> {
                 nonce,
                 proof
             }),
+        proptest::collection::vec(any::<[u8; 32]>(), 0..64)
+            .prop_map(|proofs| Message::ServerProofs { proofs }),
         any::<[u8; 32]>().prop_map(|proof| Message::ClientProof { proof }),
         any::<u64>().prop_map(|session_id| Message::Welcome { session_id }),
         any::<u32>().prop_map(|seq| Message::Ping { seq }),
@@ -243,7 +245,7 @@ proptest! {
     fn sessions_survive_arbitrary_messages(msgs in prop::collection::vec(arb_message(), 0..12)) {
         let t = Token::new(b"8c7f6a4c6401a604ce637ee4d604a230").unwrap();
         let binding = ChannelBinding { cert: [3; 32], exporter: [4; 32] };
-        let mut s = ServerSession::new(t.clone(), [1; 32], binding);
+        let mut s = ServerSession::new(t.clone().into(), [1; 32], binding);
         let mut c = ClientSession::new(t, [2; 32], binding);
         for m in msgs {
             let _ = s.handle(m.clone());

@@ -45,12 +45,14 @@ fn client(t: &str) -> ClientSession {
 
 /// A server on connection 1 (its hello is [`server_hello`]).
 fn server(t: &str) -> ServerSession {
-    ServerSession::new(token(t), [9; 32], binding(1))
+    ServerSession::new(token(t).into(), [9; 32], binding(1))
 }
 
 /// The 0.5-RTT hello of a server holding `t`.
 fn server_hello(t: &str) -> Message {
-    ServerSession::hello(&token(t), [9; 32], &CERT)
+    let mut flight = ServerSession::hello(&token(t).into(), [9; 32], &CERT);
+    assert_eq!(flight.len(), 1, "one token, one hello");
+    flight.remove(0)
 }
 
 /// A client and a server on one connection, the server's hello delivered (it must pass).
@@ -253,7 +255,7 @@ fn a_proof_replayed_on_another_connection_is_refused() {
     let (mut c, _) = pair(t, t);
     let sent: Vec<Message> = std::iter::from_fn(|| c.poll_transmit()).collect();
     // The same messages, written by an attacker into another TLS connection to the server.
-    let mut elsewhere = ServerSession::new(token(t), [9; 32], binding(2));
+    let mut elsewhere = ServerSession::new(token(t).into(), [9; 32], binding(2));
     let mut result = Ok(());
     for m in sent {
         result = elsewhere.handle(m);
@@ -630,4 +632,64 @@ fn a_welcome_for_another_session_is_refused() {
         .handle(Message::Welcome { session_id: wrong })
         .unwrap_err();
     assert!(err.to_string().contains("session"), "{err}");
+}
+
+/// A server holding several tokens proves each in its first flight; every holder gets in,
+/// the server learns which token each holds, and a stranger is refused after the proofs.
+#[test]
+fn a_server_with_several_tokens_knows_which_one_the_client_holds() {
+    let tokens = [
+        "22028884e920bde9a9867497f16bee30",
+        "9f1c0d2e7a6b5843c1d0e9f8a7b6c5d4",
+        "0a1b2c3d4e5f60718293a4b5c6d7e8f9",
+    ];
+    let ring = Keyring::new(tokens.iter().map(|t| token(t)).collect()).unwrap();
+    let flight = ServerSession::hello(&ring, [9; 32], &CERT);
+    assert_eq!(flight.len(), 2, "a hello and the other proofs");
+    assert!(matches!(&flight[1], Message::ServerProofs { proofs } if proofs.len() == 2));
+    for (i, t) in tokens.iter().enumerate() {
+        let mut c = client(t);
+        let mut s = ServerSession::new(ring.clone(), [9; 32], binding(1));
+        for m in &flight {
+            let mut buf = Vec::new();
+            encode_frame(m, &mut buf);
+            c.handle(decode_frame(&buf).unwrap().unwrap().0).unwrap();
+        }
+        pump(&mut c, &mut s).unwrap();
+        assert!(matches!(
+            c.poll_event(),
+            Some(ClientEvent::Authenticated { session_id, .. }) if session_id == s.session_id()
+        ));
+        let Some(ServerEvent::Authenticated { token, .. }) = s.poll_event() else {
+            panic!("token {i} was not taken");
+        };
+        assert_eq!(token, i);
+    }
+    // A client of another server: nothing in the hello, nothing in the proofs.
+    let mut stranger = client("4e1228910ae89955d385d7659d09cd9c");
+    stranger.handle(flight[0].clone()).unwrap();
+    assert_eq!(
+        stranger.handle(flight[1].clone()),
+        Err(ProtoError::AuthFailed)
+    );
+    // Proofs nobody announced are not waited for, nor taken out of turn.
+    let mut c = client(tokens[1]);
+    let Message::ServerHello {
+        version,
+        nonce,
+        proof,
+        ..
+    } = flight[0].clone()
+    else {
+        panic!("not a hello");
+    };
+    let plain = Message::ServerHello {
+        version,
+        features: features::ALL,
+        nonce,
+        proof,
+    };
+    assert_eq!(c.handle(plain), Err(ProtoError::AuthFailed));
+    let mut c = client(tokens[0]);
+    assert!(c.handle(flight[1].clone()).is_err());
 }

@@ -4,6 +4,7 @@
 
 pub mod aligned;
 pub mod cpu;
+pub mod creds;
 pub mod direct_io;
 pub mod file_io;
 pub mod netdev;

@@ -2,16 +2,20 @@
 //! (`--root DIR`: the only directory transfers may read and write).
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
 use longhaul_engine::bench::DEFAULT_PORT;
 use longhaul_engine::daemon::transfer::ServedFiles;
-use longhaul_engine::daemon::{ServeConfig, ServeLimits, Server};
+use longhaul_engine::daemon::{Area, Areas, ServeConfig, ServeLimits, Server};
 use longhaul_engine::transport::tls::{ServerIdentity, ServerTls};
 
 use super::common::{duration_long, rate, size, TokenArgs};
+use super::serve_config::AreaConfig;
+use longhaul_proto::{Keyring, Token};
+use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::session::ListCaps;
 
 /// Arguments of `longhaul serve`.
@@ -87,6 +91,9 @@ pub struct Args {
     pub log_json: bool,
     #[command(flatten)]
     pub token: TokenArgs,
+    /// The exported areas of the `--config` file (none: `--root` and the one token).
+    #[arg(skip)]
+    pub areas: Vec<super::serve_config::AreaConfig>,
 }
 
 /// Runs `longhaul serve`.
@@ -106,20 +113,25 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
     } else {
         Arc::new(|line: &str| eprintln!("longhaul serve: {}", longhaul_proto::printable(line)))
     };
-    let token = args.token.load()?;
-    let files = match &args.root {
-        Some(dir) => ServedFiles::Root(Arc::new(
-            longhaul_sys::served_root::ServedRoot::open(dir).with_context(|| {
-                format!(
-                    "cannot serve {} (--root must name an existing directory)",
-                    dir.display()
-                )
-            })?,
-        )),
-        None => ServedFiles::Nothing,
+    let (files, keyring) = if args.areas.is_empty() {
+        let keyring = args.token.load()?.into();
+        let files = match &args.root {
+            Some(dir) => ServedFiles::Root(Arc::new(open_root(dir, "--root")?)),
+            None => ServedFiles::Nothing,
+        };
+        (files, keyring)
+    } else {
+        served_areas(&args.areas, &log)?
     };
-    if let (Some(age), ServedFiles::Root(root)) = (args.clean_stale, &files) {
-        super::clean::clean_root(root, age, false, &mut |line| log(line))?;
+    if let Some(age) = args.clean_stale {
+        let roots = match &files {
+            ServedFiles::Root(root) => vec![root.as_ref()],
+            ServedFiles::Areas(areas) => areas.list().iter().map(|a| a.root.as_ref()).collect(),
+            _ => Vec::new(),
+        };
+        for root in roots {
+            super::clean::clean_root(root, age, false, &mut |line| log(line))?;
+        }
     }
     let id_dir = match &args.identity_dir {
         Some(d) => d.clone(),
@@ -143,7 +155,7 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
     let server = Server::bind(
         ServeConfig {
             listen,
-            token,
+            keyring,
             once: args.once,
             rx_rate_bps: args.rx_rate,
             files,
@@ -196,4 +208,98 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// Opens a directory to serve; the error says which setting named it.
+fn open_root(dir: &Path, setting: &str) -> anyhow::Result<ServedRoot> {
+    ServedRoot::open(dir).with_context(|| {
+        format!(
+            "cannot serve {} ({setting} must name an existing directory)",
+            dir.display()
+        )
+    })
+}
+
+/// The areas of the config file, and the keyring of every token that opens one.
+fn served_areas(
+    areas: &[AreaConfig],
+    log: &longhaul_engine::daemon::server::LogFn,
+) -> anyhow::Result<(ServedFiles, Keyring)> {
+    let mut tokens = Vec::new();
+    let mut places = Vec::new();
+    for area in areas {
+        let mut mine = Vec::new();
+        for file in &area.token_files {
+            let (token, _) = longhaul_engine::token::load_token(Some(file))
+                .with_context(|| format!("area {}", area.name))?;
+            let at = tokens
+                .iter()
+                .position(|t: &Token| t.same(&token))
+                .unwrap_or_else(|| {
+                    tokens.push(token);
+                    tokens.len() - 1
+                });
+            mine.push(at);
+        }
+        places.push(mine);
+    }
+    let keyring = Keyring::new(tokens).context("the config's areas")?;
+    let mut list = Vec::new();
+    for (area, tokens) in areas.iter().zip(places) {
+        let setting = format!("the root of area {}", area.name);
+        let user = area
+            .user
+            .as_deref()
+            .map(|name| run_as(&area.name, name))
+            .transpose()?;
+        list.push(Area {
+            name: area.name.clone(),
+            root: Arc::new(open_root(&area.root, &setting)?),
+            read_only: area.read_only,
+            caps: ListCaps {
+                max_bytes: area.max_bytes,
+                max_files: area.max_files,
+            },
+            tokens,
+            user,
+        });
+        log(&format!(
+            "area {}: {} ({}, {} token{}{})",
+            area.name,
+            area.root.display(),
+            if area.read_only {
+                "read-only"
+            } else {
+                "read-write"
+            },
+            area.token_files.len(),
+            if area.token_files.len() == 1 { "" } else { "s" },
+            area.user
+                .as_deref()
+                .map(|u| format!(", as user {u}"))
+                .unwrap_or_default()
+        ));
+    }
+    let areas = Areas::new(list).map_err(|e| anyhow::anyhow!("the config's areas: {e}"))?;
+    Ok((ServedFiles::Areas(Arc::new(areas)), keyring))
+}
+
+/// The local user area `area`'s sessions run as; only a server started as root can.
+fn run_as(area: &str, name: &str) -> anyhow::Result<longhaul_sys::creds::UserCreds> {
+    let me = longhaul_sys::creds::thread_uids().1;
+    if me != 0 {
+        anyhow::bail!(
+            "area {area}: user = {name:?} needs the server started as root (it runs as uid \
+             {me}); start it as root, or leave user out and the area is served as uid {me}"
+        );
+    }
+    let who = longhaul_sys::creds::lookup_user(name)
+        .with_context(|| format!("area {area}: user = {name:?}"))?;
+    if who.uid == 0 {
+        anyhow::bail!(
+            "area {area}: user = {name:?} is root: name the unprivileged user the area's \
+             files belong to, or leave user out"
+        );
+    }
+    Ok(who)
 }

@@ -4,7 +4,13 @@
 //! the flag's value in the same words (`memory = "8GiB"`, `clean_stale = "7d"`); a flag
 //! given on the command line wins over the file. An unknown key, or a value the flag would
 //! refuse, is an error that names the file, the key and what was wrong.
+//!
+//! Instead of one `root` and `token_file`, a site may export several areas, each a table
+//! `[areas.NAME]` with its `root`, the `token_files` that open it, `read_only`, and its
+//! own `max_bytes` and `max_files` (the top-level ones are their defaults). Clients then
+//! name the area as the first part of a path (`HOST:NAME/dir/file`).
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
@@ -31,6 +37,40 @@ struct File {
     max_pending: Option<u32>,
     metrics: Option<SocketAddr>,
     log_json: Option<bool>,
+    areas: Option<BTreeMap<String, AreaFile>>,
+}
+
+/// One `[areas.NAME]` table as written.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AreaFile {
+    root: PathBuf,
+    token_files: Vec<PathBuf>,
+    #[serde(default)]
+    read_only: bool,
+    max_bytes: Option<String>,
+    max_files: Option<u64>,
+    user: Option<String>,
+}
+
+/// One exported area, as the config file gives it (paths taken from the file's
+/// directory, sizes parsed; the top-level caps are its defaults).
+#[derive(Debug, Clone)]
+pub struct AreaConfig {
+    /// What clients call it.
+    pub name: String,
+    /// Its directory.
+    pub root: PathBuf,
+    /// The files of the tokens that open it.
+    pub token_files: Vec<PathBuf>,
+    /// Pulls only.
+    pub read_only: bool,
+    /// Most bytes one push may write into it.
+    pub max_bytes: Option<u64>,
+    /// Most files and directories one push may name in it.
+    pub max_files: Option<u64>,
+    /// The local user its sessions run as (a name or a number).
+    pub user: Option<String>,
 }
 
 /// Reads `path` and fills every setting of `args` that the command line left unset.
@@ -83,12 +123,49 @@ pub fn apply(args: &mut Args, path: &Path) -> anyhow::Result<()> {
     args.max_pending = args.max_pending.or(file.max_pending);
     args.metrics = args.metrics.or(file.metrics);
     args.log_json |= file.log_json.unwrap_or(false);
+    for (name, area) in file.areas.unwrap_or_default() {
+        let key = format!("areas.{name}.max_bytes");
+        let max_bytes = parsed(path, &key, &area.max_bytes, size)?;
+        longhaul_engine::daemon::areas::check_name(&name)
+            .map_err(|e| anyhow::anyhow!("--config {}: [areas.{name}]: {e}", path.display()))?;
+        if area.token_files.is_empty() {
+            bail!(
+                "--config {}: [areas.{name}]: token_files is empty: name at least one token \
+                 file (make one with `longhaul token --out FILE`)",
+                path.display()
+            );
+        }
+        args.areas.push(AreaConfig {
+            name,
+            root: local(area.root),
+            token_files: area.token_files.into_iter().map(local).collect(),
+            read_only: area.read_only,
+            max_bytes: max_bytes.or(args.max_bytes),
+            max_files: area.max_files.or(args.max_files),
+            user: area.user,
+        });
+    }
     Ok(())
 }
 
 /// The settings that only mean something with a served root, refused without one (after
 /// the command line and the file are merged, so either may give the root).
 pub fn check_root(args: &Args) -> anyhow::Result<()> {
+    if !args.areas.is_empty() {
+        if args.root.is_some() {
+            bail!(
+                "--root and the config's [areas] cannot both be given: serve one root, or \
+                 several areas (move the root into an area of its own)"
+            );
+        }
+        if args.token.token_file.is_some() {
+            bail!(
+                "--token-file and the config's [areas] cannot both be given: with areas, \
+                 each area names the token_files that open it"
+            );
+        }
+        return Ok(());
+    }
     if args.root.is_some() {
         return Ok(());
     }

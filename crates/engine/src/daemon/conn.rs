@@ -64,10 +64,9 @@ pub(super) fn handle_connection(
             // this is a control or a data connection (a data connection's client reads
             // past it).
             let mut early = Vec::new();
-            encode_frame(
-                &ServerSession::hello(&cfg.token, server_nonce, &cfg.tls.fingerprint().0),
-                &mut early,
-            );
+            for m in ServerSession::hello(&cfg.keyring, server_nonce, &cfg.tls.fingerprint().0) {
+                encode_frame(&m, &mut early);
+            }
             match cfg.tls.accept(tcp, FIRST_MESSAGE_TIMEOUT, &early) {
                 Ok(s) => {
                     pending.reached(Stage::Secured);
@@ -141,7 +140,7 @@ pub(super) fn handle_connection(
                 cert: cfg.tls.fingerprint().0,
                 exporter,
             };
-            let session = ServerSession::new(cfg.token.clone(), server_nonce, binding);
+            let session = ServerSession::new(cfg.keyring.clone(), server_nonce, binding);
             let id = session.session_id();
             // Its data hellos, in flight at the same time, wait for it.
             let _announced = shared.attach.announce(id);

@@ -4,6 +4,7 @@
 //! bench runs and cp transfers as sessions within a memory budget, counting what it does
 //! for `serve --metrics`.
 
+pub mod areas;
 mod conn;
 mod door;
 pub mod error;
@@ -14,6 +15,7 @@ pub mod server;
 mod session;
 pub mod transfer;
 
+pub use areas::{Area, Areas};
 pub use error::ServeError;
 pub use server::{ServeConfig, ServeLimits, Server};
 pub use transfer::ServedFiles;

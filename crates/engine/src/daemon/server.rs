@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use longhaul_proto::{ServerSession, Token};
+use longhaul_proto::{Keyring, ServerSession};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::conn::handle_connection;
@@ -42,8 +42,9 @@ const CONN_STACK: usize = 256 * 1024;
 pub struct ServeConfig {
     /// Address and port to listen on (`[::]:5290` accepts IPv4 too).
     pub listen: SocketAddr,
-    /// Shared token.
-    pub token: Token,
+    /// The tokens clients prove (one, or one per group of areas: see
+    /// [`super::areas`]).
+    pub keyring: Keyring,
     /// Serve one session, then return: the first whose client proved the token. A
     /// connection that fails TLS, its hello or the proof ends nothing (`ssh-server` is
     /// not ended by whoever else reaches its port).

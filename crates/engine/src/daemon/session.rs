@@ -86,6 +86,7 @@ pub(super) fn run_session(
         let mut intervals = false;
         let mut jump_verdict = false;
         let mut held_rate = false;
+        let mut token = 0;
         loop {
             let r = session.handle(msg);
             let events: Vec<ServerEvent> = std::iter::from_fn(|| session.poll_event()).collect();
@@ -113,9 +114,11 @@ pub(super) fn run_session(
                 match ev {
                     ServerEvent::Authenticated {
                         secret: s,
+                        token: t,
                         features,
                     } => {
                         secret = Some(s);
+                        token = t;
                         plain_data = features & longhaul_proto::features::PLAIN_DATA != 0;
                         intervals = features & longhaul_proto::features::TRANSFER_INTERVALS != 0;
                         jump_verdict = features & longhaul_proto::features::JUMP_VERDICT != 0;
@@ -159,8 +162,15 @@ pub(super) fn run_session(
                         expected: None,
                         hold: None,
                     };
-                    let out =
-                        serve_transfer(conn, p, &cfg.files, cfg.keep_setuid, cfg.caps, &mut attach);
+                    let out = serve_transfer(
+                        conn,
+                        p,
+                        &cfg.files,
+                        token,
+                        cfg.keep_setuid,
+                        cfg.caps,
+                        &mut attach,
+                    );
                     let memory = attach.hold.as_ref().map(MemoryHold::describe);
                     return out
                         .map(|line| match memory {

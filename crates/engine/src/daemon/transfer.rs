@@ -76,6 +76,9 @@ pub enum ServedFiles {
     /// Everything below a root and nothing outside it (`longhaul serve --root DIR`): the
     /// client's path is relative to the root, `..` and absolute paths refused.
     Root(Arc<ServedRoot>),
+    /// Several roots, each opened by its own tokens (`serve --config` with areas): the
+    /// client's path starts with the area's name, and is relative to its root below that.
+    Areas(Arc<super::Areas>),
     /// The ssh user's own files (`longhaul ssh-server`, started by the user over ssh, with
     /// the user's rights): the client's path is absolute or relative to `home`, `..`
     /// allowed, symlinks followed ([`ServedRoot::open_unconfined`]).
@@ -87,13 +90,17 @@ pub enum ServedFiles {
     },
 }
 
-/// Runs one transfer for an authenticated session; returns a log line. A request this
-/// server will not serve is [`ServeError::Refused`] with the words the client was sent.
-/// `caps` bound what one push may write (`serve --max-bytes`, `--max-files`).
+/// Runs one transfer for an authenticated session whose client proved `token` (its
+/// place in the server's keyring); returns a log line. A request this server will not
+/// serve is [`ServeError::Refused`] with the words the client was sent. `caps` bound what
+/// one push may write (`serve --max-bytes`, `--max-files`) where the files are not an
+/// area's, which has its own.
+#[allow(clippy::too_many_arguments)]
 pub fn serve_transfer(
     mut conn: FramedConn,
     params: TransferParams,
     files: &ServedFiles,
+    token: usize,
     keep_setuid: bool,
     caps: ListCaps,
     attach: &mut dyn StreamAttach,
@@ -135,7 +142,9 @@ pub fn serve_transfer(
             })
         }
     };
+    let push = params.direction == CopyDirection::Push;
     // The path asked for, and whether a trailing `/` requires a directory there.
+    let mut caps = caps;
     let (root, path, dir_required) = match files {
         ServedFiles::Nothing => {
             return refuse(
@@ -146,6 +155,29 @@ pub fn serve_transfer(
         ServedFiles::Root(root) => match RequestedPath::from_wire(&params.path) {
             Ok(r) => (root, r.path, r.dir_required),
             Err(e) => return refuse(&mut conn, format!("refused path: {e}")),
+        },
+        ServedFiles::Areas(areas) => match areas.reach(token, &params.path) {
+            Ok(r) if push && r.area.read_only => {
+                return refuse(
+                    &mut conn,
+                    format!(
+                        "area {} is read-only: pull from it, or push to an area you may write",
+                        r.area.name
+                    ),
+                )
+            }
+            Ok(r) => {
+                if let Some(who) = &r.area.user {
+                    // Before any file of the area is touched; this thread and the ones
+                    // it starts stay that user until the session ends.
+                    if let Err(e) = longhaul_sys::creds::become_user(who) {
+                        return refuse(&mut conn, format!("on the server, {e}"));
+                    }
+                }
+                caps = r.area.caps;
+                (&r.area.root, r.path, r.dir_required)
+            }
+            Err(why) => return refuse(&mut conn, why),
         },
         ServedFiles::User { root, home } => match user_path(home, &params.path) {
             Ok(p) => {
@@ -166,7 +198,6 @@ pub fn serve_transfer(
     let recursive = opts.recursive;
     let hard_links = opts.hard_links;
     let rtt = Duration::from_micros(u64::from(params.rtt_us));
-    let push = params.direction == CopyDirection::Push;
     if push && opts.answered_ahead {
         return refuse(
             &mut conn,

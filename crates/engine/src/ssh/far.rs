@@ -156,7 +156,7 @@ fn bind(
 ) -> io::Result<Server> {
     let config = |port| ServeConfig {
         listen: SocketAddr::new(ip, port),
-        token: token.clone(),
+        keyring: token.clone().into(),
         once: true,
         rx_rate_bps: None,
         files: files.clone(),

@@ -233,10 +233,16 @@ pub fn dial_with(
         },
         None => cause,
     };
-    let msg = recv(&mut conn, "authenticating").map_err(unpinned)?;
-    if let Err(e) = session.handle(msg) {
-        let _ = flush(&mut session, &mut conn);
-        return Err(unpinned(e.into()));
+    // A server of several tokens proves the others right behind its hello, in the
+    // same flight: taken here, so the proof is known before anything is sent.
+    let mut first = true;
+    while first || session.awaits_proofs() {
+        first = false;
+        let msg = recv(&mut conn, "authenticating").map_err(unpinned)?;
+        if let Err(e) = session.handle(msg) {
+            let _ = flush(&mut session, &mut conn);
+            return Err(unpinned(e.into()));
+        }
     }
     if let Some(first) = &first_contact {
         tls.pin(first)?;
@@ -455,6 +461,11 @@ fn read_server_hello(
         .into());
     }
     check.handle(hello)?;
+    // A server of several tokens proves the others right behind (in the same flight).
+    if check.awaits_proofs() {
+        let proofs = recv(&mut framed, "reading a data connection's server proofs")?;
+        check.handle(proofs)?;
+    }
     let (s, rest) = framed.into_parts();
     if !rest.is_empty() {
         return Err(BenchError::Refused(format!(

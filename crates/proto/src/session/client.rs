@@ -45,6 +45,8 @@ pub enum ClientEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ClientState {
     AwaitServerHello,
+    /// The hello's proof was for another token of the server's; the rest follow.
+    AwaitServerProofs,
     AwaitWelcome,
     Authenticated,
     AwaitReport,
@@ -68,6 +70,10 @@ pub struct ClientSession {
     session_id: u64,
     /// The server accepted our proof (requests may go before, right behind it).
     welcomed: bool,
+    /// The server's nonce, from its hello.
+    server_nonce: Nonce,
+    /// The hello announced [`Message::ServerProofs`], not yet received.
+    more_proofs: bool,
     features: u64,
     outbox: VecDeque<Message>,
     events: VecDeque<ClientEvent>,
@@ -92,13 +98,15 @@ impl ClientSession {
         });
         let secret = token.session_secret(&binding);
         Self {
-            session_id: secret.session_id(),
+            session_id: binding.session_id(),
             token,
             nonce,
             binding,
             state: ClientState::AwaitServerHello,
             secret,
             welcomed: false,
+            server_nonce: [0; 32],
+            more_proofs: false,
             features: wanted,
             outbox,
             events: VecDeque::new(),
@@ -111,11 +119,37 @@ impl ClientSession {
     }
 
     /// Whether the server's hello and proof have been checked.
-    fn server_proved(&self) -> bool {
+    pub fn server_proved(&self) -> bool {
         !matches!(
             self.state,
-            ClientState::AwaitServerHello | ClientState::Failed
+            ClientState::AwaitServerHello | ClientState::AwaitServerProofs | ClientState::Failed
         )
+    }
+
+    /// Whether `proof` is the server's proof of our token for this connection's certificate.
+    fn proves_our_token(&self, proof: &[u8; crate::auth::MAC_LEN]) -> bool {
+        tags_equal(
+            proof,
+            &self
+                .token
+                .server_proof(&self.binding.cert, &self.server_nonce),
+        )
+    }
+
+    /// The server proved our token: our proof goes out.
+    fn prove(&mut self) {
+        self.outbox.push_back(Message::ClientProof {
+            proof: self
+                .token
+                .client_proof(&self.binding, &self.nonce, &self.server_nonce),
+        });
+        self.state = ClientState::AwaitWelcome;
+    }
+
+    /// Whether the server's hello announced proofs of its other tokens that have not
+    /// arrived yet (they follow it in the same flight).
+    pub fn awaits_proofs(&self) -> bool {
+        self.more_proofs
     }
 
     /// The session's id (derived from the connection, the same at the server).
@@ -155,18 +189,44 @@ impl ClientSession {
                 },
             ) => {
                 check_version(version)?;
-                if !tags_equal(&proof, &self.token.server_proof(&self.binding.cert, &nonce)) {
+                self.features &= features;
+                self.server_nonce = nonce;
+                self.more_proofs = features & features::MORE_PROOFS != 0;
+                if self.proves_our_token(&proof) {
+                    self.prove();
+                    Ok(())
+                } else if self.more_proofs {
+                    self.state = S::AwaitServerProofs;
+                    Ok(())
+                } else {
+                    Err(ProtoError::AuthFailed)
+                }
+            }
+            (S::AwaitServerProofs, Message::ServerProofs { proofs }) => {
+                // Every proof is checked, so the time taken says nothing of which matched.
+                let found = proofs
+                    .iter()
+                    .fold(false, |found, p| self.proves_our_token(p) | found);
+                if !found {
                     return Err(ProtoError::AuthFailed);
                 }
-                self.features &= features;
-                self.outbox.push_back(Message::ClientProof {
-                    proof: self.token.client_proof(&self.binding, &self.nonce, &nonce),
-                });
-                self.state = S::AwaitWelcome;
+                self.more_proofs = false;
+                self.prove();
+                Ok(())
+            }
+            // Our token was the hello's: the others' proofs are nothing to us.
+            (state, Message::ServerProofs { .. })
+                if self.more_proofs && !matches!(state, S::AwaitServerHello | S::Failed) =>
+            {
+                self.more_proofs = false;
                 Ok(())
             }
             (state, Message::Welcome { session_id })
-                if !self.welcomed && !matches!(state, S::AwaitServerHello | S::Failed) =>
+                if !self.welcomed
+                    && !matches!(
+                        state,
+                        S::AwaitServerHello | S::AwaitServerProofs | S::Failed
+                    ) =>
             {
                 if session_id != self.session_id {
                     return Err(ProtoError::InvalidField {
@@ -348,6 +408,7 @@ impl ClientSession {
 fn client_state_name(s: ClientState) -> &'static str {
     match s {
         ClientState::AwaitServerHello => "waiting for the server's hello",
+        ClientState::AwaitServerProofs => "waiting for the server's proofs of its other tokens",
         ClientState::AwaitWelcome => "waiting for the server to accept our proof",
         ClientState::Authenticated => "authenticated, before the parameters",
         ClientState::AwaitReport => "waiting for the server's host report",

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 
 use super::{check_version, error_message};
-use crate::auth::{data_mac, tags_equal, ChannelBinding, Nonce, SessionSecret, Token, MAC_LEN};
+use crate::auth::{data_mac, tags_equal, ChannelBinding, Keyring, Nonce, SessionSecret};
 use crate::error::{ErrorCode, ProtoError};
 use crate::message::*;
 use crate::{features, PROTOCOL_VERSION};
@@ -12,10 +12,13 @@ use crate::{features, PROTOCOL_VERSION};
 /// What the server side learned from the client.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerEvent {
-    /// The client proved the token; data connections prove `secret`.
+    /// The client proved a token; data connections prove `secret`.
     Authenticated {
         /// Secret of this session.
         secret: SessionSecret,
+        /// Which of the server's tokens the client holds (its place in the [`Keyring`]),
+        /// so the server knows what the client may reach.
+        token: usize,
         /// Features both ends support.
         features: u64,
     },
@@ -60,7 +63,7 @@ enum ServerState {
 
 /// The server end of a control session.
 pub struct ServerSession {
-    token: Token,
+    keyring: Keyring,
     nonce: Nonce,
     binding: ChannelBinding,
     client_nonce: Nonce,
@@ -72,24 +75,37 @@ pub struct ServerSession {
 }
 
 impl ServerSession {
-    /// The hello a server sends on every TLS connection before it reads anything: 0.5-RTT
-    /// data right behind its TLS Finished, proving the token for its certificate `cert`
-    /// (SHA-256) with `nonce`, the one its [`ServerSession`] is then given.
-    pub fn hello(token: &Token, nonce: Nonce, cert: &[u8; 32]) -> Message {
-        Message::ServerHello {
+    /// What a server sends on every TLS connection before it reads anything: 0.5-RTT
+    /// data right behind its TLS Finished, proving each token of `keyring` for its
+    /// certificate `cert` (SHA-256) with `nonce`, the one its [`ServerSession`] is then
+    /// given. The hello proves the first token; with several, [`Message::ServerProofs`]
+    /// follows with the others.
+    pub fn hello(keyring: &Keyring, nonce: Nonce, cert: &[u8; 32]) -> Vec<Message> {
+        let mut proofs = keyring.server_proofs(cert, &nonce);
+        let rest = proofs.split_off(1);
+        let more = if rest.is_empty() {
+            0
+        } else {
+            features::MORE_PROOFS
+        };
+        let mut hello = vec![Message::ServerHello {
             version: PROTOCOL_VERSION,
-            features: features::ALL,
+            features: features::ALL | more,
             nonce,
-            proof: token.server_proof(cert, &nonce),
+            proof: proofs[0],
+        }];
+        if !rest.is_empty() {
+            hello.push(Message::ServerProofs { proofs: rest });
         }
+        hello
     }
 
     /// A session on the TLS connection `binding` describes, whose [`ServerSession::hello`]
     /// (with `nonce`) is already sent, waiting for the client's hello.
-    pub fn new(token: Token, nonce: Nonce, binding: ChannelBinding) -> Self {
-        let session_id = token.session_secret(&binding).session_id();
+    pub fn new(keyring: Keyring, nonce: Nonce, binding: ChannelBinding) -> Self {
+        let session_id = binding.session_id();
         Self {
-            token,
+            keyring,
             nonce,
             binding,
             client_nonce: [0; 32],
@@ -132,18 +148,19 @@ impl ServerSession {
                 Ok(())
             }
             (S::AwaitProof, Message::ClientProof { proof }) => {
-                let expected: [u8; MAC_LEN] =
-                    self.token
-                        .client_proof(&self.binding, &self.client_nonce, &self.nonce);
-                if !tags_equal(&proof, &expected) {
+                let Some(token) =
+                    self.keyring
+                        .prover(&proof, &self.binding, &self.client_nonce, &self.nonce)
+                else {
                     return Err(ProtoError::AuthFailed);
-                }
+                };
                 self.outbox.push_back(Message::Welcome {
                     session_id: self.session_id,
                 });
                 self.state = S::AwaitParams;
                 self.events.push_back(ServerEvent::Authenticated {
-                    secret: self.token.session_secret(&self.binding),
+                    secret: self.keyring.tokens()[token].session_secret(&self.binding),
+                    token,
                     features: self.features,
                 });
                 Ok(())

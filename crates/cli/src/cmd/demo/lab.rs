@@ -162,7 +162,7 @@ impl ServeGuard {
                 let log: longhaul_engine::daemon::server::LogFn = Arc::new(|_line: &str| {});
                 let cfg = ServeConfig {
                     listen: SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port),
-                    token: keys.token,
+                    keyring: keys.token.into(),
                     once: false,
                     rx_rate_bps: None,
                     files: Default::default(),
