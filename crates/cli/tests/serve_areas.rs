@@ -10,6 +10,7 @@ mod support;
 
 use std::fs;
 
+use support::http::{free_port, get};
 use support::{longhaul, write_file, Scratch, Server};
 
 /// Makes a token file with `longhaul token --out`.
@@ -46,7 +47,12 @@ fn each_token_reaches_its_areas_and_no_other() {
           read_only = true\n",
         0o644,
     );
-    let server = Server::start_args(&[], &home, &["--config", config.to_str().unwrap()]);
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let server = Server::start_args(
+        &[],
+        &home,
+        &["--config", config.to_str().unwrap(), "--metrics", &metrics],
+    );
     let log = server.log();
     assert!(
         log.contains("area archive:") && log.contains("read-only"),
@@ -153,6 +159,21 @@ fn each_token_reaches_its_areas_and_no_other() {
         out.describe()
     );
     assert!(!physics.join("x.txt").exists());
+
+    // The metrics count each area's bytes, and each session's rate.
+    let text = get(&metrics, "GET /metrics HTTP/1.1\r\n\r\n");
+    for line in [
+        "longhaul_area_bytes_total{area=\"physics\",direction=\"received\"} 200013",
+        "longhaul_area_bytes_total{area=\"cms\",direction=\"received\"} 13",
+        "longhaul_area_bytes_total{area=\"archive\",direction=\"sent\"} 600000",
+        "longhaul_area_bytes_total{area=\"archive\",direction=\"received\"} 0",
+        "longhaul_session_rate_bits_per_second_count 5",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "{line} missing from:\n{text}"
+        );
+    }
 }
 
 #[test]

@@ -2,15 +2,24 @@
 //! ([`ServerMetrics`], bumped where connections and sessions end), their text exposition
 //! ([`render`], no I/O), and the small HTTP endpoint that serves it ([`serve_metrics`]).
 //!
+//! Per-session rates go into a histogram (the mean payload rate of each session that
+//! moved data), and bytes per exported area into a counter labelled by the area's name:
+//! both bounded in their labels whatever the number of sessions.
+//!
 //! The endpoint answers `GET /metrics` and nothing else, one connection at a time, each
 //! with a read of at most [`MAX_REQUEST`] bytes within [`REQUEST_TIMEOUT`]: a scraper on
 //! an operator's network, not a web server. Put it on a loopback or management address.
 
+use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// Upper bounds of the session-rate histogram's buckets, bit/s (1 Mbit/s to 100 Gbit/s);
+/// the last bucket (`+Inf`) takes the rest.
+pub const RATE_BUCKETS: [f64; 6] = [1e6, 1e7, 1e8, 1e9, 1e10, 1e11];
 
 /// Why a connection was turned away before it proved anything, for the `reason` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +80,13 @@ pub struct ServerMetrics {
     pub bytes_sent: AtomicU64,
     /// Payload bytes this server received (bench data, pushed files).
     pub bytes_received: AtomicU64,
+    /// Sessions by the bucket of their mean rate ([`RATE_BUCKETS`], then `+Inf`), not
+    /// cumulative.
+    rates: [AtomicU64; RATE_BUCKETS.len() + 1],
+    /// The sum of those sessions' rates, bit/s.
+    rate_sum: AtomicU64,
+    /// Bytes sent and received per exported area.
+    areas: Mutex<BTreeMap<String, (u64, u64)>>,
 }
 
 impl ServerMetrics {
@@ -85,10 +101,27 @@ impl ServerMetrics {
         ActiveSession(self.clone())
     }
 
-    /// Counts a session's payload.
-    pub fn moved(&self, sent: u64, received: u64) {
+    /// Counts a session's payload, moved in `seconds` (its rate goes into the histogram
+    /// when both are above zero), in exported area `area` if any.
+    pub fn moved(&self, sent: u64, received: u64, seconds: f64, area: Option<&str>) {
         self.bytes_sent.fetch_add(sent, Ordering::Relaxed);
         self.bytes_received.fetch_add(received, Ordering::Relaxed);
+        let bytes = sent.saturating_add(received);
+        if bytes > 0 && seconds > 0.0 {
+            let rate = bytes as f64 * 8.0 / seconds;
+            let bucket = RATE_BUCKETS
+                .iter()
+                .position(|&le| rate <= le)
+                .unwrap_or(RATE_BUCKETS.len());
+            self.rates[bucket].fetch_add(1, Ordering::Relaxed);
+            self.rate_sum.fetch_add(rate as u64, Ordering::Relaxed);
+        }
+        if let Some(name) = area {
+            let mut areas = self.areas.lock().unwrap_or_else(|p| p.into_inner());
+            let entry = areas.entry(name.to_string()).or_default();
+            entry.0 = entry.0.saturating_add(sent);
+            entry.1 = entry.1.saturating_add(received);
+        }
     }
 
     /// The counters as they are now, with the memory budget's `(total, reserved, peak)`
@@ -103,6 +136,15 @@ impl ServerMetrics {
             active: get(&self.active),
             bytes_sent: get(&self.bytes_sent),
             bytes_received: get(&self.bytes_received),
+            rates: std::array::from_fn(|i| get(&self.rates[i])),
+            rate_sum: get(&self.rate_sum),
+            areas: self
+                .areas
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .map(|(name, &(sent, received))| (name.clone(), sent, received))
+                .collect(),
             memory_total: memory.0,
             memory_reserved: memory.1,
             memory_peak: memory.2,
@@ -138,6 +180,12 @@ pub struct Snapshot {
     pub bytes_sent: u64,
     /// See [`ServerMetrics::bytes_received`].
     pub bytes_received: u64,
+    /// Sessions by rate bucket ([`RATE_BUCKETS`], then `+Inf`), not cumulative.
+    pub rates: [u64; RATE_BUCKETS.len() + 1],
+    /// The sum of those sessions' rates, bit/s.
+    pub rate_sum: u64,
+    /// Bytes sent and received per exported area, by name.
+    pub areas: Vec<(String, u64, u64)>,
     /// The memory budget, bytes (`serve --memory`).
     pub memory_total: u64,
     /// What sessions hold of it now.
@@ -202,6 +250,45 @@ pub fn render(s: &Snapshot) -> String {
             ("{direction=\"sent\"}".into(), s.bytes_sent),
             ("{direction=\"received\"}".into(), s.bytes_received),
         ],
+    );
+    let mut below = 0;
+    let mut buckets: Vec<(String, u64)> = RATE_BUCKETS
+        .iter()
+        .zip(&s.rates)
+        .map(|(le, n)| {
+            below += n;
+            (format!("_bucket{{le=\"{le:e}\"}}"), below)
+        })
+        .collect();
+    let count = below + s.rates[RATE_BUCKETS.len()];
+    buckets.push(("_bucket{le=\"+Inf\"}".into(), count));
+    buckets.push(("_sum".into(), s.rate_sum));
+    buckets.push(("_count".into(), count));
+    metric(
+        "session_rate_bits_per_second",
+        "histogram",
+        "Mean payload rate of each session that moved data.",
+        &buckets,
+    );
+    // Area names are letters, digits, `.`, `_` and `-`: nothing to escape in a label.
+    let areas: Vec<(String, u64)> = s
+        .areas
+        .iter()
+        .flat_map(|(name, sent, received)| {
+            [
+                (format!("{{area=\"{name}\",direction=\"sent\"}}"), *sent),
+                (
+                    format!("{{area=\"{name}\",direction=\"received\"}}"),
+                    *received,
+                ),
+            ]
+        })
+        .collect();
+    metric(
+        "area_bytes_total",
+        "counter",
+        "Payload bytes moved by this server per exported area, by direction.",
+        &areas,
     );
     metric(
         "door_closed_total",
@@ -302,7 +389,11 @@ mod tests {
         m.refused(Refusal::Tls);
         m.refused(Refusal::Auth);
         m.refused(Refusal::Auth);
-        m.moved(10, 2048);
+        m.moved(10, 2048, 1.0, None);
+        // 2.5 Gbit/s and 40 Mbit/s, one in an area; a session that moved nothing is no rate.
+        m.moved(0, 312_500_000, 1.0, Some("physics"));
+        m.moved(5_000_000, 0, 1.0, Some("physics"));
+        m.moved(0, 0, 1.0, None);
         m.sessions_ok.fetch_add(1, Ordering::Relaxed);
         let text = render(&m.snapshot((1 << 30, 0, 0), (0, 0)));
         for line in [
@@ -312,8 +403,18 @@ mod tests {
             "longhaul_refused_total{reason=\"auth\"} 2",
             "longhaul_refused_total{reason=\"busy\"} 0",
             "longhaul_sessions_total{outcome=\"ok\"} 1",
-            "longhaul_bytes_total{direction=\"sent\"} 10",
-            "longhaul_bytes_total{direction=\"received\"} 2048",
+            "longhaul_bytes_total{direction=\"sent\"} 5000010",
+            "longhaul_bytes_total{direction=\"received\"} 312502048",
+            "# TYPE longhaul_session_rate_bits_per_second histogram",
+            "longhaul_session_rate_bits_per_second_bucket{le=\"1e6\"} 1",
+            "longhaul_session_rate_bits_per_second_bucket{le=\"1e8\"} 2",
+            "longhaul_session_rate_bits_per_second_bucket{le=\"1e9\"} 2",
+            "longhaul_session_rate_bits_per_second_bucket{le=\"1e10\"} 3",
+            "longhaul_session_rate_bits_per_second_bucket{le=\"+Inf\"} 3",
+            "longhaul_session_rate_bits_per_second_count 3",
+            "longhaul_session_rate_bits_per_second_sum 2540016464",
+            "longhaul_area_bytes_total{area=\"physics\",direction=\"sent\"} 5000000",
+            "longhaul_area_bytes_total{area=\"physics\",direction=\"received\"} 312500000",
             "# TYPE longhaul_sessions_active gauge",
             "longhaul_memory_budget_bytes 1073741824",
         ] {

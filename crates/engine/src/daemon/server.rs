@@ -407,8 +407,8 @@ pub(super) struct Attach {
 }
 
 impl StreamAttach for Attach {
-    fn moved(&mut self, sent: u64, received: u64) {
-        self.shared.metrics.moved(sent, received);
+    fn moved(&mut self, sent: u64, received: u64, seconds: f64, area: Option<&str>) {
+        self.shared.metrics.moved(sent, received, seconds, area);
     }
     fn expect(&mut self, streams: u16, rcvbuf: Option<u64>) -> Result<(), AttachError> {
         let expected =

@@ -310,8 +310,8 @@ pub(super) fn run_session(
     outcome
         .map(|(bytes, secs)| {
             match role {
-                Role::Sender => shared.metrics.moved(bytes, 0),
-                _ => shared.metrics.moved(0, bytes),
+                Role::Sender => shared.metrics.moved(bytes, 0, secs, None),
+                _ => shared.metrics.moved(0, bytes, secs, None),
             }
             format!(
                 "{} {} streams ({}), {:.3} GB in {:.2} s = {:.3} Gbit/s; {}{jumped}",

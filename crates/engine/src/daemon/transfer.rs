@@ -62,9 +62,9 @@ pub trait StreamAttach {
     fn peer_takes_held_rate(&self) -> bool {
         false
     }
-    /// The transfer ended having sent and received these payload bytes (for the server's
-    /// counters).
-    fn moved(&mut self, _sent: u64, _received: u64) {}
+    /// The transfer ended having sent and received these payload bytes in `seconds`, in
+    /// exported area `area` if any (for the server's counters).
+    fn moved(&mut self, _sent: u64, _received: u64, _seconds: f64, _area: Option<&str>) {}
 }
 
 /// The files a server's transfers may reach.
@@ -145,6 +145,7 @@ pub fn serve_transfer(
     let push = params.direction == CopyDirection::Push;
     // The path asked for, and whether a trailing `/` requires a directory there.
     let mut caps = caps;
+    let mut area = None;
     let (root, path, dir_required) = match files {
         ServedFiles::Nothing => {
             return refuse(
@@ -175,6 +176,7 @@ pub fn serve_transfer(
                     }
                 }
                 caps = r.area.caps;
+                area = Some(r.area.name.as_str());
                 (&r.area.root, r.path, r.dir_required)
             }
             Err(why) => return refuse(&mut conn, why),
@@ -403,7 +405,7 @@ pub fn serve_transfer(
             chunk_key,
             progress.clone(),
         )?;
-        attach.moved(0, out.received_bytes);
+        attach.moved(0, out.received_bytes, started.elapsed().as_secs_f64(), area);
         Ok(format!(
             "received into {shown}: {} files ok, {} skipped, {} failed, {} deleted, {:.3} GB in {:.2} s ({} resumed bytes, {} taken from old copies); CPU by stage: {}",
             out.files_ok,
@@ -475,7 +477,7 @@ pub fn serve_transfer(
             if probing { "on" } else { "off" }
         );
         let jumped = ServerJump::log_note(jump.as_ref(), paced.jump);
-        attach.moved(out.sent_bytes, 0);
+        attach.moved(out.sent_bytes, 0, started.elapsed().as_secs_f64(), area);
         Ok(format!(
             "sent {shown}: {} files ok, {} failed, {:.3} GB in {:.2} s, congestion {congestion}, {window}{jumped}{}; CPU by stage: {}",
             out.files_ok,
