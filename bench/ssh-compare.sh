@@ -5,7 +5,11 @@
 # at both ends (this script changes none):
 #   scp, sftp (batch put/get), rsync -e ssh (--whole-file), longhaul cp over ssh
 #   (encrypted), longhaul cp over ssh --encryption off, longhaul cp to a longhaul serve
-#   daemon (longhaul://).
+#   daemon (longhaul://), longhaul cp --via-ssh (every stream carried through ssh, as
+#   when the far port is firewalled), and ssh8: the file in 8 slices over 8 ssh
+#   connections at once (dd at both ends; what mscp -n 8 does, mscp not being packaged).
+# --firewall: the far namespace drops every TCP port but ssh's (nft), so `lh` finds the
+#   far port unreachable and falls back to ssh by itself (lh-daemon cannot run then).
 # For each size (warm random files) and direction (push, pull): wall time of the whole
 # command (ssh login included), Mbit/s, % of the bottleneck, ratio to scp; every copy is
 # compared with its source. Results as a table on stdout and JSON Lines in --out.
@@ -15,21 +19,24 @@
 # Needs root (namespaces, TUN, sshd). Installs openssh-server, openssh-client, rsync if
 # missing. A trap stops sshd, the daemon and the emulator and deletes the scratch files.
 # longhaul's --json logs of every copy are kept in OUT-logs/ (plot them: longhaul plot).
-# Usage: bench/ssh-compare.sh [--sizes 1GiB,2GiB] [--tools scp,sftp,rsync,lh,lh-off,lh-daemon]
+# Usage: bench/ssh-compare.sh [--sizes 1GiB,2GiB] [--tools scp,sftp,rsync,lh,lh-off,lh-daemon,lh-ssh,ssh8]
+#                             [--firewall]
 #                             [--dirs push,pull] [--rate 1G] [--rtt 180ms] [--dir /var/tmp]
 #                             [--out target/ssh-compare.jsonl] [--no-loopback]
 #                             [--ssh-extra "-o ControlMaster=auto -o ControlPath=/tmp/cm-%C -o ControlPersist=60"]
+# LH_EXTRA="--streams 16" adds options to the lh-ssh copies.
 # Bounded: each copy is stopped after 15 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sizes=1GiB,2GiB; tools=scp,sftp,rsync,lh,lh-off,lh-daemon; dirs=push,pull
 rate=1G; rtt=180ms; dir=/var/tmp; out=$PWD/target/ssh-compare.jsonl; loopback=1; ssh_extra=
+firewall=0
 while [ $# -gt 0 ]; do
   case $1 in
     --sizes) sizes=$2; shift 2 ;; --tools) tools=$2; shift 2 ;; --dirs) dirs=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;; --rtt) rtt=$2; shift 2 ;; --dir) dir=$2; shift 2 ;;
     --out) out=$(realpath -m "$2"); shift 2 ;; --no-loopback) loopback=0; shift ;;
-    --ssh-extra) ssh_extra=$2; shift 2 ;;
+    --ssh-extra) ssh_extra=$2; shift 2 ;; --firewall) firewall=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -85,6 +92,12 @@ sshopts="-p 2222 -i $work/ssh/user -o StrictHostKeyChecking=no -o UserKnownHosts
 ready_opts=$sshopts
 sshopts="$sshopts $ssh_extra"
 for _ in $(seq 50); do in_a ssh $ready_opts "root@$far" true 2>/dev/null && break; sleep 0.2; done
+if [ "$firewall" = 1 ]; then
+  command -v nft >/dev/null || { apt-get update -q >/dev/null; DEBIAN_FRONTEND=noninteractive apt-get install -y -q nftables >/dev/null; }
+  printf 'table inet lhfw {\n chain input {\n  type filter hook input priority 0; policy accept;\n  iifname != "lo" tcp dport != 2222 drop\n }\n}\n' > "$work/fw.nft"
+  in_b nft -f "$work/fw.nft"
+  echo "firewall: namespace b drops every TCP port but 2222 (ssh)"
+fi
 
 # The daemon in b (its own token and identity under the scratch HOME).
 export HOME=$work/home
@@ -112,6 +125,19 @@ run_one() { # tool direction file bytes
     lh|lh-off) local extra=(); [ "$tool" = lh-off ] && extra=(--encryption off)
           in_a env HOME="$work/home" timeout 900 "$lh" cp --json "${extra[@]}" -e "ssh $sshopts" \
             --remote-longhaul "$lh" "$src" "$dst" > "$logs/$tool-$d-$f.jsonl" || rc=$? ;;
+    lh-ssh) in_a env HOME="$work/home" timeout 900 "$lh" cp --json --via-ssh ${LH_EXTRA:-} -e "ssh $sshopts" \
+            --remote-longhaul "$lh" "$src" "$dst" > "$logs/$tool-$d-$f.jsonl" || rc=$? ;;
+    ssh8) local k slice=$(( (bytes + 8 * 1048576 - 1) / (8 * 1048576) )) pids=()
+          [ "$d" = push ] && in_a ssh $sshopts "root@$far" "truncate -s $bytes $work/far/$f" || truncate -s "$bytes" "$work/back/$f"
+          for k in 0 1 2 3 4 5 6 7; do
+            if [ "$d" = push ]; then
+              in_a bash -c "dd if='$work/src/$f' bs=1M skip=$((k * slice)) count=$slice status=none | timeout 900 ssh $sshopts root@$far 'dd of=$work/far/$f bs=1M seek=$((k * slice)) conv=notrunc status=none iflag=fullblock'" &
+            else
+              in_a bash -c "timeout 900 ssh $sshopts root@$far 'dd if=$work/far/$f bs=1M skip=$((k * slice)) count=$slice status=none' | dd of='$work/back/$f' bs=1M seek=$((k * slice)) conv=notrunc status=none iflag=fullblock" &
+            fi
+            pids+=($!)
+          done
+          for k in "${pids[@]}"; do wait "$k" || rc=$?; done ;;
     lh-daemon) local r="longhaul://$far/$f"; [ "$d" = push ] && { s2=$src; d2=$r; } || { s2=$r; d2=$dst; }
           in_a env HOME="$work/home" timeout 900 "$lh" cp --json "$s2" "$d2" > "$logs/$tool-$d-$f.jsonl" || rc=$? ;;
   esac

@@ -60,6 +60,9 @@ enum Command {
     /// The far end that `cp` and `bench` start over ssh (not for direct use).
     #[command(hide = true)]
     SshServer(cmd::ssh_server::Args),
+    /// One stream of a copy carried through ssh, on the far host (not for direct use).
+    #[command(hide = true)]
+    SshBridge(cmd::ssh_bridge::Args),
 }
 
 fn main() -> ExitCode {
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
         Command::Completions(args) => cmd::completions::run(args, Cli::command()),
         Command::Man(args) => cmd::man::run(args, Cli::command()),
         Command::SshServer(args) => cmd::ssh_server::run(args),
+        Command::SshBridge(args) => cmd::ssh_bridge::run(args),
     };
     match result {
         Ok(code) => code,

@@ -178,12 +178,15 @@ fn the_old_daemon_form_is_refused_with_both_ways_out() {
     );
 }
 
-/// The far longhaul starts (ssh works) but its port cannot be reached: the error names the
-/// port, which comes from `--port-range`, and the host, and says how to fix it; the far
-/// process does not stay behind.
+/// The far longhaul starts (ssh works) but no network path reaches its port (the far host
+/// is reached only through ssh's ProxyCommand): the copy says so, naming the port (from
+/// `--port-range`), the host and the fix, and carries its connections through ssh instead;
+/// the data arrives and the far process does not stay behind.
 #[test]
-fn an_unreachable_far_port_is_named_with_the_fix() {
-    let Some(lab) = SshLab::start_isolated("an_unreachable_far_port_is_named_with_the_fix") else {
+fn an_unreachable_far_port_is_named_with_the_fix_and_crossed_through_ssh() {
+    let Some(lab) = SshLab::start_isolated(
+        "an_unreachable_far_port_is_named_with_the_fix_and_crossed_through_ssh",
+    ) else {
         return;
     };
     let s = Scratch::new("ssh-unreachable");
@@ -196,7 +199,8 @@ fn an_unreachable_far_port_is_named_with_the_fix() {
             .arg(lab.remote(&s.join("far"))),
         Duration::from_secs(90),
     );
-    r.assert_code(2);
+    r.assert_ok();
+    assert_eq!(fs::read(s.join("far")).unwrap(), b"data");
     let port = r
         .stderr
         .split("TCP port ")
@@ -206,7 +210,8 @@ fn an_unreachable_far_port_is_named_with_the_fix() {
     assert!(
         matches!(port, Some(45000..=45009))
             && r.stderr.contains(&format!("on {}", lab.addr))
-            && r.stderr.contains("--port-range"),
+            && r.stderr.contains("--port-range")
+            && r.stderr.contains("carrying every connection through ssh"),
         "{}",
         r.describe()
     );

@@ -15,6 +15,7 @@ pub mod record;
 pub mod serve;
 mod serve_config;
 pub mod ssh;
+pub mod ssh_bridge;
 pub mod ssh_server;
 pub mod sync;
 pub mod token;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use longhaul_engine::ssh::launch::{Notice, SshOptions};
+use longhaul_engine::ssh::launch::{DataPath, Notice, SshOptions};
 
 /// How to start the far end over ssh.
 #[derive(clap::Args, Debug, Clone)]
@@ -29,6 +29,12 @@ pub struct SshArgs {
     /// client connects to it directly over TCP); default: any free port.
     #[arg(long, value_name = "LO-HI", value_parser = port_range)]
     pub port_range: Option<(u16, u16)>,
+    /// Carry every connection through ssh (one ssh connection per stream, `ssh -W`)
+    /// instead of connecting to the far longhaul's port; what a copy does by itself when
+    /// that port cannot be reached. Slower (an ssh copier's rate), for hosts that let
+    /// only ssh through.
+    #[arg(long)]
+    pub via_ssh: bool,
 }
 
 impl SshArgs {
@@ -39,6 +45,11 @@ impl SshArgs {
             remote_longhaul: self.remote_longhaul.clone(),
             upload: !self.no_upload,
             port_range: self.port_range,
+            data_path: if self.via_ssh {
+                DataPath::Ssh
+            } else {
+                DataPath::Auto
+            },
             // On stderr in every mode: stdout may be JSON Lines.
             notice: Notice(Some(Arc::new(|t: &str| eprintln!("longhaul: {t}")))),
             ..SshOptions::default()

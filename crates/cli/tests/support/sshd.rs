@@ -295,6 +295,36 @@ impl SshLab {
         }
     }
 
+    /// A firewall on the far host that lets only ssh in: an nft rule in its namespace
+    /// drops every TCP packet from outside to any other port (as a site that opens ssh
+    /// alone). `None`, with a SKIP message, when nft is missing.
+    pub fn firewall_all_but_ssh(&self) -> Option<()> {
+        if !Path::new("/usr/sbin/nft").exists() {
+            eprintln!("SKIP: /usr/sbin/nft is missing (apt-get install -y nftables)");
+            return None;
+        }
+        let rules = self.dir.join("firewall.nft");
+        std::fs::write(
+            &rules,
+            format!(
+                "table inet lhfw {{\n chain input {{\n  type filter hook input priority 0; \
+                 policy accept;\n  iifname != \"lo\" tcp dport != {SSH_PORT} drop\n }}\n}}\n"
+            ),
+        )
+        .unwrap();
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.ns, "nft", "-f"])
+            .arg(&rules)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "nft: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(())
+    }
+
     /// sshd's log so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()

@@ -28,6 +28,7 @@ use longhaul_proto::{ProtoError, SshReady, Token, PROTOCOL_VERSION};
 use longhaul_transfer::SshHost;
 
 use super::deploy::{self, ThisBinary, Uploaded};
+use super::relay::SshRelay;
 use super::rsh::{split_rsh, ssh_argv, DEFAULT_RSH};
 use super::SshError;
 
@@ -37,8 +38,10 @@ const STDERR_TAIL: usize = 4096;
 const MAX_NOISE: usize = 64 * 1024;
 /// How long ssh gets to end once its stdin is closed.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
-/// Per-address limit of the reachability check.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Per-address limit of the reachability check: a SYN and its first retransmission (at
+/// 1 s) get their answers on a path of up to 2 s round trip. A firewall that drops costs this
+/// before the copy goes through ssh instead.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Most addresses of the host's name passed to the far end.
 const MAX_CLIENT_DIALS: usize = 16;
 
@@ -55,6 +58,8 @@ pub struct SshOptions {
     pub upload: bool,
     /// `--port-range LO-HI` for the far end's listening port.
     pub port_range: Option<(u16, u16)>,
+    /// How the session's connections reach the far end's port.
+    pub data_path: DataPath,
     /// How long to wait for the ready line.
     pub ready_timeout: Duration,
     /// Told what is happening when the start takes a detour (an upload).
@@ -68,10 +73,20 @@ impl Default for SshOptions {
             remote_longhaul: None,
             upload: true,
             port_range: None,
+            data_path: DataPath::Auto,
             ready_timeout: super::READY_TIMEOUT,
             notice: Notice::default(),
         }
     }
+}
+
+/// How a session's connections reach the far end's port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataPath {
+    /// Directly over TCP; through ssh ([`super::relay`]) when the port cannot be reached.
+    Auto,
+    /// Through ssh, without trying the port (`--via-ssh`).
+    Ssh,
 }
 
 /// Something that takes a note.
@@ -101,8 +116,11 @@ impl std::fmt::Debug for Notice {
 
 /// A running far end: the ssh process, what it announced, and where it can be reached.
 pub struct FarEnd {
-    /// Declared first so that it drops first: ssh is killed, the far end sees its
-    /// channel close.
+    /// The connections carried through ssh, when the port could not be reached (or
+    /// `--via-ssh`): declared first, so its ssh connections end first.
+    relay: Option<SshRelay>,
+    /// Declared before the rest so that it drops first: ssh is killed, the far end sees
+    /// its channel close.
     ssh: Guard,
     stdin: Option<ChildStdin>,
     ready: SshReady,
@@ -255,8 +273,47 @@ impl FarEnd {
                 },
             });
         }
-        let target = reach(&ready, &host.host, resolved)?;
+        let relay_to = |why: &str| -> Result<SshRelay, SshError> {
+            let far = SocketAddr::new(
+                ready
+                    .addr
+                    .unwrap_or(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED)),
+                ready.port,
+            );
+            let relay = SshRelay::start(&rsh, host.port, &dest, command, far).map_err(|cause| {
+                SshError::Io {
+                    what: "starting the relay through ssh",
+                    cause,
+                }
+            })?;
+            opts.notice.say(why);
+            Ok(relay)
+        };
+        let (target, relay) = match opts.data_path {
+            DataPath::Ssh => {
+                let relay = relay_to(&format!(
+                    "--via-ssh: carrying every connection through ssh to {dest}, one ssh \
+                     connection per stream"
+                ))?;
+                (relay.addr().to_string(), Some(relay))
+            }
+            DataPath::Auto => match reach(&ready, &host.host, resolved) {
+                Ok(target) => (target, None),
+                Err(SshError::Unreachable { host, port, tried }) => {
+                    let relay = relay_to(&format!(
+                        "cannot reach the far longhaul's TCP port {port} on {host} ({tried}): \
+                         carrying every connection through ssh instead, one ssh connection \
+                         per stream, at an ssh copier's rate rather than the path's. For the \
+                         full rate open TCP port {port} on {host}, or name ports that are \
+                         open with --port-range LO-HI"
+                    ))?;
+                    (relay.addr().to_string(), Some(relay))
+                }
+                Err(e) => return Err(e),
+            },
+        };
         Ok(FarEnd {
+            relay,
             ssh: guard,
             stdin,
             ready,
@@ -264,6 +321,12 @@ impl FarEnd {
             uploaded: None,
             took: Duration::ZERO,
         })
+    }
+
+    /// Whether the session's connections go through ssh (the relay), and how many ssh
+    /// connections it has started so far.
+    pub fn via_ssh(&self) -> Option<usize> {
+        self.relay.as_ref().map(SshRelay::tunnels)
     }
 
     /// `ADDR:PORT` to connect to (what `dial` takes).

@@ -22,9 +22,11 @@
 //! close ssh stdin      ──────────── EOF ─────────────▶ exit
 //! ```
 
+pub mod bridge;
 pub mod deploy;
 pub mod far;
 pub mod launch;
+pub mod relay;
 pub mod rsh;
 
 /// How long the far end waits for its client before it exits.

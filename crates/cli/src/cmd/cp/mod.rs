@@ -382,6 +382,7 @@ fn transfer(
     far_end: Option<&FarEnd>,
 ) -> anyhow::Result<CpReport> {
     let json = args.json;
+    let via_ssh = far_end.is_some_and(|e| e.via_ssh().is_some());
     let cpu_before = {
         let (user, sys) = longhaul_sys::cpu::process_cpu_times();
         user + sys
@@ -399,8 +400,12 @@ fn transfer(
         sync: args.sync,
         checksum_only: args.checksum_only,
         keep_setuid: args.keep_setuid,
-        streams: args.streams,
-        jump_start: !args.no_jump_start,
+        // Through ssh each stream is held to ssh's channel window: as many as an ssh
+        // copier runs, unless asked; no jump (the relay's loopback is no path).
+        streams: args
+            .streams
+            .or(via_ssh.then_some(longhaul_engine::ssh::relay::STREAMS)),
+        jump_start: !args.no_jump_start && !via_ssh,
         rate_bps: args.rate,
         window,
         congestion: args.congestion.clone(),

@@ -30,6 +30,7 @@ pub(super) fn print_far_started(end: &FarEnd, json: bool) {
             "seconds": end.took().as_secs_f64(),
             "uploaded_bytes": up.map(|u| u.sent_bytes),
             "upload_seconds": up.map(|u| u.took.as_secs_f64()),
+            "data_via": if end.via_ssh().is_some() { "ssh" } else { "tcp" },
         }));
         return;
     }
@@ -45,6 +46,9 @@ pub(super) fn print_far_started(end: &FarEnd, json: bool) {
             None => String::new(),
         }
     ));
+    if end.via_ssh().is_some() {
+        say("Data: carried through ssh, one ssh connection per stream (the far port was not reachable, or --via-ssh)");
+    }
 }
 
 pub(super) fn print_end(

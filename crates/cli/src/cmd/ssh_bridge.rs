@@ -1,0 +1,34 @@
+//! `longhaul ssh-bridge ADDR:PORT` (hidden): run by ssh on the far host for each
+//! connection a copy carries through ssh (when the far longhaul's port cannot be reached
+//! directly); joins its stdin and stdout to a TCP connection to that port. Not for people
+//! to run.
+
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+/// Arguments of `longhaul ssh-bridge`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The far longhaul's address and port, as this host reaches it.
+    pub target: SocketAddr,
+}
+
+/// Runs `longhaul ssh-bridge`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // The descriptors themselves: std's stdout is line-buffered, and would hold a
+    // message's tail that holds no newline until more came (a session's last answer).
+    let raw = |fd: std::os::fd::BorrowedFd<'_>| -> anyhow::Result<std::fs::File> {
+        Ok(std::fs::File::from(
+            fd.try_clone_to_owned()
+                .context("duplicating stdin or stdout")?,
+        ))
+    };
+    let input = raw(std::io::stdin().as_fd())?;
+    let output = raw(std::io::stdout().as_fd())?;
+    longhaul_engine::ssh::bridge::bridge(args.target, input, output)
+        .with_context(|| format!("longhaul ssh-bridge {}", args.target))?;
+    Ok(ExitCode::SUCCESS)
+}
