@@ -145,7 +145,7 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     let (target, token, security, far) = match target {
         Target::Daemon(t) => (t, args.token.load()?, security_args.security()?, None),
         Target::Ssh(host) => {
-            let end = FarEnd::start(&host, &args.ssh.options())?;
+            let end = FarEnd::start(&host, &args.ssh.options(args.streams))?;
             let security = security_args.pinned(end.fingerprint());
             (end.target().to_string(), end.token(), security, Some(end))
         }

@@ -38,9 +38,10 @@ pub struct SshArgs {
 }
 
 impl SshArgs {
-    /// The engine's options.
-    pub fn options(&self) -> SshOptions {
+    /// The engine's options, for a session of `streams` data streams (`--streams`).
+    pub fn options(&self, streams: Option<u16>) -> SshOptions {
         SshOptions {
+            streams,
             rsh: self.rsh.clone(),
             remote_longhaul: self.remote_longhaul.clone(),
             upload: !self.no_upload,

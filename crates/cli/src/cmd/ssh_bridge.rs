@@ -12,8 +12,9 @@ use anyhow::Context;
 /// Arguments of `longhaul ssh-bridge`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The far longhaul's address and port, as this host reaches it.
-    pub target: SocketAddr,
+    /// The far longhaul's address and port, as this host reaches it; `-`: the first line
+    /// of stdin says it (a bridge logged in before the port was known).
+    pub target: String,
 }
 
 /// Runs `longhaul ssh-bridge`.
@@ -26,9 +27,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .context("duplicating stdin or stdout")?,
         ))
     };
-    let input = raw(std::io::stdin().as_fd())?;
+    let mut input = raw(std::io::stdin().as_fd())?;
     let output = raw(std::io::stdout().as_fd())?;
-    longhaul_engine::ssh::bridge::bridge(args.target, input, output)
-        .with_context(|| format!("longhaul ssh-bridge {}", args.target))?;
+    let target: SocketAddr = if args.target == "-" {
+        longhaul_engine::ssh::bridge::read_target(&mut input)
+            .context("longhaul ssh-bridge: reading the target from stdin")?
+    } else {
+        args.target
+            .parse()
+            .with_context(|| format!("longhaul ssh-bridge {:?}: not an ADDR:PORT", args.target))?
+    };
+    longhaul_engine::ssh::bridge::bridge(target, input, output)
+        .with_context(|| format!("longhaul ssh-bridge {target}"))?;
     Ok(ExitCode::SUCCESS)
 }

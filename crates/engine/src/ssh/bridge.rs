@@ -41,13 +41,45 @@ pub fn bridge(
     })
 }
 
+/// The longest line naming the target on stdin (`ssh-bridge -`).
+const MAX_TARGET_LINE: usize = 64;
+
+/// Reads the target from the first line of `input` (`ADDR:PORT\n`, a byte at a time so
+/// nothing after it is taken): how a bridge logged in ahead learns the port.
+pub fn read_target(input: &mut impl Read) -> io::Result<SocketAddr> {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        match input.read(&mut byte)? {
+            0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the input ended before the target's line",
+                ))
+            }
+            _ if byte[0] == b'\n' => break,
+            _ if line.len() >= MAX_TARGET_LINE => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "the target's line is too long",
+                ))
+            }
+            _ => line.push(byte[0]),
+        }
+    }
+    std::str::from_utf8(&line)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "the target is no ADDR:PORT"))
+}
+
 /// Bytes carried per read.
 const PIECE: usize = 256 * 1024;
 
 /// Copies `from` to `to` until `from` ends, with plain reads and writes; returns the bytes
 /// carried. (`io::copy`, which tries the kernel's copy paths first, ended at once on the
 /// socket pair sshd gives a command, without a single read: seen with strace.)
-fn pump(from: &mut impl Read, to: &mut impl Write) -> io::Result<u64> {
+pub(super) fn pump(from: &mut impl Read, to: &mut impl Write) -> io::Result<u64> {
     let mut buf = vec![0u8; PIECE];
     let mut total = 0u64;
     loop {
@@ -88,5 +120,20 @@ mod tests {
         assert_eq!((sent, received), (200_000, 200_000));
         assert_eq!(far.join().unwrap(), 200_000);
         assert!(output.iter().rev().eq(input.iter()));
+    }
+
+    #[test]
+    fn the_target_line_is_read_alone() {
+        let mut input: &[u8] = b"10.0.0.2:5000\nTLS bytes";
+        assert_eq!(
+            read_target(&mut input).unwrap(),
+            "10.0.0.2:5000".parse().unwrap()
+        );
+        assert_eq!(input, b"TLS bytes");
+        let mut v6: &[u8] = b"[fd00::2]:7\n";
+        assert!(read_target(&mut v6).is_ok());
+        for bad in [&b"10.0.0.2:5000"[..], b"nonsense\n", &[b'1'; 100]] {
+            assert!(read_target(&mut &bad[..]).is_err());
+        }
     }
 }

@@ -60,6 +60,9 @@ pub struct SshOptions {
     pub port_range: Option<(u16, u16)>,
     /// How the session's connections reach the far end's port.
     pub data_path: DataPath,
+    /// The data streams the session will open (`--streams`), for the logins made ahead
+    /// of a copy through ssh; `None`: [`super::relay::STREAMS`].
+    pub streams: Option<u16>,
     /// How long to wait for the ready line.
     pub ready_timeout: Duration,
     /// Told what is happening when the start takes a detour (an upload).
@@ -74,6 +77,7 @@ impl Default for SshOptions {
             upload: true,
             port_range: None,
             data_path: DataPath::Auto,
+            streams: None,
             ready_timeout: super::READY_TIMEOUT,
             notice: Notice::default(),
         }
@@ -224,6 +228,21 @@ impl FarEnd {
         let argv = ssh_argv(&rsh, host.port, &dest, command, &far_args);
         // The ssh part of the command, to try by hand.
         let ssh_part = &argv[..argv.len() - 2 - far_args.len()];
+        // --via-ssh: the streams' logins go now, beside the far start's.
+        let ahead = match opts.data_path {
+            DataPath::Ssh => {
+                let count = usize::from(opts.streams.unwrap_or(super::relay::STREAMS)) + 1;
+                Some(
+                    SshRelay::logins_ahead(&rsh, host.port, &dest, command, count).map_err(
+                        |cause| SshError::Io {
+                            what: "starting the relay through ssh",
+                            cause,
+                        },
+                    )?,
+                )
+            }
+            DataPath::Auto => None,
+        };
         let mut child = spawn_ssh(&argv)?;
         // From here on a guard kills ssh on every error path.
         let stdin = child.stdin.take();
@@ -273,31 +292,30 @@ impl FarEnd {
                 },
             });
         }
+        let far = SocketAddr::new(
+            ready
+                .addr
+                .unwrap_or(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED)),
+            ready.port,
+        );
+        let relay_io = |cause| SshError::Io {
+            what: "starting the relay through ssh",
+            cause,
+        };
         let relay_to = |why: &str| -> Result<SshRelay, SshError> {
-            let far = SocketAddr::new(
-                ready
-                    .addr
-                    .unwrap_or(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED)),
-                ready.port,
-            );
-            let relay = SshRelay::start(&rsh, host.port, &dest, command, far).map_err(|cause| {
-                SshError::Io {
-                    what: "starting the relay through ssh",
-                    cause,
-                }
-            })?;
+            let relay = SshRelay::start(&rsh, host.port, &dest, command, far).map_err(relay_io)?;
             opts.notice.say(why);
             Ok(relay)
         };
-        let (target, relay) = match opts.data_path {
-            DataPath::Ssh => {
-                let relay = relay_to(&format!(
-                    "--via-ssh: carrying every connection through ssh to {dest}, one ssh \
-                     connection per stream"
-                ))?;
-                (relay.addr().to_string(), Some(relay))
-            }
-            DataPath::Auto => match reach(&ready, &host.host, resolved) {
+        let (target, relay) = if let Some(mut relay) = ahead {
+            relay.aim(far).map_err(relay_io)?;
+            opts.notice.say(&format!(
+                "--via-ssh: carrying every connection through ssh to {dest}, one ssh \
+                 connection per stream"
+            ));
+            (relay.addr().to_string(), Some(relay))
+        } else {
+            match reach(&ready, &host.host, resolved) {
                 Ok(target) => (target, None),
                 Err(SshError::Unreachable { host, port, tried }) => {
                     let relay = relay_to(&format!(
@@ -310,7 +328,7 @@ impl FarEnd {
                     (relay.addr().to_string(), Some(relay))
                 }
                 Err(e) => return Err(e),
-            },
+            }
         };
         Ok(FarEnd {
             relay,

@@ -12,13 +12,20 @@
 //! cipher adds its cost per byte to TLS's. The user's `ControlMaster`, when set, carries
 //! them all over one connection instead.
 //!
+//! When the copy knows from the start that it goes through ssh (`--via-ssh`), the
+//! streams' ssh logins run while the far end starts ([`SshRelay::logins_ahead`]): their
+//! far command waits for the port on its stdin ([`SshRelay::aim`] writes it), and the
+//! relay then joins a local connection to a waiting ssh's pipes, saving a login's round
+//! trips (about 3 s at 180 ms) off the copy.
+//!
 //! [`SshRelay`] owns the listener's thread and every ssh it started: dropping it stops
 //! the one and kills and reaps the others.
 
 use std::io;
+use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::OwnedFd;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -40,6 +47,14 @@ pub struct SshRelay {
     stop: Arc<AtomicBool>,
     tunnels: Arc<Tunnels>,
     thread: Option<JoinHandle<()>>,
+    /// Until [`SshRelay::aim`]: the listener, the ssh words, and the logins made ahead.
+    waiting: Option<(TcpListener, Vec<String>, Vec<Spare>)>,
+}
+
+/// An ssh logged in ahead, its far command waiting for the port on its stdin.
+struct Spare {
+    stdin: ChildStdin,
+    stdout: ChildStdout,
 }
 
 /// The ssh processes a relay started: those still running, and how many in all.
@@ -61,31 +76,74 @@ impl SshRelay {
         far_longhaul: &str,
         far: SocketAddr,
     ) -> io::Result<Self> {
+        let mut relay = Self::logins_ahead(rsh, port, destination, far_longhaul, 0)?;
+        relay.aim(far)?;
+        Ok(relay)
+    }
+
+    /// A relay whose first `count` ssh connections log in now, before the far end's port
+    /// is known (the arguments as for [`SshRelay::start`]); it carries nothing until
+    /// [`SshRelay::aim`].
+    pub fn logins_ahead(
+        rsh: &[String],
+        port: Option<u16>,
+        destination: &str,
+        far_longhaul: &str,
+        count: usize,
+    ) -> io::Result<Self> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
         let addr = listener.local_addr()?;
         let mut words = rsh.to_vec();
         // No X11 or agent forwarding on a data connection.
         words.extend(["-x".into(), "-a".into()]);
-        let command = [
-            far_longhaul.to_string(),
-            "ssh-bridge".into(),
-            forward_target(far),
-        ];
-        let argv = ssh_argv_with(&words, port, destination, &command);
-        let stop = Arc::new(AtomicBool::new(false));
+        let mut argv = ssh_argv_with(&words, port, destination, &[]);
+        argv.extend([far_longhaul.to_string(), "ssh-bridge".into()]);
         let tunnels = Arc::new(Tunnels::default());
-        let thread = {
-            let (stop, tunnels) = (stop.clone(), tunnels.clone());
-            std::thread::Builder::new()
-                .name("lh-ssh-relay".into())
-                .spawn(move || relay(listener, &argv, &stop, &tunnels))?
-        };
+        let mut spares = Vec::with_capacity(count);
+        for _ in 0..count.min(MAX_TUNNELS) {
+            let mut child = Command::new(&argv[0])
+                .args(&argv[1..])
+                .arg("-")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()?;
+            let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(io::Error::other("ssh started without its pipes"));
+            };
+            spares.push(Spare { stdin, stdout });
+            tunnels.add(child);
+        }
         Ok(Self {
             addr,
-            stop,
+            stop: Arc::new(AtomicBool::new(false)),
             tunnels,
-            thread: Some(thread),
+            thread: None,
+            waiting: Some((listener, argv, spares)),
         })
+    }
+
+    /// Tells the logins made ahead where the far end listens (`far`, as the far host
+    /// reaches it) and starts carrying connections: first through those, then each
+    /// through an ssh of its own.
+    pub fn aim(&mut self, far: SocketAddr) -> io::Result<()> {
+        let Some((listener, mut argv, mut spares)) = self.waiting.take() else {
+            return Ok(());
+        };
+        let target = forward_target(far);
+        // A short line into a pipe: it waits there until the far command reads it.
+        for spare in &mut spares {
+            let _ = spare.stdin.write_all(format!("{target}\n").as_bytes());
+        }
+        argv.push(target);
+        let (stop, tunnels) = (self.stop.clone(), self.tunnels.clone());
+        self.thread = Some(
+            std::thread::Builder::new()
+                .name("lh-ssh-relay".into())
+                .spawn(move || relay(listener, &argv, spares, &stop, &tunnels))?,
+        );
+        Ok(())
     }
 
     /// Where the client dials instead of the far end.
@@ -99,11 +157,29 @@ impl SshRelay {
     }
 }
 
+impl Tunnels {
+    /// Counts and keeps a started ssh.
+    fn add(&self, child: Child) {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        // Reap the ones that ended (their streams closed).
+        running.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+        running.push(child);
+        self.started.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many are running.
+    fn running(&self) -> usize {
+        self.running.lock().map_or(0, |r| r.len())
+    }
+}
+
 impl Drop for SshRelay {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         // Wake the accept.
-        let _ = TcpStream::connect(self.addr);
+        if self.thread.is_some() {
+            let _ = TcpStream::connect(self.addr);
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -132,25 +208,55 @@ fn forward_target(far: SocketAddr) -> String {
     }
 }
 
-/// Accepts until told to stop; each connection becomes one ssh's stdin and stdout.
-fn relay(listener: TcpListener, argv: &[String], stop: &AtomicBool, tunnels: &Tunnels) {
+/// Accepts until told to stop; each connection goes to an ssh logged in ahead while any
+/// is left, then becomes one new ssh's stdin and stdout.
+fn relay(
+    listener: TcpListener,
+    argv: &[String],
+    mut spares: Vec<Spare>,
+    stop: &AtomicBool,
+    tunnels: &Tunnels,
+) {
     for conn in listener.incoming() {
         if stop.load(Ordering::Relaxed) {
             return;
         }
         let Ok(conn) = conn else { continue };
-        let mut running = tunnels.running.lock().unwrap_or_else(|p| p.into_inner());
-        // Reap the ones that ended (their streams closed).
-        running.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
-        if running.len() >= MAX_TUNNELS {
+        let _ = conn.set_nodelay(true);
+        if let Some(spare) = spares.pop() {
+            let _ = join(conn, spare);
             continue;
         }
-        let _ = conn.set_nodelay(true);
+        if tunnels.running() >= MAX_TUNNELS {
+            continue;
+        }
         if let Ok(child) = carry(conn, argv) {
-            running.push(child);
-            tunnels.started.fetch_add(1, Ordering::Relaxed);
+            tunnels.add(child);
         }
     }
+}
+
+/// Joins a local connection to the pipes of an ssh logged in ahead, one thread each way.
+fn join(conn: TcpStream, spare: Spare) -> io::Result<()> {
+    let Spare {
+        mut stdin,
+        mut stdout,
+    } = spare;
+    let mut from_local = conn.try_clone()?;
+    let mut to_local = conn;
+    std::thread::Builder::new()
+        .name("lh-ssh-out".into())
+        .spawn(move || {
+            let _ = super::bridge::pump(&mut from_local, &mut stdin);
+            // Dropping stdin: the far command sees the end.
+        })?;
+    std::thread::Builder::new()
+        .name("lh-ssh-in".into())
+        .spawn(move || {
+            let _ = super::bridge::pump(&mut stdout, &mut to_local);
+            let _ = to_local.shutdown(std::net::Shutdown::Write);
+        })?;
+    Ok(())
 }
 
 /// Starts ssh with `conn` as its stdin and stdout (ssh's stderr goes on to ours: its
@@ -190,7 +296,7 @@ mod tests {
         let argv: Vec<String> = ["sh", "-c", "cat"].map(String::from).to_vec();
         let t = {
             let (stop, tunnels) = (stop.clone(), tunnels.clone());
-            std::thread::spawn(move || relay(listener, &argv, &stop, &tunnels))
+            std::thread::spawn(move || relay(listener, &argv, Vec::new(), &stop, &tunnels))
         };
         for round in 0..3u8 {
             let mut c = TcpStream::connect(addr).unwrap();

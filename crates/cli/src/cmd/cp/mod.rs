@@ -217,7 +217,7 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
                 }
             }
             if let Far::Ssh(spec) = &far {
-                let (host, opts) = (spec.host.clone(), args.ssh.options());
+                let (host, opts) = (spec.host.clone(), args.ssh.options(args.streams));
                 early = Some(std::thread::spawn(move || FarEnd::start(&host, &opts)));
             }
             let listed = walk_local_filtered(
@@ -349,7 +349,7 @@ fn run_one(
         Far::Ssh(spec) => {
             let end = match started {
                 Some(end) => end,
-                None => FarEnd::start(&spec.host, &args.ssh.options())?,
+                None => FarEnd::start(&spec.host, &args.ssh.options(args.streams))?,
             };
             let security = args.security.pinned(end.fingerprint());
             (end.target().to_string(), end.token(), security, Some(end))
