@@ -16,7 +16,7 @@
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -28,6 +28,7 @@ use longhaul_proto::{ProtoError, SshReady, Token, PROTOCOL_VERSION};
 use longhaul_transfer::SshHost;
 
 use super::deploy::{self, ThisBinary, Uploaded};
+use super::reach::{choose, RelaySpec};
 use super::relay::SshRelay;
 use super::rsh::{split_rsh, ssh_argv, DEFAULT_RSH};
 use super::SshError;
@@ -38,10 +39,6 @@ const STDERR_TAIL: usize = 4096;
 const MAX_NOISE: usize = 64 * 1024;
 /// How long ssh gets to end once its stdin is closed.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
-/// Per-address limit of the reachability check: a SYN and its first retransmission (at
-/// 1 s) get their answers on a path of up to 2 s round trip. A firewall that drops costs this
-/// before the copy goes through ssh instead.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Most addresses of the host's name passed to the far end.
 const MAX_CLIENT_DIALS: usize = 16;
 
@@ -101,7 +98,7 @@ pub type NoteSink = Arc<dyn Fn(&str) + Send + Sync>;
 pub struct Notice(pub Option<NoteSink>);
 
 impl Notice {
-    fn say(&self, text: &str) {
+    pub(super) fn say(&self, text: &str) {
         if let Some(f) = &self.0 {
             f(text);
         }
@@ -229,18 +226,16 @@ impl FarEnd {
         // The ssh part of the command, to try by hand.
         let ssh_part = &argv[..argv.len() - 2 - far_args.len()];
         // --via-ssh: the streams' logins go now, beside the far start's.
+        let count = usize::from(opts.streams.unwrap_or(super::relay::STREAMS)) + 1;
         let ahead = match opts.data_path {
-            DataPath::Ssh => {
-                let count = usize::from(opts.streams.unwrap_or(super::relay::STREAMS)) + 1;
-                Some(
-                    SshRelay::logins_ahead(&rsh, host.port, &dest, command, count).map_err(
-                        |cause| SshError::Io {
-                            what: "starting the relay through ssh",
-                            cause,
-                        },
-                    )?,
-                )
-            }
+            DataPath::Ssh => Some(
+                SshRelay::logins_ahead(&rsh, host.port, &dest, command, count).map_err(
+                    |cause| SshError::Io {
+                        what: "starting the relay through ssh",
+                        cause,
+                    },
+                )?,
+            ),
             DataPath::Auto => None,
         };
         let mut child = spawn_ssh(&argv)?;
@@ -292,44 +287,22 @@ impl FarEnd {
                 },
             });
         }
-        let far = SocketAddr::new(
-            ready
-                .addr
-                .unwrap_or(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED)),
+        let spec = RelaySpec {
+            rsh: &rsh,
+            port: host.port,
+            destination: &dest,
+            far_longhaul: command,
+            count,
+        };
+        let (target, relay) = choose(
+            ready.addr,
             ready.port,
-        );
-        let relay_io = |cause| SshError::Io {
-            what: "starting the relay through ssh",
-            cause,
-        };
-        let relay_to = |why: &str| -> Result<SshRelay, SshError> {
-            let relay = SshRelay::start(&rsh, host.port, &dest, command, far).map_err(relay_io)?;
-            opts.notice.say(why);
-            Ok(relay)
-        };
-        let (target, relay) = if let Some(mut relay) = ahead {
-            relay.aim(far).map_err(relay_io)?;
-            opts.notice.say(&format!(
-                "--via-ssh: carrying every connection through ssh to {dest}, one ssh \
-                 connection per stream"
-            ));
-            (relay.addr().to_string(), Some(relay))
-        } else {
-            match reach(&ready, &host.host, resolved) {
-                Ok(target) => (target, None),
-                Err(SshError::Unreachable { host, port, tried }) => {
-                    let relay = relay_to(&format!(
-                        "cannot reach the far longhaul's TCP port {port} on {host} ({tried}): \
-                         carrying every connection through ssh instead, one ssh connection \
-                         per stream, at an ssh copier's rate rather than the path's. For the \
-                         full rate open TCP port {port} on {host}, or name ports that are \
-                         open with --port-range LO-HI"
-                    ))?;
-                    (relay.addr().to_string(), Some(relay))
-                }
-                Err(e) => return Err(e),
-            }
-        };
+            &host.host,
+            resolved,
+            &spec,
+            ahead,
+            &opts.notice,
+        )?;
         Ok(FarEnd {
             relay,
             ssh: guard,
@@ -564,36 +537,6 @@ fn classify(
         status: shown,
         said: said.into(),
     }
-}
-
-/// The first address that accepts a TCP connection on the far end's port: the address it
-/// reported (its side of the ssh connection), then `host` as resolved here (`resolved`).
-fn reach(
-    ready: &SshReady,
-    host: &str,
-    resolved: std::io::Result<Vec<SocketAddr>>,
-) -> Result<String, SshError> {
-    let mut candidates: Vec<SocketAddr> = Vec::new();
-    if let Some(ip) = ready.addr.filter(|ip| !ip.is_unspecified()) {
-        candidates.push(SocketAddr::new(ip, ready.port));
-    }
-    let mut tried = Vec::new();
-    match resolved {
-        Ok(addrs) => candidates.extend(addrs.iter().map(|a| SocketAddr::new(a.ip(), ready.port))),
-        Err(e) => tried.push(format!("{host}: {e}")),
-    }
-    candidates.dedup();
-    for addr in candidates {
-        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-            Ok(_) => return Ok(addr.to_string()),
-            Err(e) => tried.push(format!("{addr}: {e}")),
-        }
-    }
-    Err(SshError::Unreachable {
-        host: host.into(),
-        port: ready.port,
-        tried: tried.join("; "),
-    })
 }
 
 #[cfg(test)]

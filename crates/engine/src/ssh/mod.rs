@@ -26,6 +26,7 @@ pub mod bridge;
 pub mod deploy;
 pub mod far;
 pub mod launch;
+mod reach;
 pub mod relay;
 pub mod rsh;
 

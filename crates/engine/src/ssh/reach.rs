@@ -1,0 +1,168 @@
+//! How a session's connections reach the far end once it is ready: its TCP port directly
+//! when that answers, else through ssh ([`super::relay`]), with the streams' ssh logins
+//! overlapped with the wait wherever that can be done without logging in for nothing.
+//!
+//! - `--via-ssh`: the logins started with the far start; they are told the port.
+//! - Otherwise the port is tried (the far end's announced address, then the host's, 3 s
+//!   each). A connect answers in a round trip, so one that has not answered after
+//!   [`PREPARE_AFTER`] probably never will (a firewall that drops): the streams' logins
+//!   start then, while the try runs out. If it answers after all, they are ended unused.
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpStream};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use super::launch::Notice;
+use super::relay::SshRelay;
+use super::SshError;
+
+/// Per-address limit of the reachability check: a SYN and its first retransmission (at
+/// 1 s) get their answers on a path of up to 2 s round trip. A firewall that drops costs
+/// this before the copy goes through ssh instead.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long the check may go unanswered before the streams' ssh logins start beside it
+/// (a round trip answers a connect on any path but a geostationary satellite's).
+pub const PREPARE_AFTER: Duration = Duration::from_secs(1);
+
+/// What the streams' ssh connections need: the ssh command, its `-p`, the destination,
+/// the far command, and how many to log in ahead.
+pub(super) struct RelaySpec<'a> {
+    pub rsh: &'a [String],
+    pub port: Option<u16>,
+    pub destination: &'a str,
+    pub far_longhaul: &'a str,
+    pub count: usize,
+}
+
+impl RelaySpec<'_> {
+    fn logins_ahead(&self) -> Result<SshRelay, SshError> {
+        SshRelay::logins_ahead(
+            self.rsh,
+            self.port,
+            self.destination,
+            self.far_longhaul,
+            self.count,
+        )
+        .map_err(relay_io)
+    }
+}
+
+fn relay_io(cause: std::io::Error) -> SshError {
+    SshError::Io {
+        what: "starting the relay through ssh",
+        cause,
+    }
+}
+
+/// Where the client dials (`ADDR:PORT`), and the relay when that is through ssh. The far
+/// end listens on `announced` (its side of the ssh connection, if it said) at `port`;
+/// `host` as the user named it and `resolved` as it resolved here; `ahead` the logins of
+/// `--via-ssh`.
+pub(super) fn choose(
+    announced: Option<IpAddr>,
+    port: u16,
+    host: &str,
+    resolved: std::io::Result<Vec<SocketAddr>>,
+    spec: &RelaySpec<'_>,
+    ahead: Option<SshRelay>,
+    notice: &Notice,
+) -> Result<(String, Option<SshRelay>), SshError> {
+    let far = SocketAddr::new(announced.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)), port);
+    let through = |mut relay: SshRelay, why: String| {
+        relay.aim(far).map_err(relay_io)?;
+        notice.say(&why);
+        Ok((relay.addr().to_string(), Some(relay)))
+    };
+    if let Some(relay) = ahead {
+        return through(
+            relay,
+            format!(
+                "--via-ssh: carrying every connection through ssh to {}, one ssh connection \
+                 per stream",
+                spec.destination
+            ),
+        );
+    }
+    let (tx, rx) = mpsc::channel();
+    let checked = (host.to_string(), tx);
+    std::thread::Builder::new()
+        .name("lh-ssh-reach".into())
+        .spawn(move || {
+            let _ = checked.1.send(reach(announced, port, &checked.0, resolved));
+        })
+        .map_err(|cause| SshError::Io {
+            what: "checking the far port",
+            cause,
+        })?;
+    let (answer, spares) = match rx.recv_timeout(PREPARE_AFTER) {
+        Ok(answer) => (answer, None),
+        Err(_) => {
+            let spares = spec.logins_ahead()?;
+            let answer = rx.recv().map_err(|_| SshError::Io {
+                what: "checking the far port",
+                cause: std::io::Error::other("the check ended without an answer"),
+            })?;
+            (answer, Some(spares))
+        }
+    };
+    match answer {
+        // The spares, if any, are dropped: their ssh ended unused.
+        Ok(target) => Ok((target, None)),
+        Err(SshError::Unreachable { host, port, tried }) => {
+            let relay = match spares {
+                Some(relay) => relay,
+                None => SshRelay::logins_ahead(
+                    spec.rsh,
+                    spec.port,
+                    spec.destination,
+                    spec.far_longhaul,
+                    0,
+                )
+                .map_err(relay_io)?,
+            };
+            through(
+                relay,
+                format!(
+                    "cannot reach the far longhaul's TCP port {port} on {host} ({tried}): \
+                     carrying every connection through ssh instead, one ssh connection per \
+                     stream, at an ssh copier's rate rather than the path's. For the full \
+                     rate open TCP port {port} on {host}, or name ports that are open with \
+                     --port-range LO-HI"
+                ),
+            )
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The first address that accepts a TCP connection on the far end's port: the address it
+/// announced (its side of the ssh connection), then `host` as resolved here (`resolved`).
+fn reach(
+    announced: Option<IpAddr>,
+    port: u16,
+    host: &str,
+    resolved: std::io::Result<Vec<SocketAddr>>,
+) -> Result<String, SshError> {
+    let mut candidates: Vec<SocketAddr> = Vec::new();
+    if let Some(ip) = announced.filter(|ip| !ip.is_unspecified()) {
+        candidates.push(SocketAddr::new(ip, port));
+    }
+    let mut tried = Vec::new();
+    match resolved {
+        Ok(addrs) => candidates.extend(addrs.iter().map(|a| SocketAddr::new(a.ip(), port))),
+        Err(e) => tried.push(format!("{host}: {e}")),
+    }
+    candidates.dedup();
+    for addr in candidates {
+        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            Ok(_) => return Ok(addr.to_string()),
+            Err(e) => tried.push(format!("{addr}: {e}")),
+        }
+    }
+    Err(SshError::Unreachable {
+        host: host.into(),
+        port,
+        tried: tried.join("; "),
+    })
+}
