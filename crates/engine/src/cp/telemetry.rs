@@ -159,6 +159,18 @@ pub struct CpVerdict {
 }
 
 impl CpVerdict {
+    /// The verdict of a copy carried through ssh ([`crate::ssh::relay`]): this end's
+    /// sockets reach only the relay on its loopback, so their counters say nothing of
+    /// the path; the ssh connections set the pace.
+    pub fn carried_through_ssh(mut self) -> Self {
+        self.limited_by = LimitedBy::Unknown;
+        self.limited_by_text = "the ssh connections carrying the streams";
+        self.advice = "each stream is held to one ssh channel's window (2 MiB per round trip \
+                       with OpenSSH) and pays ssh's cipher; open the far longhaul's port (or \
+                       name an open --port-range) for the path's own rate";
+        self
+    }
+
     /// The slowest stream's share of the fastest among the streams that carried data, and
     /// how many did: a copy of fewer chunks than streams leaves some without one, and
     /// their 0 bytes say nothing of the others' balance ([`Self::balance`] when none did).

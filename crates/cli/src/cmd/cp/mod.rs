@@ -458,6 +458,9 @@ fn transfer(
         }
         Err(_) => None,
     };
+    // Through ssh, this end's sockets reach only the relay on its loopback: their
+    // counters say nothing of the path, and the ssh connections set the pace.
+    let verdict = verdict.map(|v| if via_ssh { v.carried_through_ssh() } else { v });
     // Before the end line, which is the last.
     if let Some(end) = far_end {
         print_far_started(end, json);
