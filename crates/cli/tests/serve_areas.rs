@@ -11,21 +11,7 @@ mod support;
 use std::fs;
 
 use support::http::{free_port, get};
-use support::{longhaul, write_file, Scratch, Server};
-
-/// Makes a token file with `longhaul token --out`.
-fn make_token(home: &std::path::Path, file: &std::path::Path) {
-    let out = longhaul(home)
-        .args(["token", "--out"])
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use support::{longhaul, make_token, write_file, Scratch, Server};
 
 #[test]
 fn each_token_reaches_its_areas_and_no_other() {
@@ -60,18 +46,15 @@ fn each_token_reaches_its_areas_and_no_other() {
     );
     let small = s.join("small.txt");
     write_file(&small, b"a small file\n", 0o644);
-    let a = |args: &[&dyn AsRef<std::ffi::OsStr>]| {
+    // `longhaul cp --token-file TOKEN ARGS...`.
+    let holding = |token: &std::path::Path, args: &[&dyn AsRef<std::ffi::OsStr>]| {
         let mut c = support::cp_command(&home);
-        c.arg("--token-file").arg(&token_a);
+        c.arg("--token-file").arg(token);
         args.iter().for_each(|x| _ = c.arg(x));
         support::run(&mut c, support::CP_LIMIT)
     };
-    let b = |args: &[&dyn AsRef<std::ffi::OsStr>]| {
-        let mut c = support::cp_command(&home);
-        c.arg("--token-file").arg(&token_b);
-        args.iter().for_each(|x| _ = c.arg(x));
-        support::run(&mut c, support::CP_LIMIT)
-    };
+    let a = |args: &[&dyn AsRef<std::ffi::OsStr>]| holding(&token_a, args);
+    let b = |args: &[&dyn AsRef<std::ffi::OsStr>]| holding(&token_b, args);
 
     // Each token pushes into its own area.
     a(&[&small, &server.remote("physics/in/small.txt")]).assert_ok();
@@ -146,12 +129,7 @@ fn each_token_reaches_its_areas_and_no_other() {
     );
 
     // A token the server does not hold gets nowhere.
-    let mut c = support::cp_command(&home);
-    c.arg("--token-file")
-        .arg(&stranger)
-        .arg(&small)
-        .arg(server.remote("physics/x.txt"));
-    let out = support::run(&mut c, support::CP_LIMIT);
+    let out = holding(&stranger, &[&small, &server.remote("physics/x.txt")]);
     out.assert_code(2);
     assert!(
         out.stderr.to_lowercase().contains("token"),

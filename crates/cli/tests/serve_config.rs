@@ -7,7 +7,7 @@
 mod support;
 
 use support::http::{free_port, get};
-use support::{cp_command, longhaul, write_file, Scratch, Server};
+use support::{cp_command, longhaul, make_token, write_file, Scratch, Server};
 
 const EXAMPLE: &str = include_str!("../../../contrib/serve.toml");
 
@@ -75,12 +75,7 @@ fn the_example_in_contrib_parses() {
     let home = s.dir("home");
     let root = s.dir("root");
     let token = s.join("token");
-    let made = longhaul(&home)
-        .args(["token", "--out"])
-        .arg(&token)
-        .output()
-        .unwrap();
-    assert!(made.status.success());
+    make_token(&home, &token);
     let example = s.join("serve.toml");
     write_file(&example, EXAMPLE.as_bytes(), 0o644);
     // Its paths are a site's; the command line points them here.

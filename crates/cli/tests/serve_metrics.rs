@@ -12,7 +12,7 @@ use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use support::http::{free_port, get};
-use support::{cp_command, longhaul, Rng, Scratch, Server, MIB};
+use support::{cp_command, longhaul, make_token, Rng, Scratch, Server, MIB};
 
 /// The value of the sample `name` (with its labels) in an exposition.
 fn sample(text: &str, name: &str) -> u64 {
@@ -69,12 +69,7 @@ fn a_scrape_counts_what_the_server_did() {
     // A client with another token, and a stranger who speaks no TLS.
     let other = s.dir("other");
     let token = s.join("other-token");
-    let made = longhaul(&other)
-        .args(["token", "--out"])
-        .arg(&token)
-        .output()
-        .unwrap();
-    assert!(made.status.success());
+    make_token(&other, &token);
     let wrong = longhaul(&other)
         .args(["bench", &server.addr, "-t", "1s", "--token-file"])
         .arg(&token)

@@ -394,6 +394,20 @@ macro_rules! cp {
     }};
 }
 
+/// Makes a token file with `longhaul token --out FILE` (mode 0600, a fresh token).
+pub fn make_token(home: &Path, file: &Path) {
+    let out = longhaul(home)
+        .args(["token", "--out"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "longhaul token --out: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `longhaul cp` with the test's HOME; add the arguments.
 pub fn cp_command(home: &Path) -> Command {
     let mut c = longhaul(home);
