@@ -9,6 +9,7 @@ pub mod direct_io;
 pub mod file_io;
 pub mod netdev;
 pub mod netns;
+pub mod peer_uid;
 pub mod process;
 pub mod route;
 pub mod served_root;

@@ -18,6 +18,11 @@
 //! relay then joins a local connection to a waiting ssh's pipes, saving a login's round
 //! trips (about 3 s at 180 ms) off the copy.
 //!
+//! Any process on this host can reach a loopback port: the relay carries only
+//! connections from sockets of its own user (the kernel's socket table says whose), so
+//! another user cannot spend this user's ssh logins (the far end's one-time token would
+//! keep them out regardless).
+//!
 //! [`SshRelay`] owns the listener's thread and every ssh it started: dropping it stops
 //! the one and kills and reaps the others.
 
@@ -222,6 +227,12 @@ fn relay(
             return;
         }
         let Ok(conn) = conn else { continue };
+        // Any process on this host reaches the loopback: only our own user's connections
+        // are carried (another user's would spend our ssh logins, though the far end's
+        // token would still keep it out).
+        if !ours(&conn) {
+            continue;
+        }
         let _ = conn.set_nodelay(true);
         if let Some(spare) = spares.pop() {
             let _ = join(conn, spare);
@@ -234,6 +245,17 @@ fn relay(
             tunnels.add(child);
         }
     }
+}
+
+/// Whether `conn` comes from a socket of this process's user.
+fn ours(conn: &TcpStream) -> bool {
+    let (Ok(SocketAddr::V4(peer)), Ok(SocketAddr::V4(local))) =
+        (conn.peer_addr(), conn.local_addr())
+    else {
+        return false;
+    };
+    let me = longhaul_sys::creds::thread_uids().1;
+    matches!(longhaul_sys::peer_uid::loopback_peer_uid(peer, local), Ok(Some(uid)) if uid == me)
 }
 
 /// Joins a local connection to the pipes of an ssh logged in ahead, one thread each way.
@@ -282,6 +304,46 @@ mod tests {
         assert_eq!(t("0.0.0.0:5000"), "127.0.0.1:5000");
         assert_eq!(t("[::]:5000"), "127.0.0.1:5000");
         assert_eq!(t("[fd00::2]:5000"), "[fd00::2]:5000");
+    }
+
+    /// Another user's connection to the relay is closed at once and starts nothing (root
+    /// only: a thread of this test becomes user 65534 to connect).
+    #[test]
+    fn another_users_connection_is_not_carried() {
+        if longhaul_sys::creds::thread_uids().1 != 0 {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        use std::io::Read;
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let tunnels = Arc::new(Tunnels::default());
+        let argv: Vec<String> = ["sh", "-c", "cat"].map(String::from).to_vec();
+        let t = {
+            let (stop, tunnels) = (stop.clone(), tunnels.clone());
+            std::thread::spawn(move || relay(listener, &argv, Vec::new(), &stop, &tunnels))
+        };
+        let closed = std::thread::spawn(move || {
+            longhaul_sys::creds::become_user(&longhaul_sys::creds::UserCreds {
+                name: "nobody".into(),
+                uid: 65534,
+                gid: 65534,
+                groups: vec![65534],
+            })
+            .unwrap();
+            let mut c = TcpStream::connect(addr).unwrap();
+            let mut buf = [0u8; 1];
+            // Closed by the relay: the read ends (0 bytes, or a reset).
+            !matches!(c.read(&mut buf), Ok(1))
+        })
+        .join()
+        .unwrap();
+        assert!(closed);
+        stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(addr);
+        t.join().unwrap();
+        assert_eq!(tunnels.started.load(Ordering::Relaxed), 0);
     }
 
     /// The relay carries bytes both ways through the program it runs, and reaps it: `cat`
