@@ -3,7 +3,7 @@
 //! longhaul's port unreachable, says so with the fix, and carries every connection through
 //! ssh instead (`ssh host longhaul ssh-bridge ADDR:PORT`, one per stream): a push and a pull arrive byte for byte,
 //! `--json` says `data_via: ssh`, and no far process, far listener or ssh is left behind.
-//! `--via-ssh` goes that way without trying the port.
+//! `--via-ssh` goes that way without trying the port, for bench as for cp.
 
 #[macro_use]
 mod support;
@@ -90,6 +90,28 @@ fn a_firewalled_far_port_is_crossed_through_ssh() {
     );
     assert!(!pull.stderr.contains("cannot reach"), "{}", pull.describe());
     lab.assert_far_gone(GONE, "after the pull");
+    assert!(
+        tunnels_left(&lab).is_empty(),
+        "ssh bridges left: {:?}",
+        tunnels_left(&lab)
+    );
+
+    // bench too, with fewer streams than logins made ahead (the unused ones end unused).
+    let bench = run(
+        lab.bench(&home)
+            .args(["--via-ssh", "-t", "2", "--streams", "2"])
+            .arg(format!("root@{}", lab.addr)),
+        Duration::from_secs(120),
+    );
+    bench.assert_ok();
+    assert!(
+        bench
+            .stdout
+            .contains("Limited by: the ssh connections carrying the streams"),
+        "{}",
+        bench.describe()
+    );
+    lab.assert_far_gone(GONE, "after the bench");
     assert!(
         tunnels_left(&lab).is_empty(),
         "ssh bridges left: {:?}",

@@ -150,9 +150,14 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
             (end.target().to_string(), end.token(), security, Some(end))
         }
     };
+    let via_ssh = far.as_ref().is_some_and(|e| e.via_ssh().is_some());
     let cfg = BenchConfig {
         target,
-        streams: args.streams,
+        // Through ssh each stream is held to ssh's channel window: as many as an ssh
+        // copier runs, unless asked; no jump (the relay's loopback is no path).
+        streams: args
+            .streams
+            .or(via_ssh.then_some(longhaul_engine::ssh::relay::STREAMS)),
         duration: args.time,
         bytes: args.bytes,
         reverse: args.reverse,
@@ -169,7 +174,7 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
         read_rate_bps: args.read_rate,
         token,
         security,
-        jump_start: !args.no_jump_start,
+        jump_start: !args.no_jump_start && !via_ssh,
     };
     let mut out: Box<dyn Printer> = if args.json {
         Box::new(JsonPrinter)
@@ -180,7 +185,11 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(far) = far {
         far.finish();
     }
-    out.end(&end?);
+    let mut end = end?;
+    if via_ssh {
+        end.summary.carried_through_ssh();
+    }
+    out.end(&end);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -3,6 +3,7 @@
 //! directly); joins its stdin and stdout to a TCP connection to that port. Not for people
 //! to run.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::process::ExitCode;
@@ -12,8 +13,8 @@ use anyhow::Context;
 /// Arguments of `longhaul ssh-bridge`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The far longhaul's address and port, as this host reaches it; `-`: the first line
-    /// of stdin says it (a bridge logged in before the port was known).
+    /// The far longhaul's address and port, as this host reaches it; `-`: write one `+`
+    /// (the login is done), then the first line of stdin says it.
     pub target: String,
 }
 
@@ -28,8 +29,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ))
     };
     let mut input = raw(std::io::stdin().as_fd())?;
-    let output = raw(std::io::stdout().as_fd())?;
+    let mut output = raw(std::io::stdout().as_fd())?;
     let target: SocketAddr = if args.target == "-" {
+        // The relay counts this ssh's login done when it reads this.
+        output
+            .write_all(&[longhaul_engine::ssh::relay::BRIDGE_UP])
+            .context("longhaul ssh-bridge: saying it is up")?;
         longhaul_engine::ssh::bridge::read_target(&mut input)
             .context("longhaul ssh-bridge: reading the target from stdin")?
     } else {

@@ -163,11 +163,7 @@ impl CpVerdict {
     /// sockets reach only the relay on its loopback, so their counters say nothing of
     /// the path; the ssh connections set the pace.
     pub fn carried_through_ssh(mut self) -> Self {
-        self.limited_by = LimitedBy::Unknown;
-        self.limited_by_text = "the ssh connections carrying the streams";
-        self.advice = "each stream is held to one ssh channel's window (2 MiB per round trip \
-                       with OpenSSH) and pays ssh's cipher; open the far longhaul's port (or \
-                       name an open --port-range) for the path's own rate";
+        (self.limited_by, self.limited_by_text, self.advice) = crate::ssh::relay::VERDICT;
         self
     }
 

@@ -16,19 +16,34 @@ use std::time::Duration;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Joins `input` and `output` (ssh's channel) to a TCP connection to `target`; returns the
-/// bytes carried each way (in, out) once both directions have ended.
+/// bytes carried each way (in, out) once both directions have ended. The connection is
+/// made when the first bytes arrive (the client always speaks first): a bridge logged in
+/// ahead that no stream needed ends without ever reaching the far end's door.
 pub fn bridge(
     target: SocketAddr,
     mut input: impl Read + Send,
     mut output: impl Write,
 ) -> io::Result<(u64, u64)> {
+    let mut first = vec![0u8; PIECE];
+    let n = loop {
+        match input.read(&mut first) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    if n == 0 {
+        return Ok((0, 0));
+    }
     let conn = TcpStream::connect_timeout(&target, CONNECT_TIMEOUT)?;
     let _ = conn.set_nodelay(true);
     let mut to_far = conn.try_clone()?;
     let mut from_far = conn;
+    to_far.write_all(&first[..n])?;
+    drop(first);
     std::thread::scope(|scope| {
         let sending = scope.spawn(move || {
-            let n = pump(&mut input, &mut to_far);
+            let n = pump(&mut input, &mut to_far).map(|m| m + n as u64);
             // The channel ended: so does this direction, the other goes on.
             let _ = to_far.shutdown(Shutdown::Write);
             n
@@ -120,6 +135,18 @@ mod tests {
         assert_eq!((sent, received), (200_000, 200_000));
         assert_eq!(far.join().unwrap(), 200_000);
         assert!(output.iter().rev().eq(input.iter()));
+    }
+
+    /// A bridge whose input ends before any byte (a login made ahead that no stream
+    /// needed) never connects: the far end's door sees nothing of it.
+    #[test]
+    fn an_unused_bridge_never_connects() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = listener.local_addr().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let mut output = Vec::new();
+        assert_eq!(bridge(at, &b""[..], &mut output).unwrap(), (0, 0));
+        assert!(listener.accept().is_err(), "no connection was made");
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! Through the firewall: when the far end's TCP port cannot be reached from here (a site
 //! that lets only ssh in), every connection of the session is carried by an ssh
 //! connection of its own instead. A relay listens on this host's loopback; the client
-//! dials it exactly as it would dial the far end, and each connection it accepts becomes
-//! the stdin and stdout of `ssh host FAR-LONGHAUL ssh-bridge ADDR:PORT` ([`super::bridge`]
-//! on the far host joins them to the far end's port there). TLS, the token's proof and
-//! the chunks' MACs run end to end inside, as over TCP.
+//! dials it exactly as it would dial the far end, and each connection it accepts is
+//! joined to the pipes of `ssh host FAR-LONGHAUL ssh-bridge -` ([`super::bridge`] on the
+//! far host says it is up, reads the port from its stdin and joins the channel to the far
+//! end's port there). TLS, the token's proof and the chunks' MACs run end to end inside,
+//! as over TCP.
 //!
 //! Each stream being its own ssh connection, each has its own TCP connection over the
 //! path and its own session channel window (OpenSSH's 2 MiB: about 90 Mbit/s per stream at
@@ -13,10 +14,11 @@
 //! them all over one connection instead.
 //!
 //! When the copy knows from the start that it goes through ssh (`--via-ssh`), the
-//! streams' ssh logins run while the far end starts ([`SshRelay::logins_ahead`]): their
-//! far command waits for the port on its stdin ([`SshRelay::aim`] writes it), and the
-//! relay then joins a local connection to a waiting ssh's pipes, saving a login's round
-//! trips (about 3 s at 180 ms) off the copy.
+//! streams' ssh logins run while the far end starts ([`SshRelay::logins_ahead`]); the port
+//! goes to them when it is known ([`SshRelay::aim`]), saving a login's round trips (about
+//! 3 s at 180 ms) off the copy. At most [`LOGINS_AT_ONCE`] logins are under way at once:
+//! sshd refuses connections at random past its `MaxStartups` (10 unauthenticated by
+//! default), so more streams log in as earlier logins finish.
 //!
 //! Any process on this host can reach a loopback port: the relay carries only
 //! connections from sockets of its own user (the kernel's socket table says whose), so
@@ -26,13 +28,11 @@
 //! [`SshRelay`] owns the listener's thread and every ssh it started: dropping it stops
 //! the one and kills and reaps the others.
 
-use std::io;
-use std::io::Write;
+use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::OwnedFd;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use super::rsh::ssh_argv_with;
@@ -41,9 +41,26 @@ use super::rsh::ssh_argv_with;
 /// channel's window, so as many as an ssh copier runs (`mscp -n 8`).
 pub const STREAMS: u16 = 8;
 
+/// ssh logins under way at once: below sshd's default `MaxStartups` of 10, with the far
+/// start's own login beside them.
+pub const LOGINS_AT_ONCE: usize = 8;
+
 /// The most connections one relay carries (a session's control connection and up to 256
 /// data streams, with room for a retry).
 const MAX_TUNNELS: usize = 300;
+
+/// The verdict of a run or copy carried through ssh: this end's sockets reach only the
+/// relay on its loopback, so their counters say nothing of the path.
+pub const VERDICT: (longhaul_policy::LimitedBy, &str, &str) = (
+    longhaul_policy::LimitedBy::Unknown,
+    "the ssh connections carrying the streams",
+    "each stream is held to one ssh channel's window (2 MiB per round trip with OpenSSH) \
+     and pays ssh's cipher; open the far longhaul's port (or name an open --port-range) \
+     for the path's own rate",
+);
+
+/// What the far bridge writes first, once its ssh has logged in and it runs.
+pub const BRIDGE_UP: u8 = b'+';
 
 /// A loopback relay whose every connection rides an ssh connection of its own to the far
 /// end's port.
@@ -52,21 +69,25 @@ pub struct SshRelay {
     stop: Arc<AtomicBool>,
     tunnels: Arc<Tunnels>,
     thread: Option<JoinHandle<()>>,
-    /// Until [`SshRelay::aim`]: the listener, the ssh words, and the logins made ahead.
-    waiting: Option<(TcpListener, Vec<String>, Vec<Spare>)>,
+    /// Until [`SshRelay::aim`]: the listener, and the logins made ahead.
+    waiting: Option<(TcpListener, Vec<Spare>)>,
 }
 
-/// An ssh logged in ahead, its far command waiting for the port on its stdin.
+/// An ssh logging in or logged in, its far bridge waiting for the port on its stdin.
 struct Spare {
     stdin: ChildStdin,
-    stdout: ChildStdout,
+    /// Its stdout, once the bridge said it is up (an error: the login failed).
+    stdout: mpsc::Receiver<io::Result<ChildStdout>>,
 }
 
-/// The ssh processes a relay started: those still running, and how many in all.
-#[derive(Default)]
+/// The ssh processes a relay started, the command that starts one, and the logins under
+/// way.
 struct Tunnels {
+    argv: Vec<String>,
     running: Mutex<Vec<Child>>,
     started: AtomicUsize,
+    logging_in: Mutex<usize>,
+    login_done: Condvar,
 }
 
 impl SshRelay {
@@ -86,9 +107,9 @@ impl SshRelay {
         Ok(relay)
     }
 
-    /// A relay whose first `count` ssh connections log in now, before the far end's port
-    /// is known (the arguments as for [`SshRelay::start`]); it carries nothing until
-    /// [`SshRelay::aim`].
+    /// A relay whose first `count` ssh connections (at most [`LOGINS_AT_ONCE`]) log in
+    /// now, before the far end's port is known (the arguments as for
+    /// [`SshRelay::start`]); it carries nothing until [`SshRelay::aim`].
     pub fn logins_ahead(
         rsh: &[String],
         port: Option<u16>,
@@ -102,30 +123,18 @@ impl SshRelay {
         // No X11 or agent forwarding on a data connection.
         words.extend(["-x".into(), "-a".into()]);
         let mut argv = ssh_argv_with(&words, port, destination, &[]);
-        argv.extend([far_longhaul.to_string(), "ssh-bridge".into()]);
-        let tunnels = Arc::new(Tunnels::default());
-        let mut spares = Vec::with_capacity(count);
-        for _ in 0..count.min(MAX_TUNNELS) {
-            let mut child = Command::new(&argv[0])
-                .args(&argv[1..])
-                .arg("-")
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()?;
-            let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(io::Error::other("ssh started without its pipes"));
-            };
-            spares.push(Spare { stdin, stdout });
-            tunnels.add(child);
+        argv.extend([far_longhaul.to_string(), "ssh-bridge".into(), "-".into()]);
+        let tunnels = Arc::new(Tunnels::new(argv));
+        let mut spares = Vec::new();
+        for _ in 0..count.min(LOGINS_AT_ONCE) {
+            spares.push(tunnels.login()?);
         }
         Ok(Self {
             addr,
             stop: Arc::new(AtomicBool::new(false)),
             tunnels,
             thread: None,
-            waiting: Some((listener, argv, spares)),
+            waiting: Some((listener, spares)),
         })
     }
 
@@ -133,20 +142,19 @@ impl SshRelay {
     /// reaches it) and starts carrying connections: first through those, then each
     /// through an ssh of its own.
     pub fn aim(&mut self, far: SocketAddr) -> io::Result<()> {
-        let Some((listener, mut argv, mut spares)) = self.waiting.take() else {
+        let Some((listener, mut spares)) = self.waiting.take() else {
             return Ok(());
         };
-        let target = forward_target(far);
-        // A short line into a pipe: it waits there until the far command reads it.
+        let line = format!("{}\n", forward_target(far));
+        // A short line into a pipe: it waits there until the far bridge reads it.
         for spare in &mut spares {
-            let _ = spare.stdin.write_all(format!("{target}\n").as_bytes());
+            let _ = spare.stdin.write_all(line.as_bytes());
         }
-        argv.push(target);
         let (stop, tunnels) = (self.stop.clone(), self.tunnels.clone());
         self.thread = Some(
             std::thread::Builder::new()
                 .name("lh-ssh-relay".into())
-                .spawn(move || relay(listener, &argv, spares, &stop, &tunnels))?,
+                .spawn(move || relay(listener, &line, spares, &stop, &tunnels))?,
         );
         Ok(())
     }
@@ -163,6 +171,66 @@ impl SshRelay {
 }
 
 impl Tunnels {
+    fn new(argv: Vec<String>) -> Self {
+        Self {
+            argv,
+            running: Mutex::new(Vec::new()),
+            started: AtomicUsize::new(0),
+            logging_in: Mutex::new(0),
+            login_done: Condvar::new(),
+        }
+    }
+
+    /// Starts one ssh once fewer than [`LOGINS_AT_ONCE`] are logging in; a thread waits
+    /// for its bridge's first byte ([`BRIDGE_UP`]) and counts the login done.
+    fn login(self: &Arc<Self>) -> io::Result<Spare> {
+        {
+            let mut n = self.logging_in.lock().unwrap_or_else(|p| p.into_inner());
+            while *n >= LOGINS_AT_ONCE {
+                n = self.login_done.wait(n).unwrap_or_else(|p| p.into_inner());
+            }
+            *n += 1;
+        }
+        let done = |t: &Tunnels| {
+            *t.logging_in.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+            t.login_done.notify_one();
+        };
+        let spawned = Command::new(&self.argv[0])
+            .args(&self.argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn();
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                done(self);
+                return Err(e);
+            }
+        };
+        let (Some(stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            done(self);
+            return Err(io::Error::other("ssh started without its pipes"));
+        };
+        self.add(child);
+        let (tx, rx) = mpsc::channel();
+        let me = self.clone();
+        std::thread::Builder::new()
+            .name("lh-ssh-login".into())
+            .spawn(move || {
+                let mut up = [0u8; 1];
+                let said = match stdout.read_exact(&mut up) {
+                    Ok(()) if up[0] == BRIDGE_UP => Ok(stdout),
+                    Ok(()) => Err(io::Error::other("the far bridge said something else")),
+                    Err(e) => Err(e),
+                };
+                done(&me);
+                let _ = tx.send(said);
+            })?;
+        Ok(Spare { stdin, stdout: rx })
+    }
+
     /// Counts and keeps a started ssh.
     fn add(&self, child: Child) {
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
@@ -214,14 +282,16 @@ fn forward_target(far: SocketAddr) -> String {
 }
 
 /// Accepts until told to stop; each connection goes to an ssh logged in ahead while any
-/// is left, then becomes one new ssh's stdin and stdout.
+/// is left, then to a new one told `line` (the target).
 fn relay(
     listener: TcpListener,
-    argv: &[String],
+    line: &str,
     mut spares: Vec<Spare>,
     stop: &AtomicBool,
-    tunnels: &Tunnels,
+    tunnels: &Arc<Tunnels>,
 ) {
+    // The first connections take the first logins.
+    spares.reverse();
     for conn in listener.incoming() {
         if stop.load(Ordering::Relaxed) {
             return;
@@ -234,16 +304,18 @@ fn relay(
             continue;
         }
         let _ = conn.set_nodelay(true);
-        if let Some(spare) = spares.pop() {
-            let _ = join(conn, spare);
-            continue;
-        }
-        if tunnels.running() >= MAX_TUNNELS {
-            continue;
-        }
-        if let Ok(child) = carry(conn, argv) {
-            tunnels.add(child);
-        }
+        let spare = match spares.pop() {
+            Some(spare) => spare,
+            None if tunnels.running() >= MAX_TUNNELS => continue,
+            None => match tunnels.login() {
+                Ok(mut spare) => {
+                    let _ = spare.stdin.write_all(line.as_bytes());
+                    spare
+                }
+                Err(_) => continue,
+            },
+        };
+        let _ = join(conn, spare);
     }
 }
 
@@ -258,12 +330,10 @@ fn ours(conn: &TcpStream) -> bool {
     matches!(longhaul_sys::peer_uid::loopback_peer_uid(peer, local), Ok(Some(uid)) if uid == me)
 }
 
-/// Joins a local connection to the pipes of an ssh logged in ahead, one thread each way.
+/// Joins a local connection to an ssh's pipes, one thread each way; the way back starts
+/// once its bridge is up (a failed login closes the connection).
 fn join(conn: TcpStream, spare: Spare) -> io::Result<()> {
-    let Spare {
-        mut stdin,
-        mut stdout,
-    } = spare;
+    let Spare { mut stdin, stdout } = spare;
     let mut from_local = conn.try_clone()?;
     let mut to_local = conn;
     std::thread::Builder::new()
@@ -275,27 +345,29 @@ fn join(conn: TcpStream, spare: Spare) -> io::Result<()> {
     std::thread::Builder::new()
         .name("lh-ssh-in".into())
         .spawn(move || {
-            let _ = super::bridge::pump(&mut stdout, &mut to_local);
-            let _ = to_local.shutdown(std::net::Shutdown::Write);
+            match stdout.recv() {
+                Ok(Ok(mut stdout)) => {
+                    let _ = super::bridge::pump(&mut stdout, &mut to_local);
+                    let _ = to_local.shutdown(std::net::Shutdown::Write);
+                }
+                // The login failed: the client hears it at once.
+                _ => _ = to_local.shutdown(std::net::Shutdown::Both),
+            }
         })?;
     Ok(())
-}
-
-/// Starts ssh with `conn` as its stdin and stdout (ssh's stderr goes on to ours: its
-/// errors and prompts are the user's to see).
-fn carry(conn: TcpStream, argv: &[String]) -> io::Result<Child> {
-    let output = OwnedFd::from(conn.try_clone()?);
-    let input = OwnedFd::from(conn);
-    Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::from(input))
-        .stdout(Stdio::from(output))
-        .spawn()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What stands in for `ssh host longhaul ssh-bridge -`: says it is up, reads the
+    /// target's line, then echoes (the real ssh is in the cli tests).
+    fn bridge_like() -> Vec<String> {
+        ["sh", "-c", "printf +; read target; exec cat"]
+            .map(String::from)
+            .to_vec()
+    }
 
     #[test]
     fn the_forward_target_is_where_the_far_host_listens() {
@@ -318,11 +390,10 @@ mod tests {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
-        let tunnels = Arc::new(Tunnels::default());
-        let argv: Vec<String> = ["sh", "-c", "cat"].map(String::from).to_vec();
+        let tunnels = Arc::new(Tunnels::new(bridge_like()));
         let t = {
             let (stop, tunnels) = (stop.clone(), tunnels.clone());
-            std::thread::spawn(move || relay(listener, &argv, Vec::new(), &stop, &tunnels))
+            std::thread::spawn(move || relay(listener, "target\n", Vec::new(), &stop, &tunnels))
         };
         let closed = std::thread::spawn(move || {
             longhaul_sys::creds::become_user(&longhaul_sys::creds::UserCreds {
@@ -354,11 +425,10 @@ mod tests {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
-        let tunnels = Arc::new(Tunnels::default());
-        let argv: Vec<String> = ["sh", "-c", "cat"].map(String::from).to_vec();
+        let tunnels = Arc::new(Tunnels::new(bridge_like()));
         let t = {
             let (stop, tunnels) = (stop.clone(), tunnels.clone());
-            std::thread::spawn(move || relay(listener, &argv, Vec::new(), &stop, &tunnels))
+            std::thread::spawn(move || relay(listener, "target\n", Vec::new(), &stop, &tunnels))
         };
         for round in 0..3u8 {
             let mut c = TcpStream::connect(addr).unwrap();
