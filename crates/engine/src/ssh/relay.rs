@@ -18,7 +18,7 @@
 //! goes to them when it is known ([`SshRelay::aim`]), saving a login's round trips (about
 //! 3 s at 180 ms) off the copy. At most [`LOGINS_AT_ONCE`] logins are under way at once:
 //! sshd refuses connections at random past its `MaxStartups` (10 unauthenticated by
-//! default), so more streams log in as earlier logins finish.
+//! default), so more streams (`--streams` above 8) log in as earlier logins finish.
 //!
 //! Any process on this host can reach a loopback port: the relay carries only
 //! connections from sockets of its own user (the kernel's socket table says whose), so
@@ -41,9 +41,11 @@ use super::rsh::ssh_argv_with;
 /// channel's window, so as many as an ssh copier runs (`mscp -n 8`).
 pub const STREAMS: u16 = 8;
 
-/// ssh logins under way at once: below sshd's default `MaxStartups` of 10, with the far
-/// start's own login beside them.
-pub const LOGINS_AT_ONCE: usize = 8;
+/// ssh logins under way at once: with the far start's own login beside them, at sshd's
+/// default `MaxStartups` of 10 (past which it refuses at random), and enough for the
+/// control connection and [`STREAMS`] streams together (a stream that waits for a login
+/// holds up the whole start, which waits for every stream).
+pub const LOGINS_AT_ONCE: usize = 9;
 
 /// The most connections one relay carries (a session's control connection and up to 256
 /// data streams, with room for a retry).
