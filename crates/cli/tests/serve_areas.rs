@@ -111,7 +111,10 @@ fn each_token_reaches_its_areas_and_no_other() {
     let capped = b(&[&big, &server.remote("cms/big.dat")]);
     capped.assert_failed();
     assert!(
-        capped.stderr.contains("more than 100.0 kB"),
+        capped.stderr.contains("more than 100.0 kB")
+            && capped
+                .stderr
+                .contains("this area's max_bytes = 100000 in the server's config"),
         "{}",
         capped.describe()
     );

@@ -16,7 +16,7 @@ use super::common::{duration_long, rate, size, TokenArgs};
 use super::serve_config::AreaConfig;
 use longhaul_proto::{Keyring, Token};
 use longhaul_sys::served_root::ServedRoot;
-use longhaul_transfer::session::ListCaps;
+use longhaul_transfer::session::{CapsSetBy, ListCaps};
 
 /// Arguments of `longhaul serve`.
 #[derive(clap::Args, Debug)]
@@ -164,6 +164,7 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
             caps: ListCaps {
                 max_bytes: args.max_bytes,
                 max_files: args.max_files,
+                set_by: CapsSetBy::Flags,
             },
         },
         log.clone(),
@@ -259,6 +260,7 @@ fn served_areas(
             caps: ListCaps {
                 max_bytes: area.max_bytes,
                 max_files: area.max_files,
+                set_by: CapsSetBy::Area,
             },
             tokens,
             user,

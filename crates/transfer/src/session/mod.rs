@@ -19,8 +19,8 @@ pub mod recv;
 pub mod send;
 
 pub use recv::{
-    CommitJob, DirFix, ExpectedList, HardLinkJob, LinkJob, ListCaps, LookResult, Meta, OpenPlan,
-    RecvConfig, RecvEvent, RecvOutcome, RecvSession, Room,
+    CapsSetBy, CommitJob, DirFix, ExpectedList, HardLinkJob, LinkJob, ListCaps, LookResult, Meta,
+    OpenPlan, RecvConfig, RecvEvent, RecvOutcome, RecvSession, Room,
 };
 pub use send::{SendConfig, SendEvent, SendOutcome, SendSession, Work, WouldSend};
 

@@ -13,7 +13,7 @@
 //! to the same file system meanwhile can still fill it (the transfer then stops with
 //! the disk-full error and resumes on a rerun).
 
-use super::types::{ListCaps, RecvEvent, Room};
+use super::types::{CapsSetBy, ListCaps, RecvEvent, Room};
 use super::RecvSession;
 use crate::session::SessionError;
 
@@ -50,22 +50,27 @@ impl RecvSession {
         let ListCaps {
             max_bytes,
             max_files,
+            set_by,
         } = self.caps;
+        let setting = |key: &str, max: u64| match set_by {
+            CapsSetBy::Flags => format!("longhaul serve --{} {max}", key.replace('_', "-")),
+            CapsSetBy::Area => format!("this area's {key} = {max} in the server's config"),
+        };
         if let Some(max) = max_files.filter(|&m| entries > m) {
             return Err(SessionError::Refused(format!(
                 "the transfer names more than {max} files and directories, and this server \
-                 takes at most {max} per transfer (longhaul serve --max-files {max}); copy \
-                 fewer at a time {AGAIN}"
+                 takes at most {max} per transfer ({}); copy fewer at a time {AGAIN}",
+                setting("max_files", max)
             )));
         }
         let total = self.outcome.total_bytes;
         if let Some(max) = max_bytes.filter(|&m| total > m) {
             return Err(SessionError::Refused(format!(
                 "the transfer's files hold more than {} ({total} bytes so far), and this \
-                 server takes at most {} per transfer (longhaul serve --max-bytes {max}); \
-                 copy less at a time {AGAIN}",
+                 server takes at most {} per transfer ({}); copy less at a time {AGAIN}",
                 human_bytes(max),
-                human_bytes(max)
+                human_bytes(max),
+                setting("max_bytes", max)
             )));
         }
         Ok(())
@@ -262,6 +267,7 @@ mod tests {
     #[test]
     fn caps_refuse_a_list_as_it_arrives() {
         let caps = |max_bytes, max_files| ListCaps {
+            set_by: CapsSetBy::Flags,
             max_bytes,
             max_files,
         };

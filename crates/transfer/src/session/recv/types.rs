@@ -55,13 +55,26 @@ pub struct Room {
 }
 
 /// Caps on what one transfer's list may ask this end to write (a daemon's
-/// `serve --max-bytes` / `--max-files`, [`RecvSession::with_caps`]).
+/// `serve --max-bytes` / `--max-files`, or an exported area's; [`RecvSession::with_caps`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ListCaps {
     /// Most bytes the list's files may hold together.
     pub max_bytes: Option<u64>,
     /// Most entries (files and directories) the list may name.
     pub max_files: Option<u64>,
+    /// Where the caps were set, for the refusal's words.
+    pub set_by: CapsSetBy,
+}
+
+/// Where a server's caps were set: what a refusal tells the client to ask its operator
+/// about.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CapsSetBy {
+    /// `longhaul serve --max-bytes` / `--max-files` (or the config's top-level keys).
+    #[default]
+    Flags,
+    /// The exported area's own `max_bytes` / `max_files` in the server's config.
+    Area,
 }
 
 /// The entries a pull asked for (scp's CVE-2019-6111 lesson: a server answering
