@@ -151,13 +151,11 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let via_ssh = far.as_ref().is_some_and(|e| e.via_ssh().is_some());
+    let (streams, jump_start) =
+        FarEnd::session_shape(far.as_ref(), args.streams, !args.no_jump_start);
     let cfg = BenchConfig {
         target,
-        // Through ssh each stream is held to ssh's channel window: as many as an ssh
-        // copier runs, unless asked; no jump (the relay's loopback is no path).
-        streams: args
-            .streams
-            .or(via_ssh.then_some(longhaul_engine::ssh::relay::STREAMS)),
+        streams,
         duration: args.time,
         bytes: args.bytes,
         reverse: args.reverse,
@@ -174,7 +172,7 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
         read_rate_bps: args.read_rate,
         token,
         security,
-        jump_start: !args.no_jump_start && !via_ssh,
+        jump_start,
     };
     let mut out: Box<dyn Printer> = if args.json {
         Box::new(JsonPrinter)

@@ -226,16 +226,15 @@ impl FarEnd {
         // The ssh part of the command, to try by hand.
         let ssh_part = &argv[..argv.len() - 2 - far_args.len()];
         // --via-ssh: the streams' logins go now, beside the far start's.
-        let count = usize::from(opts.streams.unwrap_or(super::relay::STREAMS)) + 1;
+        let spec = RelaySpec {
+            rsh: &rsh,
+            port: host.port,
+            destination: &dest,
+            far_longhaul: command,
+            count: usize::from(opts.streams.unwrap_or(super::relay::STREAMS)) + 1,
+        };
         let ahead = match opts.data_path {
-            DataPath::Ssh => Some(
-                SshRelay::logins_ahead(&rsh, host.port, &dest, command, count).map_err(
-                    |cause| SshError::Io {
-                        what: "starting the relay through ssh",
-                        cause,
-                    },
-                )?,
-            ),
+            DataPath::Ssh => Some(spec.logins_ahead(spec.count)?),
             DataPath::Auto => None,
         };
         let mut child = spawn_ssh(&argv)?;
@@ -287,13 +286,6 @@ impl FarEnd {
                 },
             });
         }
-        let spec = RelaySpec {
-            rsh: &rsh,
-            port: host.port,
-            destination: &dest,
-            far_longhaul: command,
-            count,
-        };
         let (target, relay) = choose(
             ready.addr,
             ready.port,
@@ -312,6 +304,21 @@ impl FarEnd {
             uploaded: None,
             took: Duration::ZERO,
         })
+    }
+
+    /// The streams and the jump-start of a session that asked for `streams` and
+    /// `jump_start`, to this far end when there is one: through ssh each stream is held to
+    /// ssh's channel window, so as many as an ssh copier runs unless asked
+    /// ([`super::relay::STREAMS`]), and no jump (the relay's loopback is no path).
+    pub fn session_shape(
+        end: Option<&FarEnd>,
+        streams: Option<u16>,
+        jump_start: bool,
+    ) -> (Option<u16>, bool) {
+        match end.and_then(FarEnd::via_ssh) {
+            Some(_) => (streams.or(Some(super::relay::STREAMS)), false),
+            None => (streams, jump_start),
+        }
     }
 
     /// Whether the session's connections go through ssh (the relay), and how many ssh

@@ -36,13 +36,14 @@ pub(super) struct RelaySpec<'a> {
 }
 
 impl RelaySpec<'_> {
-    fn logins_ahead(&self) -> Result<SshRelay, SshError> {
+    /// A relay whose first `count` logins start now ([`SshRelay::logins_ahead`]).
+    pub(super) fn logins_ahead(&self, count: usize) -> Result<SshRelay, SshError> {
         SshRelay::logins_ahead(
             self.rsh,
             self.port,
             self.destination,
             self.far_longhaul,
-            self.count,
+            count,
         )
         .map_err(relay_io)
     }
@@ -98,7 +99,7 @@ pub(super) fn choose(
     let (answer, spares) = match rx.recv_timeout(PREPARE_AFTER) {
         Ok(answer) => (answer, None),
         Err(_) => {
-            let spares = spec.logins_ahead()?;
+            let spares = spec.logins_ahead(spec.count)?;
             let answer = rx.recv().map_err(|_| SshError::Io {
                 what: "checking the far port",
                 cause: std::io::Error::other("the check ended without an answer"),
@@ -112,14 +113,7 @@ pub(super) fn choose(
         Err(SshError::Unreachable { host, port, tried }) => {
             let relay = match spares {
                 Some(relay) => relay,
-                None => SshRelay::logins_ahead(
-                    spec.rsh,
-                    spec.port,
-                    spec.destination,
-                    spec.far_longhaul,
-                    0,
-                )
-                .map_err(relay_io)?,
+                None => spec.logins_ahead(0)?,
             };
             through(
                 relay,

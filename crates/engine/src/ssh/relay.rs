@@ -93,25 +93,11 @@ struct Tunnels {
 }
 
 impl SshRelay {
-    /// Starts the relay: `rsh` is the user's ssh command (`-e`), `port` its `-p`,
-    /// `destination` the `[user@]host`, `far_longhaul` the far command that started the
-    /// far end, and `far` the far end's address and port as the far host itself reaches
-    /// it.
-    pub fn start(
-        rsh: &[String],
-        port: Option<u16>,
-        destination: &str,
-        far_longhaul: &str,
-        far: SocketAddr,
-    ) -> io::Result<Self> {
-        let mut relay = Self::logins_ahead(rsh, port, destination, far_longhaul, 0)?;
-        relay.aim(far)?;
-        Ok(relay)
-    }
-
     /// A relay whose first `count` ssh connections (at most [`LOGINS_AT_ONCE`]) log in
-    /// now, before the far end's port is known (the arguments as for
-    /// [`SshRelay::start`]); it carries nothing until [`SshRelay::aim`].
+    /// now, before the far end's port is known; it carries nothing until
+    /// [`SshRelay::aim`]. `rsh` is the user's ssh command (`-e`), `port` its `-p`,
+    /// `destination` the `[user@]host`, and `far_longhaul` the far command that started
+    /// the far end.
     pub fn logins_ahead(
         rsh: &[String],
         port: Option<u16>,
@@ -186,38 +172,20 @@ impl Tunnels {
     /// Starts one ssh once fewer than [`LOGINS_AT_ONCE`] are logging in; a thread waits
     /// for its bridge's first byte ([`BRIDGE_UP`]) and counts the login done.
     fn login(self: &Arc<Self>) -> io::Result<Spare> {
-        {
-            let mut n = self.logging_in.lock().unwrap_or_else(|p| p.into_inner());
-            while *n >= LOGINS_AT_ONCE {
-                n = self.login_done.wait(n).unwrap_or_else(|p| p.into_inner());
-            }
-            *n += 1;
-        }
-        let done = |t: &Tunnels| {
-            *t.logging_in.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
-            t.login_done.notify_one();
-        };
-        let spawned = Command::new(&self.argv[0])
+        // Given back when dropped: on every error below, or once the bridge is up.
+        let slot = LoginSlot::take(self);
+        let mut child = Command::new(&self.argv[0])
             .args(&self.argv[1..])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .spawn();
-        let mut child = match spawned {
-            Ok(c) => c,
-            Err(e) => {
-                done(self);
-                return Err(e);
-            }
-        };
+            .spawn()?;
         let (Some(stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else {
             let _ = child.kill();
             let _ = child.wait();
-            done(self);
             return Err(io::Error::other("ssh started without its pipes"));
         };
         self.add(child);
         let (tx, rx) = mpsc::channel();
-        let me = self.clone();
         std::thread::Builder::new()
             .name("lh-ssh-login".into())
             .spawn(move || {
@@ -227,7 +195,7 @@ impl Tunnels {
                     Ok(()) => Err(io::Error::other("the far bridge said something else")),
                     Err(e) => Err(e),
                 };
-                done(&me);
+                drop(slot);
                 let _ = tx.send(said);
             })?;
         Ok(Spare { stdin, stdout: rx })
@@ -245,6 +213,31 @@ impl Tunnels {
     /// How many are running.
     fn running(&self) -> usize {
         self.running.lock().map_or(0, |r| r.len())
+    }
+}
+
+/// One of the [`LOGINS_AT_ONCE`] logins under way, given back when dropped.
+struct LoginSlot(Arc<Tunnels>);
+
+impl LoginSlot {
+    /// Waits until fewer than [`LOGINS_AT_ONCE`] logins are under way, and takes one.
+    fn take(tunnels: &Arc<Tunnels>) -> Self {
+        let mut n = tunnels.logging_in.lock().unwrap_or_else(|p| p.into_inner());
+        while *n >= LOGINS_AT_ONCE {
+            n = tunnels
+                .login_done
+                .wait(n)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        *n += 1;
+        Self(tunnels.clone())
+    }
+}
+
+impl Drop for LoginSlot {
+    fn drop(&mut self) {
+        *self.0.logging_in.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+        self.0.login_done.notify_one();
     }
 }
 
@@ -363,12 +356,42 @@ fn join(conn: TcpStream, spare: Spare) -> io::Result<()> {
 mod tests {
     use super::*;
 
-    /// What stands in for `ssh host longhaul ssh-bridge -`: says it is up, reads the
+    /// The relay's accept loop on the loopback, with no logins made ahead; what it runs
+    /// stands in for `ssh host longhaul ssh-bridge -`: it says it is up, reads the
     /// target's line, then echoes (the real ssh is in the cli tests).
-    fn bridge_like() -> Vec<String> {
-        ["sh", "-c", "printf +; read target; exec cat"]
-            .map(String::from)
-            .to_vec()
+    struct TestRelay {
+        addr: SocketAddr,
+        stop: Arc<AtomicBool>,
+        tunnels: Arc<Tunnels>,
+        thread: JoinHandle<()>,
+    }
+
+    impl TestRelay {
+        fn start() -> Self {
+            let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let bridge_like = ["sh", "-c", "printf +; read target; exec cat"];
+            let tunnels = Arc::new(Tunnels::new(bridge_like.map(String::from).to_vec()));
+            let thread = {
+                let (stop, tunnels) = (stop.clone(), tunnels.clone());
+                std::thread::spawn(move || relay(listener, "target\n", Vec::new(), &stop, &tunnels))
+            };
+            Self {
+                addr,
+                stop,
+                tunnels,
+                thread,
+            }
+        }
+
+        /// Stops the accept loop; what it started.
+        fn stop(self) -> Arc<Tunnels> {
+            self.stop.store(true, Ordering::Relaxed);
+            let _ = TcpStream::connect(self.addr);
+            self.thread.join().unwrap();
+            self.tunnels
+        }
     }
 
     #[test]
@@ -389,14 +412,8 @@ mod tests {
             return;
         }
         use std::io::Read;
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let tunnels = Arc::new(Tunnels::new(bridge_like()));
-        let t = {
-            let (stop, tunnels) = (stop.clone(), tunnels.clone());
-            std::thread::spawn(move || relay(listener, "target\n", Vec::new(), &stop, &tunnels))
-        };
+        let relay = TestRelay::start();
+        let addr = relay.addr;
         let closed = std::thread::spawn(move || {
             longhaul_sys::creds::become_user(&longhaul_sys::creds::UserCreds {
                 name: "nobody".into(),
@@ -413,9 +430,7 @@ mod tests {
         .join()
         .unwrap();
         assert!(closed);
-        stop.store(true, Ordering::Relaxed);
-        let _ = TcpStream::connect(addr);
-        t.join().unwrap();
+        let tunnels = relay.stop();
         assert_eq!(tunnels.started.load(Ordering::Relaxed), 0);
     }
 
@@ -424,14 +439,8 @@ mod tests {
     #[test]
     fn each_connection_rides_its_own_process() {
         use std::io::{Read, Write};
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let tunnels = Arc::new(Tunnels::new(bridge_like()));
-        let t = {
-            let (stop, tunnels) = (stop.clone(), tunnels.clone());
-            std::thread::spawn(move || relay(listener, "target\n", Vec::new(), &stop, &tunnels))
-        };
+        let relay = TestRelay::start();
+        let addr = relay.addr;
         for round in 0..3u8 {
             let mut c = TcpStream::connect(addr).unwrap();
             c.write_all(&[round; 1000]).unwrap();
@@ -439,9 +448,7 @@ mod tests {
             c.read_exact(&mut back).unwrap();
             assert_eq!(back, [round; 1000]);
         }
-        stop.store(true, Ordering::Relaxed);
-        let _ = TcpStream::connect(addr);
-        t.join().unwrap();
+        let tunnels = relay.stop();
         assert_eq!(tunnels.started.load(Ordering::Relaxed), 3);
         let mut running = tunnels.running.lock().unwrap();
         for c in running.iter_mut() {

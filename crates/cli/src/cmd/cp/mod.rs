@@ -383,6 +383,7 @@ fn transfer(
 ) -> anyhow::Result<CpReport> {
     let json = args.json;
     let via_ssh = far_end.is_some_and(|e| e.via_ssh().is_some());
+    let (streams, jump_start) = FarEnd::session_shape(far_end, args.streams, !args.no_jump_start);
     let cpu_before = {
         let (user, sys) = longhaul_sys::cpu::process_cpu_times();
         user + sys
@@ -400,12 +401,8 @@ fn transfer(
         sync: args.sync,
         checksum_only: args.checksum_only,
         keep_setuid: args.keep_setuid,
-        // Through ssh each stream is held to ssh's channel window: as many as an ssh
-        // copier runs, unless asked; no jump (the relay's loopback is no path).
-        streams: args
-            .streams
-            .or(via_ssh.then_some(longhaul_engine::ssh::relay::STREAMS)),
-        jump_start: !args.no_jump_start && !via_ssh,
+        streams,
+        jump_start,
         rate_bps: args.rate,
         window,
         congestion: args.congestion.clone(),
