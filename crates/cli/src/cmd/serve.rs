@@ -226,27 +226,22 @@ fn served_areas(
     areas: &[AreaConfig],
     log: &longhaul_engine::daemon::server::LogFn,
 ) -> anyhow::Result<(ServedFiles, Keyring)> {
-    let mut tokens = Vec::new();
-    let mut places = Vec::new();
+    let mut loaded: Vec<Vec<Token>> = Vec::new();
     for area in areas {
         let mut mine = Vec::new();
         for file in &area.token_files {
             let (token, _) = longhaul_engine::token::load_token(Some(file))
                 .with_context(|| format!("area {}", area.name))?;
-            let at = tokens
-                .iter()
-                .position(|t: &Token| t.same(&token))
-                .unwrap_or_else(|| {
-                    tokens.push(token);
-                    tokens.len() - 1
-                });
-            mine.push(at);
+            mine.push(token);
         }
-        places.push(mine);
+        loaded.push(mine);
     }
-    let keyring = Keyring::new(tokens).context("the config's areas")?;
+    // The keyring keeps a token named by several areas once; each area holds its places.
+    let keyring =
+        Keyring::new(loaded.iter().flatten().cloned().collect()).context("the config's areas")?;
     let mut list = Vec::new();
-    for (area, tokens) in areas.iter().zip(places) {
+    for (area, mine) in areas.iter().zip(&loaded) {
+        let tokens = mine.iter().filter_map(|t| keyring.position(t)).collect();
         let setting = format!("the root of area {}", area.name);
         let user = area
             .user

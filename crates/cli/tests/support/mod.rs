@@ -408,6 +408,21 @@ pub fn make_token(home: &Path, file: &Path) {
     );
 }
 
+/// Writes `text` to the config file `file` and runs `longhaul serve --config FILE`, which
+/// must refuse it: exit 2, before listening. Returns what it said on stderr.
+pub fn refused_config(home: &Path, file: &Path, text: &str) -> String {
+    write_file(file, text.as_bytes(), 0o644);
+    let out = longhaul(home)
+        .args(["serve", "--config"])
+        .arg(file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{text}: {err}");
+    assert!(!err.contains("listening on"), "{err}");
+    err
+}
+
 /// `longhaul cp` with the test's HOME; add the arguments.
 pub fn cp_command(home: &Path) -> Command {
     let mut c = longhaul(home);
