@@ -18,7 +18,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use longhaul_proto::{ClientSession, Token};
+use longhaul_proto::{ClientSession, Credential};
 
 use crate::bench::BenchError;
 use crate::jump::{ClientJump, ClientStart, JumpWish, PathNow};
@@ -30,8 +30,9 @@ use crate::transport::tls::{ClientTls, Fingerprint, Security};
 pub struct StartPlan<'a> {
     /// The server (`HOST`, `HOST:PORT`, `[V6]:PORT`).
     pub target: &'a str,
-    /// The token the server must prove.
-    pub token: &'a Token,
+    /// What this end proves: the token the server must prove too, or a ticket of the
+    /// server's (its certificate pinned).
+    pub token: &'a Credential,
     /// How the server's certificate is trusted, and whether data connections use TLS.
     pub security: &'a Security,
     /// `-P`: the user's stream count.
@@ -94,7 +95,7 @@ pub struct LateData {
     addr: SocketAddr,
     streams: u16,
     receiving: bool,
-    token: Token,
+    token: Credential,
     data_tls: Option<ClientTls>,
 }
 

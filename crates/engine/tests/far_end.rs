@@ -113,7 +113,7 @@ fn pull(far: &Far, src: &std::path::Path, dest: &std::path::Path, progress: Arc<
         job: CpJob::Pull {
             dest: dest.to_path_buf(),
         },
-        token: far.token(),
+        credential: far.token().into(),
         recursive: false,
         no_clobber: false,
         sync: false,

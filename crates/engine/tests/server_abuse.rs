@@ -134,7 +134,7 @@ fn cp_pull(addr: SocketAddr) -> Result<(), String> {
         job: CpJob::Pull {
             dest: dest.path().to_path_buf(),
         },
-        token: token(),
+        credential: token().into(),
         recursive: false,
         no_clobber: false,
         sync: false,

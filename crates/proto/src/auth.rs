@@ -47,6 +47,11 @@ impl Token {
         Ok(Self(trimmed.to_vec()))
     }
 
+    /// A token of 32 bytes from a random generator (a ticket's secret): no shape to check.
+    pub fn from_secret(secret: [u8; 32]) -> Self {
+        Self(secret.to_vec())
+    }
+
     fn mac(&self, label: &[u8], parts: &[&[u8]]) -> [u8; MAC_LEN] {
         mac_with_key(&self.0, label, parts)
     }

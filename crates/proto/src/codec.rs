@@ -5,6 +5,7 @@ use crate::auth::{MAC_LEN, MAX_TOKENS, NONCE_LEN};
 use crate::error::{ErrorCode, ProtoError};
 use crate::limits;
 use crate::message::*;
+use crate::ticket;
 use crate::wire::{invalid, Reader, Writer};
 
 /// Bytes before each frame body: its length as a big-endian u32.
@@ -29,6 +30,12 @@ mod ty {
     pub const JUMP_VERDICT: u8 = 0x24;
     pub const HELD_RATE: u8 = 0x25;
     // 0x40..=0x4f are taken by the file-transfer messages (crate::transfer).
+    pub const TICKET_REQUEST: u8 = 0x50;
+    pub const TICKET_ISSUED: u8 = 0x51;
+    pub const TICKET_PROOF: u8 = 0x52;
+    pub const RELAY_PULL: u8 = 0x53;
+    pub const RELAY_PROGRESS: u8 = 0x54;
+    pub const RELAY_DONE: u8 = 0x55;
     pub const ERROR: u8 = 0x7f;
 }
 
@@ -192,6 +199,35 @@ pub fn encode_frame(msg: &Message, out: &mut Vec<u8>) {
         Message::HeldRate { bps } => {
             w.u8(ty::HELD_RATE);
             w.u64(*bps);
+        }
+        Message::TicketRequest {
+            path,
+            lifetime_secs,
+        } => {
+            w.u8(ty::TICKET_REQUEST);
+            ticket::put_path(&mut w, path);
+            w.u32(*lifetime_secs);
+        }
+        Message::TicketIssued(grant) => {
+            w.u8(ty::TICKET_ISSUED);
+            ticket::put_grant(&mut w, grant);
+        }
+        Message::TicketProof { id, proof } => {
+            w.u8(ty::TICKET_PROOF);
+            w.bytes(id);
+            w.bytes(proof);
+        }
+        Message::RelayPull(p) => {
+            w.u8(ty::RELAY_PULL);
+            ticket::put_relay(&mut w, p);
+        }
+        Message::RelayProgress(p) => {
+            w.u8(ty::RELAY_PROGRESS);
+            ticket::put_progress(&mut w, p);
+        }
+        Message::RelayDone(d) => {
+            w.u8(ty::RELAY_DONE);
+            ticket::put_done(&mut w, d);
         }
         Message::Error { code, message } => {
             w.u8(ty::ERROR);
@@ -375,6 +411,23 @@ fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
         ty::HELD_RATE => Message::HeldRate {
             bps: r.u64("held rate")?,
         },
+        ty::TICKET_REQUEST => {
+            let path = ticket::get_path(&mut r, "ticket path")?;
+            let lifetime_secs = r.u32("ticket lifetime")?;
+            ticket::validate_lifetime(lifetime_secs)?;
+            Message::TicketRequest {
+                path,
+                lifetime_secs,
+            }
+        }
+        ty::TICKET_ISSUED => Message::TicketIssued(ticket::get_grant(&mut r)?),
+        ty::TICKET_PROOF => Message::TicketProof {
+            id: r.array("ticket id")?,
+            proof: r.array::<MAC_LEN>("ticket proof")?,
+        },
+        ty::RELAY_PULL => Message::RelayPull(Box::new(ticket::get_relay(&mut r)?)),
+        ty::RELAY_PROGRESS => Message::RelayProgress(ticket::get_progress(&mut r)?),
+        ty::RELAY_DONE => Message::RelayDone(ticket::get_done(&mut r)?),
         ty::ERROR => Message::Error {
             code: ErrorCode::from_wire(r.u16("error code")?),
             message: r.text("error message", limits::MAX_TEXT)?,
@@ -432,8 +485,8 @@ mod tests {
             Err(ProtoError::TrailingBytes { .. })
         ));
         assert_eq!(
-            decode_frame(&[0, 0, 0, 1, 0x55]),
-            Err(ProtoError::UnknownType(0x55))
+            decode_frame(&[0, 0, 0, 1, 0x6e]),
+            Err(ProtoError::UnknownType(0x6e))
         );
         assert!(matches!(
             decode_frame(&[0, 0, 0, 0]),

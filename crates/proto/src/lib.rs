@@ -26,7 +26,8 @@
 //!
 //! Instead of `BenchParams`, a client may send `HostReportRequest{rate, rtt}` (for
 //! `longhaul tune --peer`); the server answers `HostReport{findings as JSON}` and the session
-//! ends.
+//! ends. Third-party copies add `TicketRequest`, `TicketProof` and `RelayPull` (see
+//! [`ticket`]).
 //!
 //! The token is never sent; the client checks the server's proof before it proves itself.
 //! Every length, count and size on the wire is bounded (see [`limits`]).
@@ -39,6 +40,7 @@ pub mod limits;
 mod message;
 mod session;
 pub mod ssh_ready;
+pub mod ticket;
 pub mod transfer;
 mod wire;
 pub use wire::{is_unsafe_char, printable};
@@ -53,8 +55,11 @@ pub use message::{
     validate_report_request, BenchParams, BenchReady, Direction, HostFacts, IntervalReport,
     JumpAsk, JumpOutcome, Message, Results, SendMode, StreamResult, StreamSample,
 };
-pub use session::{ClientEvent, ClientSession, DataAttachments, ServerEvent, ServerSession};
+pub use session::{
+    Access, ClientEvent, ClientSession, DataAttachments, ServerEvent, ServerSession,
+};
 pub use ssh_ready::SshReady;
+pub use ticket::{Credential, TicketGrant, TicketId};
 
 /// The protocol version this build speaks (2: chunk headers carry a 32-byte BLAKE3
 /// chunk hash instead of xxh3; 3: a transfer request names the sender's congestion
@@ -111,8 +116,13 @@ pub mod features {
     /// follows it: the server holds several tokens, and a client whose token the hello's
     /// proof is not for waits for the others before it fails.
     pub const MORE_PROOFS: u64 = 1 << 8;
+    /// Tickets and third-party copies ([`crate::ticket`]): the server issues tickets,
+    /// takes [`crate::Message::TicketProof`] and runs relayed pulls. A server announces
+    /// it; a client proves a ticket only to a server that has it.
+    pub const TICKETS: u64 = 1 << 9;
     /// Everything this build implements.
     pub const ALL: u64 = BENCH
+        | TICKETS
         | INTERVALS
         | PLAIN_DATA
         | TRANSFER_INTERVALS
@@ -121,6 +131,12 @@ pub mod features {
         | ANSWER_AHEAD
         | HELD_RATE;
     /// What a client announces unless asked for more.
-    pub const DEFAULT: u64 =
-        BENCH | INTERVALS | TRANSFER_INTERVALS | JUMP_VERDICT | WARMUP | ANSWER_AHEAD | HELD_RATE;
+    pub const DEFAULT: u64 = BENCH
+        | INTERVALS
+        | TRANSFER_INTERVALS
+        | JUMP_VERDICT
+        | WARMUP
+        | ANSWER_AHEAD
+        | HELD_RATE
+        | TICKETS;
 }

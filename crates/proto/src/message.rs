@@ -3,6 +3,7 @@
 use crate::auth::{Nonce, MAC_LEN};
 use crate::error::{ErrorCode, ProtoError};
 use crate::limits;
+use crate::ticket::{RelayDone, RelayProgress, RelayPull, TicketGrant, TicketId};
 
 /// One protocol message.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,6 +104,33 @@ pub enum Message {
         /// The held rate, bit/s.
         bps: u64,
     },
+    /// Instead of a run, client to source server: a ticket for `path` (wire form, as a
+    /// pull's request names it) that another server may pull it with, once, within
+    /// `lifetime_secs` (see [`crate::ticket`]).
+    TicketRequest {
+        /// The path the ticket opens (and what lies below it).
+        path: Vec<u8>,
+        /// Seconds it stays valid, `1..=MAX_TICKET_LIFETIME_SECS`.
+        lifetime_secs: u32,
+    },
+    /// Source server to client: the ticket; the session ends.
+    TicketIssued(TicketGrant),
+    /// Instead of [`Message::ClientProof`]: the client proves a ticket the server issued
+    /// (`proof` made with the ticket's secret as the token), only to a server announcing
+    /// [`crate::features::TICKETS`].
+    TicketProof {
+        /// Which ticket.
+        id: TicketId,
+        /// HMAC over both nonces (see [`crate::Token::client_proof`]).
+        proof: [u8; MAC_LEN],
+    },
+    /// Instead of a run, client to destination server: pull from a source server with its
+    /// ticket into this server's files.
+    RelayPull(Box<RelayPull>),
+    /// Destination server to client while a relayed pull runs.
+    RelayProgress(RelayProgress),
+    /// Destination server to client: the relayed pull's end; the session ends.
+    RelayDone(RelayDone),
     /// A fatal error; the sender closes the session after it.
     Error {
         /// What kind of error.
@@ -133,6 +161,12 @@ impl Message {
             Message::HostReport { .. } => "HostReport",
             Message::JumpVerdict { .. } => "JumpVerdict",
             Message::HeldRate { .. } => "HeldRate",
+            Message::TicketRequest { .. } => "TicketRequest",
+            Message::TicketIssued(_) => "TicketIssued",
+            Message::TicketProof { .. } => "TicketProof",
+            Message::RelayPull(_) => "RelayPull",
+            Message::RelayProgress(_) => "RelayProgress",
+            Message::RelayDone(_) => "RelayDone",
             Message::Error { .. } => "Error",
         }
     }

@@ -660,10 +660,10 @@ fn a_server_with_several_tokens_knows_which_one_the_client_holds() {
             c.poll_event(),
             Some(ClientEvent::Authenticated { session_id, .. }) if session_id == s.session_id()
         ));
-        let Some(ServerEvent::Authenticated { token, .. }) = s.poll_event() else {
+        let Some(ServerEvent::Authenticated { access, .. }) = s.poll_event() else {
             panic!("token {i} was not taken");
         };
-        assert_eq!(token, i);
+        assert_eq!(access, Access::Token(i));
     }
     // A client of another server: nothing in the hello, nothing in the proofs.
     let mut stranger = client("4e1228910ae89955d385d7659d09cd9c");

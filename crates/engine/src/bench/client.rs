@@ -130,7 +130,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     let probing = cfg.rate_bps.is_none() && cfg.window.is_none();
     let started = crate::client_start::start_session(&crate::client_start::StartPlan {
         target: &cfg.target,
-        token: &cfg.token,
+        token: &longhaul_proto::Credential::Token(cfg.token.clone()),
         security: &cfg.security,
         user_streams: cfg.streams,
         jump_start: cfg.jump_start,

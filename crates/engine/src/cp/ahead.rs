@@ -18,7 +18,9 @@ use std::io::ErrorKind;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use longhaul_transfer::{manifest_name, parse_peer_path, part_name};
+use longhaul_transfer::{manifest_name, parse_peer_path, part_name, SafeRelPath};
+
+use super::recv::RecvTarget;
 
 /// Whether a pull into `dest` of a source whose base name is `top` (`None`: the served
 /// root, its name unknown here) finds nothing there to answer for.
@@ -47,6 +49,37 @@ pub(super) fn holds_nothing_of(dest: &Path, top: Option<&[u8]>) -> bool {
         n.is_ok_and(|n| {
             matches!(std::fs::symlink_metadata(dir.join(n.to_path_buf())),
                 Err(e) if e.kind() == ErrorKind::NotFound)
+        })
+    })
+}
+
+/// [`holds_nothing_of`] for a relayed pull's target beneath a served root: looked at
+/// through the root, as the receiver will write there.
+pub(super) fn served_holds_nothing_of(target: &RecvTarget, top: Option<&[u8]>) -> bool {
+    let (dir, name): (Option<SafeRelPath>, Vec<u8>) = match &target.target {
+        None => match top {
+            Some(top) => (None, top.to_vec()),
+            None => return false,
+        },
+        Some(t) => match target.root.metadata(&t.to_path_buf()) {
+            Ok(m) if m.is_dir() => match top {
+                Some(top) => (Some(t.clone()), top.to_vec()),
+                None => return false,
+            },
+            _ => (t.parent(), t.file_name().to_vec()),
+        },
+    };
+    let Ok(rel) = parse_peer_path(&name) else {
+        return false;
+    };
+    let names = [Ok(rel.clone()), part_name(&rel), manifest_name(&rel)];
+    names.into_iter().all(|n| {
+        n.is_ok_and(|n| {
+            let path = match &dir {
+                Some(d) => d.to_path_buf().join(n.to_path_buf()),
+                None => n.to_path_buf(),
+            };
+            matches!(target.root.metadata(&path), Err(e) if e.kind() == ErrorKind::NotFound)
         })
     })
 }

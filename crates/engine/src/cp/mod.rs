@@ -16,6 +16,7 @@ pub mod recv;
 pub mod send;
 pub mod store;
 pub mod telemetry;
+pub mod third_party;
 pub mod walk;
 pub mod warmup;
 

@@ -11,8 +11,11 @@ pub mod error;
 mod host_report;
 pub mod memory;
 pub mod metrics;
+mod reach;
+mod relay;
 pub mod server;
 mod session;
+pub mod tickets;
 pub mod transfer;
 
 pub use areas::{Area, Areas};

@@ -81,6 +81,8 @@ pub(super) struct Shared {
     pub(super) memory: Arc<ServerMemory>,
     /// The counters `serve --metrics` shows.
     pub(super) metrics: Arc<ServerMetrics>,
+    /// The tickets issued for third-party copies, not yet used or expired.
+    pub(super) tickets: super::tickets::TicketBook,
     /// Lines about connections (refused, failed handshakes, session errors) are limited,
     /// so a flood cannot fill the log.
     conn_log: std::sync::Mutex<longhaul_policy::LogLimiter>,
@@ -174,6 +176,7 @@ impl Server {
             next_id: AtomicU64::new(0),
             sessions_proved: AtomicU64::new(0),
             metrics: Arc::default(),
+            tickets: Default::default(),
             conn_log: std::sync::Mutex::new(longhaul_policy::LogLimiter::for_server(
                 std::time::Instant::now(),
             )),

@@ -7,12 +7,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use longhaul_proto::{
-    BenchParams, BenchReady, Direction, ErrorCode, Message, ProtoError, ServerEvent, ServerSession,
+    Access, BenchParams, BenchReady, Direction, ErrorCode, Message, ProtoError, ServerEvent,
+    ServerSession,
 };
 
 use super::door::{NoSlot, PendingConn, SessionSlot};
 use super::error::ServeError;
 use super::memory::{socket_bytes, MemoryHold};
+use super::tickets::TicketScope;
 use crate::bench::run::{DataRun, Role, SenderPlan};
 use crate::daemon::transfer::serve_transfer;
 use crate::host;
@@ -86,10 +88,36 @@ pub(super) fn run_session(
         let mut intervals = false;
         let mut jump_verdict = false;
         let mut held_rate = false;
-        let mut token = 0;
+        let mut access = Access::Token(0);
+        // What a ticket's holder may pull (a session that proved a ticket).
+        let mut ticket: Option<TicketScope> = None;
         loop {
             let r = session.handle(msg);
-            let events: Vec<ServerEvent> = std::iter::from_fn(|| session.poll_event()).collect();
+            let mut events: Vec<ServerEvent> =
+                std::iter::from_fn(|| session.poll_event()).collect();
+            // A ticket's proof: the ticket is looked up (and used up) before anything is
+            // answered.
+            let presented = events.iter().find_map(|e| match e {
+                ServerEvent::TicketPresented { id } => Some(*id),
+                _ => None,
+            });
+            if let Some(id) = presented {
+                match shared.tickets.take(&id, Instant::now()) {
+                    Ok(p) => {
+                        if let Err(e) = session.ticket_found(&p.secret) {
+                            let _ = send_all(&mut session, &mut conn);
+                            return Err(e.into());
+                        }
+                        ticket = Some(p.scope);
+                        events.extend(std::iter::from_fn(|| session.poll_event()));
+                    }
+                    Err(why) => {
+                        session.ticket_refused(why.clone());
+                        let _ = send_all(&mut session, &mut conn);
+                        return Err(ServeError::Refused { reason: why });
+                    }
+                }
+            }
             let proven = events.iter().find_map(|e| match e {
                 ServerEvent::Authenticated { secret, .. } => Some(secret),
                 _ => None,
@@ -114,15 +142,46 @@ pub(super) fn run_session(
                 match ev {
                     ServerEvent::Authenticated {
                         secret: s,
-                        token: t,
+                        access: a,
                         features,
                     } => {
                         secret = Some(s);
-                        token = t;
+                        access = a;
                         plain_data = features & longhaul_proto::features::PLAIN_DATA != 0;
                         intervals = features & longhaul_proto::features::TRANSFER_INTERVALS != 0;
                         jump_verdict = features & longhaul_proto::features::JUMP_VERDICT != 0;
                         held_rate = features & longhaul_proto::features::HELD_RATE != 0;
+                    }
+                    ServerEvent::Params(_) | ServerEvent::HostReportRequested { .. }
+                        if ticket.is_some() =>
+                    {
+                        let why = "a ticket opens one pull of its path, nothing else".to_string();
+                        session.abort(ErrorCode::Params, why.clone());
+                        let _ = send_all(&mut session, &mut conn);
+                        return Err(ServeError::Refused { reason: why });
+                    }
+                    ServerEvent::TicketRequested {
+                        path,
+                        lifetime_secs,
+                    } => {
+                        return super::relay::issue_ticket(
+                            &mut session,
+                            &mut conn,
+                            (shared, cfg),
+                            access,
+                            &path,
+                            lifetime_secs,
+                        );
+                    }
+                    ServerEvent::RelayRequested(pull) => {
+                        return super::relay::run_relay(
+                            &mut session,
+                            conn,
+                            (shared, cfg),
+                            access,
+                            *pull,
+                        )
+                        .map_err(|e| e.with_peer(peer));
                     }
                     ServerEvent::Params(p) => params = Some(p),
                     ServerEvent::HostReportRequested { rate_bps, rtt_us } => {
@@ -146,6 +205,27 @@ pub(super) fn run_session(
                         return Err(ServeError::Unexpected(
                             "a transfer request before authentication",
                         ));
+                    };
+                    // A ticket's holder reaches what the ticket's issuer reaches, and
+                    // of that only the ticket's path, for a pull.
+                    let token = match (&ticket, access) {
+                        (Some(scope), _) => {
+                            let push = p.direction == longhaul_proto::transfer::CopyDirection::Push;
+                            match super::relay::within_ticket(scope, push, &p.path) {
+                                Ok(t) => t,
+                                Err(why) => {
+                                    let _ = conn.send(&Message::Error {
+                                        code: ErrorCode::Params,
+                                        message: why.clone(),
+                                    });
+                                    return Err(ServeError::Refused { reason: why });
+                                }
+                            }
+                        }
+                        (None, Access::Token(t)) => t,
+                        (None, Access::Ticket(_)) => {
+                            return Err(ServeError::Unexpected("a ticket without its scope"))
+                        }
                     };
                     if let Err(e) = session.begin_transfer() {
                         let _ = send_all(&mut session, &mut conn);

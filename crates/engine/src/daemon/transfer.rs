@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferParams};
 use longhaul_sys::served_root::ServedRoot;
-use longhaul_transfer::location::user_path;
 use longhaul_transfer::session::recv::SyncRules;
 use longhaul_transfer::session::ListCaps;
-use longhaul_transfer::{chunk_size_for, require_directory, Filter, RequestedPath};
+use longhaul_transfer::{chunk_size_for, require_directory, Filter};
 
 use super::ServeError;
 use crate::cp::recv::{run_receiver, RecvTarget};
@@ -144,51 +143,11 @@ pub fn serve_transfer(
     };
     let push = params.direction == CopyDirection::Push;
     // The path asked for, and whether a trailing `/` requires a directory there.
-    let mut caps = caps;
-    let mut area = None;
-    let (root, path, dir_required) = match files {
-        ServedFiles::Nothing => {
-            return refuse(
-                &mut conn,
-                "this server serves no files; start it with `longhaul serve --root DIR`".into(),
-            )
-        }
-        ServedFiles::Root(root) => match RequestedPath::from_wire(&params.path) {
-            Ok(r) => (root, r.path, r.dir_required),
-            Err(e) => return refuse(&mut conn, format!("refused path: {e}")),
-        },
-        ServedFiles::Areas(areas) => match areas.reach(token, &params.path) {
-            Ok(r) if push && r.area.read_only => {
-                return refuse(
-                    &mut conn,
-                    format!(
-                        "area {} is read-only: pull from it, or push to an area you may write",
-                        r.area.name
-                    ),
-                )
-            }
-            Ok(r) => {
-                if let Some(who) = &r.area.user {
-                    // Before any file of the area is touched; this thread and the ones
-                    // it starts stay that user until the session ends.
-                    if let Err(e) = longhaul_sys::creds::become_user(who) {
-                        return refuse(&mut conn, format!("on the server, {e}"));
-                    }
-                }
-                caps = r.area.caps;
-                area = Some(r.area.name.as_str());
-                (&r.area.root, r.path, r.dir_required)
-            }
+    let (root, path, dir_required, caps, area) =
+        match super::reach::land(files, token, &params.path, push, caps) {
+            Ok(l) => (l.root, l.path, l.dir_required, l.caps, l.area),
             Err(why) => return refuse(&mut conn, why),
-        },
-        ServedFiles::User { root, home } => match user_path(home, &params.path) {
-            Ok(p) => {
-                let dir = params.path.len() > 1 && params.path.ends_with(b"/");
-                (root, p, dir)
-            }
-            Err(e) => return refuse(&mut conn, format!("refused path: {e}")),
-        },
-    };
+        };
     if params.streams == 0 || params.streams > longhaul_proto::limits::MAX_STREAMS {
         return refuse(
             &mut conn,

@@ -21,13 +21,15 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use longhaul_policy::{BufferChoice, Side, MAX_WINDOW};
-use longhaul_proto::{ChannelBinding, ClientSession, Message, ProtoError, Token};
+use longhaul_proto::{
+    features, ChannelBinding, ClientSession, Credential, Message, ProtoError, Token,
+};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::framed::{FramedConn, RecvError};
 use super::secure::SecureStream;
 use super::sockopts;
-use super::tls::{ClientTls, Encryption, Fingerprint, Security};
+use super::tls::{ClientTls, Encryption, Fingerprint, Security, ServerTrust};
 use crate::bench::BenchError;
 
 /// The port `longhaul serve` listens on by default.
@@ -125,19 +127,29 @@ pub fn dial(
     security: &Security,
     data: DataPlan,
 ) -> Result<Dialed, BenchError> {
-    dial_with(target, token, security, data, &mut PathStreams)
+    let credential = Credential::Token(token.clone());
+    dial_with(target, &credential, security, data, &mut PathStreams)
 }
 
-/// [`dial`], with `start` choosing the stream count of an [`AUTO_STREAMS`] plan (a
-/// jump-start sets its routes' initial windows there, before any data connection exists).
+/// [`dial`] proving `credential` (a token, or a ticket of the server's, whose server is
+/// then known by its pinned certificate alone), with `start` choosing the stream count of
+/// an [`AUTO_STREAMS`] plan (a jump-start sets its routes' initial windows there, before
+/// any data connection exists).
 pub fn dial_with(
     target: &str,
-    token: &Token,
+    credential: &Credential,
     security: &Security,
     data: DataPlan,
     start: &mut dyn DataStart,
 ) -> Result<Dialed, BenchError> {
     let (host, port) = split_target(target, DEFAULT_PORT)?;
+    if matches!(credential, Credential::Ticket(_))
+        && !matches!(security.trust, ServerTrust::Pinned(_))
+    {
+        return Err(BenchError::Refused(
+            "a ticket is proved only to a server whose certificate is pinned".into(),
+        ));
+    }
     let tls = ClientTls::new(&host, port, security.trust.clone())?;
     let encryption = security.encryption;
     let addrs = resolve_parts(target, &host, port)?;
@@ -153,7 +165,7 @@ pub fn dial_with(
     if auto {
         data.streams = start.before_connect(addrs[0]);
     }
-    let mut dialer = DataDialer::start(addrs[0], data, token.clone());
+    let mut dialer = DataDialer::start(addrs[0], data, credential.clone());
     let t_connect = Instant::now();
     let (stream, addr) = connect_any(&addrs)?;
     let rtt = t_connect.elapsed();
@@ -178,7 +190,7 @@ pub fn dial_with(
         // go where the control connection went, as many as wanted (those on their way
         // end when their TLS setup is dropped with them).
         data.streams = n;
-        dialer = DataDialer::start(addr, data, token.clone());
+        dialer = DataDialer::start(addr, data, credential.clone());
     }
     // Their TLS starts now (their TCP handshakes end with the control connection's), so
     // connections a wrong guess dropped never start one.
@@ -220,7 +232,7 @@ pub fn dial_with(
         Encryption::On => longhaul_proto::features::DEFAULT,
         Encryption::Off => longhaul_proto::features::DEFAULT | longhaul_proto::features::PLAIN_DATA,
     };
-    let mut session = ClientSession::with_features(token.clone(), nonce, binding, features);
+    let mut session = ClientSession::proving(credential.clone(), nonce, binding, features);
     // Our hello goes at once (an older server answers it with its version); the
     // server's came with its TLS Finished.
     flush(&mut session, &mut conn)?;
@@ -318,8 +330,8 @@ pub struct DataDialer {
 
 impl DataDialer {
     /// Starts `plan.streams` connects to `addr`; each waits for [`DataDialer::give_tls`]
-    /// after its TCP handshake. `token` checks the server's hello on each.
-    pub fn start(addr: SocketAddr, plan: DataPlan, token: Token) -> Self {
+    /// after its TCP handshake. `credential` checks the server's hello on each.
+    pub fn start(addr: SocketAddr, plan: DataPlan, credential: Credential) -> Self {
         // As root a receiving socket's buffer is raised before connect, so that the
         // window scale of its SYN allows any window the plan may choose once the RTT is
         // known. Without root the kernel's own choice (from tcp_rmem's and rmem_max's
@@ -330,7 +342,7 @@ impl DataDialer {
             .map(|i| {
                 let (tx, rx) = mpsc::channel::<Option<ClientTls>>();
                 tls.push(tx);
-                let token = token.clone();
+                let credential = credential.clone();
                 std::thread::spawn(move || -> Result<SecureStream, BenchError> {
                     let what = format!("opening data stream {i} to {addr}");
                     let sock =
@@ -352,7 +364,7 @@ impl DataDialer {
                     match tls {
                         Some(tls) => {
                             let s = tls.connect(stream, &addr.to_string(), HANDSHAKE_TIMEOUT)?.0;
-                            read_server_hello(s, &token, &what)
+                            read_server_hello(s, &credential, &what)
                         }
                         None => Ok(SecureStream::plain(stream)),
                     }
@@ -437,7 +449,7 @@ impl DataDialer {
 /// token's holder.
 fn read_server_hello(
     s: SecureStream,
-    token: &Token,
+    credential: &Credential,
     what: &str,
 ) -> Result<SecureStream, BenchError> {
     let (Some(cert), Some(exporter)) = (s.peer_certificate(), s.exporter()) else {
@@ -450,7 +462,7 @@ fn read_server_hello(
         cert: cert.0,
         exporter,
     };
-    let mut check = ClientSession::new(token.clone(), [0; 32], binding);
+    let mut check = ClientSession::proving(credential.clone(), [0; 32], binding, features::DEFAULT);
     let mut framed = FramedConn::new(s);
     let hello = recv(&mut framed, "reading a data connection's server hello")?;
     if !matches!(hello, Message::ServerHello { .. }) {

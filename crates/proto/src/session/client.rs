@@ -7,6 +7,7 @@ use super::{check_version, error_message};
 use crate::auth::{data_mac, tags_equal, ChannelBinding, Nonce, SessionSecret, Token};
 use crate::error::{ErrorCode, ProtoError};
 use crate::message::*;
+use crate::ticket::{Credential, RelayDone, RelayProgress, RelayPull, TicketGrant, TicketId};
 use crate::{features, PROTOCOL_VERSION};
 
 /// What the client side learned from the server.
@@ -34,6 +35,12 @@ pub enum ClientEvent {
     PeerResults(Results),
     /// The verdict of the jump-start the server carried out as the sender.
     PeerJumpVerdict(JumpOutcome),
+    /// The server's ticket ([`ClientSession::request_ticket`]); the session is over.
+    TicketIssued(TicketGrant),
+    /// A relayed pull's progress ([`ClientSession::request_relay`]).
+    RelayProgress(RelayProgress),
+    /// A relayed pull's end; the session is over.
+    RelayDone(RelayDone),
     /// The server's answer to [`ClientSession::request_host_report`]; the session is over.
     HostReport {
         /// The server's findings as JSON (schema of `longhaul-tune`), bounded by
@@ -50,6 +57,8 @@ enum ClientState {
     AwaitWelcome,
     Authenticated,
     AwaitReport,
+    AwaitTicket,
+    Relaying,
     Reported,
     AwaitReady,
     AwaitStart,
@@ -63,6 +72,9 @@ enum ClientState {
 /// The client end of a control session.
 pub struct ClientSession {
     token: Token,
+    /// The ticket this session proves instead of a token (the server is then known by
+    /// its pinned certificate, not by a proof).
+    ticket: Option<TicketId>,
     nonce: Nonce,
     binding: ChannelBinding,
     state: ClientState,
@@ -89,6 +101,24 @@ impl ClientSession {
 
     /// Starts a session announcing `wanted` (for example [`features::PLAIN_DATA`]).
     pub fn with_features(token: Token, nonce: Nonce, binding: ChannelBinding, wanted: u64) -> Self {
+        Self::proving(Credential::Token(token), nonce, binding, wanted)
+    }
+
+    /// Starts a session that proves `credential`, announcing `wanted`. With a ticket
+    /// the server's proofs are not checked (they are of tokens this end does not hold):
+    /// the caller must have pinned the server's certificate, as the ticket's issuer saw
+    /// it.
+    pub fn proving(
+        credential: Credential,
+        nonce: Nonce,
+        binding: ChannelBinding,
+        wanted: u64,
+    ) -> Self {
+        let ticket = match &credential {
+            Credential::Ticket(g) => Some(g.id),
+            Credential::Token(_) => None,
+        };
+        let token = credential.token();
         let wanted = wanted & features::ALL;
         let mut outbox = VecDeque::new();
         outbox.push_back(Message::ClientHello {
@@ -100,6 +130,7 @@ impl ClientSession {
         Self {
             session_id: binding.session_id(),
             token,
+            ticket,
             nonce,
             binding,
             state: ClientState::AwaitServerHello,
@@ -136,12 +167,14 @@ impl ClientSession {
         )
     }
 
-    /// The server proved our token: our proof goes out.
+    /// The server proved our token (or, with a ticket, is pinned): our proof goes out.
     fn prove(&mut self) {
-        self.outbox.push_back(Message::ClientProof {
-            proof: self
-                .token
-                .client_proof(&self.binding, &self.nonce, &self.server_nonce),
+        let proof = self
+            .token
+            .client_proof(&self.binding, &self.nonce, &self.server_nonce);
+        self.outbox.push_back(match self.ticket {
+            Some(id) => Message::TicketProof { id, proof },
+            None => Message::ClientProof { proof },
         });
         self.state = ClientState::AwaitWelcome;
     }
@@ -192,7 +225,18 @@ impl ClientSession {
                 self.features &= features;
                 self.server_nonce = nonce;
                 self.more_proofs = features & features::MORE_PROOFS != 0;
-                if self.proves_our_token(&proof) {
+                if self.ticket.is_some() {
+                    if features & features::TICKETS == 0 {
+                        return Err(ProtoError::InvalidField {
+                            field: "features",
+                            why: "the server takes no tickets: it runs an older longhaul \
+                                  (third-party copies need both servers upgraded)"
+                                .into(),
+                        });
+                    }
+                    self.prove();
+                    Ok(())
+                } else if self.proves_our_token(&proof) {
                     self.prove();
                     Ok(())
                 } else if self.more_proofs {
@@ -252,6 +296,8 @@ impl ClientSession {
                 S::Authenticated
                 | S::AwaitWelcome
                 | S::AwaitReport
+                | S::AwaitTicket
+                | S::Relaying
                 | S::AwaitReady
                 | S::AwaitStart
                 | S::Running
@@ -265,6 +311,20 @@ impl ClientSession {
                 self.state = S::Reported;
                 self.events
                     .push_back(ClientEvent::HostReport { findings_json });
+                Ok(())
+            }
+            (S::AwaitTicket, Message::TicketIssued(grant)) if self.welcomed => {
+                self.state = S::Reported;
+                self.events.push_back(ClientEvent::TicketIssued(grant));
+                Ok(())
+            }
+            (S::Relaying, Message::RelayProgress(p)) if self.welcomed => {
+                self.events.push_back(ClientEvent::RelayProgress(p));
+                Ok(())
+            }
+            (S::Relaying, Message::RelayDone(d)) if self.welcomed => {
+                self.state = S::Reported;
+                self.events.push_back(ClientEvent::RelayDone(d));
                 Ok(())
             }
             (S::AwaitReady, Message::BenchReady(r)) if self.welcomed => {
@@ -345,6 +405,39 @@ impl ClientSession {
         Ok(())
     }
 
+    /// Instead of a run, asks the server for a ticket to `path` (wire form) valid for
+    /// `lifetime_secs`; it arrives as [`ClientEvent::TicketIssued`] and ends the session.
+    pub fn request_ticket(&mut self, path: Vec<u8>, lifetime_secs: u32) -> Result<(), ProtoError> {
+        if !self.may_request() || self.ticket.is_some() {
+            return Err(ProtoError::Unexpected {
+                got: "TicketRequest (local)",
+                state: client_state_name(self.state),
+            });
+        }
+        crate::ticket::validate_lifetime(lifetime_secs)?;
+        self.outbox.push_back(Message::TicketRequest {
+            path,
+            lifetime_secs,
+        });
+        self.state = ClientState::AwaitTicket;
+        Ok(())
+    }
+
+    /// Instead of a run, asks the server to pull from another with a ticket (a
+    /// third-party copy); its progress and end arrive as [`ClientEvent::RelayProgress`]
+    /// and [`ClientEvent::RelayDone`].
+    pub fn request_relay(&mut self, pull: RelayPull) -> Result<(), ProtoError> {
+        if !self.may_request() || self.ticket.is_some() {
+            return Err(ProtoError::Unexpected {
+                got: "RelayPull (local)",
+                state: client_state_name(self.state),
+            });
+        }
+        self.outbox.push_back(Message::RelayPull(Box::new(pull)));
+        self.state = ClientState::Relaying;
+        Ok(())
+    }
+
     /// Hands the connection to a file transfer: the caller sends `TransferParams` next
     /// (see [`crate::transfer`]). Allowed once authenticated, before any bench
     /// parameters, or already right behind our proof (the server proved itself in its
@@ -412,7 +505,9 @@ fn client_state_name(s: ClientState) -> &'static str {
         ClientState::AwaitWelcome => "waiting for the server to accept our proof",
         ClientState::Authenticated => "authenticated, before the parameters",
         ClientState::AwaitReport => "waiting for the server's host report",
-        ClientState::Reported => "done after the host report",
+        ClientState::AwaitTicket => "waiting for the server's ticket",
+        ClientState::Relaying => "waiting for the relayed pull",
+        ClientState::Reported => "done after the server's answer",
         ClientState::AwaitReady => "waiting for the server to accept the parameters",
         ClientState::AwaitStart => "waiting for the data streams to attach",
         ClientState::Running => "running",

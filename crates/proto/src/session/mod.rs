@@ -11,7 +11,7 @@ mod server;
 
 pub use client::{ClientEvent, ClientSession};
 pub use data::DataAttachments;
-pub use server::{ServerEvent, ServerSession};
+pub use server::{Access, ServerEvent, ServerSession};
 
 use crate::error::{ErrorCode, ProtoError};
 use crate::message::Message;

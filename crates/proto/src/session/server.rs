@@ -7,7 +7,19 @@ use super::{check_version, error_message};
 use crate::auth::{data_mac, tags_equal, ChannelBinding, Keyring, Nonce, SessionSecret};
 use crate::error::{ErrorCode, ProtoError};
 use crate::message::*;
-use crate::{features, PROTOCOL_VERSION};
+use crate::ticket::{
+    validate_lifetime, RelayDone, RelayProgress, RelayPull, TicketGrant, TicketId,
+};
+use crate::{features, Token, PROTOCOL_VERSION};
+
+/// What a client proved, and so what it may reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// A token of the server's: its place in the [`Keyring`].
+    Token(usize),
+    /// A ticket the server issued (see [`crate::ticket`]): one pull of its path.
+    Ticket(TicketId),
+}
 
 /// What the server side learned from the client.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,8 +29,8 @@ pub enum ServerEvent {
         /// Secret of this session.
         secret: SessionSecret,
         /// Which of the server's tokens the client holds (its place in the [`Keyring`]),
-        /// so the server knows what the client may reach.
-        token: usize,
+        /// or which ticket it proved, so the server knows what the client may reach.
+        access: Access,
         /// Features both ends support.
         features: u64,
     },
@@ -28,6 +40,24 @@ pub enum ServerEvent {
     PeerInterval(IntervalReport),
     /// The client's totals.
     PeerResults(Results),
+    /// The client proves a ticket (instead of a token): look it up and answer with
+    /// [`ServerSession::ticket_found`] or [`ServerSession::ticket_refused`].
+    TicketPresented {
+        /// Which ticket.
+        id: TicketId,
+    },
+    /// Instead of a run, the client asks for a ticket for `path` (checked against the
+    /// limits); answer with [`ServerSession::send_ticket`] or refuse.
+    TicketRequested {
+        /// The path, wire form.
+        path: Vec<u8>,
+        /// Seconds it should stay valid.
+        lifetime_secs: u32,
+    },
+    /// Instead of a run, the client asks this server to pull from another with a ticket
+    /// (a third-party copy); report with [`ServerSession::send_relay_progress`] and end
+    /// with [`ServerSession::send_relay_done`].
+    RelayRequested(Box<RelayPull>),
     /// Instead of a run, the client asks for this host's findings for a path of this rate
     /// and RTT (already checked against the limits); answer with
     /// [`ServerSession::send_host_report`].
@@ -50,7 +80,13 @@ impl PartialEq for SessionSecret {
 enum ServerState {
     AwaitHello,
     AwaitProof,
+    /// A ticket's proof arrived; the driver looks the ticket up.
+    AwaitTicket,
     AwaitParams,
+    /// A ticket was asked for; the driver issues it or refuses.
+    Ticketing,
+    /// A relayed pull runs.
+    Relaying,
     Reporting,
     Reported,
     Deciding,
@@ -67,6 +103,8 @@ pub struct ServerSession {
     nonce: Nonce,
     binding: ChannelBinding,
     client_nonce: Nonce,
+    /// A ticket's id and proof, while the driver looks the ticket up.
+    ticket_proof: Option<(TicketId, [u8; crate::auth::MAC_LEN])>,
     session_id: u64,
     features: u64,
     state: ServerState,
@@ -109,6 +147,7 @@ impl ServerSession {
             nonce,
             binding,
             client_nonce: [0; 32],
+            ticket_proof: None,
             session_id,
             features: 0,
             state: ServerState::AwaitHello,
@@ -160,9 +199,35 @@ impl ServerSession {
                 self.state = S::AwaitParams;
                 self.events.push_back(ServerEvent::Authenticated {
                     secret: self.keyring.tokens()[token].session_secret(&self.binding),
-                    token,
+                    access: Access::Token(token),
                     features: self.features,
                 });
+                Ok(())
+            }
+            (S::AwaitProof, Message::TicketProof { id, proof }) => {
+                self.ticket_proof = Some((id, proof));
+                self.state = S::AwaitTicket;
+                self.events.push_back(ServerEvent::TicketPresented { id });
+                Ok(())
+            }
+            (
+                S::AwaitParams,
+                Message::TicketRequest {
+                    path,
+                    lifetime_secs,
+                },
+            ) => {
+                validate_lifetime(lifetime_secs)?;
+                self.state = S::Ticketing;
+                self.events.push_back(ServerEvent::TicketRequested {
+                    path,
+                    lifetime_secs,
+                });
+                Ok(())
+            }
+            (S::AwaitParams, Message::RelayPull(p)) => {
+                self.state = S::Relaying;
+                self.events.push_back(ServerEvent::RelayRequested(p));
                 Ok(())
             }
             (
@@ -171,7 +236,8 @@ impl ServerSession {
                 | S::Deciding
                 | S::AwaitStart
                 | S::Running
-                | S::Transferring,
+                | S::Transferring
+                | S::Relaying,
                 Message::Ping { seq },
             ) => {
                 self.outbox.push_back(Message::Pong { seq });
@@ -225,6 +291,70 @@ impl ServerSession {
         }
         self.state = ServerState::Transferring;
         Ok(())
+    }
+
+    /// The ticket of [`ServerEvent::TicketPresented`] is valid and its secret is
+    /// `secret`: the client's proof is checked with it. A proof that fails is
+    /// [`ProtoError::AuthFailed`], as a wrong token's.
+    pub fn ticket_found(&mut self, secret: &Token) -> Result<(), ProtoError> {
+        let result = match (self.state, self.ticket_proof.take()) {
+            (ServerState::AwaitTicket, Some((id, proof))) => {
+                let expected = secret.client_proof(&self.binding, &self.client_nonce, &self.nonce);
+                if tags_equal(&proof, &expected) {
+                    self.outbox.push_back(Message::Welcome {
+                        session_id: self.session_id,
+                    });
+                    self.state = ServerState::AwaitParams;
+                    self.events.push_back(ServerEvent::Authenticated {
+                        secret: secret.session_secret(&self.binding),
+                        access: Access::Ticket(id),
+                        features: self.features,
+                    });
+                    Ok(())
+                } else {
+                    Err(ProtoError::AuthFailed)
+                }
+            }
+            (state, _) => Err(ProtoError::Unexpected {
+                got: "a ticket's secret (local)",
+                state: server_state_name(state),
+            }),
+        };
+        if let Err(e) = &result {
+            self.outbox.push_back(error_message(e));
+            self.state = ServerState::Failed;
+        }
+        result
+    }
+
+    /// The ticket of [`ServerEvent::TicketPresented`] is unknown, used or expired:
+    /// `why` tells the client (what to do: ask for a new one).
+    pub fn ticket_refused(&mut self, why: String) {
+        self.ticket_proof = None;
+        self.abort(ErrorCode::Auth, why);
+    }
+
+    /// Answers a [`ServerEvent::TicketRequested`]; the session is over afterwards.
+    pub fn send_ticket(&mut self, grant: TicketGrant) {
+        if self.state == ServerState::Ticketing {
+            self.outbox.push_back(Message::TicketIssued(grant));
+            self.state = ServerState::Reported;
+        }
+    }
+
+    /// Queues a relayed pull's progress (only while it runs).
+    pub fn send_relay_progress(&mut self, progress: RelayProgress) {
+        if self.state == ServerState::Relaying {
+            self.outbox.push_back(Message::RelayProgress(progress));
+        }
+    }
+
+    /// Queues a relayed pull's end; the session is over afterwards.
+    pub fn send_relay_done(&mut self, done: RelayDone) {
+        if self.state == ServerState::Relaying {
+            self.outbox.push_back(Message::RelayDone(done));
+            self.state = ServerState::Reported;
+        }
     }
 
     /// Accepts the client's parameters with this end's preparations.
@@ -311,9 +441,12 @@ fn server_state_name(s: ServerState) -> &'static str {
     match s {
         ServerState::AwaitHello => "waiting for the client's hello",
         ServerState::AwaitProof => "waiting for the client's proof",
+        ServerState::AwaitTicket => "looking up the client's ticket",
+        ServerState::Ticketing => "issuing a ticket",
+        ServerState::Relaying => "running a relayed pull",
         ServerState::AwaitParams => "waiting for the parameters",
         ServerState::Reporting => "preparing the host report",
-        ServerState::Reported => "done after the host report",
+        ServerState::Reported => "done after its answer",
         ServerState::Deciding => "deciding on the parameters",
         ServerState::AwaitStart => "waiting for the data streams",
         ServerState::Running => "running",

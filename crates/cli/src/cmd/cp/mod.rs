@@ -21,6 +21,7 @@
 mod filter;
 mod output;
 mod progress;
+mod third_party;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -59,7 +60,9 @@ pub struct Args {
     /// Sources then the destination; exactly one side is remote. Over ssh:
     /// [USER@]HOST:PATH or [USER@][IPv6]:PATH, PATH absolute or relative to the remote
     /// home (empty: the home; a ':' after the first '/' makes an argument local). A
-    /// running daemon: longhaul://HOST[:PORT]/PATH, PATH below its --root.
+    /// running daemon: longhaul://HOST[:PORT]/PATH, PATH below its --root. Between two
+    /// daemons (longhaul://A/x longhaul://B/y), a third-party copy: B pulls x from A
+    /// directly with a one-time ticket this host asks A for.
     #[arg(required = true, num_args = 2.., value_name = "PATH")]
     pub paths: Vec<std::ffi::OsString>,
     /// Copy directories and their contents.
@@ -123,6 +126,10 @@ pub struct Args {
     pub filter: FilterArgs,
     #[command(flatten)]
     pub token: TokenArgs,
+    /// A third-party copy (longhaul://A/x longhaul://B/y): the source daemon's token
+    /// file, when it is not the destination's (--token-file or its default).
+    #[arg(long, value_name = "FILE")]
+    pub source_token_file: Option<PathBuf>,
     #[command(flatten)]
     pub security: SecurityArgs,
     #[command(flatten)]
@@ -205,6 +212,15 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     // it started is dropped there (its guard kills ssh), or, if this process has exited
     // first, the far process ends on its ssh channel's close.
     let mut early: Option<std::thread::JoinHandle<Result<FarEnd, SshError>>> = None;
+    // Between two daemons: a third-party copy, the data from one to the other directly.
+    if let (Location::Daemon(to), [Location::Daemon(from)]) = (&dst, srcs.as_slice()) {
+        return third_party::run(&args, from, to);
+    }
+    if args.source_token_file.is_some() {
+        bail!(
+            "--source-token-file is for a copy between two daemons (longhaul://A/x longhaul://B/y)"
+        );
+    }
     let jobs: Vec<(Far, CpJob)> = match (Far::of(&dst), srcs.as_slice()) {
         (Some(far), srcs) => {
             let mut locals = Vec::new();
@@ -393,7 +409,7 @@ fn transfer(
         remote_path: far.path().to_vec(),
         user_paths: matches!(far, Far::Ssh(_)),
         job,
-        token,
+        credential: token.into(),
         security,
         recursive: args.recursive,
         no_clobber: args.no_clobber,

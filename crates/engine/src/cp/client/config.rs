@@ -1,12 +1,13 @@
-//! What a `longhaul cp` run is asked to do: the job (a push of listed local files, or a
-//! pull to a local destination) and the options that shape it ([`CpConfig`]).
+//! What a `longhaul cp` run is asked to do: the job (a push of listed local files, a
+//! pull to a local destination, or a daemon's relayed pull into its own files) and the options that shape it ([`CpConfig`]).
 
 use std::path::PathBuf;
 
-use longhaul_proto::Token;
+use longhaul_proto::Credential;
 use longhaul_transfer::session::recv::SyncRules;
 use longhaul_transfer::Filter;
 
+use crate::cp::recv::RecvTarget;
 use crate::cp::send::SendItem;
 use crate::transport::tls::Security;
 
@@ -22,6 +23,13 @@ pub enum CpJob {
         /// Local destination (an existing directory, or a new name).
         dest: PathBuf,
     },
+    /// The server's `remote_path` to a target beneath a root this end serves: a
+    /// destination daemon's relayed pull (a third-party copy), its target landed and
+    /// confined as a push's to it would be.
+    Relay {
+        /// Where the files go, and the rules that hold there.
+        target: RecvTarget,
+    },
 }
 
 /// A `longhaul cp` run.
@@ -36,8 +44,8 @@ pub struct CpConfig {
     pub user_paths: bool,
     /// Push or pull.
     pub job: CpJob,
-    /// Shared token.
-    pub token: Token,
+    /// What this end proves: the shared token, or a ticket of the server's.
+    pub credential: Credential,
     /// Copy directories.
     pub recursive: bool,
     /// Never replace existing files.

@@ -96,7 +96,7 @@ pub fn run_cp(
         ..
     } = crate::client_start::start_session(&crate::client_start::StartPlan {
         target: &cfg.server,
-        token: &cfg.token,
+        token: &cfg.credential,
         security: &cfg.security,
         user_streams: cfg.streams,
         jump_start: cfg.jump_start,
@@ -143,7 +143,7 @@ pub fn run_cp(
             )
         }
         // The server knows the total and may lower this (AUTO_CHUNK).
-        (CpJob::Pull { .. }, None) => chunk_size_for(
+        (CpJob::Pull { .. } | CpJob::Relay { .. }, None) => chunk_size_for(
             bdp_bytes(cfg.rate_bps.unwrap_or(1_000_000_000), rtt),
             u32::from(streams),
             u64::MAX,
@@ -155,7 +155,7 @@ pub fn run_cp(
         CpJob::Pull { .. } if cfg.user_paths => {
             longhaul_transfer::location::ssh_top(&cfg.remote_path)
         }
-        CpJob::Pull { .. } => requested_top(&cfg.remote_path)?,
+        CpJob::Pull { .. } | CpJob::Relay { .. } => requested_top(&cfg.remote_path)?,
         CpJob::Push { .. } => None,
     };
     let mut options = TransferOptions {
@@ -177,11 +177,14 @@ pub fn run_cp(
     };
     // A pull into a destination that holds nothing of it answers the list ahead, and
     // the server's chunks leave with the list (cp::ahead).
+    let may_answer_ahead = options.may_answer_ahead()
+        && session.features() & longhaul_proto::features::ANSWER_AHEAD != 0;
     let answered_ahead = match &cfg.job {
         CpJob::Pull { dest } => {
-            options.may_answer_ahead()
-                && session.features() & longhaul_proto::features::ANSWER_AHEAD != 0
-                && super::ahead::holds_nothing_of(dest, pull_top.as_deref())
+            may_answer_ahead && super::ahead::holds_nothing_of(dest, pull_top.as_deref())
+        }
+        CpJob::Relay { target } => {
+            may_answer_ahead && super::ahead::served_holds_nothing_of(target, pull_top.as_deref())
         }
         CpJob::Push { .. } => false,
     };
@@ -248,7 +251,8 @@ pub fn run_cp(
             }
             (Some(sender), None)
         }
-        CpJob::Pull { dest } => (None, Some(dest)),
+        CpJob::Pull { dest } => (None, Some(Dest::Local(dest))),
+        CpJob::Relay { target } => (None, Some(Dest::Served(Box::new(target)))),
     };
     // The data hellos, in the same flight: a pull's server starts once they attach. A
     // jumping pull's connections leave now, right behind the request: the server sets its
@@ -376,11 +380,18 @@ pub fn run_cp(
             })
         }
         (None, Some(dest)) => {
-            let mut target = local_target(&dest, cfg.no_clobber, cfg.checksum_only, cfg.sync)?;
+            let mut target = match dest {
+                Dest::Local(dest) => {
+                    let mut t = local_target(&dest, cfg.no_clobber, cfg.checksum_only, cfg.sync)?;
+                    t.keep_setuid = cfg.keep_setuid;
+                    t
+                }
+                // Landed by the daemon, with its own rules (caps, set-user-ID bits).
+                Dest::Served(target) => *target,
+            };
             // The server may send only what was asked for: the requested source (its
             // base name; the root's own name when the root was asked for), and
             // directories only with -r.
-            target.keep_setuid = cfg.keep_setuid;
             target.delta = cfg.delta;
             target.delete = cfg.delete.then(|| Arc::new(cfg.filter.clone()));
             target.expect = Some(ExpectedList {
@@ -435,6 +446,14 @@ pub fn run_cp(
             "a copy with neither source nor destination",
         )),
     }
+}
+
+/// Where a pull's files go.
+enum Dest {
+    /// A local path as the user typed it.
+    Local(std::path::PathBuf),
+    /// A target a daemon landed beneath its root (a relayed pull).
+    Served(Box<super::recv::RecvTarget>),
 }
 
 /// The smallest RTT the kernel measured on any of `sockets` (`None`: none measured).

@@ -1,0 +1,174 @@
+//! `longhaul cp longhaul://A/x longhaul://B/y`: a third-party copy. This host asks A for a
+//! ticket to x (read-only, that path, once, short-lived), asks B to pull x from A with it
+//! into y, and follows the pull to its end: the files go from A to B directly, with
+//! B's streams, verification and resume. JSON Lines: a `start`, an `interval` per report,
+//! an `end`.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use longhaul_engine::cp::third_party::{ask_ticket, relay};
+use longhaul_engine::transport::tls::Encryption;
+use longhaul_model::units::{format_bytes, format_rate_bps};
+use longhaul_proto::ticket::{RelayDone, RelayProgress, RelayPull};
+use longhaul_proto::transfer::TransferOptions;
+use longhaul_transfer::location::RemoteSpec;
+use longhaul_transfer::RequestedPath;
+use serde_json::json;
+
+use super::super::common::{emit_json, say};
+use super::{server_of, Args};
+
+/// How long a copy's ticket stays valid: the destination presents it within a round trip
+/// or two of this host's asking.
+const TICKET_LIFETIME_SECS: u32 = 120;
+
+/// Runs a copy from the daemon `src` to the daemon `dst`.
+pub(super) fn run(args: &Args, src: &RemoteSpec, dst: &RemoteSpec) -> anyhow::Result<ExitCode> {
+    for (flag, given) in [
+        ("--delete", args.filter.delete),
+        (
+            "--exclude/--include",
+            !args.filter.filter()?.rules().is_empty(),
+        ),
+        ("--checksum-only", args.checksum_only),
+    ] {
+        if given {
+            anyhow::bail!(
+                "{flag} is not taken by a third-party copy yet; run it on one of the two hosts \
+                 (longhaul cp there), or copy through this one"
+            );
+        }
+    }
+    // Both in the canonical wire form a pull's request carries ("." the root, "dir/" a
+    // directory): the ticket is for exactly that.
+    let wire = |spec: &RemoteSpec| {
+        RequestedPath::from_typed(&spec.path)
+            .map(|r| r.to_wire())
+            .map_err(|e| anyhow::anyhow!("{spec}: {e}"))
+    };
+    let (source_path, dest_path) = (wire(src)?, wire(dst)?);
+    let (source, dest) = (server_of(src), server_of(dst));
+    let dest_token = args.token.load()?;
+    let source_token = match &args.source_token_file {
+        Some(file) => longhaul_engine::token::load_token(Some(file))?.0,
+        None => dest_token.clone(),
+    };
+    let security = args.security.security()?;
+    let (ticket, certificate) = ask_ticket(
+        &source,
+        &source_token,
+        &security,
+        &source_path,
+        TICKET_LIFETIME_SECS,
+    )
+    .with_context(|| format!("asking {source} for a ticket"))?;
+    let pull = RelayPull {
+        source: source.clone(),
+        certificate: certificate.0,
+        ticket,
+        source_path,
+        dest_path,
+        options: TransferOptions {
+            recursive: args.recursive,
+            no_clobber: args.no_clobber,
+            preserve: true,
+            auto_chunk: args.chunk.is_none(),
+            sync: args.sync,
+            window_fixed: false,
+            hard_links: args.hard_links,
+            ..TransferOptions::default()
+        },
+        streams: args.streams.unwrap_or(0),
+        rate_bps: args.rate.unwrap_or(0),
+        window_bytes: super::super::common::window(&args.window)?.unwrap_or(0),
+        chunk_size: args.chunk.unwrap_or(0),
+        congestion: args.congestion.clone().unwrap_or_default(),
+        plain_data: security.encryption == Encryption::Off,
+        jump_start: !args.no_jump_start,
+    };
+    let json = args.json;
+    let (shown_src, shown_dst) = (src.to_string(), dst.to_string());
+    if json {
+        emit_json(&json!({
+            "type": "start", "direction": "third-party",
+            "source": shown_src, "destination": shown_dst,
+        }));
+    }
+    let live = !json && !args.no_progress && std::io::stderr().is_terminal();
+    let mut on_progress = |p: &RelayProgress| {
+        if json {
+            emit_json(&json!({
+                "type": "interval",
+                "elapsed": p.elapsed_ms as f64 / 1e3,
+                "files_done": p.files_done, "files_total": p.files_total,
+                "bytes_done": p.bytes_done, "bytes_total": p.bytes_total,
+                "moved_bytes": p.moved_bytes, "streams": p.streams,
+            }));
+        } else if live {
+            eprint!(
+                "\r{} of {} ({} of {} files) in {:.0} s   ",
+                format_bytes(p.bytes_done as f64),
+                format_bytes(p.bytes_total as f64),
+                p.files_done,
+                p.files_total,
+                p.elapsed_ms as f64 / 1e3
+            );
+        }
+    };
+    let done = relay(&dest, &dest_token, &security, pull, &mut on_progress);
+    if live {
+        eprintln!();
+    }
+    let done = done.with_context(|| format!("{dest} pulling {shown_src}"))?;
+    print_end(&done, (&shown_src, &shown_dst), json);
+    Ok(ExitCode::from(u8::from(done.files_failed > 0)))
+}
+
+fn print_end(d: &RelayDone, (src, dst): (&str, &str), json: bool) {
+    let seconds = d.elapsed_ms as f64 / 1e3;
+    let bps = d.moved_bytes as f64 * 8.0 / seconds.max(1e-3);
+    if json {
+        emit_json(&json!({
+            "type": "end", "ok": d.files_failed == 0, "direction": "third-party",
+            "source": src, "destination": dst,
+            "files_ok": d.files_ok, "files_skipped": d.files_skipped,
+            "files_failed": d.files_failed, "failures": d.failures,
+            "bytes": d.bytes, "moved_bytes": d.moved_bytes, "resumed_bytes": d.resumed_bytes,
+            "seconds": seconds, "rate_bps": bps, "streams": d.streams,
+            "rtt_ms": f64::from(d.rtt_us) / 1e3, "limited_by_text": d.limited_by,
+        }));
+        return;
+    }
+    for f in &d.failures {
+        eprintln!("longhaul cp: failed: {}", longhaul_proto::printable(f));
+    }
+    if d.files_failed as usize > d.failures.len() {
+        eprintln!(
+            "longhaul cp: {} more failed (see the destination's log)",
+            d.files_failed as usize - d.failures.len()
+        );
+    }
+    say(&format!(
+        "{dst} received {} files ({}) from {src} in {:.2} s = {}{}{}; {} streams, RTT {:.2} ms between them",
+        d.files_ok,
+        format_bytes(d.moved_bytes as f64),
+        seconds,
+        format_rate_bps(bps),
+        match d.resumed_bytes {
+            0 => String::new(),
+            r => format!(", {} already there (resumed)", format_bytes(r as f64)),
+        },
+        if d.files_skipped > 0 {
+            format!(", {} skipped (exist)", d.files_skipped)
+        } else {
+            String::new()
+        },
+        d.streams,
+        f64::from(d.rtt_us) / 1e3,
+    ));
+    if !d.limited_by.is_empty() {
+        say(&format!("Limited by: {}", d.limited_by));
+    }
+}
