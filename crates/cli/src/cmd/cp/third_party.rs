@@ -121,7 +121,12 @@ pub(super) fn run(args: &Args, src: &RemoteSpec, dst: &RemoteSpec) -> anyhow::Re
     if live {
         eprintln!();
     }
-    let done = done.with_context(|| format!("{dest} pulling {shown_src}"))?;
+    let done = done.with_context(|| {
+        format!(
+            "{dest} pulling {shown_src} (run the same command again: the destination resumes \
+             from what it verified)"
+        )
+    })?;
     print_end(&done, (&shown_src, &shown_dst), json);
     Ok(ExitCode::from(u8::from(done.files_failed > 0)))
 }

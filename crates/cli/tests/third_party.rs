@@ -1,0 +1,137 @@
+//! `longhaul cp longhaul://A/x longhaul://B/y` between two real `longhaul serve` processes
+//! over loopback: a file and a tree arrive bit-identical with the invoking host's end line
+//! naming both; a rerun sends nothing again; a destination killed mid-copy and started
+//! again resumes on the rerun; a read-only destination area and flags a third-party copy
+//! does not take are refused with words that say what to do.
+
+#[macro_use]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::*;
+
+/// Two servers with their own roots (the same HOME, so the same token).
+fn two(scratch: &Scratch) -> (Server, Server) {
+    let home = scratch.dir("home");
+    let a = Server::start(&home, &scratch.dir("a"));
+    let b = Server::start(&home, &scratch.dir("b"));
+    (a, b)
+}
+
+#[test]
+fn a_file_and_a_tree_go_from_one_server_to_the_other() {
+    let s = Scratch::new("third-party-copy");
+    let home = s.dir("home");
+    let (a, b) = two(&s);
+    let mut rng = Rng::from_env("third_party");
+    let big = write_random(&s.join("a/big.bin"), &mut rng, 5 << 20);
+    for i in 0..20 {
+        write_random(
+            &s.join(format!("a/tree/d{}/f{i}", i % 4)),
+            &mut rng,
+            1000 * i + 1,
+        );
+    }
+    let run = cp!(&home; "--json", a.remote("big.bin"), b.remote("copy.bin"));
+    run.assert_ok();
+    assert_eq!(std::fs::read(s.join("b/copy.bin")).unwrap(), big);
+    let end = run.json_of("end");
+    assert_eq!(end["direction"], "third-party", "{end}");
+    assert_eq!(end["files_ok"], 1, "{end}");
+    assert_eq!(end["moved_bytes"], 5 << 20, "{end}");
+    // The source issued one ticket; the destination pulled with it.
+    assert!(a
+        .log_with("issued a ticket for big.bin")
+        .contains("sent big.bin"));
+    assert!(b.log_with("pulled from").contains("pulled from"));
+
+    let run = cp!(&home; "-r", a.remote("tree"), b.remote(""));
+    run.assert_ok();
+    assert!(
+        run.stdout.contains("received 20 files"),
+        "{}",
+        run.describe()
+    );
+    for i in 0..20 {
+        let rel = format!("tree/d{}/f{i}", i % 4);
+        assert_eq!(
+            std::fs::read(s.join("b").join(&rel)).unwrap(),
+            std::fs::read(s.join("a").join(&rel)).unwrap(),
+            "{rel}"
+        );
+    }
+    // Again: everything is in place, nothing crosses.
+    let again = cp!(&home; "--json", "-r", a.remote("tree"), b.remote(""));
+    again.assert_ok();
+    assert_eq!(again.end_u64("moved_bytes"), 0, "{}", again.describe());
+}
+
+#[test]
+fn a_destination_killed_mid_copy_resumes_on_the_rerun() {
+    let s = Scratch::new("third-party-resume");
+    let home = s.dir("home");
+    let (a, mut b) = two(&s);
+    let mut rng = Rng::from_env("third_party_resume");
+    let data = write_random(&s.join("a/big.bin"), &mut rng, 48 << 20);
+    // Paced so that the kill lands mid-copy (about 6 s at 64 Mbit/s).
+    let mut c = cp_command(&home);
+    c.args(["--json", "--rate", "64M", "--chunk", "1MiB"])
+        .arg(a.remote("big.bin"))
+        .arg(b.remote("big.bin"));
+    let mut first = spawn_piped(&mut c);
+    // Kill the destination half way (its part file is allocated whole at once, so
+    // its size says nothing): about 3 s of 6.
+    let halfway = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < halfway && !first.has_exited() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    b.restart();
+    let killed = first.wait(CP_LIMIT);
+    assert_ne!(killed.code(), Some(0), "{}", killed.describe());
+    assert!(
+        !s.join("b/big.bin").exists(),
+        "nothing is presented as complete"
+    );
+    // The same chunks as the killed run (its resume records are on its chunk grid).
+    let rerun = cp!(&home; "--json", "--chunk", "1MiB", a.remote("big.bin"), b.remote("big.bin"));
+    rerun.assert_ok();
+    assert_eq!(std::fs::read(s.join("b/big.bin")).unwrap(), data);
+    let resumed = rerun.end_u64("resumed_bytes");
+    assert!(
+        resumed >= 4 << 20,
+        "resumed {resumed}: {}",
+        rerun.describe()
+    );
+    assert!(
+        rerun.end_u64("moved_bytes") + resumed == 48 << 20,
+        "{}",
+        rerun.describe()
+    );
+}
+
+#[test]
+fn what_a_third_party_copy_does_not_take_is_refused_clearly() {
+    let s = Scratch::new("third-party-refusals");
+    let home = s.dir("home");
+    let (a, b) = two(&s);
+    std::fs::write(s.join("a/f"), b"x").unwrap();
+    let run = cp!(&home; "-r", "--delete", a.remote("f"), b.remote("g"));
+    run.assert_code(2);
+    assert!(
+        run.stderr
+            .contains("--delete is not taken by a third-party copy"),
+        "{}",
+        run.describe()
+    );
+    // A missing source: no ticket, and the destination is never asked.
+    let run = cp!(&home; a.remote("nope"), b.remote("g"));
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("no ticket for nope"),
+        "{}",
+        run.describe()
+    );
+    assert!(!b.log().contains("pulled from"));
+    assert!(!s.join("b/g").exists());
+}

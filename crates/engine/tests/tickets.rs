@@ -1,0 +1,260 @@
+//! Tickets for third-party copies, against a real server in this process over loopback
+//! TLS: a ticket pulls its path once; another path, a push, a second use, a use after
+//! expiry and a ticket to a server that is not pinned are refused; no ticket is issued
+//! for a path that is not there.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use longhaul_engine::cp::client::{run_cp, CpConfig, CpJob, CpReport};
+use longhaul_engine::cp::send::SendItem;
+use longhaul_engine::cp::third_party::ask_ticket;
+use longhaul_engine::cp::walk::walk_local_filtered;
+use longhaul_engine::cp::Progress;
+use longhaul_engine::daemon::transfer::ServedFiles;
+use longhaul_engine::daemon::{ServeConfig, Server};
+use longhaul_engine::transport::tls::{Security, ServerTls, ServerTrust};
+use longhaul_proto::{Credential, TicketGrant, Token};
+use longhaul_sys::served_root::ServedRoot;
+
+fn token() -> Token {
+    Token::new(b"5d0c7a9e31f24b68a0c1e2d3f4a5b6c7").unwrap()
+}
+
+/// A server on an ephemeral loopback port serving a root with `data/one`, `data/two`
+/// and `other`, stopped and joined on drop.
+struct TestServer {
+    addr: SocketAddr,
+    tls: ServerTls,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+    root: tempfile::TempDir,
+}
+
+impl TestServer {
+    fn start() -> Self {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("data")).unwrap();
+        std::fs::write(root.path().join("data/one"), vec![1u8; 300_000]).unwrap();
+        std::fs::write(root.path().join("data/two"), b"two").unwrap();
+        std::fs::write(root.path().join("other"), b"not for the ticket").unwrap();
+        let tls = ServerTls::ephemeral().unwrap();
+        let server = Server::bind(
+            ServeConfig {
+                listen: "127.0.0.1:0".parse().unwrap(),
+                keyring: token().into(),
+                once: false,
+                rx_rate_bps: None,
+                files: ServedFiles::Root(Arc::new(ServedRoot::open(root.path()).unwrap())),
+                tls: tls.clone(),
+                keep_setuid: false,
+                caps: Default::default(),
+            },
+            Arc::new(|_: &str| {}),
+        )
+        .unwrap();
+        let addr = server.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let handle = std::thread::spawn(move || {
+            server.serve(Some(s2)).unwrap().unwrap();
+        });
+        Self {
+            addr,
+            tls,
+            stop,
+            handle: Some(handle),
+            root,
+        }
+    }
+
+    fn security(&self) -> Security {
+        Security::pinned(self.tls.fingerprint())
+    }
+
+    /// A ticket for `path`, valid `secs`; the certificate it came with is the server's.
+    fn ticket(&self, path: &str, secs: u32) -> TicketGrant {
+        let (grant, cert) = ask_ticket(
+            &self.addr.to_string(),
+            &token(),
+            &self.security(),
+            path.as_bytes(),
+            secs,
+        )
+        .unwrap();
+        assert_eq!(cert, self.tls.fingerprint());
+        grant
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A recursive copy of `path` with two streams, proving `credential`.
+fn config(s: &TestServer, credential: Credential, path: &str, job: CpJob) -> CpConfig {
+    CpConfig {
+        server: s.addr.to_string(),
+        remote_path: path.as_bytes().to_vec(),
+        user_paths: false,
+        job,
+        credential,
+        recursive: true,
+        no_clobber: false,
+        sync: false,
+        checksum_only: false,
+        keep_setuid: false,
+        streams: Some(2),
+        jump_start: false,
+        rate_bps: None,
+        window: None,
+        congestion: None,
+        chunk_size: None,
+        security: s.security(),
+        delta: None,
+        filter: Default::default(),
+        delete: false,
+        hard_links: false,
+    }
+}
+
+fn copy(
+    s: &TestServer,
+    credential: Credential,
+    path: &str,
+    job: CpJob,
+) -> Result<CpReport, String> {
+    run_cp(
+        config(s, credential, path, job),
+        Arc::new(Progress::default()),
+        &mut |_| {},
+    )
+    .map_err(|e| e.to_string())
+}
+
+fn pull(s: &TestServer, grant: &TicketGrant, path: &str, dest: &Path) -> Result<CpReport, String> {
+    let job = CpJob::Pull {
+        dest: dest.to_path_buf(),
+    };
+    copy(s, Credential::Ticket(grant.clone()), path, job)
+}
+
+#[test]
+fn a_ticket_pulls_its_path_once() {
+    let s = TestServer::start();
+    let grant = s.ticket("data", 60);
+    let dest = tempfile::tempdir().unwrap();
+    let report = pull(&s, &grant, "data", dest.path()).unwrap();
+    assert_eq!(report.files_ok, 2, "{report:?}");
+    for f in ["one", "two"] {
+        assert_eq!(
+            std::fs::read(dest.path().join("data").join(f)).unwrap(),
+            std::fs::read(s.root.path().join("data").join(f)).unwrap()
+        );
+    }
+    let again = tempfile::tempdir().unwrap();
+    let err = pull(&s, &grant, "data", again.path()).unwrap_err();
+    assert!(err.contains("used already"), "{err}");
+    assert!(!again.path().join("data").exists());
+}
+
+#[test]
+fn a_ticket_opens_no_other_path_and_no_push() {
+    let s = TestServer::start();
+    let dest = tempfile::tempdir().unwrap();
+    let grant = s.ticket("data", 60);
+    let err = pull(&s, &grant, "other", dest.path()).unwrap_err();
+    assert!(err.contains("the ticket is for data"), "{err}");
+    assert!(!dest.path().join("other").exists());
+    // Below the path is not the path: the ticket names what is pulled, whole.
+    let grant = s.ticket("data", 60);
+    let err = pull(&s, &grant, "data/one", dest.path()).unwrap_err();
+    assert!(err.contains("the ticket is for data"), "{err}");
+    // Writing with it is refused, and nothing lands.
+    let src = tempfile::tempdir().unwrap();
+    std::fs::write(src.path().join("planted"), b"x").unwrap();
+    let items = walk_local_filtered(
+        &[src.path().join("planted")],
+        false,
+        &Default::default(),
+        false,
+        &mut |_| {},
+    )
+    .unwrap()
+    .into_iter()
+    .map(|s| SendItem {
+        entry: s.entry,
+        origin: s.origin,
+    })
+    .collect();
+    let grant = s.ticket("data", 60);
+    let err = copy(&s, Credential::Ticket(grant), "data", CpJob::Push { items }).unwrap_err();
+    assert!(err.contains("reading only"), "{err}");
+    assert!(!s.root.path().join("data/planted").exists());
+}
+
+#[test]
+fn an_expired_ticket_is_refused() {
+    let s = TestServer::start();
+    let grant = s.ticket("data", 1);
+    std::thread::sleep(Duration::from_millis(1200));
+    let dest = tempfile::tempdir().unwrap();
+    let err = pull(&s, &grant, "data", dest.path()).unwrap_err();
+    assert!(err.contains("expired"), "{err}");
+}
+
+#[test]
+fn no_ticket_for_a_missing_path_or_an_escape() {
+    let s = TestServer::start();
+    for path in ["nope", "../etc"] {
+        let err = ask_ticket(
+            &s.addr.to_string(),
+            &token(),
+            &s.security(),
+            path.as_bytes(),
+            60,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("no ticket") || err.contains("refused path"),
+            "{path}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_ticket_is_proved_only_to_a_pinned_server() {
+    let s = TestServer::start();
+    let grant = s.ticket("data", 60);
+    let known = tempfile::tempdir().unwrap();
+    let cfg_security = Security {
+        trust: ServerTrust::KnownServers {
+            file: known.path().join("known"),
+        },
+        ..s.security()
+    };
+    let dest = tempfile::tempdir().unwrap();
+    let job = CpJob::Pull {
+        dest: dest.path().to_path_buf(),
+    };
+    let cfg = CpConfig {
+        security: cfg_security,
+        ..config(&s, Credential::Ticket(grant.clone()), "data", job)
+    };
+    let err = run_cp(cfg, Arc::new(Progress::default()), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("pinned"), "{err}");
+    // Nothing reached the server: the ticket still opens its path.
+    pull(&s, &grant, "data", dest.path()).unwrap();
+}
