@@ -2,13 +2,16 @@
 //! over loopback: a file and a tree arrive bit-identical with the invoking host's end line
 //! naming both; a rerun sends nothing again; a destination killed mid-copy and started
 //! again resumes on the rerun; a read-only destination area and flags a third-party copy
-//! does not take are refused with words that say what to do.
+//! does not take are refused with words that say what to do. Over ssh (`cp HOST:x
+//! HOST:y`, a real sshd in a namespace, root): both far ends start, the destination's
+//! pulls from the source's directly, and neither is left behind.
 
 #[macro_use]
 mod support;
 
 use std::time::{Duration, Instant};
 
+use support::sshd::SshLab;
 use support::*;
 
 /// Two servers with their own roots (the same HOME, so the same token).
@@ -38,8 +41,8 @@ fn a_file_and_a_tree_go_from_one_server_to_the_other() {
     assert_eq!(std::fs::read(s.join("b/copy.bin")).unwrap(), big);
     let end = run.json_of("end");
     assert_eq!(end["direction"], "third-party", "{end}");
-    assert_eq!(end["files_ok"], 1, "{end}");
-    assert_eq!(end["moved_bytes"], 5 << 20, "{end}");
+    assert_eq!(end["files"], 1, "{end}");
+    assert_eq!(end["sent_bytes"], 5 << 20, "{end}");
     // The source issued one ticket; the destination pulled with it.
     assert!(a
         .log_with("issued a ticket for big.bin")
@@ -64,7 +67,7 @@ fn a_file_and_a_tree_go_from_one_server_to_the_other() {
     // Again: everything is in place, nothing crosses.
     let again = cp!(&home; "--json", "-r", a.remote("tree"), b.remote(""));
     again.assert_ok();
-    assert_eq!(again.end_u64("moved_bytes"), 0, "{}", again.describe());
+    assert_eq!(again.end_u64("sent_bytes"), 0, "{}", again.describe());
 }
 
 #[test]
@@ -104,7 +107,7 @@ fn a_destination_killed_mid_copy_resumes_on_the_rerun() {
         rerun.describe()
     );
     assert!(
-        rerun.end_u64("moved_bytes") + resumed == 48 << 20,
+        rerun.end_u64("sent_bytes") + resumed == 48 << 20,
         "{}",
         rerun.describe()
     );
@@ -134,4 +137,39 @@ fn what_a_third_party_copy_does_not_take_is_refused_clearly() {
     );
     assert!(!b.log().contains("pulled from"));
     assert!(!s.join("b/g").exists());
+}
+
+#[test]
+fn between_two_ssh_hosts() {
+    let Some(lab) = SshLab::start("third_party_ssh") else {
+        return;
+    };
+    let s = Scratch::new("third-party-ssh");
+    let (home, far) = (s.dir("home"), s.dir("far"));
+    let mut rng = Rng::from_env("third_party_ssh");
+    for i in 0..5 {
+        write_random(&far.join(format!("src/d{i}/f")), &mut rng, 300_000 * i + 1);
+    }
+    std::fs::create_dir_all(far.join("dst")).unwrap();
+    // Both ends are the lab's host here: the destination's far end dials the source's
+    // port on it, as it would another host's.
+    let run = run(
+        lab.cp(&home)
+            .args(["--json", "-r"])
+            .arg(lab.remote(&far.join("src")))
+            .arg(lab.remote(&far.join("dst"))),
+        CP_LIMIT,
+    );
+    run.assert_ok();
+    assert_eq!(run.end_u64("files"), 5, "{}", run.describe());
+    assert_eq!(run.json_of("end")["direction"], "third-party");
+    for i in 0..5 {
+        let rel = format!("d{i}/f");
+        assert_eq!(
+            std::fs::read(far.join("dst/src").join(&rel)).unwrap(),
+            std::fs::read(far.join("src").join(&rel)).unwrap(),
+            "{rel}"
+        );
+    }
+    lab.assert_far_gone(Duration::from_secs(10), "after the third-party copy");
 }

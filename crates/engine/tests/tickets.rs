@@ -3,101 +3,42 @@
 //! expiry and a ticket to a server that is not pinned are refused; no ticket is issued
 //! for a path that is not there.
 
-use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
+
+mod support;
 
 use longhaul_engine::cp::client::{run_cp, CpConfig, CpJob, CpReport};
 use longhaul_engine::cp::send::SendItem;
 use longhaul_engine::cp::third_party::ask_ticket;
 use longhaul_engine::cp::walk::walk_local_filtered;
 use longhaul_engine::cp::Progress;
-use longhaul_engine::daemon::transfer::ServedFiles;
-use longhaul_engine::daemon::{ServeConfig, Server};
-use longhaul_engine::transport::tls::{Security, ServerTls, ServerTrust};
-use longhaul_proto::{Credential, TicketGrant, Token};
-use longhaul_sys::served_root::ServedRoot;
+use longhaul_engine::transport::tls::{Security, ServerTrust};
+use longhaul_proto::{Credential, TicketGrant};
+use support::{token, TestServer};
 
-fn token() -> Token {
-    Token::new(b"5d0c7a9e31f24b68a0c1e2d3f4a5b6c7").unwrap()
+/// The root every test server here serves: `data/one`, `data/two` and `other`.
+fn root(dir: &Path) {
+    std::fs::create_dir(dir.join("data")).unwrap();
+    std::fs::write(dir.join("data/one"), vec![1u8; 300_000]).unwrap();
+    std::fs::write(dir.join("data/two"), b"two").unwrap();
+    std::fs::write(dir.join("other"), b"not for the ticket").unwrap();
 }
 
-/// A server on an ephemeral loopback port serving a root with `data/one`, `data/two`
-/// and `other`, stopped and joined on drop.
-struct TestServer {
-    addr: SocketAddr,
-    tls: ServerTls,
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
-    root: tempfile::TempDir,
-}
-
-impl TestServer {
-    fn start() -> Self {
-        let root = tempfile::tempdir().unwrap();
-        std::fs::create_dir(root.path().join("data")).unwrap();
-        std::fs::write(root.path().join("data/one"), vec![1u8; 300_000]).unwrap();
-        std::fs::write(root.path().join("data/two"), b"two").unwrap();
-        std::fs::write(root.path().join("other"), b"not for the ticket").unwrap();
-        let tls = ServerTls::ephemeral().unwrap();
-        let server = Server::bind(
-            ServeConfig {
-                listen: "127.0.0.1:0".parse().unwrap(),
-                keyring: token().into(),
-                once: false,
-                rx_rate_bps: None,
-                files: ServedFiles::Root(Arc::new(ServedRoot::open(root.path()).unwrap())),
-                tls: tls.clone(),
-                keep_setuid: false,
-                caps: Default::default(),
-            },
-            Arc::new(|_: &str| {}),
-        )
-        .unwrap();
-        let addr = server.local_addr().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let s2 = stop.clone();
-        let handle = std::thread::spawn(move || {
-            server.serve(Some(s2)).unwrap().unwrap();
-        });
-        Self {
-            addr,
-            tls,
-            stop,
-            handle: Some(handle),
-            root,
-        }
-    }
-
-    fn security(&self) -> Security {
-        Security::pinned(self.tls.fingerprint())
-    }
-
-    /// A ticket for `path`, valid `secs`; the certificate it came with is the server's.
-    fn ticket(&self, path: &str, secs: u32) -> TicketGrant {
-        let (grant, cert) = ask_ticket(
-            &self.addr.to_string(),
-            &token(),
-            &self.security(),
-            path.as_bytes(),
-            secs,
-        )
-        .unwrap();
-        assert_eq!(cert, self.tls.fingerprint());
-        grant
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
+/// A ticket from `s` for `path`, valid `secs`; the certificate it came with is the
+/// server's.
+fn ticket(s: &TestServer, path: &str, secs: u32) -> TicketGrant {
+    let (grant, cert) = ask_ticket(
+        &s.addr.to_string(),
+        &token(),
+        &s.security(),
+        path.as_bytes(),
+        secs,
+    )
+    .unwrap();
+    assert_eq!(cert, s.tls.fingerprint());
+    grant
 }
 
 /// A recursive copy of `path` with two streams, proving `credential`.
@@ -150,8 +91,8 @@ fn pull(s: &TestServer, grant: &TicketGrant, path: &str, dest: &Path) -> Result<
 
 #[test]
 fn a_ticket_pulls_its_path_once() {
-    let s = TestServer::start();
-    let grant = s.ticket("data", 60);
+    let s = TestServer::start(root);
+    let grant = ticket(&s, "data", 60);
     let dest = tempfile::tempdir().unwrap();
     let report = pull(&s, &grant, "data", dest.path()).unwrap();
     assert_eq!(report.files_ok, 2, "{report:?}");
@@ -169,14 +110,14 @@ fn a_ticket_pulls_its_path_once() {
 
 #[test]
 fn a_ticket_opens_no_other_path_and_no_push() {
-    let s = TestServer::start();
+    let s = TestServer::start(root);
     let dest = tempfile::tempdir().unwrap();
-    let grant = s.ticket("data", 60);
+    let grant = ticket(&s, "data", 60);
     let err = pull(&s, &grant, "other", dest.path()).unwrap_err();
     assert!(err.contains("the ticket is for data"), "{err}");
     assert!(!dest.path().join("other").exists());
     // Below the path is not the path: the ticket names what is pulled, whole.
-    let grant = s.ticket("data", 60);
+    let grant = ticket(&s, "data", 60);
     let err = pull(&s, &grant, "data/one", dest.path()).unwrap_err();
     assert!(err.contains("the ticket is for data"), "{err}");
     // Writing with it is refused, and nothing lands.
@@ -196,7 +137,7 @@ fn a_ticket_opens_no_other_path_and_no_push() {
         origin: s.origin,
     })
     .collect();
-    let grant = s.ticket("data", 60);
+    let grant = ticket(&s, "data", 60);
     let err = copy(&s, Credential::Ticket(grant), "data", CpJob::Push { items }).unwrap_err();
     assert!(err.contains("reading only"), "{err}");
     assert!(!s.root.path().join("data/planted").exists());
@@ -204,8 +145,8 @@ fn a_ticket_opens_no_other_path_and_no_push() {
 
 #[test]
 fn an_expired_ticket_is_refused() {
-    let s = TestServer::start();
-    let grant = s.ticket("data", 1);
+    let s = TestServer::start(root);
+    let grant = ticket(&s, "data", 1);
     std::thread::sleep(Duration::from_millis(1200));
     let dest = tempfile::tempdir().unwrap();
     let err = pull(&s, &grant, "data", dest.path()).unwrap_err();
@@ -214,7 +155,7 @@ fn an_expired_ticket_is_refused() {
 
 #[test]
 fn no_ticket_for_a_missing_path_or_an_escape() {
-    let s = TestServer::start();
+    let s = TestServer::start(root);
     for path in ["nope", "../etc"] {
         let err = ask_ticket(
             &s.addr.to_string(),
@@ -234,8 +175,8 @@ fn no_ticket_for_a_missing_path_or_an_escape() {
 
 #[test]
 fn a_ticket_is_proved_only_to_a_pinned_server() {
-    let s = TestServer::start();
-    let grant = s.ticket("data", 60);
+    let s = TestServer::start(root);
+    let grant = ticket(&s, "data", 60);
     let known = tempfile::tempdir().unwrap();
     let cfg_security = Security {
         trust: ServerTrust::KnownServers {

@@ -5,6 +5,7 @@ use crate::auth::{MAC_LEN, MAX_TOKENS, NONCE_LEN};
 use crate::error::{ErrorCode, ProtoError};
 use crate::limits;
 use crate::message::*;
+use crate::namespace;
 use crate::ticket;
 use crate::wire::{invalid, Reader, Writer};
 
@@ -36,6 +37,12 @@ mod ty {
     pub const RELAY_PULL: u8 = 0x53;
     pub const RELAY_PROGRESS: u8 = 0x54;
     pub const RELAY_DONE: u8 = 0x55;
+    pub const FS_REQUEST: u8 = 0x60;
+    pub const FS_STAT: u8 = 0x61;
+    pub const FS_ENTRIES: u8 = 0x62;
+    pub const FS_DONE: u8 = 0x63;
+    pub const FS_CHECKSUM: u8 = 0x64;
+    pub const FS_FAILED: u8 = 0x65;
     pub const ERROR: u8 = 0x7f;
 }
 
@@ -228,6 +235,27 @@ pub fn encode_frame(msg: &Message, out: &mut Vec<u8>) {
         Message::RelayDone(d) => {
             w.u8(ty::RELAY_DONE);
             ticket::put_done(&mut w, d);
+        }
+        Message::FsRequest { op, path } => {
+            w.u8(ty::FS_REQUEST);
+            namespace::put_op(&mut w, *op, path);
+        }
+        Message::FsStat(st) => {
+            w.u8(ty::FS_STAT);
+            namespace::put_stat(&mut w, st);
+        }
+        Message::FsEntries(entries) => {
+            w.u8(ty::FS_ENTRIES);
+            namespace::put_entries(&mut w, entries);
+        }
+        Message::FsDone => w.u8(ty::FS_DONE),
+        Message::FsChecksum { kind, value } => {
+            w.u8(ty::FS_CHECKSUM);
+            namespace::put_checksum(&mut w, *kind, value);
+        }
+        Message::FsFailed { kind, message } => {
+            w.u8(ty::FS_FAILED);
+            namespace::put_failed(&mut w, *kind, message);
         }
         Message::Error { code, message } => {
             w.u8(ty::ERROR);
@@ -428,6 +456,21 @@ fn decode_body(body: &[u8]) -> Result<Message, ProtoError> {
         ty::RELAY_PULL => Message::RelayPull(Box::new(ticket::get_relay(&mut r)?)),
         ty::RELAY_PROGRESS => Message::RelayProgress(ticket::get_progress(&mut r)?),
         ty::RELAY_DONE => Message::RelayDone(ticket::get_done(&mut r)?),
+        ty::FS_REQUEST => {
+            let (op, path) = namespace::get_op(&mut r)?;
+            Message::FsRequest { op, path }
+        }
+        ty::FS_STAT => Message::FsStat(namespace::get_stat(&mut r)?),
+        ty::FS_ENTRIES => Message::FsEntries(namespace::get_entries(&mut r)?),
+        ty::FS_DONE => Message::FsDone,
+        ty::FS_CHECKSUM => {
+            let (kind, value) = namespace::get_checksum(&mut r)?;
+            Message::FsChecksum { kind, value }
+        }
+        ty::FS_FAILED => {
+            let (kind, message) = namespace::get_failed(&mut r)?;
+            Message::FsFailed { kind, message }
+        }
         ty::ERROR => Message::Error {
             code: ErrorCode::from_wire(r.u16("error code")?),
             message: r.text("error message", limits::MAX_TEXT)?,

@@ -27,7 +27,7 @@
 //! Instead of `BenchParams`, a client may send `HostReportRequest{rate, rtt}` (for
 //! `longhaul tune --peer`); the server answers `HostReport{findings as JSON}` and the session
 //! ends. Third-party copies add `TicketRequest`, `TicketProof` and `RelayPull` (see
-//! [`ticket`]).
+//! [`ticket`]); storage clients `FsRequest` (see [`namespace`]).
 //!
 //! The token is never sent; the client checks the server's proof before it proves itself.
 //! Every length, count and size on the wire is bounded (see [`limits`]).
@@ -38,6 +38,7 @@ mod codec;
 mod error;
 pub mod limits;
 mod message;
+pub mod namespace;
 mod session;
 pub mod ssh_ready;
 pub mod ticket;
@@ -120,8 +121,12 @@ pub mod features {
     /// takes [`crate::Message::TicketProof`] and runs relayed pulls. A server announces
     /// it; a client proves a ticket only to a server that has it.
     pub const TICKETS: u64 = 1 << 9;
+    /// Namespace operations ([`crate::namespace`]): stat, list, mkdir, unlink, rmdir and
+    /// checksums on the served files. A server announces it.
+    pub const NAMESPACE: u64 = 1 << 10;
     /// Everything this build implements.
     pub const ALL: u64 = BENCH
+        | NAMESPACE
         | TICKETS
         | INTERVALS
         | PLAIN_DATA
@@ -138,5 +143,6 @@ pub mod features {
         | WARMUP
         | ANSWER_AHEAD
         | HELD_RATE
-        | TICKETS;
+        | TICKETS
+        | NAMESPACE;
 }

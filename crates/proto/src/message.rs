@@ -3,6 +3,7 @@
 use crate::auth::{Nonce, MAC_LEN};
 use crate::error::{ErrorCode, ProtoError};
 use crate::limits;
+use crate::namespace::{ChecksumKind, FsEntry, FsErrorKind, FsOp, FsStat};
 use crate::ticket::{RelayDone, RelayProgress, RelayPull, TicketGrant, TicketId};
 
 /// One protocol message.
@@ -131,6 +132,35 @@ pub enum Message {
     RelayProgress(RelayProgress),
     /// Destination server to client: the relayed pull's end; the session ends.
     RelayDone(RelayDone),
+    /// Instead of a run, client to server: one namespace operation (see
+    /// [`crate::namespace`]).
+    FsRequest {
+        /// What to do.
+        op: FsOp,
+        /// On which path (wire form).
+        path: Vec<u8>,
+    },
+    /// Server to client: the answer to a stat.
+    FsStat(FsStat),
+    /// Server to client: some entries of a listing (more frames may follow, then
+    /// [`Message::FsDone`]).
+    FsEntries(Vec<FsEntry>),
+    /// Server to client: the operation is done (a listing's last frame).
+    FsDone,
+    /// Server to client: a checksum.
+    FsChecksum {
+        /// Which.
+        kind: ChecksumKind,
+        /// Its value (32 bytes of BLAKE3, 4 of ADLER32, big-endian).
+        value: Vec<u8>,
+    },
+    /// Server to client: the operation failed (the session ends).
+    FsFailed {
+        /// Why, as POSIX would say.
+        kind: FsErrorKind,
+        /// In words.
+        message: String,
+    },
     /// A fatal error; the sender closes the session after it.
     Error {
         /// What kind of error.
@@ -167,6 +197,12 @@ impl Message {
             Message::RelayPull(_) => "RelayPull",
             Message::RelayProgress(_) => "RelayProgress",
             Message::RelayDone(_) => "RelayDone",
+            Message::FsRequest { .. } => "FsRequest",
+            Message::FsStat(_) => "FsStat",
+            Message::FsEntries(_) => "FsEntries",
+            Message::FsDone => "FsDone",
+            Message::FsChecksum { .. } => "FsChecksum",
+            Message::FsFailed { .. } => "FsFailed",
             Message::Error { .. } => "Error",
         }
     }

@@ -118,6 +118,9 @@ pub struct RelayPull {
     pub plain_data: bool,
     /// The destination may start at the rate it remembers for the path (jump-start).
     pub jump_start: bool,
+    /// The source is a far end started over ssh (`longhaul ssh-server`): `source_path`
+    /// is the ssh user's path (absolute or from the home), not one below a root.
+    pub source_user_paths: bool,
 }
 
 /// Destination to client while a relayed pull runs.
@@ -238,6 +241,7 @@ pub(crate) fn put_relay(w: &mut Writer<'_>, p: &RelayPull) {
     w.str(&p.congestion, crate::limits::MAX_CONGESTION_NAME);
     w.u8(u8::from(p.plain_data));
     w.u8(u8::from(p.jump_start));
+    w.u8(u8::from(p.source_user_paths));
 }
 
 pub(crate) fn get_relay(r: &mut Reader<'_>) -> Result<RelayPull, ProtoError> {
@@ -259,6 +263,7 @@ pub(crate) fn get_relay(r: &mut Reader<'_>) -> Result<RelayPull, ProtoError> {
         congestion: r.str("relay congestion", crate::limits::MAX_CONGESTION_NAME)?,
         plain_data: r.bool("relay plain data")?,
         jump_start: r.bool("relay jump start")?,
+        source_user_paths: r.bool("relay user paths")?,
     };
     if p.streams > crate::limits::MAX_STREAMS {
         return Err(invalid(

@@ -1,6 +1,8 @@
 //! Property tests of the frame codec: every message round-trips, arbitrary bytes never
 //! panic, and a decoded frame never claims more bytes than it was given.
 
+use longhaul_proto::namespace::*;
+use longhaul_proto::ticket::{RelayDone, RelayProgress};
 use longhaul_proto::*;
 use proptest::prelude::*;
 
@@ -178,7 +180,122 @@ fn arb_message() -> impl Strategy<Value = Message> {
             code: ErrorCode::from_wire(code),
             message
         }),
+        prop_oneof![
+            (arb_path(), 1u32..=3600).prop_map(|(path, lifetime_secs)| Message::TicketRequest {
+                path,
+                lifetime_secs
+            }),
+            arb_grant().prop_map(Message::TicketIssued),
+            (any::<[u8; 16]>(), any::<[u8; 32]>())
+                .prop_map(|(id, proof)| Message::TicketProof { id, proof }),
+            prop::collection::vec(any::<u64>(), 5).prop_map(|v| Message::RelayProgress(
+                RelayProgress {
+                    elapsed_ms: v[0],
+                    files_total: v[1] as u32,
+                    files_done: v[2] as u32,
+                    bytes_total: v[3],
+                    bytes_done: v[4],
+                    moved_bytes: v[0] ^ v[4],
+                    streams: v[1] as u16,
+                }
+            )),
+            (
+                prop::collection::vec(any::<u64>(), 4),
+                prop::collection::vec("\\PC{0,40}", 0..=32),
+                "\\PC{0,100}"
+            )
+                .prop_map(|(v, failures, limited_by)| Message::RelayDone(RelayDone {
+                    elapsed_ms: v[0],
+                    files_ok: v[1] as u32,
+                    files_skipped: (v[1] >> 32) as u32,
+                    files_failed: v[2] as u32,
+                    bytes: v[3],
+                    moved_bytes: v[2],
+                    resumed_bytes: v[1],
+                    streams: v[0] as u16,
+                    rtt_us: (v[3] >> 7) as u32,
+                    failures,
+                    limited_by,
+                })),
+            (arb_op(), arb_path()).prop_map(|(op, path)| Message::FsRequest { op, path }),
+            arb_stat().prop_map(Message::FsStat),
+            prop::collection::vec(
+                ("[a-z0-9_]{1,40}", arb_stat()).prop_map(|(name, stat)| FsEntry {
+                    name: name.into_bytes(),
+                    stat
+                }),
+                0..=MAX_FS_ENTRIES_PER_FRAME
+            )
+            .prop_map(Message::FsEntries),
+            Just(Message::FsDone),
+            prop_oneof![
+                any::<[u8; 32]>().prop_map(|v| Message::FsChecksum {
+                    kind: ChecksumKind::Blake3,
+                    value: v.to_vec()
+                }),
+                any::<[u8; 4]>().prop_map(|v| Message::FsChecksum {
+                    kind: ChecksumKind::Adler32,
+                    value: v.to_vec()
+                }),
+            ],
+            (0usize..7, "\\PC{0,100}").prop_map(|(k, message)| Message::FsFailed {
+                kind: [
+                    FsErrorKind::NotFound,
+                    FsErrorKind::Exists,
+                    FsErrorKind::NotEmpty,
+                    FsErrorKind::NotADirectory,
+                    FsErrorKind::IsADirectory,
+                    FsErrorKind::Denied,
+                    FsErrorKind::Other
+                ][k],
+                message
+            }),
+        ],
     ]
+}
+
+/// A request's path: 1..64 bytes, no NUL.
+fn arb_path() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(1u8..=255, 1..64)
+}
+
+fn arb_grant() -> impl Strategy<Value = TicketGrant> {
+    (any::<[u8; 16]>(), any::<[u8; 32]>(), 1u32..=3600).prop_map(|(id, secret, lifetime_secs)| {
+        TicketGrant {
+            id,
+            secret,
+            lifetime_secs,
+        }
+    })
+}
+
+fn arb_op() -> impl Strategy<Value = FsOp> {
+    prop_oneof![
+        Just(FsOp::Stat),
+        Just(FsOp::List),
+        (0u32..=0o7777, any::<bool>()).prop_map(|(mode, parents)| FsOp::Mkdir { mode, parents }),
+        Just(FsOp::Unlink),
+        Just(FsOp::Rmdir),
+        Just(FsOp::Checksum(ChecksumKind::Blake3)),
+        Just(FsOp::Checksum(ChecksumKind::Adler32)),
+    ]
+}
+
+fn arb_stat() -> impl Strategy<Value = FsStat> {
+    (
+        0usize..4,
+        any::<u64>(),
+        0u32..=0o7777,
+        any::<i64>(),
+        0u32..1_000_000_000,
+    )
+        .prop_map(|(k, size, mode, mtime_secs, mtime_nanos)| FsStat {
+            kind: [FsKind::File, FsKind::Dir, FsKind::Symlink, FsKind::Other][k],
+            size,
+            mode,
+            mtime_secs,
+            mtime_nanos,
+        })
 }
 
 proptest! {

@@ -197,6 +197,7 @@ fn relay() -> RelayPull {
         congestion: String::new(),
         plain_data: false,
         jump_start: true,
+        source_user_paths: false,
     }
 }
 

@@ -24,6 +24,7 @@
 //! Drivers (in `engine`) do the I/O; see `docs/cp-design.md` for how the pieces fit.
 #![forbid(unsafe_code)]
 
+pub mod adler32;
 pub mod delete;
 pub mod error;
 pub mod file_hashes;

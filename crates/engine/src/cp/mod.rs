@@ -13,6 +13,7 @@ pub mod client;
 pub mod old_copy;
 pub mod peer_intervals;
 pub mod recv;
+pub mod remote_fs;
 pub mod send;
 pub mod store;
 pub mod telemetry;

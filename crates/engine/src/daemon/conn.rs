@@ -21,7 +21,7 @@ use super::door::PendingConn;
 use super::error::ServeError;
 use super::metrics::Refusal;
 use super::server::{LogFn, ServeConfig, Shared};
-use super::session::run_session;
+use super::session::{run_session, Proof};
 use crate::transport::framed::{FramedConn, RecvError};
 
 /// How long one read of the TLS handshake or the first message may take. Only a backstop:
@@ -146,10 +146,10 @@ pub(super) fn handle_connection(
             let _announced = shared.attach.announce(id);
             // The session takes a slot once the client proved the token (waiting in line
             // for one when all are taken), and leaves the door then.
-            let mut proved = false;
+            let mut proved = Proof::Nothing;
             let outcome = run_session(conn, hello, session, pending, shared, cfg, &mut proved);
             let m = &shared.metrics;
-            match (&outcome, proved) {
+            match (&outcome, proved != Proof::Nothing) {
                 (Err(ServeError::Busy), _) => m.refused(Refusal::Busy),
                 (Ok(_), true) => _ = m.sessions_ok.fetch_add(1, Ordering::Relaxed),
                 (Err(_), true) => _ = m.sessions_failed.fetch_add(1, Ordering::Relaxed),
@@ -164,7 +164,8 @@ pub(super) fn handle_connection(
                 }
                 Err(e) => shared.log_conn(log, &format!("session {id} from {peer}: error: {e}")),
             }
-            proved.then(|| outcome.map(|_| ()))
+            // A ticket issued is not the session `once` waits for: its pull comes next.
+            (proved == Proof::Session).then(|| outcome.map(|_| ()))
         }
         Ok(other) => {
             let e = ProtoError::Unexpected {

@@ -11,6 +11,7 @@ pub mod error;
 mod host_report;
 pub mod memory;
 pub mod metrics;
+mod namespace;
 mod reach;
 mod relay;
 pub mod server;

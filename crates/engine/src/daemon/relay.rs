@@ -172,7 +172,7 @@ pub(super) fn run_relay(
     let cp = CpConfig {
         server: pull.source,
         remote_path: pull.source_path,
-        user_paths: false,
+        user_paths: pull.source_user_paths,
         job: CpJob::Relay { target },
         credential: Credential::Ticket(pull.ticket),
         security: Security {
@@ -267,7 +267,19 @@ pub(super) fn run_relay(
             Ok(line)
         }
         Err(e) => {
-            let why = format!("pulling from {source}: {e}{}", e.rerun_hint());
+            let hint = match &e {
+                // The destination cannot reach the source from where it is.
+                crate::cp::CpError::Setup(
+                    crate::bench::BenchError::Connect { .. }
+                    | crate::bench::BenchError::Resolve { .. },
+                ) => {
+                    " (this server cannot reach the source by the name the client gave: \
+                      name it as this server sees it, open the source's port to this \
+                      server, or copy in two steps through a host that reaches both)"
+                }
+                _ => e.rerun_hint(),
+            };
+            let why = format!("pulling from {source}: {e}{hint}");
             session.abort(ErrorCode::Aborted, why.clone());
             let _ = send_all(session, &mut conn);
             Err(ServeError::Refused { reason: why })

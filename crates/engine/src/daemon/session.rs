@@ -63,8 +63,22 @@ fn take_slot(
     }
 }
 
-/// Runs a session from its client's hello to its end; `proved` is set once the client has
-/// proved the token (its outcome is then the server's business, see [`ServeConfig::once`]).
+/// What a session's client proved, for the server's counters and `once`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) enum Proof {
+    /// Nothing (yet).
+    #[default]
+    Nothing,
+    /// A token or a ticket: the session's outcome is the server's business (see
+    /// [`ServeConfig::once`]).
+    Session,
+    /// A token, and the session only issued a ticket: a third-party copy's source serves
+    /// the ticket's pull next, so `once` does not end with it.
+    TicketIssued,
+}
+
+/// Runs a session from its client's hello to its end; `proved` says what the client
+/// proved.
 pub(super) fn run_session(
     mut conn: FramedConn,
     hello: Message,
@@ -72,7 +86,7 @@ pub(super) fn run_session(
     mut pending: PendingConn,
     shared: &Arc<Shared>,
     cfg: &ServeConfig,
-    proved: &mut bool,
+    proved: &mut Proof,
 ) -> Result<String, ServeError> {
     let peer = pending.peer();
     let id = session.session_id();
@@ -114,6 +128,12 @@ pub(super) fn run_session(
                     Err(why) => {
                         session.ticket_refused(why.clone());
                         let _ = send_all(&mut session, &mut conn);
+                        // The client's request follows its proof in the same flight:
+                        // read it away, so a reset does not destroy the refusal.
+                        crate::transport::control::close_gracefully(
+                            conn.stream(),
+                            Duration::from_secs(2),
+                        );
                         return Err(ServeError::Refused { reason: why });
                     }
                 }
@@ -127,7 +147,7 @@ pub(super) fn run_session(
                 shared.attach.prove(id, s.clone());
             }
             if r.is_ok() && slot.is_none() && proven.is_some() {
-                *proved = true;
+                *proved = Proof::Session;
                 shared
                     .sessions_proved
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -164,6 +184,7 @@ pub(super) fn run_session(
                         path,
                         lifetime_secs,
                     } => {
+                        *proved = Proof::TicketIssued;
                         return super::relay::issue_ticket(
                             &mut session,
                             &mut conn,
@@ -171,6 +192,16 @@ pub(super) fn run_session(
                             access,
                             &path,
                             lifetime_secs,
+                        );
+                    }
+                    ServerEvent::FsRequested { op, path } => {
+                        return super::namespace::run_fs(
+                            &mut session,
+                            &mut conn,
+                            cfg,
+                            access,
+                            ticket.is_some(),
+                            (op, path),
                         );
                     }
                     ServerEvent::RelayRequested(pull) => {
@@ -218,6 +249,10 @@ pub(super) fn run_session(
                                         code: ErrorCode::Params,
                                         message: why.clone(),
                                     });
+                                    crate::transport::control::close_gracefully(
+                                        conn.stream(),
+                                        Duration::from_secs(2),
+                                    );
                                     return Err(ServeError::Refused { reason: why });
                                 }
                             }

@@ -41,6 +41,10 @@ pub enum ClientEvent {
     RelayProgress(RelayProgress),
     /// A relayed pull's end; the session is over.
     RelayDone(RelayDone),
+    /// The answer to [`ClientSession::request_fs`]: one of `FsStat`, `FsEntries` (more
+    /// may follow), `FsDone`, `FsChecksum`, `FsFailed`; all but `FsEntries` end the
+    /// session.
+    Fs(Message),
     /// The server's answer to [`ClientSession::request_host_report`]; the session is over.
     HostReport {
         /// The server's findings as JSON (schema of `longhaul-tune`), bounded by
@@ -59,6 +63,7 @@ enum ClientState {
     AwaitReport,
     AwaitTicket,
     Relaying,
+    AwaitFs,
     Reported,
     AwaitReady,
     AwaitStart,
@@ -298,6 +303,7 @@ impl ClientSession {
                 | S::AwaitReport
                 | S::AwaitTicket
                 | S::Relaying
+                | S::AwaitFs
                 | S::AwaitReady
                 | S::AwaitStart
                 | S::Running
@@ -325,6 +331,22 @@ impl ClientSession {
             (S::Relaying, Message::RelayDone(d)) if self.welcomed => {
                 self.state = S::Reported;
                 self.events.push_back(ClientEvent::RelayDone(d));
+                Ok(())
+            }
+            (S::AwaitFs, Message::FsEntries(e)) if self.welcomed => {
+                self.events
+                    .push_back(ClientEvent::Fs(Message::FsEntries(e)));
+                Ok(())
+            }
+            (
+                S::AwaitFs,
+                m @ (Message::FsStat(_)
+                | Message::FsDone
+                | Message::FsChecksum { .. }
+                | Message::FsFailed { .. }),
+            ) if self.welcomed => {
+                self.state = S::Reported;
+                self.events.push_back(ClientEvent::Fs(m));
                 Ok(())
             }
             (S::AwaitReady, Message::BenchReady(r)) if self.welcomed => {
@@ -423,6 +445,24 @@ impl ClientSession {
         Ok(())
     }
 
+    /// Instead of a run, one namespace operation on `path` (wire form); the answer
+    /// arrives as [`ClientEvent::Fs`].
+    pub fn request_fs(
+        &mut self,
+        op: crate::namespace::FsOp,
+        path: Vec<u8>,
+    ) -> Result<(), ProtoError> {
+        if !self.may_request() || self.ticket.is_some() {
+            return Err(ProtoError::Unexpected {
+                got: "FsRequest (local)",
+                state: client_state_name(self.state),
+            });
+        }
+        self.outbox.push_back(Message::FsRequest { op, path });
+        self.state = ClientState::AwaitFs;
+        Ok(())
+    }
+
     /// Instead of a run, asks the server to pull from another with a ticket (a
     /// third-party copy); its progress and end arrive as [`ClientEvent::RelayProgress`]
     /// and [`ClientEvent::RelayDone`].
@@ -507,6 +547,7 @@ fn client_state_name(s: ClientState) -> &'static str {
         ClientState::AwaitReport => "waiting for the server's host report",
         ClientState::AwaitTicket => "waiting for the server's ticket",
         ClientState::Relaying => "waiting for the relayed pull",
+        ClientState::AwaitFs => "waiting for a namespace operation's answer",
         ClientState::Reported => "done after the server's answer",
         ClientState::AwaitReady => "waiting for the server to accept the parameters",
         ClientState::AwaitStart => "waiting for the data streams to attach",

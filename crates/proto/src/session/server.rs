@@ -58,6 +58,14 @@ pub enum ServerEvent {
     /// (a third-party copy); report with [`ServerSession::send_relay_progress`] and end
     /// with [`ServerSession::send_relay_done`].
     RelayRequested(Box<RelayPull>),
+    /// Instead of a run, one namespace operation (see [`crate::namespace`]); answer with
+    /// [`ServerSession::send_fs`].
+    FsRequested {
+        /// What to do.
+        op: crate::namespace::FsOp,
+        /// On which path (wire form).
+        path: Vec<u8>,
+    },
     /// Instead of a run, the client asks for this host's findings for a path of this rate
     /// and RTT (already checked against the limits); answer with
     /// [`ServerSession::send_host_report`].
@@ -87,6 +95,8 @@ enum ServerState {
     Ticketing,
     /// A relayed pull runs.
     Relaying,
+    /// A namespace operation runs.
+    Namespacing,
     Reporting,
     Reported,
     Deciding,
@@ -225,6 +235,11 @@ impl ServerSession {
                 });
                 Ok(())
             }
+            (S::AwaitParams, Message::FsRequest { op, path }) => {
+                self.state = S::Namespacing;
+                self.events.push_back(ServerEvent::FsRequested { op, path });
+                Ok(())
+            }
             (S::AwaitParams, Message::RelayPull(p)) => {
                 self.state = S::Relaying;
                 self.events.push_back(ServerEvent::RelayRequested(p));
@@ -342,6 +357,24 @@ impl ServerSession {
         }
     }
 
+    /// Queues a namespace operation's answer (only while one runs): `FsEntries` frames
+    /// keep it running; `FsStat`, `FsDone`, `FsChecksum` and `FsFailed` end the session.
+    pub fn send_fs(&mut self, answer: Message) {
+        if self.state != ServerState::Namespacing {
+            return;
+        }
+        match answer {
+            Message::FsEntries(_) => {}
+            Message::FsStat(_)
+            | Message::FsDone
+            | Message::FsChecksum { .. }
+            | Message::FsFailed { .. } => self.state = ServerState::Reported,
+            // Not an answer: nothing is sent.
+            _ => return,
+        }
+        self.outbox.push_back(answer);
+    }
+
     /// Queues a relayed pull's progress (only while it runs).
     pub fn send_relay_progress(&mut self, progress: RelayProgress) {
         if self.state == ServerState::Relaying {
@@ -444,6 +477,7 @@ fn server_state_name(s: ServerState) -> &'static str {
         ServerState::AwaitTicket => "looking up the client's ticket",
         ServerState::Ticketing => "issuing a ticket",
         ServerState::Relaying => "running a relayed pull",
+        ServerState::Namespacing => "running a namespace operation",
         ServerState::AwaitParams => "waiting for the parameters",
         ServerState::Reporting => "preparing the host report",
         ServerState::Reported => "done after its answer",

@@ -53,6 +53,7 @@ use resolve::cstring;
 mod files;
 mod links;
 mod resolve;
+pub use resolve::os_error;
 mod tree;
 
 /// How paths below the root are resolved.

@@ -202,6 +202,10 @@ impl ServedRoot {
     }
 
     pub(super) fn describe(&self, e: io::Error, what: &str, rel: &Path) -> io::Error {
+        if e.get_ref().is_some_and(|r| r.is::<Described>()) {
+            // Described already, deeper down.
+            return e;
+        }
         let why = match e.raw_os_error() {
             Some(libc::EXDEV) => " (the path leaves the served root)".to_string(),
             Some(libc::ELOOP) | Some(libc::ENOTDIR) if self.below_received_base(rel) => {
@@ -218,7 +222,13 @@ impl ServedRoot {
             _ => String::new(),
         };
         let place = self.place(rel);
-        io::Error::new(e.kind(), format!("cannot {what} {place}: {e}{why}"))
+        io::Error::new(
+            e.kind(),
+            Described {
+                errno: e.raw_os_error(),
+                text: format!("cannot {what} {place}: {e}{why}"),
+            },
+        )
     }
 
     /// Whether `rel` lies strictly below a receiving root's base (where no symlink is
@@ -283,4 +293,29 @@ pub(super) fn empty_path(rel: &Path) -> io::Error {
         io::ErrorKind::InvalidInput,
         format!("path {:?} names no file below the served root", rel),
     )
+}
+
+/// An OS error described with the path it concerns: its errno stays readable through
+/// [`os_error`] (a storage client maps it to its own).
+#[derive(Debug)]
+struct Described {
+    errno: Option<i32>,
+    text: String,
+}
+
+impl std::fmt::Display for Described {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for Described {}
+
+/// The errno behind `e`, also when a served root described it with its path.
+pub fn os_error(e: &io::Error) -> Option<i32> {
+    e.raw_os_error().or_else(|| {
+        e.get_ref()?
+            .downcast_ref::<Described>()
+            .and_then(|d| d.errno)
+    })
 }

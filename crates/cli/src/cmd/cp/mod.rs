@@ -61,8 +61,8 @@ pub struct Args {
     /// [USER@]HOST:PATH or [USER@][IPv6]:PATH, PATH absolute or relative to the remote
     /// home (empty: the home; a ':' after the first '/' makes an argument local). A
     /// running daemon: longhaul://HOST[:PORT]/PATH, PATH below its --root. Between two
-    /// daemons (longhaul://A/x longhaul://B/y), a third-party copy: B pulls x from A
-    /// directly with a one-time ticket this host asks A for.
+    /// daemons (longhaul://A/x longhaul://B/y) or two ssh hosts (A:x B:y), a third-party
+    /// copy: B pulls x from A directly with a one-time ticket this host asks A for.
     #[arg(required = true, num_args = 2.., value_name = "PATH")]
     pub paths: Vec<std::ffi::OsString>,
     /// Copy directories and their contents.
@@ -213,8 +213,12 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     // first, the far process ends on its ssh channel's close.
     let mut early: Option<std::thread::JoinHandle<Result<FarEnd, SshError>>> = None;
     // Between two daemons: a third-party copy, the data from one to the other directly.
-    if let (Location::Daemon(to), [Location::Daemon(from)]) = (&dst, srcs.as_slice()) {
-        return third_party::run(&args, from, to);
+    match (&dst, srcs.as_slice()) {
+        (Location::Daemon(to), [Location::Daemon(from)]) => {
+            return third_party::run(&args, from, to)
+        }
+        (Location::Ssh(to), [Location::Ssh(from)]) => return third_party::run_ssh(&args, from, to),
+        _ => {}
     }
     if args.source_token_file.is_some() {
         bail!(

@@ -1,4 +1,5 @@
-//! `longhaul cp longhaul://A/x longhaul://B/y`: a third-party copy. This host asks A for a
+//! `longhaul cp longhaul://A/x longhaul://B/y` (or `cp HOST_A:x HOST_B:y`, both over ssh):
+//! a third-party copy. This host asks A for a
 //! ticket to x (read-only, that path, once, short-lived), asks B to pull x from A with it
 //! into y, and follows the pull to its end: the files go from A to B directly, with
 //! B's streams, verification and resume. JSON Lines: a `start`, an `interval` per report,
@@ -9,11 +10,13 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use longhaul_engine::cp::third_party::{ask_ticket, relay};
+use longhaul_engine::ssh::launch::FarEnd;
 use longhaul_engine::transport::tls::Encryption;
+use longhaul_engine::transport::tls::Security;
 use longhaul_model::units::{format_bytes, format_rate_bps};
 use longhaul_proto::ticket::{RelayDone, RelayProgress, RelayPull};
 use longhaul_proto::transfer::TransferOptions;
-use longhaul_transfer::location::RemoteSpec;
+use longhaul_transfer::location::{RemoteSpec, SshSpec};
 use longhaul_transfer::RequestedPath;
 use serde_json::json;
 
@@ -24,8 +27,22 @@ use super::{server_of, Args};
 /// or two of this host's asking.
 const TICKET_LIFETIME_SECS: u32 = 120;
 
-/// Runs a copy from the daemon `src` to the daemon `dst`.
-pub(super) fn run(args: &Args, src: &RemoteSpec, dst: &RemoteSpec) -> anyhow::Result<ExitCode> {
+/// One end of a third-party copy as this host reaches it.
+struct Endpoint {
+    /// `HOST:PORT` of its longhaul (the destination dials the source's).
+    target: String,
+    /// What this host proves to it.
+    token: longhaul_proto::Token,
+    /// How this host trusts it.
+    security: Security,
+    /// The path there, as its requests carry it.
+    path: Vec<u8>,
+    /// The argument as the user wrote it.
+    shown: String,
+}
+
+/// Flags a third-party copy does not take (yet).
+fn refuse_unsupported(args: &Args) -> anyhow::Result<()> {
     for (flag, given) in [
         ("--delete", args.filter.delete),
         (
@@ -41,6 +58,12 @@ pub(super) fn run(args: &Args, src: &RemoteSpec, dst: &RemoteSpec) -> anyhow::Re
             );
         }
     }
+    Ok(())
+}
+
+/// Runs a copy from the daemon `src` to the daemon `dst`.
+pub(super) fn run(args: &Args, src: &RemoteSpec, dst: &RemoteSpec) -> anyhow::Result<ExitCode> {
+    refuse_unsupported(args)?;
     // Both in the canonical wire form a pull's request carries ("." the root, "dir/" a
     // directory): the ticket is for exactly that.
     let wire = |spec: &RemoteSpec| {
@@ -48,28 +71,91 @@ pub(super) fn run(args: &Args, src: &RemoteSpec, dst: &RemoteSpec) -> anyhow::Re
             .map(|r| r.to_wire())
             .map_err(|e| anyhow::anyhow!("{spec}: {e}"))
     };
-    let (source_path, dest_path) = (wire(src)?, wire(dst)?);
-    let (source, dest) = (server_of(src), server_of(dst));
     let dest_token = args.token.load()?;
     let source_token = match &args.source_token_file {
         Some(file) => longhaul_engine::token::load_token(Some(file))?.0,
         None => dest_token.clone(),
     };
     let security = args.security.security()?;
+    let source = Endpoint {
+        target: server_of(src),
+        token: source_token,
+        security: security.clone(),
+        path: wire(src)?,
+        shown: src.to_string(),
+    };
+    let dest = Endpoint {
+        target: server_of(dst),
+        token: dest_token,
+        security,
+        path: wire(dst)?,
+        shown: dst.to_string(),
+    };
+    copy(args, &source, &dest, false)
+}
+
+/// Runs a copy from `src` to `dst`, both over ssh: each far longhaul is started as for
+/// any copy (the source's serves the ticket's session and then the pull), and the
+/// destination's dials the source's port directly.
+pub(super) fn run_ssh(args: &Args, src: &SshSpec, dst: &SshSpec) -> anyhow::Result<ExitCode> {
+    refuse_unsupported(args)?;
+    if args.source_token_file.is_some() {
+        anyhow::bail!(
+            "--source-token-file is for daemons; over ssh each far end makes its own token"
+        );
+    }
+    let opts = args.ssh.options(args.streams);
+    let (src_host, dst_host, o2) = (src.host.clone(), dst.host.clone(), opts.clone());
+    let far_dst = std::thread::spawn(move || FarEnd::start(&dst_host, &o2));
+    let far_src = FarEnd::start(&src_host, &opts)?;
+    let far_dst = far_dst
+        .join()
+        .map_err(|_| anyhow::anyhow!("starting the destination's far end panicked"))??;
+    if far_src.via_ssh().is_some() || far_dst.via_ssh().is_some() {
+        anyhow::bail!(
+            "a far end is reachable only through ssh (a firewall lets only ssh in): the \
+             destination could not dial the source; open the far ends' port (--port-range) \
+             or copy in two steps through this host"
+        );
+    }
+    // The far end reads the path as typed (absolute or from the home).
+    let typed = |spec: &SshSpec| {
+        if spec.path.is_empty() {
+            b".".to_vec()
+        } else {
+            spec.path.clone()
+        }
+    };
+    let endpoint = |far: &FarEnd, spec: &SshSpec| Endpoint {
+        target: far.target().to_string(),
+        token: far.token(),
+        security: args.security.pinned(far.fingerprint()),
+        path: typed(spec),
+        shown: spec.to_string(),
+    };
+    let (source, dest) = (endpoint(&far_src, src), endpoint(&far_dst, dst));
+    let outcome = copy(args, &source, &dest, true);
+    far_dst.finish();
+    far_src.finish();
+    outcome
+}
+
+/// Asks `src` for a ticket and `dst` to pull with it; follows the pull to its end.
+fn copy(args: &Args, src: &Endpoint, dst: &Endpoint, user_paths: bool) -> anyhow::Result<ExitCode> {
     let (ticket, certificate) = ask_ticket(
-        &source,
-        &source_token,
-        &security,
-        &source_path,
+        &src.target,
+        &src.token,
+        &src.security,
+        &src.path,
         TICKET_LIFETIME_SECS,
     )
-    .with_context(|| format!("asking {source} for a ticket"))?;
+    .with_context(|| format!("asking {} for a ticket", src.shown))?;
     let pull = RelayPull {
-        source: source.clone(),
+        source: src.target.clone(),
         certificate: certificate.0,
         ticket,
-        source_path,
-        dest_path,
+        source_path: src.path.clone(),
+        dest_path: dst.path.clone(),
         options: TransferOptions {
             recursive: args.recursive,
             no_clobber: args.no_clobber,
@@ -85,11 +171,12 @@ pub(super) fn run(args: &Args, src: &RemoteSpec, dst: &RemoteSpec) -> anyhow::Re
         window_bytes: super::super::common::window(&args.window)?.unwrap_or(0),
         chunk_size: args.chunk.unwrap_or(0),
         congestion: args.congestion.clone().unwrap_or_default(),
-        plain_data: security.encryption == Encryption::Off,
+        plain_data: dst.security.encryption == Encryption::Off,
         jump_start: !args.no_jump_start,
+        source_user_paths: user_paths,
     };
     let json = args.json;
-    let (shown_src, shown_dst) = (src.to_string(), dst.to_string());
+    let (shown_src, shown_dst) = (src.shown.clone(), dst.shown.clone());
     if json {
         emit_json(&json!({
             "type": "start", "direction": "third-party",
@@ -117,13 +204,19 @@ pub(super) fn run(args: &Args, src: &RemoteSpec, dst: &RemoteSpec) -> anyhow::Re
             );
         }
     };
-    let done = relay(&dest, &dest_token, &security, pull, &mut on_progress);
+    let done = relay(
+        &dst.target,
+        &dst.token,
+        &dst.security,
+        pull,
+        &mut on_progress,
+    );
     if live {
         eprintln!();
     }
     let done = done.with_context(|| {
         format!(
-            "{dest} pulling {shown_src} (run the same command again: the destination resumes \
+            "{shown_dst} pulling {shown_src} (run the same command again: the destination resumes \
              from what it verified)"
         )
     })?;
@@ -135,14 +228,16 @@ fn print_end(d: &RelayDone, (src, dst): (&str, &str), json: bool) {
     let seconds = d.elapsed_ms as f64 / 1e3;
     let bps = d.moved_bytes as f64 * 8.0 / seconds.max(1e-3);
     if json {
+        // The keys of a two-party copy's end line, and where they are.
         emit_json(&json!({
             "type": "end", "ok": d.files_failed == 0, "direction": "third-party",
             "source": src, "destination": dst,
-            "files_ok": d.files_ok, "files_skipped": d.files_skipped,
-            "files_failed": d.files_failed, "failures": d.failures,
-            "bytes": d.bytes, "moved_bytes": d.moved_bytes, "resumed_bytes": d.resumed_bytes,
-            "seconds": seconds, "rate_bps": bps, "streams": d.streams,
-            "rtt_ms": f64::from(d.rtt_us) / 1e3, "limited_by_text": d.limited_by,
+            "files": d.files_ok, "bytes": d.bytes, "seconds": seconds,
+            "bits_per_second": bps, "sent_bytes": d.moved_bytes,
+            "resumed_bytes": d.resumed_bytes, "skipped_files": d.files_skipped,
+            "failed_files": d.files_failed, "failures": d.failures,
+            "streams": d.streams, "rtt_ms": f64::from(d.rtt_us) / 1e3,
+            "limited_by_text": d.limited_by,
         }));
         return;
     }

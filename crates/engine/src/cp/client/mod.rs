@@ -152,7 +152,7 @@ pub fn run_cp(
     // A pull's entries must all start with the requested source's base name (the
     // root's own name when the root was asked for).
     let pull_top = match &cfg.job {
-        CpJob::Pull { .. } if cfg.user_paths => {
+        CpJob::Pull { .. } | CpJob::Relay { .. } if cfg.user_paths => {
             longhaul_transfer::location::ssh_top(&cfg.remote_path)
         }
         CpJob::Pull { .. } | CpJob::Relay { .. } => requested_top(&cfg.remote_path)?,
@@ -217,9 +217,15 @@ pub fn run_cp(
         .begin_transfer()
         .map_err(|e| CpError::Protocol(e.to_string()))?;
     flush(&mut session, &mut conn)?;
-    conn.send_transfer(&TransferMessage::TransferParams(params))
+    if let Err(e) = conn
+        .send_transfer(&TransferMessage::TransferParams(params))
         .and_then(|()| conn.send_transfer(&rules))
-        .map_err(|e| CpError::io("sending the transfer request", e))?;
+    {
+        // The server may have refused our proof and closed: its reason beats our
+        // write error.
+        return Err(server_refusal(&mut conn)
+            .unwrap_or_else(|| CpError::io("sending the transfer request", e)));
+    }
     // A push sends its file list right behind the request: the server answers it while
     // the data streams connect.
     let (mut sender, dest) = match cfg.job {
