@@ -11,7 +11,7 @@
 //! - [`requested`]: the path a request names below a root, and its trailing `/`.
 //! - [`place`]: cp's placement of received entries and the receiver's work-file names.
 //! - [`mode`]: the permission bits a receiver sets (setuid and setgid dropped by default).
-//! - [`integrity`]: per-chunk xxh3 and whole-file BLAKE3 helpers.
+//! - [`integrity`]: per-chunk BLAKE3 subtree hashes and the whole-file BLAKE3 they merge into.
 //! - [`file_hashes`]: a file's chunk hashes merged into its BLAKE3, in any order.
 //! - [`hash_cache`]: the chunk-hash cache's record (a file's chunk hashes with its
 //!   identity, trusted only while that identity holds).

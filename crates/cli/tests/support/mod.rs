@@ -912,7 +912,7 @@ pub fn manifest_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!(".{name}.longhaul-manifest"))
 }
 
-/// Number of 16-byte records after the 56-byte header (a torn last record not counted);
+/// Number of 40-byte records after the 56-byte header (a torn last record not counted);
 /// 0 when there is no manifest. Cheap enough to poll.
 pub fn manifest_record_count(path: &Path) -> u64 {
     use longhaul_transfer::manifest::{HEADER_LEN, RECORD_LEN};
@@ -921,8 +921,8 @@ pub fn manifest_record_count(path: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// Verified chunk indices (with their xxh3) of a manifest as the receiver will read it
-/// (torn last record dropped); empty when there is none or it is shorter than its header
+/// Verified chunk indices (with their BLAKE3 chunk hashes) of a manifest as the receiver
+/// will read it (torn last record dropped); empty when there is none or it is shorter than its header
 /// (killed between creating and writing it). Panics if the manifest is otherwise corrupt:
 /// a kill never damages more than the last append.
 pub fn manifest_verified(path: &Path) -> Vec<(u32, [u8; 32])> {

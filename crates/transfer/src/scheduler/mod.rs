@@ -5,7 +5,7 @@
 //! stream simply pulls less and never holds the transfer (dynamic balancing, not static
 //! striping). A work unit is one chunk of a large file, or several whole small files batched
 //! up to about one chunk of bytes, so a tree of many small files needs no round trip per
-//! file. The receiver reports each chunk verified (its xxh3 matched and its data is synced)
+//! file. The receiver reports each chunk verified (its BLAKE3 matched and its data is synced)
 //! or failed; a failed chunk, or every chunk in flight on a stream that died, goes back to
 //! the front of the queue until it has failed `max_attempts` times. A file is complete when
 //! all its chunks are verified, and only then.
