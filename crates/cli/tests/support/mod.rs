@@ -922,8 +922,8 @@ pub fn manifest_record_count(path: &Path) -> u64 {
 }
 
 /// Verified chunk indices (with their BLAKE3 chunk hashes) of a manifest as the receiver
-/// will read it (torn last record dropped); empty when there is none or it is shorter than its header
-/// (killed between creating and writing it). Panics if the manifest is otherwise corrupt:
+/// will read it (torn last record dropped); empty when there is none or it is shorter
+/// than its header (killed between creating and writing it). Panics if the manifest is otherwise corrupt:
 /// a kill never damages more than the last append.
 pub fn manifest_verified(path: &Path) -> Vec<(u32, [u8; 32])> {
     let Ok(bytes) = fs::read(path) else {
