@@ -3,84 +3,23 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::Duration;
 
 use longhaul_engine::bench::report::{IntervalView, StartReport};
 use longhaul_engine::bench::{run_bench, BenchConfig, BenchObserver};
 use longhaul_engine::daemon::{ServeConfig, Server};
 use longhaul_engine::transport::dial::{dial, flush, recv, DataPlan};
-use longhaul_engine::transport::tls::{Security, ServerTls};
+use longhaul_engine::transport::tls::Security;
 use longhaul_proto::{encode_frame, BenchParams, Direction, Message, SendMode, Token};
 
-/// One server identity for every test server here; clients pin it.
-fn server_tls() -> ServerTls {
-    static TLS: std::sync::OnceLock<ServerTls> = std::sync::OnceLock::new();
-    TLS.get_or_init(|| ServerTls::ephemeral().unwrap()).clone()
-}
+mod support;
 
-fn token() -> Token {
-    Token::new(b"22028884e920bde9a9867497f16bee30").unwrap()
-}
+use support::{server_tls, token, TestServer};
 
-/// A server on an ephemeral port, stopped and joined on drop.
-struct TestServer {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl TestServer {
-    fn start(listen: &str) -> Self {
-        Self::start_with(listen, token())
-    }
-
-    fn start_with(listen: &str, token: Token) -> Self {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let l2 = log.clone();
-        let server = Server::bind(
-            ServeConfig {
-                listen: listen.parse().unwrap(),
-                keyring: token.into(),
-                once: false,
-                rx_rate_bps: None,
-                files: Default::default(),
-                tls: server_tls(),
-                keep_setuid: false,
-                caps: Default::default(),
-            },
-            Arc::new(move |line: &str| l2.lock().unwrap().push(line.to_string())),
-        )
-        .unwrap();
-        let addr = server.local_addr().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let s2 = stop.clone();
-        let handle = std::thread::spawn(move || {
-            server.serve(Some(s2)).unwrap().unwrap();
-        });
-        Self {
-            addr,
-            stop,
-            handle: Some(handle),
-            log,
-        }
-    }
-
-    fn target(&self) -> String {
-        self.addr.to_string()
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
+/// A server without files listening on `listen`.
+fn bench_server(listen: &str) -> TestServer {
+    TestServer::setup().listen(listen).start()
 }
 
 #[derive(Default)]
@@ -120,7 +59,7 @@ fn config(target: String) -> BenchConfig {
 
 #[test]
 fn timed_run_over_ipv4_reports_intervals_and_both_ends() {
-    let server = TestServer::start("127.0.0.1:0");
+    let server = bench_server("127.0.0.1:0");
     let mut cfg = config(server.target());
     cfg.streams = Some(2);
     let mut obs = Collect::default();
@@ -155,7 +94,7 @@ fn reverse_run_over_ipv6() {
         eprintln!("SKIP: no IPv6 loopback on this host");
         return;
     }
-    let server = TestServer::start("[::1]:0");
+    let server = bench_server("[::1]:0");
     let mut cfg = config(server.target());
     cfg.reverse = true;
     cfg.send_mode = SendMode::Write;
@@ -169,7 +108,7 @@ fn reverse_run_over_ipv6() {
 
 #[test]
 fn byte_budget_is_exact_and_shared_by_streams() {
-    let server = TestServer::start("127.0.0.1:0");
+    let server = bench_server("127.0.0.1:0");
     let mut cfg = config(server.target());
     cfg.streams = Some(3);
     cfg.bytes = Some(300_000_001);
@@ -179,7 +118,7 @@ fn byte_budget_is_exact_and_shared_by_streams() {
 
 #[test]
 fn pacing_caps_the_rate() {
-    let server = TestServer::start("127.0.0.1:0");
+    let server = bench_server("127.0.0.1:0");
     let mut cfg = config(server.target());
     cfg.rate_bps = Some(200_000_000);
     cfg.streams = Some(2);
@@ -198,7 +137,7 @@ fn a_path_that_needs_more_than_the_caps_gets_forced_buffers_as_root() {
         eprintln!("SKIP: needs root (SO_SNDBUFFORCE)");
         return;
     }
-    let server = TestServer::start("127.0.0.1:0");
+    let server = bench_server("127.0.0.1:0");
     let mut cfg = config(server.target());
     // 10 Tbit/s over the loopback RTT needs far more than 4 MiB per stream.
     cfg.rate_bps = Some(10_000_000_000_000);
@@ -227,7 +166,7 @@ fn a_path_that_needs_more_than_the_caps_gets_forced_buffers_as_root() {
 
 #[test]
 fn fixed_window_is_set_at_both_ends() {
-    let server = TestServer::start("127.0.0.1:0");
+    let server = bench_server("127.0.0.1:0");
     let mut cfg = config(server.target());
     cfg.window = Some(512 * 1024);
     cfg.duration = Duration::from_millis(300);
@@ -245,7 +184,7 @@ fn fixed_window_is_set_at_both_ends() {
 
 #[test]
 fn wrong_token_is_refused_and_the_server_keeps_serving() {
-    let server = TestServer::start("127.0.0.1:0");
+    let server = bench_server("127.0.0.1:0");
     let mut cfg = config(server.target());
     cfg.token = Token::new(b"9a6bc8cdba84f761976ff4030011e843").unwrap();
     let err = run_bench(&cfg, &mut Collect::default())
@@ -258,7 +197,7 @@ fn wrong_token_is_refused_and_the_server_keeps_serving() {
 
 #[test]
 fn missing_congestion_control_is_a_clear_error() {
-    let server = TestServer::start("127.0.0.1:0");
+    let server = bench_server("127.0.0.1:0");
     let mut cfg = config(server.target());
     cfg.congestion = Some("nosuchcc".into());
     let err = run_bench(&cfg, &mut Collect::default())
@@ -288,7 +227,7 @@ fn error_text(reply: &[u8]) -> String {
 
 #[test]
 fn hostile_input_gets_an_error_and_does_not_stop_the_server() {
-    let server = TestServer::start("127.0.0.1:0");
+    let server = bench_server("127.0.0.1:0");
     // Garbage that is not a frame at all (an HTTP request).
     let reply = send_raw(server.addr, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(error_text(&reply).contains("longhaul client"));
@@ -322,17 +261,12 @@ fn hostile_input_gets_an_error_and_does_not_stop_the_server() {
     let _silent = TcpStream::connect(server.addr).unwrap();
     let ok = run_bench(&config(server.target()), &mut Collect::default()).unwrap();
     assert!(ok.summary.bytes > 0);
-    assert!(server
-        .log
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|l| l.contains("malformed")));
+    assert!(server.log().iter().any(|l| l.contains("malformed")));
 }
 
 #[test]
 fn absurd_parameters_from_a_raw_client_are_refused_after_authentication() {
-    let server = TestServer::start("127.0.0.1:0");
+    let server = bench_server("127.0.0.1:0");
     // The real client's handshake, then a request it would never send itself.
     let mut dialed = dial(
         &server.target(),
@@ -372,7 +306,7 @@ fn absurd_parameters_from_a_raw_client_are_refused_after_authentication() {
 #[test]
 fn data_streams_go_without_tls_only_when_the_client_asked() {
     // Asked for (--encryption off): the run works on plain data connections.
-    let server = TestServer::start("127.0.0.1:0");
+    let server = bench_server("127.0.0.1:0");
     let mut cfg = config(server.target());
     cfg.security.encryption = longhaul_engine::transport::tls::Encryption::Off;
     cfg.duration = Duration::from_millis(500);
@@ -425,7 +359,7 @@ fn data_streams_go_without_tls_only_when_the_client_asked() {
 
 #[test]
 fn a_second_server_on_the_same_port_says_the_port_is_in_use() {
-    let server = TestServer::start("127.0.0.1:0");
+    let server = bench_server("127.0.0.1:0");
     let err = Server::bind(
         ServeConfig {
             listen: server.addr,
@@ -446,7 +380,7 @@ fn a_second_server_on_the_same_port_says_the_port_is_in_use() {
 
 #[test]
 fn several_clients_at_once() {
-    let server = TestServer::start("127.0.0.1:0");
+    let server = bench_server("127.0.0.1:0");
     let handles: Vec<_> = (0..3)
         .map(|_| {
             let cfg = config(server.target());

@@ -58,7 +58,7 @@ fn stat_and_listing() {
 fn make_and_remove() {
     let s = TestServer::start(fill);
     let fs = fs(&s);
-    let root = s.root.path();
+    let root = s.root_path();
     fs.mkdir(b"new", 0o750, false).unwrap();
     assert!(root.join("new").is_dir());
     assert_eq!(
@@ -94,7 +94,7 @@ fn make_and_remove() {
 fn checksums_are_the_files() {
     let s = TestServer::start(fill);
     let fs = fs(&s);
-    let bytes = std::fs::read(s.root.path().join("dir/file")).unwrap();
+    let bytes = std::fs::read(s.root_path().join("dir/file")).unwrap();
     assert_eq!(
         fs.checksum(b"dir/file", ChecksumKind::Blake3).unwrap(),
         blake3::hash(&bytes).as_bytes().to_vec()

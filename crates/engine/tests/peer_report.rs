@@ -3,60 +3,20 @@
 //! sessions; a hostile server's malformed report is refused with a clear error.
 
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use longhaul_engine::bench::{peer_report, BenchError};
-use longhaul_engine::daemon::{ServeConfig, Server};
 use longhaul_engine::transport::framed::FramedConn;
-use longhaul_engine::transport::tls::{Security, ServerTls};
 
-fn server_tls() -> ServerTls {
-    static TLS: std::sync::OnceLock<ServerTls> = std::sync::OnceLock::new();
-    TLS.get_or_init(|| ServerTls::ephemeral().unwrap()).clone()
-}
+mod support;
 
-fn pinned() -> Security {
-    Security::pinned(server_tls().fingerprint())
-}
 use longhaul_proto::{ProtoError, ServerEvent, ServerSession, Token};
-
-fn token() -> Token {
-    Token::new(b"8cf257be99bba4bc4fcc77328756fa20").unwrap()
-}
+use support::{pinned, server_tls, token, TestServer};
 
 #[test]
 fn a_server_reports_its_findings_for_the_path_asked_about() {
-    let log = Arc::new(Mutex::new(Vec::<String>::new()));
-    let l2 = log.clone();
-    let server = Server::bind(
-        ServeConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            keyring: token().into(),
-            once: false,
-            rx_rate_bps: None,
-            files: Default::default(),
-            tls: server_tls(),
-            keep_setuid: false,
-            caps: Default::default(),
-        },
-        Arc::new(move |line: &str| l2.lock().unwrap().push(line.to_string())),
-    )
-    .unwrap();
-    let addr = server.local_addr().unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    let handle = std::thread::spawn(move || server.serve(Some(s2)));
-    struct Stop(Arc<AtomicBool>);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
-    let guard = Stop(stop);
-
-    let target = addr.to_string();
+    let server = TestServer::setup().start();
+    let (addr, target) = (server.addr, server.target());
     let measured = peer_report(&target, &token(), &pinned(), 10_000_000_000, None).unwrap();
     assert_eq!(measured.addr, addr);
     assert!(measured.rtt > Duration::ZERO && measured.rtt < Duration::from_secs(5));
@@ -89,13 +49,19 @@ fn a_server_reports_its_findings_for_the_path_asked_about() {
     );
     peer_report(&target, &token(), &pinned(), 1_000_000_000, None).unwrap();
 
-    drop(guard);
-    handle.join().unwrap().unwrap().unwrap();
-    let lines = log.lock().unwrap();
-    assert!(
-        lines.iter().filter(|l| l.contains("host report")).count() >= 3,
-        "{lines:?}"
-    );
+    // Each session's line comes as it ends, right after its answer.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let reported = || {
+        server
+            .log()
+            .iter()
+            .filter(|l| l.contains("host report"))
+            .count()
+    };
+    while reported() < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(reported() >= 3, "{:?}", server.log());
 }
 
 /// A server that authenticates properly, then answers the request with `reply`.

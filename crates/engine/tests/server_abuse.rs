@@ -13,29 +13,21 @@ use std::time::Duration;
 
 use longhaul_engine::bench::report::{IntervalView, StartReport};
 use longhaul_engine::bench::{run_bench, BenchConfig, BenchObserver};
-use longhaul_engine::cp::client::{run_cp, CpConfig, CpJob};
+use longhaul_engine::cp::client::{run_cp, CpJob};
 use longhaul_engine::cp::Progress;
-use longhaul_engine::daemon::transfer::ServedFiles;
-use longhaul_engine::daemon::{ServeConfig, ServeLimits, Server};
+use longhaul_engine::daemon::ServeLimits;
 use longhaul_engine::transport::dial::{dial, DataPlan};
 
 const NO_DATA: DataPlan = DataPlan {
     streams: 0,
     receiving: false,
 };
-use longhaul_engine::transport::tls::{ClientTls, Security, ServerTls, ServerTrust};
-use longhaul_proto::{SendMode, Token};
-use longhaul_sys::served_root::ServedRoot;
+use longhaul_engine::transport::tls::{ClientTls, Security, ServerTrust};
+use longhaul_proto::SendMode;
 
-/// One server identity for every test server here; clients pin it.
-fn server_tls() -> ServerTls {
-    static TLS: std::sync::OnceLock<ServerTls> = std::sync::OnceLock::new();
-    TLS.get_or_init(|| ServerTls::ephemeral().unwrap()).clone()
-}
+mod support;
 
-fn token() -> Token {
-    Token::new(b"8c7f6a4c6401a604ce637ee4d604a230").unwrap()
-}
+use support::{cp_config, server_tls, token, TestServer};
 
 /// The file every cp client pulls, and its bytes.
 const FILE: &str = "payload.bin";
@@ -46,55 +38,12 @@ fn payload() -> Vec<u8> {
         .collect()
 }
 
-/// A server on an ephemeral loopback port serving `root`, stopped and joined on drop.
-struct TestServer {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
-    _root: tempfile::TempDir,
-}
-
-impl TestServer {
-    fn start(limits: ServeLimits) -> Self {
-        let root = tempfile::tempdir().unwrap();
-        std::fs::write(root.path().join(FILE), payload()).unwrap();
-        let server = Server::bind(
-            ServeConfig {
-                listen: "127.0.0.1:0".parse().unwrap(),
-                keyring: token().into(),
-                once: false,
-                rx_rate_bps: None,
-                files: ServedFiles::Root(Arc::new(ServedRoot::open(root.path()).unwrap())),
-                tls: server_tls(),
-                keep_setuid: false,
-                caps: Default::default(),
-            },
-            Arc::new(|_: &str| {}),
-        )
-        .unwrap()
-        .with_limits(limits);
-        let addr = server.local_addr().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let s2 = stop.clone();
-        let handle = std::thread::spawn(move || {
-            server.serve(Some(s2)).unwrap().unwrap();
-        });
-        Self {
-            addr,
-            stop,
-            handle: Some(handle),
-            _root: root,
-        }
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
+/// A server on an ephemeral loopback port serving [`FILE`] with `limits`.
+fn abuse_server(limits: ServeLimits) -> TestServer {
+    TestServer::setup()
+        .root(|root| std::fs::write(root.join(FILE), payload()).unwrap())
+        .limits(limits)
+        .start()
 }
 
 struct Quiet;
@@ -127,31 +76,10 @@ fn bench(addr: SocketAddr, reverse: bool) -> BenchConfig {
 /// Pulls [`FILE`] into a new directory and checks every byte.
 fn cp_pull(addr: SocketAddr) -> Result<(), String> {
     let dest = tempfile::tempdir().unwrap();
-    let cfg = CpConfig {
-        server: addr.to_string(),
-        remote_path: FILE.as_bytes().to_vec(),
-        user_paths: false,
-        job: CpJob::Pull {
-            dest: dest.path().to_path_buf(),
-        },
-        credential: token().into(),
-        recursive: false,
-        no_clobber: false,
-        sync: false,
-        checksum_only: false,
-        keep_setuid: false,
-        streams: Some(2),
-        jump_start: false,
-        rate_bps: None,
-        window: None,
-        congestion: None,
-        chunk_size: None,
-        security: Security::pinned(server_tls().fingerprint()),
-        delta: None,
-        filter: Default::default(),
-        delete: false,
-        hard_links: false,
+    let job = CpJob::Pull {
+        dest: dest.path().to_path_buf(),
     };
+    let cfg = cp_config(&addr.to_string(), token().into(), FILE, job);
     let report =
         run_cp(cfg, Arc::new(Progress::default()), &mut |_| {}).map_err(|e| e.to_string())?;
     if report.files_ok != 1 || !report.failed.is_empty() {
@@ -180,7 +108,7 @@ fn closed_by_server(s: &TcpStream, wait: Duration) -> bool {
 
 #[test]
 fn floods_that_never_authenticate_do_not_lock_out_real_clients_from_the_same_address() {
-    let server = TestServer::start(ServeLimits::default());
+    let server = abuse_server(ServeLimits::default());
     let addr = server.addr;
     // 200 bare TCP connections that never send a byte.
     let mut raw: Vec<TcpStream> = (0..200)
@@ -249,7 +177,7 @@ fn floods_that_never_authenticate_do_not_lock_out_real_clients_from_the_same_add
 
 #[test]
 fn sixty_four_concurrent_clients_all_finish_on_sixteen_slots() {
-    let server = TestServer::start(ServeLimits {
+    let server = abuse_server(ServeLimits {
         max_sessions: 16,
         ..ServeLimits::default()
     });
@@ -279,7 +207,7 @@ fn sixty_four_concurrent_clients_all_finish_on_sixteen_slots() {
 
 #[test]
 fn a_full_line_is_told_busy_and_an_unproved_connection_holds_no_slot() {
-    let server = TestServer::start(ServeLimits {
+    let server = abuse_server(ServeLimits {
         max_sessions: 1,
         max_waiting: 0,
         ..ServeLimits::default()
@@ -315,7 +243,7 @@ fn a_full_line_is_told_busy_and_an_unproved_connection_holds_no_slot() {
 /// every one of them long before its 20th byte, and a real cp runs meanwhile.
 #[test]
 fn slow_loris_clients_are_cut_at_the_deadline_and_hold_nothing() {
-    let server = TestServer::start(ServeLimits::default());
+    let server = abuse_server(ServeLimits::default());
     let addr = server.addr;
     let lorises: Vec<_> = (0..80)
         .map(|_| {

@@ -16,7 +16,7 @@ use longhaul_engine::cp::walk::walk_local_filtered;
 use longhaul_engine::cp::Progress;
 use longhaul_engine::transport::tls::{Security, ServerTrust};
 use longhaul_proto::{Credential, TicketGrant};
-use support::{token, TestServer};
+use support::{cp_config, token, TestServer};
 
 /// The root every test server here serves: `data/one`, `data/two` and `other`.
 fn root(dir: &Path) {
@@ -41,33 +41,6 @@ fn ticket(s: &TestServer, path: &str, secs: u32) -> TicketGrant {
     grant
 }
 
-/// A recursive copy of `path` with two streams, proving `credential`.
-fn config(s: &TestServer, credential: Credential, path: &str, job: CpJob) -> CpConfig {
-    CpConfig {
-        server: s.addr.to_string(),
-        remote_path: path.as_bytes().to_vec(),
-        user_paths: false,
-        job,
-        credential,
-        recursive: true,
-        no_clobber: false,
-        sync: false,
-        checksum_only: false,
-        keep_setuid: false,
-        streams: Some(2),
-        jump_start: false,
-        rate_bps: None,
-        window: None,
-        congestion: None,
-        chunk_size: None,
-        security: s.security(),
-        delta: None,
-        filter: Default::default(),
-        delete: false,
-        hard_links: false,
-    }
-}
-
 fn copy(
     s: &TestServer,
     credential: Credential,
@@ -75,7 +48,7 @@ fn copy(
     job: CpJob,
 ) -> Result<CpReport, String> {
     run_cp(
-        config(s, credential, path, job),
+        cp_config(&s.target(), credential, path, job),
         Arc::new(Progress::default()),
         &mut |_| {},
     )
@@ -99,7 +72,7 @@ fn a_ticket_pulls_its_path_once() {
     for f in ["one", "two"] {
         assert_eq!(
             std::fs::read(dest.path().join("data").join(f)).unwrap(),
-            std::fs::read(s.root.path().join("data").join(f)).unwrap()
+            std::fs::read(s.root_path().join("data").join(f)).unwrap()
         );
     }
     let again = tempfile::tempdir().unwrap();
@@ -140,7 +113,7 @@ fn a_ticket_opens_no_other_path_and_no_push() {
     let grant = ticket(&s, "data", 60);
     let err = copy(&s, Credential::Ticket(grant), "data", CpJob::Push { items }).unwrap_err();
     assert!(err.contains("reading only"), "{err}");
-    assert!(!s.root.path().join("data/planted").exists());
+    assert!(!s.root_path().join("data/planted").exists());
 }
 
 #[test]
@@ -190,7 +163,7 @@ fn a_ticket_is_proved_only_to_a_pinned_server() {
     };
     let cfg = CpConfig {
         security: cfg_security,
-        ..config(&s, Credential::Ticket(grant.clone()), "data", job)
+        ..cp_config(&s.target(), Credential::Ticket(grant.clone()), "data", job)
     };
     let err = run_cp(cfg, Arc::new(Progress::default()), &mut |_| {})
         .unwrap_err()
