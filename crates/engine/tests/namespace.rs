@@ -131,4 +131,13 @@ fn nothing_outside_the_root() {
     assert_ne!(e.kind, FsErrorKind::Other, "{e}");
     let e = fs.rmdir(b"").unwrap_err();
     assert_eq!(e.kind, FsErrorKind::Denied, "{e}");
+    // The server's own place for the root is not told.
+    let root = s.root_path().display().to_string();
+    for e in [
+        fs.stat(b"a/b").unwrap_err(),
+        fs.mkdir(b"q/r", 0o755, false).unwrap_err(),
+        fs.checksum(b"dir/out", ChecksumKind::Blake3).unwrap_err(),
+    ] {
+        assert!(!e.message.contains(&root), "{e}");
+    }
 }

@@ -65,7 +65,7 @@ fn answer(
         .map_err(|why| (FsErrorKind::Denied, why))?;
     let rel = landed.path.map(|p| p.to_path_buf()).unwrap_or_default();
     let root: &Arc<ServedRoot> = landed.root;
-    let fail = |e: io::Error| failure(e, &rel);
+    let fail = |e: io::Error| failure(e, root, &rel);
     match op {
         FsOp::Stat => {
             let st = stat_of(&root.metadata(&rel).map_err(fail)?);
@@ -132,10 +132,11 @@ fn mkdir(root: &ServedRoot, rel: &Path, mode: u32, parents: bool) -> Result<(), 
                     format!("{} is not a directory", parent.display()),
                 ))
             }
-            Err(e) => return Err(failure(e, &parent)),
+            Err(e) => return Err(failure(e, root, &parent)),
         }
     }
-    root.create_dirs(rel, mode).map_err(|e| failure(e, rel))?;
+    root.create_dirs(rel, mode)
+        .map_err(|e| failure(e, root, rel))?;
     match exists(rel) {
         Ok(true) => Ok(()),
         _ => Err((
@@ -191,9 +192,11 @@ fn stat_of(m: &std::fs::Metadata) -> FsStat {
     }
 }
 
-/// An I/O error as POSIX's kind and words naming `rel`.
-fn failure(e: io::Error, rel: &Path) -> Failure {
-    let kind = match longhaul_sys::served_root::os_error(&e) {
+/// An I/O error as POSIX's kind and words naming `rel` (below the root: the root's own
+/// place on the server is not the client's business).
+fn failure(e: io::Error, root: &ServedRoot, rel: &Path) -> Failure {
+    let errno = longhaul_sys::served_root::os_error(&e);
+    let kind = match errno {
         Some(libc::ENOENT) => FsErrorKind::NotFound,
         Some(libc::EEXIST) => FsErrorKind::Exists,
         Some(libc::ENOTEMPTY) => FsErrorKind::NotEmpty,
@@ -212,5 +215,15 @@ fn failure(e: io::Error, rel: &Path) -> Failure {
     } else {
         rel.display().to_string()
     };
-    (kind, format!("{shown}: {e}"))
+    let words = match errno {
+        Some(libc::EXDEV) => "the path leaves the served root".to_string(),
+        Some(libc::ELOOP) => "a symlink on the way, which is not followed here".to_string(),
+        Some(n) => io::Error::from_raw_os_error(n).to_string(),
+        // Not an OS error: the root's own words (a kind of file it does not serve), its
+        // place left out.
+        None => e
+            .to_string()
+            .replace(&root.path().display().to_string(), "the root"),
+    };
+    (kind, format!("{shown}: {words}"))
 }
