@@ -140,6 +140,38 @@ fn what_a_third_party_copy_does_not_take_is_refused_clearly() {
 }
 
 #[test]
+fn a_destination_pulls_only_from_where_its_site_allows() {
+    let s = Scratch::new("third-party-relay-from");
+    let home = s.dir("home");
+    let a = Server::start(&home, &s.dir("a"));
+    std::fs::write(s.join("a/f"), b"some bytes").unwrap();
+    for (setting, refused) in [
+        ("none", Some("only from nowhere")),
+        ("10.0.0.0/8,2001:db8::/32", Some("and 127.0.0.1:")),
+        ("127.0.0.0/8", None),
+    ] {
+        let b = Server::start_with(&home, &s.dir("b"), &["--relay-from", setting]);
+        let run = cp!(&home; a.remote("f"), b.remote("g"));
+        match refused {
+            Some(words) => {
+                run.assert_code(2);
+                assert!(run.stderr.contains(words), "{setting}: {}", run.describe());
+                assert!(
+                    run.stderr.contains("serve --relay-from"),
+                    "{}",
+                    run.describe()
+                );
+                assert!(!s.join("b/g").exists());
+            }
+            None => {
+                run.assert_ok();
+                assert_eq!(std::fs::read(s.join("b/g")).unwrap(), b"some bytes");
+            }
+        }
+    }
+}
+
+#[test]
 fn between_two_ssh_hosts() {
     let Some(lab) = SshLab::start("third_party_ssh") else {
         return;

@@ -370,6 +370,7 @@ fn a_second_server_on_the_same_port_says_the_port_is_in_use() {
             tls: server_tls(),
             keep_setuid: false,
             caps: Default::default(),
+            relay_from: Default::default(),
         },
         Arc::new(|_: &str| {}),
     )

@@ -21,6 +21,7 @@ pub mod jump_start;
 pub mod log_limit;
 pub mod memory;
 pub mod probe;
+pub mod relay_from;
 pub mod transport;
 pub mod verdict;
 pub mod watchdog;
@@ -38,6 +39,7 @@ pub use jump_start::{
 pub use log_limit::{LogLimiter, LogLine};
 pub use memory::{MemoryBudget, MemoryNeed, MemoryRefusal, Reservation};
 pub use probe::{Pacing, Phase, RateProbe, StartUpExit, StreamSample, DRAIN_GAIN, PROBE_EVERY};
+pub use relay_from::{IpNet, RelayFrom};
 pub use transport::{
     plan_transport, streams_for_path, warmup_bytes, Congestion, Role, TransportPlan,
     TransportRequest, Window, MAX_PATH_STREAMS, MIN_PROBE_RTT,

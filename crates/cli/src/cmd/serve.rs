@@ -89,6 +89,13 @@ pub struct Args {
     /// collector, instead of `longhaul serve: ...` text.
     #[arg(long)]
     pub log_json: bool,
+    /// Where a third-party copy may make this server pull from (`longhaul cp
+    /// longhaul://A/x longhaul://THIS/y`: a client that proved a token names A, and this
+    /// server connects there): `any` (the default), `none`, or address blocks
+    /// (`10.0.0.0/8,2001:db8::/32`). A source whose address is outside is refused before
+    /// any connection.
+    #[arg(long, value_name = "NETS", value_parser = clap::value_parser!(longhaul_policy::RelayFrom))]
+    pub relay_from: Option<longhaul_policy::RelayFrom>,
     #[command(flatten)]
     pub token: TokenArgs,
     /// The exported areas of the `--config` file (none: `--root` and the one token).
@@ -166,6 +173,7 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
                 max_files: args.max_files,
                 set_by: CapsSetBy::Flags,
             },
+            relay_from: args.relay_from.clone().unwrap_or_default(),
         },
         log.clone(),
     )

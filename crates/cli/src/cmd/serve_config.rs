@@ -37,6 +37,7 @@ struct File {
     max_pending: Option<u32>,
     metrics: Option<SocketAddr>,
     log_json: Option<bool>,
+    relay_from: Option<String>,
     areas: Option<BTreeMap<String, AreaFile>>,
 }
 
@@ -123,6 +124,11 @@ pub fn apply(args: &mut Args, path: &Path) -> anyhow::Result<()> {
     args.max_pending = args.max_pending.or(file.max_pending);
     args.metrics = args.metrics.or(file.metrics);
     args.log_json |= file.log_json.unwrap_or(false);
+    if args.relay_from.is_none() {
+        args.relay_from = parsed(path, "relay_from", &file.relay_from, |s: &str| {
+            s.parse::<longhaul_policy::RelayFrom>()
+        })?;
+    }
     for (name, area) in file.areas.unwrap_or_default() {
         let key = format!("areas.{name}.max_bytes");
         let max_bytes = parsed(path, &key, &area.max_bytes, size)?;

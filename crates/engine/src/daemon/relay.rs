@@ -14,12 +14,15 @@ use super::reach::land;
 use super::server::{send_all, ServeConfig, Shared};
 use super::tickets::TicketScope;
 use super::ServeError;
+use crate::bench::DEFAULT_PORT;
 use crate::cp::client::{run_cp, CpConfig, CpJob, CpReport, CpStart};
 use crate::cp::recv::RecvTarget;
 use crate::cp::telemetry::CpTelemetry;
 use crate::cp::Progress;
+use crate::transport::dial::resolve;
 use crate::transport::framed::FramedConn;
 use crate::transport::tls::{Encryption, Fingerprint, Security, ServerTrust};
+use longhaul_policy::RelayFrom;
 
 /// How often a relayed pull's progress goes to the client (it also keeps the client's
 /// reads from timing out while the source lists a large tree).
@@ -140,6 +143,12 @@ pub(super) fn run_relay(
                 .into(),
         ));
     }
+    // Where the client would have this server connect: resolved once, here, and only
+    // to an address `serve --relay-from` allows (the pull dials that address).
+    let server = match allowed_source(&pull.source, &cfg.relay_from) {
+        Ok(s) => s,
+        Err(why) => return Err(refuse(session, &mut conn, why)),
+    };
     let landed = match land(&cfg.files, token, &pull.dest_path, true, cfg.caps) {
         Ok(l) => l,
         Err(why) => return Err(refuse(session, &mut conn, why)),
@@ -170,7 +179,7 @@ pub(super) fn run_relay(
     };
     let source = pull.source.clone();
     let cp = CpConfig {
-        server: pull.source,
+        server,
         remote_path: pull.source_path,
         user_paths: pull.source_user_paths,
         job: CpJob::Relay { target },
@@ -285,6 +294,31 @@ pub(super) fn run_relay(
             Err(ServeError::Refused { reason: why })
         }
     }
+}
+
+/// The address to pull from: `source` resolved, the first of its addresses `relay_from`
+/// allows (with every address allowed, the name itself, so the pull may try them all).
+fn allowed_source(source: &str, relay_from: &RelayFrom) -> Result<String, String> {
+    if *relay_from == RelayFrom::Anywhere {
+        return Ok(source.to_string());
+    }
+    let addrs = resolve(source, DEFAULT_PORT).map_err(|e| format!("the source: {e}"))?;
+    addrs
+        .iter()
+        .find(|a| relay_from.allows(a.ip()))
+        .map(|a| a.to_string())
+        .ok_or_else(|| {
+            format!(
+                "this server pulls for third-party copies only from {} (serve --relay-from), \
+                 and {source} is at {}",
+                relay_from.describe(),
+                addrs
+                    .iter()
+                    .map(|a| a.ip().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
 }
 
 /// The progress so far, for the client.

@@ -62,6 +62,8 @@ pub struct ServeConfig {
     pub keep_setuid: bool,
     /// Caps on what one push may write (`serve --max-bytes`, `--max-files`).
     pub caps: ListCaps,
+    /// Where a third-party copy's relayed pull may go (`serve --relay-from`).
+    pub relay_from: longhaul_policy::RelayFrom,
 }
 
 /// One line the server logs about a session.

@@ -165,6 +165,7 @@ fn bind(
         // daemon drops them (cp --keep-setuid keeps them on pulls).
         keep_setuid: false,
         caps: Default::default(),
+        relay_from: Default::default(),
     };
     let Some((lo, hi)) = cfg.port_range else {
         return Server::bind(config(0), log);

@@ -132,6 +132,7 @@ impl Setup {
                 tls: server_tls(),
                 keep_setuid: false,
                 caps: Default::default(),
+                relay_from: Default::default(),
             },
             Arc::new(move |line: &str| l2.lock().unwrap().push(line.to_string())),
         )

@@ -169,6 +169,7 @@ impl ServeGuard {
                     tls: keys.tls,
                     keep_setuid: false,
                     caps: Default::default(),
+                    relay_from: Default::default(),
                 };
                 match Server::bind(cfg, log) {
                     Ok(server) => {
