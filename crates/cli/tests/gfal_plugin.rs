@@ -5,6 +5,9 @@
 //! overwrite rules, stat, listing, mkdir, unlink, rmdir and checksums with their errnos
 //! (tests/gfal/plugin_ops.py). This test then compares the copies byte for byte.
 //!
+//! As root it runs again with the daemons in the two namespaces of a `longhaul emulate`
+//! path and gfal2 beside the source, so the copies cross an emulated long path.
+//!
 //! It needs python3-gfal2 and gfal2-plugin-file (CI installs them, .ci/run); the plugin
 //! itself is built by cargo before this test (a dev-dependency of this crate). If gfal2
 //! does not load the plugin, the script fails on its first check.
@@ -37,6 +40,46 @@ fn python_gfal2_copies_lists_and_checksums_through_the_plugin_as_fts3_does() {
     let home = s.dir("home");
     let a = Server::start(&home, &s.dir("a"));
     let b = Server::start(&home, &s.dir("b"));
+    drive(&s, &home, (&a, &b), &[]);
+}
+
+/// The same, with the daemons at the two ends of an emulated long path (network
+/// namespaces, 200 Mbit/s x 40 ms) and gfal2 beside the source: the upload, the download
+/// and the third-party copy cross the path (root only).
+#[test]
+fn over_an_emulated_path_between_namespaces() {
+    if !is_root() {
+        eprintln!("SKIP over_an_emulated_path_between_namespaces: needs root (namespaces)");
+        return;
+    }
+    let path = EmulatedPath::up("gfalpath", &["--rate", "200M", "--rtt", "40ms"]);
+    let (ns_a, ns_b) = (path.ns('a'), path.ns('b'));
+    let addr = |end: &str| {
+        let out = Command::new(BIN)
+            .args(["emulate", "addr", "gfalpath", end])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let (addr_a, addr_b) = (addr("a"), addr("b"));
+    let s = Scratch::new("gfal-emulated");
+    let home = s.dir("home");
+    let serve = |ns: &str, listen: &str, root: &Path| {
+        let root = root.to_str().unwrap().to_string();
+        Server::start_args(
+            &["ip", "netns", "exec", ns],
+            &home,
+            &["--listen", listen, "--port", "0", "--root", &root],
+        )
+    };
+    let a = serve(&ns_a, &addr_a, &s.dir("a"));
+    let b = serve(&ns_b, &addr_b, &s.dir("b"));
+    drive(&s, &home, (&a, &b), &["ip", "netns", "exec", &ns_a]);
+}
+
+/// Runs tests/gfal/plugin_ops.py (through `prefix`, e.g. into a namespace) against the
+/// daemons `a` and `b` serving `s/a` and `s/b`, then checks the bytes on disk and the pins.
+fn drive(s: &Scratch, home: &Path, (a, b): (&Server, &Server), prefix: &[&str]) {
     let local = s.dir("local");
     let mut rng = Rng::from_env("gfal_plugin");
     let data = write_random(&local.join("up.bin"), &mut rng, (3 << 20) + 12_345);
@@ -55,12 +98,19 @@ fn python_gfal2_copies_lists_and_checksums_through_the_plugin_as_fts3_does() {
     );
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gfal/plugin_ops.py");
-    let mut cmd = Command::new(PYTHON);
+    let mut cmd = match prefix.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(PYTHON);
+            c
+        }
+        None => Command::new(PYTHON),
+    };
     cmd.arg(&script)
         .arg(a.remote("").trim_end_matches('/'))
         .arg(b.remote("").trim_end_matches('/'))
         .arg(&local)
-        .env("HOME", &home)
+        .env("HOME", home)
         .env("GFAL_PLUGIN_DIR", &plugins)
         .env("GFAL_CONFIG_DIR", &config)
         .env_remove("LONGHAUL_TOKEN")
@@ -99,7 +149,7 @@ fn python_gfal2_copies_lists_and_checksums_through_the_plugin_as_fts3_does() {
     assert!(!s.join("a/made").exists(), "removed through the plugin");
     // Both daemons were pinned where gfal2's configuration said.
     let pins = std::fs::read_to_string(&known).unwrap_or_default();
-    for server in [&a, &b] {
+    for server in [a, b] {
         assert!(pins.contains(&server.addr), "{} not in {pins}", server.addr);
     }
 }
