@@ -172,6 +172,30 @@ fn a_destination_pulls_only_from_where_its_site_allows() {
 }
 
 #[test]
+fn a_relayed_pull_fits_the_destinations_memory_budget() {
+    let s = Scratch::new("third-party-memory");
+    let home = s.dir("home");
+    let a = Server::start(&home, &s.dir("a"));
+    let mut rng = Rng::from_env("third_party_memory");
+    let data = write_random(&s.join("a/f"), &mut rng, 5 << 20);
+    let b = Server::start_with(&home, &s.dir("b"), &["--memory", "100MiB"]);
+    // 64 streams' buffers alone do not fit: refused before anything is asked of A.
+    let run = cp!(&home; "-P", "64", a.remote("f"), b.remote("g"));
+    run.assert_code(2);
+    assert!(run.stderr.contains("on this server"), "{}", run.describe());
+    assert!(!a.log().contains("sent f"), "{}", a.log());
+    // Left to choose, the destination takes fewer streams and smaller chunks that fit.
+    let run = cp!(&home; a.remote("f"), b.remote("g"));
+    run.assert_ok();
+    assert_eq!(std::fs::read(s.join("b/g")).unwrap(), data);
+    assert!(
+        b.log_with("pulled from").contains("reserved"),
+        "{}",
+        b.log()
+    );
+}
+
+#[test]
 fn between_two_ssh_hosts() {
     let Some(lab) = SshLab::start("third_party_ssh") else {
         return;

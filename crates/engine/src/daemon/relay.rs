@@ -22,7 +22,9 @@ use crate::cp::Progress;
 use crate::transport::dial::resolve;
 use crate::transport::framed::FramedConn;
 use crate::transport::tls::{Encryption, Fingerprint, Security, ServerTrust};
-use longhaul_policy::RelayFrom;
+use longhaul_policy::{BufferChoice, MemoryNeed, RelayFrom, Side};
+
+use super::memory::{socket_bytes, MemoryHold};
 
 /// How often a relayed pull's progress goes to the client (it also keeps the client's
 /// reads from timing out while the source lists a large tree).
@@ -162,6 +164,17 @@ pub(super) fn run_relay(
             return Err(refuse(session, &mut conn, e.to_string()));
         }
     }
+    // The pull holds a chunk per stream and its sockets' buffers: reserved from the
+    // server's memory budget as a push's are (its chunks made smaller to fit), at the
+    // most the pull may take: the streams and chunk asked for, or the path's largest.
+    let Reserved {
+        hold,
+        streams,
+        chunk: chunk_size,
+    } = match reserve(shared, &pull) {
+        Ok(r) => r,
+        Err(why) => return Err(refuse(session, &mut conn, format!("on this server: {why}"))),
+    };
     let area = landed.area.map(str::to_string);
     let target = RecvTarget {
         root: landed.root.clone(),
@@ -197,12 +210,12 @@ pub(super) fn run_relay(
         sync: opts.sync,
         checksum_only: opts.checksum_only,
         keep_setuid: cfg.keep_setuid,
-        streams: (pull.streams > 0).then_some(pull.streams),
+        streams,
         jump_start: pull.jump_start,
         rate_bps: (pull.rate_bps > 0).then_some(pull.rate_bps),
         window: (pull.window_bytes > 0).then_some(pull.window_bytes),
         congestion: (!pull.congestion.is_empty()).then_some(pull.congestion),
-        chunk_size: (pull.chunk_size > 0).then_some(pull.chunk_size),
+        chunk_size,
         delta: None,
         filter: Filter::default(),
         delete: false,
@@ -262,12 +275,13 @@ pub(super) fn run_relay(
                 verdict.map(|v| format!("{}: {}", v.limited_by_text, v.advice)),
             );
             let line = format!(
-                "pulled from {source} for the client: {} files ok, {} skipped, {} failed, {:.3} GB in {:.2} s",
+                "pulled from {source} for the client: {} files ok, {} skipped, {} failed, {:.3} GB in {:.2} s; {}",
                 report.files_ok,
                 report.files_skipped,
                 report.failed.len(),
                 report.moved_bytes as f64 / 1e9,
-                report.seconds
+                report.seconds,
+                hold.describe()
             );
             session.send_relay_done(done);
             if !client_gone {
@@ -292,6 +306,61 @@ pub(super) fn run_relay(
             session.abort(ErrorCode::Aborted, why.clone());
             let _ = send_all(session, &mut conn);
             Err(ServeError::Refused { reason: why })
+        }
+    }
+}
+
+/// What a relayed pull may hold, reserved: its streams, a chunk each, and their sockets.
+struct Reserved {
+    hold: MemoryHold,
+    /// The streams to ask for (`None`: the path's choice, which fits).
+    streams: Option<u16>,
+    /// The chunk size to ask for (`None`: the path's choice, which fits).
+    chunk: Option<u64>,
+}
+
+/// Reserves what a relayed pull may hold at the most: the streams and chunk asked for or
+/// the path's largest, the chunks made smaller to fit (as a push's), and without a
+/// stream count asked, fewer streams when even that does not fit.
+fn reserve(shared: &Shared, pull: &RelayPull) -> Result<Reserved, String> {
+    let asked_chunk = match pull.chunk_size {
+        0 => longhaul_transfer::scheduler::MAX_PATH_CHUNK_BYTES,
+        c => c,
+    };
+    let choice = match pull.window_bytes {
+        0 => BufferChoice::Autotune,
+        bytes => BufferChoice::Set {
+            bytes,
+            force: false,
+        },
+    };
+    let per_socket = socket_bytes(Side::Receive, &choice, &crate::host::host_facts());
+    let mut streams = match pull.streams {
+        0 => longhaul_policy::MAX_PATH_STREAMS,
+        n => n,
+    };
+    loop {
+        let mut need = MemoryNeed {
+            streams,
+            chunk_bytes: asked_chunk,
+            socket_bytes: per_socket,
+        };
+        if let Some(fitted) = shared.memory.fit_chunk(need) {
+            need.chunk_bytes = fitted;
+        }
+        match MemoryHold::reserve(&shared.memory, need) {
+            Ok(hold) => {
+                let chunk = (pull.chunk_size > 0 || need.chunk_bytes < asked_chunk)
+                    .then_some(need.chunk_bytes);
+                let fewer = pull.streams == 0 && streams < longhaul_policy::MAX_PATH_STREAMS;
+                return Ok(Reserved {
+                    hold,
+                    streams: (pull.streams > 0 || fewer).then_some(streams),
+                    chunk,
+                });
+            }
+            Err(why) if pull.streams > 0 || streams == 1 => return Err(why),
+            Err(_) => streams /= 2,
         }
     }
 }
