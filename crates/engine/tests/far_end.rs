@@ -131,6 +131,7 @@ fn pull(far: &Far, src: &std::path::Path, dest: &std::path::Path, progress: Arc<
         filter: Default::default(),
         delete: false,
         hard_links: false,
+        memory_gate: None,
     };
     let report = run_cp(cfg, progress, &mut |_| {}).unwrap_or_else(|e| panic!("the pull: {e}"));
     assert_eq!(report.files_ok, 1, "{report:?}");

@@ -3,7 +3,7 @@
 //! the source with the client's ticket into this server's files, its progress and end
 //! told to the client. The pull is `cp`'s own client, run here.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use longhaul_proto::ticket::{RelayDone, RelayProgress, RelayPull};
@@ -15,7 +15,7 @@ use super::server::{send_all, ServeConfig, Shared};
 use super::tickets::TicketScope;
 use super::ServeError;
 use crate::bench::DEFAULT_PORT;
-use crate::cp::client::{run_cp, CpConfig, CpJob, CpReport, CpStart};
+use crate::cp::client::{run_cp, CpConfig, CpJob, CpReport, CpStart, MemoryGate};
 use crate::cp::recv::RecvTarget;
 use crate::cp::telemetry::CpTelemetry;
 use crate::cp::Progress;
@@ -164,17 +164,8 @@ pub(super) fn run_relay(
             return Err(refuse(session, &mut conn, e.to_string()));
         }
     }
-    // The pull holds a chunk per stream and its sockets' buffers: reserved from the
-    // server's memory budget as a push's are (its chunks made smaller to fit), at the
-    // most the pull may take: the streams and chunk asked for, or the path's largest.
-    let Reserved {
-        hold,
-        streams,
-        chunk: chunk_size,
-    } = match reserve(shared, &pull) {
-        Ok(r) => r,
-        Err(why) => return Err(refuse(session, &mut conn, format!("on this server: {why}"))),
-    };
+    // The pull's chunks and buffers, reserved from the budget once the pull knows them.
+    let held: Arc<Mutex<Option<MemoryHold>>> = Arc::default();
     let area = landed.area.map(str::to_string);
     let target = RecvTarget {
         root: landed.root.clone(),
@@ -210,16 +201,17 @@ pub(super) fn run_relay(
         sync: opts.sync,
         checksum_only: opts.checksum_only,
         keep_setuid: cfg.keep_setuid,
-        streams,
+        streams: (pull.streams > 0).then_some(pull.streams),
         jump_start: pull.jump_start,
         rate_bps: (pull.rate_bps > 0).then_some(pull.rate_bps),
         window: (pull.window_bytes > 0).then_some(pull.window_bytes),
         congestion: (!pull.congestion.is_empty()).then_some(pull.congestion),
-        chunk_size,
+        chunk_size: (pull.chunk_size > 0).then_some(pull.chunk_size),
         delta: None,
         filter: Filter::default(),
         delete: false,
         hard_links: opts.hard_links,
+        memory_gate: Some(memory_gate(shared, &held)),
     };
     let progress = Arc::new(Progress::default());
     let started = Instant::now();
@@ -281,7 +273,10 @@ pub(super) fn run_relay(
                 report.failed.len(),
                 report.moved_bytes as f64 / 1e9,
                 report.seconds,
-                hold.describe()
+                held.lock()
+                    .ok()
+                    .and_then(|h| h.as_ref().map(MemoryHold::describe))
+                    .unwrap_or_default()
             );
             session.send_relay_done(done);
             if !client_gone {
@@ -310,59 +305,26 @@ pub(super) fn run_relay(
     }
 }
 
-/// What a relayed pull may hold, reserved: its streams, a chunk each, and their sockets.
-struct Reserved {
-    hold: MemoryHold,
-    /// The streams to ask for (`None`: the path's choice, which fits).
-    streams: Option<u16>,
-    /// The chunk size to ask for (`None`: the path's choice, which fits).
-    chunk: Option<u64>,
-}
-
-/// Reserves what a relayed pull may hold at the most: the streams and chunk asked for or
-/// the path's largest, the chunks made smaller to fit (as a push's), and without a
-/// stream count asked, fewer streams when even that does not fit.
-fn reserve(shared: &Shared, pull: &RelayPull) -> Result<Reserved, String> {
-    let asked_chunk = match pull.chunk_size {
-        0 => longhaul_transfer::scheduler::MAX_PATH_CHUNK_BYTES,
-        c => c,
-    };
-    let choice = match pull.window_bytes {
-        0 => BufferChoice::Autotune,
-        bytes => BufferChoice::Set {
-            bytes,
-            force: false,
-        },
-    };
-    let per_socket = socket_bytes(Side::Receive, &choice, &crate::host::host_facts());
-    let mut streams = match pull.streams {
-        0 => longhaul_policy::MAX_PATH_STREAMS,
-        n => n,
-    };
-    loop {
+/// The gate of a relayed pull's memory (see [`MemoryGate`]): once the pull knows its
+/// streams, chunk and buffers, they are reserved from the server's budget as a push's
+/// are (the chunk made smaller to fit), held in `held` until the pull ends.
+fn memory_gate(shared: &Arc<Shared>, held: &Arc<Mutex<Option<MemoryHold>>>) -> MemoryGate {
+    let (shared, held) = (shared.clone(), held.clone());
+    Arc::new(move |streams: u16, chunk: u64, choice: &BufferChoice| {
         let mut need = MemoryNeed {
             streams,
-            chunk_bytes: asked_chunk,
-            socket_bytes: per_socket,
+            chunk_bytes: chunk,
+            socket_bytes: socket_bytes(Side::Receive, choice, &crate::host::host_facts()),
         };
         if let Some(fitted) = shared.memory.fit_chunk(need) {
             need.chunk_bytes = fitted;
         }
-        match MemoryHold::reserve(&shared.memory, need) {
-            Ok(hold) => {
-                let chunk = (pull.chunk_size > 0 || need.chunk_bytes < asked_chunk)
-                    .then_some(need.chunk_bytes);
-                let fewer = pull.streams == 0 && streams < longhaul_policy::MAX_PATH_STREAMS;
-                return Ok(Reserved {
-                    hold,
-                    streams: (pull.streams > 0 || fewer).then_some(streams),
-                    chunk,
-                });
-            }
-            Err(why) if pull.streams > 0 || streams == 1 => return Err(why),
-            Err(_) => streams /= 2,
+        let hold = MemoryHold::reserve(&shared.memory, need)?;
+        if let Ok(mut h) = held.lock() {
+            *h = Some(hold);
         }
-    }
+        Ok(need.chunk_bytes)
+    })
 }
 
 /// The address to pull from: `source` resolved, the first of its addresses `relay_from`

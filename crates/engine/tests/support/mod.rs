@@ -57,6 +57,7 @@ pub fn cp_config(target: &str, credential: Credential, path: &str, job: CpJob) -
         filter: Default::default(),
         delete: false,
         hard_links: false,
+        memory_gate: None,
     }
 }
 

@@ -98,6 +98,7 @@ fn config(
         // An existing destination was refused or removed before: this is only a race's.
         no_clobber: !params.replace,
         hard_links: false,
+        memory_gate: None,
         sync: false,
         checksum_only: false,
         keep_setuid: false,

@@ -418,6 +418,7 @@ fn transfer(
         recursive: args.recursive,
         no_clobber: args.no_clobber,
         hard_links: args.hard_links,
+        memory_gate: None,
         sync: args.sync,
         checksum_only: args.checksum_only,
         keep_setuid: args.keep_setuid,

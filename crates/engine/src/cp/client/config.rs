@@ -32,6 +32,13 @@ pub enum CpJob {
     },
 }
 
+/// Asked once a pull's streams, chunk and socket buffers are known, before the request:
+/// returns the chunk to ask for (the same or smaller), or the words to refuse with. A
+/// daemon's relayed pull reserves what it will hold from its memory budget here.
+pub type MemoryGate = std::sync::Arc<
+    dyn Fn(u16, u64, &longhaul_policy::BufferChoice) -> Result<u64, String> + Send + Sync,
+>;
+
 /// A `longhaul cp` run.
 pub struct CpConfig {
     /// `HOST:PORT` or `[V6]:PORT` of the server.
@@ -87,4 +94,6 @@ pub struct CpConfig {
     /// `-H`: the sender lists later names of a file as hard links of the first (a push's
     /// items are walked so already; a pull's server is asked to).
     pub hard_links: bool,
+    /// What a pull may hold, checked before the request (`None`: no check).
+    pub memory_gate: Option<MemoryGate>,
 }

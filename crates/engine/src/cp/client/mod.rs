@@ -31,7 +31,7 @@ mod paths;
 mod reply;
 mod report;
 
-pub use config::{CpConfig, CpJob};
+pub use config::{CpConfig, CpJob, MemoryGate};
 pub use report::{CpReport, CpStart};
 
 use paths::{local_target, remote_refused, requested_top};
@@ -148,6 +148,16 @@ pub fn run_cp(
             u32::from(streams),
             u64::MAX,
         ),
+    };
+    // What the pull will hold, checked (and perhaps its chunks made smaller) before the
+    // request: a daemon's relayed pull reserves it from its memory budget.
+    let chunk_request = match &cfg.memory_gate {
+        Some(gate) if !push => {
+            gate(streams, chunk_request, &plan.buffer).map_err(|why| CpError::Stopped {
+                reason: format!("on this server: {why}"),
+            })?
+        }
+        _ => chunk_request,
     };
     // A pull's entries must all start with the requested source's base name (the
     // root's own name when the root was asked for).
