@@ -4,7 +4,8 @@
 //! again resumes on the rerun; a read-only destination area and flags a third-party copy
 //! does not take are refused with words that say what to do. Over ssh (`cp HOST:x
 //! HOST:y`, a real sshd in a namespace, root): both far ends start, the destination's
-//! pulls from the source's directly, and neither is left behind.
+//! pulls from the source's directly, and neither is left behind; a daemon on one side and
+//! an ssh host on the other, both ways.
 
 #[macro_use]
 mod support;
@@ -228,4 +229,40 @@ fn between_two_ssh_hosts() {
         );
     }
     lab.assert_far_gone(Duration::from_secs(10), "after the third-party copy");
+}
+
+#[test]
+fn between_a_daemon_and_an_ssh_host_either_way() {
+    let Some(lab) = SshLab::start("third_party_mixed") else {
+        return;
+    };
+    let s = Scratch::new("third-party-mixed");
+    let (home, far) = (s.dir("home"), s.dir("far"));
+    // The daemon listens where the far host reaches this one.
+    let daemon = Server::start_on(&home, &s.dir("d"), &lab.near);
+    let mut rng = Rng::from_env("third_party_mixed");
+    let data = write_random(&s.join("d/from-daemon"), &mut rng, 2 << 20);
+    // Daemon to ssh host: the far end started over ssh pulls from the daemon.
+    let there = run(
+        lab.cp(&home)
+            .arg("--json")
+            .arg(daemon.remote("from-daemon"))
+            .arg(lab.remote(&far.join("got"))),
+        CP_LIMIT,
+    );
+    there.assert_ok();
+    assert_eq!(there.json_of("end")["direction"], "third-party");
+    assert_eq!(std::fs::read(far.join("got")).unwrap(), data);
+    lab.assert_far_gone(Duration::from_secs(10), "after daemon -> ssh");
+    // Ssh host to daemon: the daemon pulls from the far end started over ssh.
+    let back = run(
+        lab.cp(&home)
+            .arg("--json")
+            .arg(lab.remote(&far.join("got")))
+            .arg(daemon.remote("back")),
+        CP_LIMIT,
+    );
+    back.assert_ok();
+    assert_eq!(std::fs::read(s.join("d/back")).unwrap(), data);
+    lab.assert_far_gone(Duration::from_secs(10), "after ssh -> daemon");
 }

@@ -37,6 +37,9 @@ pub struct SshLab {
     veth: String,
     /// The far host's address.
     pub addr: String,
+    /// This host's address on the link to the far host (what the far host reaches this
+    /// one at; unreachable in an isolated lab).
+    pub near: String,
     dir: Scratch,
     key: PathBuf,
     log: Arc<Mutex<String>>,
@@ -167,6 +170,7 @@ impl SshLab {
                 ns,
                 veth: String::new(),
                 addr: far,
+                near: near.clone(),
                 key: dir.join("user key"),
                 dir,
                 log: Arc::default(),
@@ -213,6 +217,7 @@ impl SshLab {
             ns,
             veth,
             addr: far,
+            near: near.clone(),
             key: dir.join("user key"),
             dir,
             log,

@@ -213,12 +213,12 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     // first, the far process ends on its ssh channel's close.
     let mut early: Option<std::thread::JoinHandle<Result<FarEnd, SshError>>> = None;
     // Between two daemons: a third-party copy, the data from one to the other directly.
-    match (&dst, srcs.as_slice()) {
-        (Location::Daemon(to), [Location::Daemon(from)]) => {
-            return third_party::run(&args, from, to)
-        }
-        (Location::Ssh(to), [Location::Ssh(from)]) => return third_party::run_ssh(&args, from, to),
-        _ => {}
+    if let (
+        Location::Daemon(_) | Location::Ssh(_),
+        [from @ (Location::Daemon(_) | Location::Ssh(_))],
+    ) = (&dst, srcs.as_slice())
+    {
+        return third_party::run(&args, from, &dst);
     }
     if args.source_token_file.is_some() {
         bail!(

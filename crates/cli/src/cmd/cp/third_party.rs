@@ -1,5 +1,5 @@
-//! `longhaul cp longhaul://A/x longhaul://B/y` (or `cp HOST_A:x HOST_B:y`, both over ssh):
-//! a third-party copy. This host asks A for a
+//! `longhaul cp longhaul://A/x longhaul://B/y` (or `HOST_A:x HOST_B:y` over ssh, or one of
+//! each): a third-party copy. This host asks A for a
 //! ticket to x (read-only, that path, once, short-lived), asks B to pull x from A with it
 //! into y, and follows the pull to its end: the files go from A to B directly, with
 //! B's streams, verification and resume. JSON Lines: a `start`, an `interval` per report,
@@ -16,7 +16,7 @@ use longhaul_engine::transport::tls::Security;
 use longhaul_model::units::{format_bytes, format_rate_bps};
 use longhaul_proto::ticket::{RelayDone, RelayProgress, RelayPull};
 use longhaul_proto::transfer::TransferOptions;
-use longhaul_transfer::location::{RemoteSpec, SshSpec};
+use longhaul_transfer::location::Location;
 use longhaul_transfer::RequestedPath;
 use serde_json::json;
 
@@ -61,83 +61,99 @@ fn refuse_unsupported(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs a copy from the daemon `src` to the daemon `dst`.
-pub(super) fn run(args: &Args, src: &RemoteSpec, dst: &RemoteSpec) -> anyhow::Result<ExitCode> {
+/// Runs a copy from `src` to `dst`, each a daemon or a host over ssh: an ssh host's
+/// longhaul is started as for any copy (a source's serves the ticket's session and then
+/// the pull), and the destination dials the source directly.
+pub(super) fn run(args: &Args, src: &Location, dst: &Location) -> anyhow::Result<ExitCode> {
     refuse_unsupported(args)?;
-    // Both in the canonical wire form a pull's request carries ("." the root, "dir/" a
-    // directory): the ticket is for exactly that.
-    let wire = |spec: &RemoteSpec| {
-        RequestedPath::from_typed(&spec.path)
-            .map(|r| r.to_wire())
-            .map_err(|e| anyhow::anyhow!("{spec}: {e}"))
-    };
-    let dest_token = args.token.load()?;
-    let source_token = match &args.source_token_file {
-        Some(file) => longhaul_engine::token::load_token(Some(file))?.0,
-        None => dest_token.clone(),
-    };
-    let security = args.security.security()?;
-    let source = Endpoint {
-        target: server_of(src),
-        token: source_token,
-        security: security.clone(),
-        path: wire(src)?,
-        shown: src.to_string(),
-    };
-    let dest = Endpoint {
-        target: server_of(dst),
-        token: dest_token,
-        security,
-        path: wire(dst)?,
-        shown: dst.to_string(),
-    };
-    copy(args, &source, &dest, false)
-}
-
-/// Runs a copy from `src` to `dst`, both over ssh: each far longhaul is started as for
-/// any copy (the source's serves the ticket's session and then the pull), and the
-/// destination's dials the source's port directly.
-pub(super) fn run_ssh(args: &Args, src: &SshSpec, dst: &SshSpec) -> anyhow::Result<ExitCode> {
-    refuse_unsupported(args)?;
-    if args.source_token_file.is_some() {
+    if args.source_token_file.is_some() && !matches!(src, Location::Daemon(_)) {
         anyhow::bail!(
-            "--source-token-file is for daemons; over ssh each far end makes its own token"
+            "--source-token-file is for a daemon source; over ssh the far end makes its own token"
         );
     }
     let opts = args.ssh.options(args.streams);
-    let (src_host, dst_host, o2) = (src.host.clone(), dst.host.clone(), opts.clone());
-    let far_dst = std::thread::spawn(move || FarEnd::start(&dst_host, &o2));
-    let far_src = FarEnd::start(&src_host, &opts)?;
-    let far_dst = far_dst
-        .join()
-        .map_err(|_| anyhow::anyhow!("starting the destination's far end panicked"))??;
-    if far_src.via_ssh().is_some() || far_dst.via_ssh().is_some() {
+    // The destination's far end starts while the source's does.
+    let far_dst = match dst {
+        Location::Ssh(spec) => {
+            let (host, o) = (spec.host.clone(), opts.clone());
+            Some(std::thread::spawn(move || FarEnd::start(&host, &o)))
+        }
+        _ => None,
+    };
+    let far_src = match src {
+        Location::Ssh(spec) => Some(FarEnd::start(&spec.host, &opts)?),
+        _ => None,
+    };
+    let far_dst = match far_dst {
+        Some(h) => Some(
+            h.join()
+                .map_err(|_| anyhow::anyhow!("starting the destination's far end panicked"))??,
+        ),
+        None => None,
+    };
+    if far_src
+        .iter()
+        .chain(&far_dst)
+        .any(|f| f.via_ssh().is_some())
+    {
         anyhow::bail!(
             "a far end is reachable only through ssh (a firewall lets only ssh in): the \
              destination could not dial the source; open the far ends' port (--port-range) \
              or copy in two steps through this host"
         );
     }
-    // The far end reads the path as typed (absolute or from the home).
-    let typed = |spec: &SshSpec| {
-        if spec.path.is_empty() {
-            b".".to_vec()
-        } else {
-            spec.path.clone()
-        }
-    };
-    let endpoint = |far: &FarEnd, spec: &SshSpec| Endpoint {
-        target: far.target().to_string(),
-        token: far.token(),
-        security: args.security.pinned(far.fingerprint()),
-        path: typed(spec),
-        shown: spec.to_string(),
-    };
-    let (source, dest) = (endpoint(&far_src, src), endpoint(&far_dst, dst));
-    let outcome = copy(args, &source, &dest, true);
-    far_dst.finish();
-    far_src.finish();
+    let source = endpoint(args, src, far_src.as_ref(), true)?;
+    let dest = endpoint(args, dst, far_dst.as_ref(), false)?;
+    let outcome = copy(args, &source, &dest, far_src.is_some());
+    // The orderly end of each far process (a guard dropped on an early return kills ssh).
+    for far in far_dst.into_iter().chain(far_src) {
+        far.finish();
+    }
     outcome
+}
+
+/// One end as this host reaches it: a daemon with the token file (a source's own with
+/// `--source-token-file`) and the trust of `--known-servers`/`--ca`, or a started far end
+/// with its one-time token and certificate.
+fn endpoint(
+    args: &Args,
+    at: &Location,
+    far: Option<&FarEnd>,
+    source: bool,
+) -> anyhow::Result<Endpoint> {
+    match (at, far) {
+        (Location::Daemon(spec), _) => {
+            let token = match (&args.source_token_file, source) {
+                (Some(file), true) => longhaul_engine::token::load_token(Some(file))?.0,
+                _ => args.token.load()?,
+            };
+            // The canonical wire form a pull's request carries ("." the root, "dir/" a
+            // directory): a ticket is for exactly that.
+            let path = RequestedPath::from_typed(&spec.path)
+                .map(|r| r.to_wire())
+                .map_err(|e| anyhow::anyhow!("{spec}: {e}"))?;
+            Ok(Endpoint {
+                target: server_of(spec),
+                token,
+                security: args.security.security()?,
+                path,
+                shown: spec.to_string(),
+            })
+        }
+        (Location::Ssh(spec), Some(far)) => Ok(Endpoint {
+            target: far.target().to_string(),
+            token: far.token(),
+            security: args.security.pinned(far.fingerprint()),
+            // The far end reads the path as typed (absolute or from the home).
+            path: if spec.path.is_empty() {
+                b".".to_vec()
+            } else {
+                spec.path.clone()
+            },
+            shown: spec.to_string(),
+        }),
+        _ => anyhow::bail!("a third-party copy is between two remote hosts"),
+    }
 }
 
 /// Asks `src` for a ticket and `dst` to pull with it; follows the pull to its end.
