@@ -32,6 +32,7 @@ mod reply;
 mod report;
 
 pub use config::{CpConfig, CpJob, MemoryGate};
+use report::RunFacts;
 pub use report::{CpReport, CpStart};
 
 use paths::{local_target, remote_refused, requested_top};
@@ -374,26 +375,13 @@ pub fn run_cp(
                     crate::jump::remember(peer, local, rate, min_rtt, mss);
                 }
             }
-            Ok(CpReport {
-                jump_start: jump_report,
+            let run = RunFacts {
                 start,
-                files_ok: out.files_ok,
-                files_skipped: out.files_skipped,
-                failed: out.failed,
-                bytes,
-                moved_bytes: out.sent_bytes,
-                resumed_bytes: out.resumed_bytes,
-                rejected_chunks: out.rejected_chunks,
+                jump_start: jump_report,
                 seconds: t0.elapsed().as_secs_f64(),
-                files_unchanged: out.files_unchanged,
-                unchanged_bytes: out.unchanged_bytes,
-                files_compared: out.files_compared,
-                reused_bytes: out.reused_bytes,
-                would_send: out.would_send,
-                deleted: out.deleted,
-                would_delete: Vec::new(),
                 stages: progress.stages().split(),
-            })
+            };
+            Ok(CpReport::sent(run, out, bytes))
         }
         (None, Some(dest)) => {
             let mut target = match dest {
@@ -437,26 +425,13 @@ pub fn run_cp(
                 let rate = jump_report.rate_to_remember(rate);
                 crate::jump::remember(peer, local, rate, min_rtt, mss);
             }
-            Ok(CpReport {
+            let run = RunFacts {
                 start,
-                files_ok: out.files_ok,
-                files_skipped: out.files_skipped,
-                failed: out.failed,
-                bytes: out.total_bytes,
-                moved_bytes: out.received_bytes,
-                resumed_bytes: out.resumed_bytes,
-                rejected_chunks: 0,
-                seconds: t0.elapsed().as_secs_f64(),
-                files_unchanged: out.files_unchanged,
-                unchanged_bytes: out.unchanged_bytes,
-                files_compared: out.files_compared,
-                reused_bytes: out.reused_bytes,
-                would_send: out.would_send,
-                deleted: out.deleted,
-                would_delete: out.would_delete,
                 jump_start: jump_report,
+                seconds: t0.elapsed().as_secs_f64(),
                 stages: progress.stages().split(),
-            })
+            };
+            Ok(CpReport::received(run, out))
         }
         (None, None) => Err(CpError::Internal(
             "a copy with neither source nor destination",

@@ -73,3 +73,68 @@ pub struct CpReport {
     /// This end's CPU time by stage (see [`crate::stage_cpu`]).
     pub stages: crate::stage_cpu::StageSplit,
 }
+
+/// What a run's two ends have in common, beside the outcome: its set-up, jump-start
+/// report, duration and CPU by stage.
+pub(super) struct RunFacts {
+    pub start: CpStart,
+    pub jump_start: crate::jump::JumpReport,
+    pub seconds: f64,
+    pub stages: crate::stage_cpu::StageSplit,
+}
+
+impl CpReport {
+    /// A push's report: the sender's outcome over `bytes` of files.
+    pub(super) fn sent(
+        run: RunFacts,
+        out: longhaul_transfer::session::SendOutcome,
+        bytes: u64,
+    ) -> Self {
+        Self {
+            start: run.start,
+            files_ok: out.files_ok,
+            files_skipped: out.files_skipped,
+            failed: out.failed,
+            bytes,
+            moved_bytes: out.sent_bytes,
+            resumed_bytes: out.resumed_bytes,
+            rejected_chunks: out.rejected_chunks,
+            seconds: run.seconds,
+            files_unchanged: out.files_unchanged,
+            unchanged_bytes: out.unchanged_bytes,
+            files_compared: out.files_compared,
+            reused_bytes: out.reused_bytes,
+            would_send: out.would_send,
+            deleted: out.deleted,
+            // A push's server says only how many it would remove.
+            would_delete: Vec::new(),
+            jump_start: run.jump_start,
+            stages: run.stages,
+        }
+    }
+
+    /// A pull's report: the receiver's outcome.
+    pub(super) fn received(run: RunFacts, out: longhaul_transfer::session::RecvOutcome) -> Self {
+        Self {
+            start: run.start,
+            files_ok: out.files_ok,
+            files_skipped: out.files_skipped,
+            failed: out.failed,
+            bytes: out.total_bytes,
+            moved_bytes: out.received_bytes,
+            resumed_bytes: out.resumed_bytes,
+            // The sender counts refusals; a receiver's are in its failed files.
+            rejected_chunks: 0,
+            seconds: run.seconds,
+            files_unchanged: out.files_unchanged,
+            unchanged_bytes: out.unchanged_bytes,
+            files_compared: out.files_compared,
+            reused_bytes: out.reused_bytes,
+            would_send: out.would_send,
+            deleted: out.deleted,
+            would_delete: out.would_delete,
+            jump_start: run.jump_start,
+            stages: run.stages,
+        }
+    }
+}
