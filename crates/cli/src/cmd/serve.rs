@@ -32,7 +32,9 @@ pub struct Args {
     /// TCP port for control and data connections (default 5290).
     #[arg(short, long)]
     pub port: Option<u16>,
-    /// Serve one session (of a client that proved the token), then exit with its outcome.
+    /// Serve one session (of a client that proved the token), then exit with its outcome
+    /// (a session that only issued a third-party copy's ticket does not count: the
+    /// ticket's pull is the one served).
     #[arg(long)]
     pub once: bool,
     /// Receiver-side pacing for runs this server receives: clamp each stream's advertised
