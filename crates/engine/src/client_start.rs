@@ -20,11 +20,11 @@ use std::time::Duration;
 
 use longhaul_proto::{ClientSession, Credential};
 
-use crate::bench::BenchError;
 use crate::jump::{ClientJump, ClientStart, JumpWish, PathNow};
 use crate::transport::dial::{dial_with, DataDialer, DataPlan, Dialed, AUTO_STREAMS};
 use crate::transport::framed::FramedConn;
 use crate::transport::tls::{ClientTls, Fingerprint, Security};
+use crate::transport::BenchError;
 
 /// What a client's start needs to know.
 pub struct StartPlan<'a> {

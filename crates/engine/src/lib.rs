@@ -5,11 +5,12 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
+mod cache_dir;
 pub mod client_start;
 pub mod cp;
 pub mod daemon;
+pub mod datarun;
 pub mod emulate;
-pub mod hash_cache;
 pub mod host;
 pub mod jump;
 pub mod path_cache;
@@ -22,3 +23,6 @@ pub mod token;
 pub mod transport;
 pub mod tune_apply;
 pub mod tune_host;
+
+/// The chunk-hash cache, where it has always been named.
+pub use cp::hash_cache;

@@ -146,13 +146,13 @@ pub struct PathCache {
 impl PathCache {
     /// The user's cache (`$XDG_CACHE_HOME/longhaul/paths`, else `~/.cache/longhaul/paths`).
     pub fn open_default() -> io::Result<Self> {
-        Self::in_dir(crate::hash_cache::cache_base()?)
+        Self::in_dir(crate::cache_dir::cache_base()?)
     }
 
     /// The cache in `dir` (created 0700; a symlink or non-directory there is refused).
     pub fn in_dir(dir: impl Into<PathBuf>) -> io::Result<Self> {
         let dir = dir.into();
-        crate::hash_cache::private_dir(&dir, "path cache")?;
+        crate::cache_dir::private_dir(&dir, "path cache")?;
         Ok(Self {
             file: dir.join("paths"),
         })
@@ -211,7 +211,7 @@ impl PathCache {
             std::process::id(),
             now_unix_nanos()
         ));
-        crate::hash_cache::replace_private(&temp, &self.file, encode(&records).as_bytes())?;
+        crate::cache_dir::replace_private(&temp, &self.file, encode(&records).as_bytes())?;
         Ok(stored)
     }
 }

@@ -36,6 +36,7 @@
 mod auth;
 mod codec;
 mod error;
+mod jump_ask;
 pub mod limits;
 mod message;
 pub mod namespace;

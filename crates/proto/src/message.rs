@@ -2,6 +2,7 @@
 
 use crate::auth::{Nonce, MAC_LEN};
 use crate::error::{ErrorCode, ProtoError};
+pub use crate::jump_ask::JumpAsk;
 use crate::limits;
 use crate::namespace::{ChecksumKind, FsEntry, FsErrorKind, FsOp, FsStat};
 use crate::ticket::{RelayDone, RelayProgress, RelayPull, TicketGrant, TicketId};
@@ -322,63 +323,6 @@ pub struct BenchParams {
     /// windows toward the client before the data connections (and, when the server sends,
     /// to start paced at the given rate). The server bounds it by its own view.
     pub jump: Option<JumpAsk>,
-}
-
-/// What a client asks of the server for a jump-start (see `docs/jump-start.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct JumpAsk {
-    /// Total pacing rate to start at, bit/s (used when the server sends).
-    pub start_bps: u64,
-    /// The remembered rate to hold once the jump is confirmed, bit/s.
-    pub remembered_bps: u64,
-    /// Initial congestion window per stream, segments (the server's route `initcwnd`).
-    pub init_cwnd: u32,
-    /// Initial receive window per stream, segments (the server's route `initrwnd`).
-    pub init_rwnd: u32,
-}
-
-impl JumpAsk {
-    /// Checks the ask against [`crate::limits`]: rates in
-    /// `1..=`[`limits::MAX_JUMP_RATE_BPS`] with the start no higher than the remembered
-    /// rate, windows in `1..=`[`limits::MAX_JUMP_WINDOW_SEGMENTS`]. A server still bounds
-    /// what it carries out by its own view; this only refuses what no client asks.
-    pub fn validate(&self) -> Result<(), ProtoError> {
-        let bad = |field: &'static str, why: String| Err(ProtoError::InvalidField { field, why });
-        let rates = 1..=limits::MAX_JUMP_RATE_BPS;
-        if !rates.contains(&self.start_bps) || !rates.contains(&self.remembered_bps) {
-            return bad(
-                "jump rate",
-                format!(
-                    "start {} and remembered {} bit/s must be within 1..={} bit/s",
-                    self.start_bps,
-                    self.remembered_bps,
-                    limits::MAX_JUMP_RATE_BPS
-                ),
-            );
-        }
-        if self.start_bps > self.remembered_bps {
-            return bad(
-                "jump rate",
-                format!(
-                    "a start of {} bit/s above the remembered {} bit/s",
-                    self.start_bps, self.remembered_bps
-                ),
-            );
-        }
-        let windows = 1..=limits::MAX_JUMP_WINDOW_SEGMENTS;
-        if !windows.contains(&self.init_cwnd) || !windows.contains(&self.init_rwnd) {
-            return bad(
-                "jump window",
-                format!(
-                    "initcwnd {} and initrwnd {} segments must be within 1..={}",
-                    self.init_cwnd,
-                    self.init_rwnd,
-                    limits::MAX_JUMP_WINDOW_SEGMENTS
-                ),
-            );
-        }
-        Ok(())
-    }
 }
 
 impl BenchParams {

@@ -154,38 +154,3 @@ impl Reader<'_> {
         }
     }
 }
-
-/// A jump-start ask, as bench's `BenchParams` and cp's `TransferParams` write it: 0, or 1
-/// and its four fields.
-impl Writer<'_> {
-    pub(crate) fn jump_ask(&mut self, ask: Option<&crate::message::JumpAsk>) {
-        match ask {
-            None => self.u8(0),
-            Some(j) => {
-                self.u8(1);
-                self.u64(j.start_bps);
-                self.u64(j.remembered_bps);
-                self.u32(j.init_cwnd);
-                self.u32(j.init_rwnd);
-            }
-        }
-    }
-}
-
-impl Reader<'_> {
-    pub(crate) fn jump_ask(&mut self) -> Result<Option<crate::message::JumpAsk>, ProtoError> {
-        match self.u8("jump")? {
-            0 => Ok(None),
-            1 => Ok(Some(crate::message::JumpAsk {
-                start_bps: self.u64("jump start rate")?,
-                remembered_bps: self.u64("jump remembered rate")?,
-                init_cwnd: self.u32("jump initcwnd")?,
-                init_rwnd: self.u32("jump initrwnd")?,
-            })),
-            v => Err(invalid(
-                "jump",
-                format!("{v} is not absent (0) or present (1)"),
-            )),
-        }
-    }
-}

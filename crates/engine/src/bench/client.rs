@@ -1,7 +1,6 @@
 //! The client end of `longhaul bench`: control session, RTT measurement, window plan,
 //! data connections, the run loop with its intervals, and the end summary.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use longhaul_proto::{
@@ -10,7 +9,7 @@ use longhaul_proto::{
 };
 
 use super::report::*;
-use super::run::{chrono_of, DataRun, Role, SenderPlan};
+use crate::datarun::run::{chrono_of, DataRun, Role, SenderPlan};
 use crate::host;
 use crate::steady_rate::SteadyRate;
 use crate::telemetry::Sampled;
@@ -20,7 +19,9 @@ use crate::transport::sockopts;
 use crate::transport::tls::Security;
 use longhaul_policy::{judge, BufferCaps, JumpValidator, TransportRequest, Window};
 
+pub use crate::telemetry::view::view;
 pub use crate::transport::dial::{resolve, DEFAULT_PORT};
+pub use crate::transport::BenchError;
 
 /// What the user asked for.
 #[derive(Debug, Clone)]
@@ -63,58 +64,6 @@ pub trait BenchObserver {
     fn start(&mut self, report: &StartReport);
     /// One interval.
     fn interval(&mut self, view: &IntervalView);
-}
-
-/// Why a bench run failed.
-#[derive(Debug, thiserror::Error)]
-pub enum BenchError {
-    /// TLS could not be set up, or the server's certificate is not the one trusted.
-    #[error("{0}")]
-    Tls(#[from] crate::transport::tls::TlsError),
-    /// The target could not be parsed or resolved.
-    #[error("cannot resolve {target:?}: {why}; give HOST, HOST:PORT or [IPv6]:PORT")]
-    Resolve {
-        /// What was given.
-        target: String,
-        /// Why.
-        why: String,
-    },
-    /// The control connection failed.
-    #[error(
-        "cannot connect to {addr}: {cause}; is `longhaul serve` running there and the port open?"
-    )]
-    Connect {
-        /// Address tried.
-        addr: SocketAddr,
-        /// Cause.
-        cause: std::io::Error,
-    },
-    /// The protocol failed (authentication, version, parameters, malformed input).
-    #[error(transparent)]
-    Proto(#[from] ProtoError),
-    /// The peer went away or a socket failed.
-    #[error("{what}: {cause}")]
-    Io {
-        /// What was being done.
-        what: String,
-        /// Cause.
-        cause: std::io::Error,
-    },
-    /// The peer stopped answering.
-    #[error("the server stopped answering while {0}; check that it is still running")]
-    Timeout(&'static str),
-    /// The run was refused locally.
-    #[error("{0}")]
-    Refused(String),
-    /// On first contact the server did not prove the token (or stopped answering before
-    /// it did): its certificate was not pinned.
-    #[error("{cause}; nothing was pinned: the certificate {} that {} presented is not pinned in {}, since a server is pinned only once it has proved the token", .first.seen, .first.server, .first.file.display())]
-    NotPinned {
-        /// The server and the certificate it presented.
-        first: crate::transport::tls::FirstContact,
-        /// Why it failed.
-        cause: Box<BenchError>,
-    },
 }
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError {
@@ -515,57 +464,6 @@ fn send_queued(session: &mut ClientSession, link: &ControlLink) -> Result<(), Be
             .map_err(io_err("control connection"))?;
     }
     Ok(())
-}
-
-/// Turns one end's interval samples into the printed view; rates are of the bytes that
-/// crossed the path.
-pub fn view(sampled: &Sampled, rate_bps: Option<u64>, held: Option<u64>) -> IntervalView {
-    let r = &sampled.report;
-    let secs = (sampled.crossed_ms as f64 / 1e3).max(1e-3);
-    let n = r.streams.len().max(1) as f64;
-    let streams: Vec<StreamInterval> = r
-        .streams
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let crossed = sampled.crossed.get(i).copied().unwrap_or(s.bytes);
-            let bps = crossed as f64 * 8.0 / secs;
-            let paced = rate_bps.map(|rate| bps / (rate as f64 / n));
-            StreamInterval {
-                id: s.stream,
-                bytes: s.bytes,
-                crossed_bytes: crossed,
-                bits_per_second: bps,
-                cwnd_bytes: s.cwnd_bytes,
-                rtt_ms: s.srtt_us as f64 / 1e3,
-                retransmits: s.retransmits,
-                delivery_rate_bps: s.delivery_rate_bps,
-                pacing_rate_bps: s.pacing_rate_bps,
-                limited_by: judge(
-                    longhaul_policy::Chrono {
-                        elapsed_us: r.end_ms.saturating_sub(r.start_ms) * 1000,
-                        busy_us: s.busy_us,
-                        rwnd_limited_us: s.rwnd_limited_us,
-                        sndbuf_limited_us: s.sndbuf_limited_us,
-                    },
-                    paced,
-                ),
-            }
-        })
-        .collect();
-    let bytes = streams.iter().map(|s| s.bytes).sum::<u64>();
-    let crossed = streams.iter().map(|s| s.crossed_bytes).sum::<u64>();
-    IntervalView {
-        start: r.start_ms as f64 / 1e3,
-        end: r.end_ms as f64 / 1e3,
-        bits_per_second: crossed as f64 * 8.0 / secs,
-        retransmits: streams.iter().map(|s| s.retransmits).sum(),
-        bytes,
-        crossed_bytes: crossed,
-        rate_source: sampled.source,
-        streams,
-        held_rate_bps: held,
-    }
 }
 
 /// The end summary from both ends' totals.

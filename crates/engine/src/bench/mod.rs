@@ -3,11 +3,8 @@
 //! is a session of the daemon ([`crate::daemon`]).
 
 pub mod client;
-pub mod pacer;
 pub mod peer;
 pub mod report;
-pub mod run;
-pub mod stream;
 
 pub use client::{run_bench, BenchConfig, BenchError, BenchObserver, DEFAULT_PORT};
 pub use peer::{peer_report, PeerReport};

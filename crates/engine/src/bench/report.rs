@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 pub use crate::telemetry::crossed::RateSource;
+pub use crate::telemetry::view::{IntervalView, StreamInterval, StreamSummary};
 use longhaul_policy::LimitedBy;
 
 /// Figures of one host's network stack.
@@ -79,57 +80,6 @@ pub struct StartReport {
     pub jump_start: crate::jump::JumpReport,
 }
 
-/// One stream's figures in an interval (the sender's TCP_INFO).
-#[derive(Debug, Clone, Serialize)]
-pub struct StreamInterval {
-    /// Stream index.
-    pub id: u16,
-    /// Payload bytes in the interval: at a sender those that crossed the path (as
-    /// `crossed_bytes`), at a receiver those the application read.
-    pub bytes: u64,
-    /// Payload bytes that crossed the path in the interval, counted as `rate_source` says.
-    pub crossed_bytes: u64,
-    /// Bit rate over the interval, of `crossed_bytes`.
-    pub bits_per_second: f64,
-    /// Congestion window, bytes.
-    pub cwnd_bytes: u64,
-    /// Smoothed RTT, ms.
-    pub rtt_ms: f64,
-    /// Segments retransmitted in the interval.
-    pub retransmits: u32,
-    /// Kernel's delivery-rate sample, bit/s.
-    pub delivery_rate_bps: u64,
-    /// Kernel's pacing rate, bit/s.
-    pub pacing_rate_bps: u64,
-    /// What limited the stream in the interval.
-    pub limited_by: LimitedBy,
-}
-
-/// The `interval` object.
-#[derive(Debug, Clone, Serialize)]
-pub struct IntervalView {
-    /// Start of the interval, seconds since the run began.
-    pub start: f64,
-    /// End of the interval.
-    pub end: f64,
-    /// Per stream.
-    pub streams: Vec<StreamInterval>,
-    /// Bytes of all streams (as a stream's `bytes`).
-    pub bytes: u64,
-    /// Bytes that crossed the path, all streams.
-    pub crossed_bytes: u64,
-    /// Which count `crossed_bytes` and the rates come from: `delivered` (the sender's
-    /// kernel: acknowledged cumulatively or selectively) or `arrived` (the receiver's
-    /// kernel: in order, or held behind a hole).
-    pub rate_source: RateSource,
-    /// Bit rate of all streams, of `crossed_bytes`.
-    pub bits_per_second: f64,
-    /// Retransmits of all streams.
-    pub retransmits: u32,
-    /// Pacing rate held after the bottleneck probe, bit/s, once found.
-    pub held_rate_bps: Option<u64>,
-}
-
 /// One end's cost.
 #[derive(Debug, Clone, Serialize)]
 pub struct EndCost {
@@ -141,31 +91,12 @@ pub struct EndCost {
     pub cpu_percent: f64,
 }
 
-/// One stream over the whole run.
-#[derive(Debug, Clone, Serialize)]
-pub struct StreamSummary {
-    /// Stream index.
-    pub id: u16,
-    /// Bytes the receiver read.
-    pub bytes: u64,
-    /// Receiver's bit rate.
-    pub bits_per_second: f64,
-    /// Retransmits (sender).
-    pub retransmits: u64,
-    /// Smallest RTT (sender), ms.
-    pub min_rtt_ms: f64,
-    /// Final congestion window, bytes.
-    pub cwnd_bytes: u64,
-    /// Verdict for the stream.
-    pub limited_by: LimitedBy,
-}
-
 impl Summary {
     /// The verdict of a run carried through ssh ([`crate::ssh::relay`]): this end's
     /// sockets reach only the relay on its loopback, so their counters say nothing of the
     /// path; the ssh connections set the pace.
     pub fn carried_through_ssh(&mut self) {
-        (self.limited_by, self.limited_by_text, self.advice) = crate::ssh::relay::VERDICT;
+        (self.limited_by, self.limited_by_text, self.advice) = crate::telemetry::view::THROUGH_SSH;
     }
 }
 

@@ -10,6 +10,7 @@ mod ahead;
 pub mod chunk_io;
 pub mod clean;
 pub mod client;
+pub mod hash_cache;
 pub mod old_copy;
 pub mod peer_intervals;
 pub mod recv;
@@ -109,7 +110,7 @@ pub enum CpError {
     Attach(#[from] crate::transport::attach::AttachError),
     /// Connecting, authenticating or opening streams failed.
     #[error(transparent)]
-    Setup(#[from] crate::bench::BenchError),
+    Setup(#[from] crate::transport::BenchError),
     /// The session stopped (the peer broke the protocol, a path was refused, this end
     /// gave up).
     #[error(transparent)]

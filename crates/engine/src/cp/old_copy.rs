@@ -19,7 +19,7 @@ use longhaul_sys::served_root::{Access, ServedRoot};
 use longhaul_transfer::session::recv::{CopyIdentity, OldCopy, Reuse};
 
 use super::chunk_io::hash_file_chunks;
-use crate::hash_cache::HashCache;
+use crate::cp::hash_cache::HashCache;
 
 /// Threads that hash one file: every core, at most 8.
 pub fn hash_threads() -> usize {

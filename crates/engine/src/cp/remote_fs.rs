@@ -6,9 +6,9 @@ use longhaul_proto::namespace::{ChecksumKind, FsEntry, FsErrorKind, FsOp, FsStat
 use longhaul_proto::{ClientEvent, Message, Token};
 use longhaul_transfer::RequestedPath;
 
-use crate::bench::BenchError;
 use crate::transport::dial::{dial, flush, recv, DataPlan, Dialed};
 use crate::transport::tls::Security;
+use crate::transport::BenchError;
 
 /// A failed operation: what POSIX would call it, and why in words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

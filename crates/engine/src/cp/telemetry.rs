@@ -28,10 +28,10 @@ use std::sync::Arc;
 use super::client::CpStart;
 use super::peer_intervals::{delivered_by_peer, PeerReports};
 use super::Progress;
-use crate::bench::client::view;
-use crate::bench::report::{IntervalView, StreamSummary};
-use crate::bench::run::chrono_of;
+use crate::datarun::run::chrono_of;
 use crate::telemetry::crossed::RateSource;
+use crate::telemetry::view::view;
+use crate::telemetry::view::{IntervalView, StreamSummary};
 use crate::telemetry::{Role, Sampled, Sampler};
 use longhaul_policy::{judge, Chrono, LimitedBy};
 
@@ -163,7 +163,7 @@ impl CpVerdict {
     /// sockets reach only the relay on its loopback, so their counters say nothing of
     /// the path; the ssh connections set the pace.
     pub fn carried_through_ssh(mut self) -> Self {
-        (self.limited_by, self.limited_by_text, self.advice) = crate::ssh::relay::VERDICT;
+        (self.limited_by, self.limited_by_text, self.advice) = crate::telemetry::view::THROUGH_SSH;
         self
     }
 

@@ -6,9 +6,9 @@
 use longhaul_proto::ticket::{RelayDone, RelayProgress, RelayPull};
 use longhaul_proto::{ClientEvent, TicketGrant, Token};
 
-use crate::bench::BenchError;
 use crate::transport::dial::{dial, flush, recv, DataPlan, Dialed};
 use crate::transport::tls::{Fingerprint, Security};
+use crate::transport::BenchError;
 
 /// No data connections: these sessions only ask and answer.
 const NO_DATA: DataPlan = DataPlan {

@@ -288,8 +288,8 @@ pub(super) fn run_relay(
             let hint = match &e {
                 // The destination cannot reach the source from where it is.
                 crate::cp::CpError::Setup(
-                    crate::bench::BenchError::Connect { .. }
-                    | crate::bench::BenchError::Resolve { .. },
+                    crate::transport::BenchError::Connect { .. }
+                    | crate::transport::BenchError::Resolve { .. },
                 ) => {
                     " (this server cannot reach the source by the name the client gave: \
                       name it as this server sees it, open the source's port to this \

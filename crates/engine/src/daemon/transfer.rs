@@ -409,7 +409,7 @@ pub fn serve_transfer(
         sender.jump = jump.as_ref().and_then(ServerJump::validator);
         if opts.delta {
             // A cache that cannot be opened only costs re-reading.
-            sender.hash_cache = crate::hash_cache::HashCache::open_default()
+            sender.hash_cache = crate::cp::hash_cache::HashCache::open_default()
                 .ok()
                 .map(|c| (c, !opts.checksum));
         }

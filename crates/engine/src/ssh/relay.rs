@@ -51,15 +51,8 @@ pub const LOGINS_AT_ONCE: usize = 9;
 /// data streams, with room for a retry).
 const MAX_TUNNELS: usize = 300;
 
-/// The verdict of a run or copy carried through ssh: this end's sockets reach only the
-/// relay on its loopback, so their counters say nothing of the path.
-pub const VERDICT: (longhaul_policy::LimitedBy, &str, &str) = (
-    longhaul_policy::LimitedBy::Unknown,
-    "the ssh connections carrying the streams",
-    "each stream is held to one ssh channel's window (2 MiB per round trip with OpenSSH) \
-     and pays ssh's cipher; open the far longhaul's port (or name an open --port-range) \
-     for the path's own rate",
-);
+/// The verdict of a run or copy carried through ssh (see [`crate::telemetry::view::THROUGH_SSH`]).
+pub use crate::telemetry::view::THROUGH_SSH as VERDICT;
 
 /// What the far bridge writes first, once its ssh has logged in and it runs.
 pub const BRIDGE_UP: u8 = b'+';

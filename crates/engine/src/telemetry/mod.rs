@@ -8,6 +8,7 @@
 //! that crossed the path, behind every interval's rate).
 
 pub mod crossed;
+pub mod view;
 
 use crate::transport::secure::SecureStream;
 use std::sync::atomic::{AtomicU64, Ordering};

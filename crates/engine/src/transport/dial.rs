@@ -30,7 +30,7 @@ use super::framed::{FramedConn, RecvError};
 use super::secure::SecureStream;
 use super::sockopts;
 use super::tls::{ClientTls, Encryption, Fingerprint, Security, ServerTrust};
-use crate::bench::BenchError;
+use crate::transport::BenchError;
 
 /// The port `longhaul serve` listens on by default.
 pub const DEFAULT_PORT: u16 = 5290;

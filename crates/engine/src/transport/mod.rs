@@ -16,6 +16,7 @@
 //!   `TcpStream`'s surface (shared clones, one reader and several writers, half-close).
 //! - [`record`]: TLS 1.3's record layer after rustls's handshake (sans-I/O: seal into
 //!   and open in the socket's own buffers).
+//! - [`BenchError`]: why a client's session could not be set up.
 //! - [`tls`]: the provider and configs, the server's identity, the client's trust
 //!   (pinned, known-servers, CA).
 //!
@@ -31,8 +32,11 @@
 pub mod attach;
 pub mod control;
 pub mod dial;
+mod error;
 pub mod framed;
 pub mod record;
 pub mod secure;
 pub mod sockopts;
 pub mod tls;
+
+pub use error::BenchError;

@@ -1,7 +1,7 @@
 //! The file-transfer messages and the types they carry: the request, file-list entries,
 //! and the receiver's reasons for skipping a file or refusing a chunk.
 
-use crate::message::JumpAsk;
+use crate::jump_ask::JumpAsk;
 
 use super::TransferOptions;
 

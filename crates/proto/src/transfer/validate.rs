@@ -2,8 +2,8 @@
 //! encoded (so what is encoded always decodes) and after one is decoded.
 
 use crate::error::ProtoError;
+use crate::jump_ask::JumpAsk;
 use crate::limits::MAX_TEXT;
-use crate::message::JumpAsk;
 use crate::wire::invalid;
 
 use super::{

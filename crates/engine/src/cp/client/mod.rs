@@ -254,7 +254,7 @@ pub fn run_cp(
                     sender.session.set_dry_run();
                 }
                 // A cache that cannot be opened only costs re-reading.
-                sender.hash_cache = crate::hash_cache::HashCache::open_default()
+                sender.hash_cache = crate::cp::hash_cache::HashCache::open_default()
                     .ok()
                     .map(|c| (c, !rules.checksum));
             }

@@ -259,7 +259,7 @@ pub fn run_receiver(
         store: Store::new(Arc::new(receiving), chunk_size).with_hash_cache(
             target
                 .delta
-                .and_then(|_| crate::hash_cache::HashCache::open_default().ok()),
+                .and_then(|_| crate::cp::hash_cache::HashCache::open_default().ok()),
         ),
         control: control.tx.clone(),
         stop: Stop::default(),

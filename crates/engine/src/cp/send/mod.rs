@@ -32,8 +32,8 @@ use longhaul_transfer::FileHashes;
 
 use super::chunk_io::hash_range;
 use super::{CpError, Progress, Stop};
-use crate::bench::pacer::Pacer;
-use crate::hash_cache::HashCache;
+use crate::cp::hash_cache::HashCache;
+use crate::datarun::pacer::Pacer;
 use crate::transport::control::{ControlLink, ControlTx, Incoming};
 use longhaul_policy::RateProbe;
 use longhaul_transfer::ChunkHash;

@@ -43,7 +43,7 @@ use longhaul_transfer::session::recv::{LookResult, OldCopy};
 use longhaul_transfer::session::RecvEvent;
 use longhaul_transfer::{DestEntry, DestListing, Removal};
 
-use crate::hash_cache::HashCache;
+use crate::cp::hash_cache::HashCache;
 
 mod commit;
 mod data_file;
