@@ -17,7 +17,6 @@ pub mod path_cache;
 pub mod ssh;
 pub mod stage_cpu;
 pub mod startup;
-pub mod steady_rate;
 pub mod telemetry;
 pub mod token;
 pub mod transport;

@@ -22,6 +22,7 @@ pub mod log_limit;
 pub mod memory;
 pub mod probe;
 pub mod relay_from;
+pub mod steady_rate;
 pub mod transport;
 pub mod verdict;
 pub mod watchdog;

@@ -11,12 +11,12 @@ use longhaul_proto::{
 use super::report::*;
 use crate::datarun::run::{chrono_of, DataRun, Role, SenderPlan};
 use crate::host;
-use crate::steady_rate::SteadyRate;
 use crate::telemetry::Sampled;
 use crate::transport::control::{ControlLink, Incoming};
 use crate::transport::dial::{flush, recv};
 use crate::transport::sockopts;
 use crate::transport::tls::Security;
+use longhaul_policy::steady_rate::SteadyRate;
 use longhaul_policy::{judge, BufferCaps, JumpValidator, TransportRequest, Window};
 
 pub use crate::telemetry::view::view;

@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 use longhaul_proto::{IntervalReport, JumpOutcome, Message, StreamResult};
 
 use super::Progress;
-use crate::steady_rate::ReportedRate;
 use crate::telemetry::crossed::RateSource;
 use crate::telemetry::{Role, Sampled, Sampler, StreamCounters};
 use crate::transport::control::ControlTx;
 use crate::transport::secure::SecureStream;
+use longhaul_policy::steady_rate::ReportedRate;
 
 /// How often a sending server reports.
 pub const REPORT_EVERY: Duration = Duration::from_millis(100);
