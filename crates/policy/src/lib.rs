@@ -20,6 +20,7 @@ mod error;
 pub mod jump_start;
 pub mod log_limit;
 pub mod memory;
+pub mod path_record;
 pub mod probe;
 pub mod relay_from;
 pub mod steady_rate;
