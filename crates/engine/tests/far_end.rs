@@ -3,6 +3,8 @@
 //! and with a wrong token — before its client connects and while its client pulls, end
 //! neither the far end nor the pull; the far end ends with its client's session.
 
+mod support;
+
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{mpsc, Arc};
@@ -16,6 +18,7 @@ use longhaul_engine::ssh::far::{run_far_end, FarConfig, FarOutcome};
 use longhaul_engine::transport::dial::{dial, DataPlan};
 use longhaul_engine::transport::tls::{Fingerprint, Security};
 use longhaul_proto::{SshReady, Token};
+use support::cp_config;
 
 /// The far end's stdout: the ready line, handed to the test.
 struct ReadyLine(mpsc::Sender<Vec<u8>>);
@@ -106,32 +109,18 @@ fn strangers(far: &Far) {
 }
 
 fn pull(far: &Far, src: &std::path::Path, dest: &std::path::Path, progress: Arc<Progress>) {
+    let job = CpJob::Pull {
+        dest: dest.to_path_buf(),
+    };
+    let remote = std::os::unix::ffi::OsStrExt::as_bytes(src.as_os_str());
     let cfg = CpConfig {
-        server: far.addr.to_string(),
-        remote_path: std::os::unix::ffi::OsStrExt::as_bytes(src.as_os_str()).to_vec(),
+        remote_path: remote.to_vec(),
         user_paths: true,
-        job: CpJob::Pull {
-            dest: dest.to_path_buf(),
-        },
-        credential: far.token().into(),
         recursive: false,
-        no_clobber: false,
-        sync: false,
-        checksum_only: false,
-        keep_setuid: false,
-        streams: Some(2),
-        jump_start: false,
         // Slow enough that a stranger comes while it runs.
         rate_bps: Some(100_000_000),
-        window: None,
-        congestion: None,
-        chunk_size: None,
         security: far.security(),
-        delta: None,
-        filter: Default::default(),
-        delete: false,
-        hard_links: false,
-        memory_gate: None,
+        ..cp_config(&far.addr.to_string(), far.token().into(), "", job)
     };
     let report = run_cp(cfg, progress, &mut |_| {}).unwrap_or_else(|e| panic!("the pull: {e}"));
     assert_eq!(report.files_ok, 1, "{report:?}");
