@@ -51,9 +51,11 @@ pub const MAX_RECORD_BYTES: usize = HEADER_LEN + 32 * MAX_CACHED_CHUNKS as usize
 const MAGIC: &[u8; 4] = b"LHHC";
 const VERSION: u16 = 1;
 
-/// What makes a cached record belong to a file: taken by `fstat` of the open file when the
-/// record is stored and again when it is looked up; any field that differs is a miss.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Who a file is now, as `fstat` says (the one identity of a file; the engine builds it
+/// from metadata in one place): a cached record belongs to a file while it still is; a
+/// sync takes unchanged chunks from a destination copy only while it still is; and the
+/// source's [`FileIdentity::fingerprint`] goes in the file list for the resume rule.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct FileIdentity {
     /// Device (`st_dev`).
     pub dev: u64,
@@ -69,6 +71,14 @@ pub struct FileIdentity {
     pub ctime_secs: i64,
     /// Status-change time, nanoseconds part (< 10^9).
     pub ctime_nanos: u32,
+}
+
+impl FileIdentity {
+    /// The source fingerprint of the resume rule (device, inode, ctime; see
+    /// [`crate::source_fingerprint`]).
+    pub fn fingerprint(&self) -> u64 {
+        crate::integrity::source_fingerprint(self.dev, self.ino, self.ctime_secs, self.ctime_nanos)
+    }
 }
 
 /// A file's chunk hashes with what they are valid for; built checked, so that encoding

@@ -19,11 +19,12 @@ use longhaul_proto::transfer::{
     ChunkHeader, EntryKind, FileEntry, TransferMessage, CHUNK_FLAG_SAME,
 };
 use longhaul_transfer::chunk_hash;
-use longhaul_transfer::session::recv::{Arrival, CopyIdentity, OldCopy, SyncRules};
+use longhaul_transfer::session::recv::{Arrival, OldCopy, SyncRules};
 use longhaul_transfer::session::{
     LookResult, Meta, RecvConfig, RecvEvent, RecvSession, SendConfig, SendSession, SessionError,
     Work,
 };
+use longhaul_transfer::FileIdentity;
 use proptest::prelude::*;
 
 const CS: u64 = 4096;
@@ -125,9 +126,9 @@ fn run(old: &[u8], new: &[u8]) -> Result<Outcome, SessionError> {
                 RecvEvent::HashOld { id, size, .. } => {
                     assert_eq!(size, old.len() as u64);
                     let copy = OldCopy {
-                        identity: CopyIdentity {
+                        identity: FileIdentity {
                             size,
-                            ..CopyIdentity::default()
+                            ..FileIdentity::default()
                         },
                         hashes: hashes_of(old),
                     };
@@ -274,9 +275,9 @@ fn listed_receiver(old: &[u8], new_len: u64, rules: Option<SyncRules>) -> RecvSe
                 .old_hashed(
                     id,
                     Ok(OldCopy {
-                        identity: CopyIdentity {
+                        identity: FileIdentity {
                             size: old.len() as u64,
-                            ..CopyIdentity::default()
+                            ..FileIdentity::default()
                         },
                         hashes: hashes_of(old),
                     }),

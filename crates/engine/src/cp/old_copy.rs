@@ -11,12 +11,12 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use longhaul_sys::file_io;
 use longhaul_sys::served_root::{Access, ServedRoot};
-use longhaul_transfer::session::recv::{CopyIdentity, OldCopy, Reuse};
+use longhaul_transfer::session::recv::{OldCopy, Reuse};
+use longhaul_transfer::FileIdentity;
 
 use super::chunk_io::hash_file_chunks;
 use crate::cp::hash_cache::HashCache;
@@ -29,15 +29,8 @@ pub fn hash_threads() -> usize {
 }
 
 /// Who an open file is now.
-pub fn identity(f: &File) -> io::Result<CopyIdentity> {
-    let m = f.metadata()?;
-    Ok(CopyIdentity {
-        dev: m.dev(),
-        ino: m.ino(),
-        size: m.len(),
-        mtime: (m.mtime(), m.mtime_nsec()),
-        ctime: (m.ctime(), m.ctime_nsec()),
-    })
+pub fn identity(f: &File) -> io::Result<FileIdentity> {
+    Ok(crate::cp::hash_cache::file_identity(&f.metadata()?))
 }
 
 /// Hashes the regular file at `rel` (never through a symlink in its last component) on

@@ -35,7 +35,7 @@ use std::path::{Component, Path, PathBuf};
 use longhaul_proto::transfer::{EntryKind, FileEntry, MAX_FILE_ID, MAX_PATH_BYTES};
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::place::is_work_name;
-use longhaul_transfer::{parse_peer_path, source_fingerprint, Filter, SafeRelPath};
+use longhaul_transfer::{parse_peer_path, Filter, SafeRelPath};
 
 /// Most entries (files and directories) in one transfer: the wire's file-id space.
 pub const MAX_ENTRIES: usize = MAX_FILE_ID as usize + 1;
@@ -518,7 +518,7 @@ impl<'w, T: Tree> Walk<'w, T> {
             mtime_secs: md.mtime(),
             mtime_nanos: nanos(md.mtime_nsec()),
             mode: md.mode() & 0o7777,
-            fingerprint: source_fingerprint(md.dev(), md.ino(), md.ctime(), nanos(md.ctime_nsec())),
+            fingerprint: crate::cp::hash_cache::file_identity(md).fingerprint(),
             link_target: Vec::new(),
         };
         self.out.push(SourceFile {

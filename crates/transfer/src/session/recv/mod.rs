@@ -68,9 +68,9 @@ use crate::receiver::FileReceiver;
 
 pub use room::human_bytes;
 pub use types::{
-    Arrival, CapsSetBy, ChunkPlan, CommitJob, CopyIdentity, DirFix, ExpectedList, HardLinkJob,
-    LinkJob, ListCaps, LookResult, Meta, OldCopy, OpenPlan, RecvConfig, RecvEvent, RecvOutcome,
-    Reuse, Room, SyncRules,
+    Arrival, CapsSetBy, ChunkPlan, CommitJob, DirFix, ExpectedList, HardLinkJob, LinkJob, ListCaps,
+    LookResult, Meta, OldCopy, OpenPlan, RecvConfig, RecvEvent, RecvOutcome, Reuse, Room,
+    SyncRules,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! The receiving end's public types: its configuration, the driver's events and answers,
 //! what it decided for a chunk, and what it did.
 
+use crate::hash_cache::FileIdentity;
 use std::path::PathBuf;
 
 use crate::delete::{DestListing, Removal};
@@ -181,29 +182,14 @@ pub struct SyncRules {
     pub dry_run: bool,
 }
 
-/// Who a destination file was when it was hashed for a sync (from `fstat`): its unchanged
-/// chunks are taken from it only while it still is (a copy changed meanwhile would put
-/// stale bytes under a digest that no longer describes them).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CopyIdentity {
-    /// Device.
-    pub dev: u64,
-    /// Inode.
-    pub ino: u64,
-    /// Size in bytes.
-    pub size: u64,
-    /// Modification time (seconds, nanoseconds).
-    pub mtime: (i64, i64),
-    /// Status-change time (seconds, nanoseconds): any write or chmod moves it.
-    pub ctime: (i64, i64),
-}
-
 /// The driver's answer to [`RecvEvent::HashOld`]: the chunk hashes of the copy at the
 /// destination, on the transfer's chunk grid over the copy's own size.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OldCopy {
-    /// Who the copy was when hashed.
-    pub identity: CopyIdentity,
+    /// Who the copy was when hashed: its unchanged chunks are taken from it only while it
+    /// still is (a copy changed meanwhile would put stale bytes under a digest that no
+    /// longer describes them).
+    pub identity: FileIdentity,
     /// Its chunk hashes, chunk 0 first.
     pub hashes: Vec<ChunkHash>,
 }
@@ -215,7 +201,7 @@ pub struct Reuse {
     /// The old copy (the file's final path).
     pub from: PathBuf,
     /// Who it must still be.
-    pub identity: CopyIdentity,
+    pub identity: FileIdentity,
     /// `(offset, len)` byte runs to copy from it into the part file (same offsets).
     pub runs: Vec<(u64, u64)>,
     /// Every chunk was the old copy's and the size is the same: the old file stays as it
