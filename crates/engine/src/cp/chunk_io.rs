@@ -31,6 +31,24 @@ pub fn hash_range(
     hash_range_in(file, hasher, off, len, buf, PIECE)
 }
 
+/// Hashes the chunks `chunks` of `file` on the grid `hashes` describes, one after another
+/// through `buf` (the sender's chunks already at the receiver, the store's chunks of a
+/// resumed part file): each with its place in the file's BLAKE3 tree.
+pub fn hash_listed_chunks(
+    file: &File,
+    hashes: &longhaul_transfer::FileHashes,
+    chunks: &[u32],
+    buf: &mut AlignedBuf,
+) -> io::Result<Vec<(u32, ChunkHash)>> {
+    chunks
+        .iter()
+        .map(|&i| {
+            let (off, len) = hashes.chunk_range(i);
+            Ok((i, hash_range(file, hashes.hasher(i), off, len, buf)?))
+        })
+        .collect()
+}
+
 /// Hashes every chunk of the first `size` bytes of `file` cut in `chunk_size` chunks (a
 /// power of two), on `threads` threads that each take the next unhashed chunk: what both
 /// ends of a sync do to a file whose size or mtime differs, at disk speed on every core.

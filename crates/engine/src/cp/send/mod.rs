@@ -30,7 +30,7 @@ use longhaul_sys::served_root::{Access, ServedRoot};
 use longhaul_transfer::session::{SendEvent, SendOutcome, SendSession, SessionError};
 use longhaul_transfer::FileHashes;
 
-use super::chunk_io::hash_range;
+use super::chunk_io::hash_listed_chunks;
 use super::{CpError, Progress, Stop};
 use crate::cp::hash_cache::HashCache;
 use crate::datarun::pacer::Pacer;
@@ -431,13 +431,7 @@ fn hash_loop(sh: &Shared, jobs: &mpsc::Receiver<SendEvent>) {
                 Err(_) => return Err(io::Error::other("poisoned")),
             };
             let hashes = FileHashes::new(size, cs);
-            chunks
-                .iter()
-                .map(|&i| {
-                    let (off, len) = hashes.chunk_range(i);
-                    Ok((i, hash_range(&file, hashes.hasher(i), off, len, &mut buf)?))
-                })
-                .collect()
+            hash_listed_chunks(&file, &hashes, &chunks, &mut buf)
         })();
         sh.progress.stages().take_thread();
         match hashed {

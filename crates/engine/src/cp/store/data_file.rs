@@ -20,7 +20,7 @@ use longhaul_transfer::{sparse, ChunkHash, FileHashes};
 
 use super::part::{claim_part, lock_part, remove_if_there, resume_part};
 use super::{poisoned, Store, StoreError};
-use crate::cp::chunk_io::hash_range;
+use crate::cp::chunk_io::{hash_listed_chunks, hash_range};
 
 /// Data files of one-chunk files open now, in this process (every session's): each
 /// waits, open, for its file's digest to commit it. Small files arrive faster than their
@@ -346,13 +346,7 @@ impl Store {
         let f = self
             .data(id)
             .ok_or_else(|| io::Error::other(format!("file {id} has no data")))?;
-        let file = f.file()?;
-        let mut out = Vec::with_capacity(chunks.len());
-        for &i in chunks {
-            let (off, len) = hashes.chunk_range(i);
-            out.push((i, hash_range(file, hashes.hasher(i), off, len, buf)?));
-        }
-        Ok(out)
+        hash_listed_chunks(f.file()?, hashes, chunks, buf)
     }
 }
 
