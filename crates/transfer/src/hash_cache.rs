@@ -35,6 +35,7 @@
 
 use crate::error::{Error, Result};
 use crate::integrity::ChunkHash;
+use crate::le_bytes::{u16_at, u32_at, u64_at};
 use crate::manifest::{chunk_count, MAX_CHUNK_BYTES, MIN_CHUNK_BYTES};
 
 /// Header length in bytes.
@@ -241,22 +242,6 @@ pub fn cache_key(dev: u64, ino: u64, chunk_size: u64) -> String {
 
 fn chunk_size_ok(chunk_size: u64) -> bool {
     (MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES).contains(&chunk_size) && chunk_size.is_power_of_two()
-}
-
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(a)
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
 }
 
 #[cfg(test)]

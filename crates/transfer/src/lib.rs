@@ -31,6 +31,7 @@ pub mod file_hashes;
 pub mod filter;
 pub mod hash_cache;
 pub mod integrity;
+mod le_bytes;
 pub mod location;
 pub mod manifest;
 pub mod mode;

@@ -36,6 +36,7 @@
 //! appending again. Anything else wrong (header, an earlier record, an index out of range,
 //! one chunk with two hashes) is corruption: an error, and the file is sent again.
 
+use crate::le_bytes::{u16_at, u32_at, u64_at};
 use std::collections::BTreeMap;
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
@@ -386,22 +387,6 @@ pub fn decide_resume(
         }
         Some(Ok(m)) => ResumeDecision::Continue(m),
     }
-}
-
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(a)
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
 }
 
 #[cfg(test)]
