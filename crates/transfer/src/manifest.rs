@@ -36,13 +36,13 @@
 //! appending again. Anything else wrong (header, an earlier record, an index out of range,
 //! one chunk with two hashes) is corruption: an error, and the file is sent again.
 
-use crate::le_bytes::{u16_at, u32_at, u64_at};
 use std::collections::BTreeMap;
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 use crate::error::{Error, Result};
 use crate::integrity::ChunkHash;
+use crate::le_bytes::{u16_at, u32_at, u64_at};
 
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 56;
