@@ -3,6 +3,8 @@
 //! entries and this transfer's work files kept) before the list's end is answered with
 //! their count, and before the directories' times are set.
 
+mod pair;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,14 +15,11 @@ use longhaul_transfer::{DestEntry, DestKind, Filter};
 
 fn entry(path: &str, kind: EntryKind) -> FileEntry {
     FileEntry {
-        path: path.as_bytes().to_vec(),
-        kind,
-        size: if kind == EntryKind::File { 10 } else { 0 },
         mtime_secs: 1,
         mtime_nanos: 0,
         mode: 0o644,
         fingerprint: 0,
-        link_target: Vec::new(),
+        ..pair::entry(path, kind, if kind == EntryKind::File { 10 } else { 0 })
     }
 }
 

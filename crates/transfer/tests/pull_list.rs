@@ -4,19 +4,18 @@
 //! hostile server answering `cp host:big.h5 ~` with `.bashrc` is refused before anything
 //! is looked at or written.
 
+mod pair;
+
 use longhaul_proto::transfer::{EntryKind, FileEntry, TransferMessage};
 use longhaul_transfer::session::{ExpectedList, RecvConfig, RecvEvent, RecvSession, SessionError};
 
 fn entry(path: &str, kind: EntryKind) -> FileEntry {
     FileEntry {
-        path: path.as_bytes().to_vec(),
-        kind,
-        size: if kind == EntryKind::File { 10 } else { 0 },
         mtime_secs: 1,
         mtime_nanos: 0,
         mode: 0o644,
         fingerprint: 0,
-        link_target: Vec::new(),
+        ..pair::entry(path, kind, if kind == EntryKind::File { 10 } else { 0 })
     }
 }
 

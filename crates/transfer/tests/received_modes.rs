@@ -6,6 +6,8 @@
 // The sessions take `now` from their driver: a test needs one Instant to offset from.
 #![allow(clippy::disallowed_methods)]
 
+mod pair;
+
 use std::time::Instant;
 
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry};
@@ -25,14 +27,10 @@ struct Modes {
 
 fn entry(path: &str, kind: EntryKind, size: u64, mode: u32) -> FileEntry {
     FileEntry {
-        path: path.as_bytes().to_vec(),
-        kind,
-        size,
-        mtime_secs: 1_700_000_000,
         mtime_nanos: 0,
         mode,
         fingerprint: 7,
-        link_target: Vec::new(),
+        ..pair::entry(path, kind, size)
     }
 }
 

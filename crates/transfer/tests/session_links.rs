@@ -13,6 +13,8 @@
 // The sessions take `now` from their driver: a test needs one Instant to offset from.
 #![allow(clippy::disallowed_methods)]
 
+mod pair;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -28,18 +30,15 @@ const CS: u64 = 4096;
 
 fn entry(path: &str, kind: EntryKind, size: u64, target: &[u8]) -> FileEntry {
     FileEntry {
-        path: path.as_bytes().to_vec(),
-        kind,
-        size,
-        mtime_secs: 1_700_000_000,
-        mtime_nanos: 9,
         mode: match kind {
             EntryKind::Dir => 0o755,
             EntryKind::File | EntryKind::HardLink => 0o644,
             EntryKind::Symlink => 0o777,
         },
+        mtime_nanos: 9,
         fingerprint: 3,
         link_target: target.to_vec(),
+        ..pair::entry(path, kind, size)
     }
 }
 

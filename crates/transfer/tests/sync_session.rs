@@ -13,6 +13,8 @@
 // The sessions take `now` from their driver: a test needs one Instant to offset from.
 #![allow(clippy::disallowed_methods)]
 
+mod pair;
+
 use std::time::Instant;
 
 use longhaul_proto::transfer::{
@@ -31,14 +33,10 @@ const CS: u64 = 4096;
 
 fn entry(size: u64) -> FileEntry {
     FileEntry {
-        path: b"f".to_vec(),
-        kind: EntryKind::File,
-        size,
         mtime_secs: 2_000_000_000,
         mtime_nanos: 0,
-        mode: 0o644,
         fingerprint: 7,
-        link_target: Vec::new(),
+        ..pair::entry("f", EntryKind::File, size)
     }
 }
 
