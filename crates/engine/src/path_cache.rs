@@ -123,24 +123,13 @@ mod tests {
     use std::fs;
     use std::os::unix::fs::MetadataExt;
 
-    fn rec(peer: &str, rate: u64, written: u64) -> PathRecord {
-        PathRecord {
-            peer: peer.parse().unwrap(),
-            local: "10.0.0.1".parse().unwrap(),
-            rate_bps: rate,
-            min_rtt_us: 436_000,
-            mss: 4418,
-            written_unix: written,
-            confirmations: 1,
-        }
-    }
-
     #[test]
     fn store_and_lookup_in_a_private_file() {
         let dir = std::env::temp_dir().join(format!("lh-pathcache-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let cache = PathCache::in_dir(&dir).unwrap();
-        let r = rec("10.0.0.2", 980_000_000, 5);
+        // A record as the file holds it (the record's own rules are path_record's).
+        let r = parse("longhaul-paths 1\n10.0.0.2 10.0.0.1 980000000 436000 4418 5 1\n")[0];
         assert_eq!(cache.store(r).unwrap().confirmations, 1);
         assert_eq!(cache.lookup(r.peer, r.local), Some(r));
         let mode = fs::metadata(cache.file()).unwrap().mode() & 0o777;

@@ -4,11 +4,92 @@
 //! passes through this host.
 
 use longhaul_proto::ticket::{RelayDone, RelayProgress, RelayPull};
+use longhaul_proto::transfer::TransferOptions;
 use longhaul_proto::{ClientEvent, TicketGrant, Token};
 
 use crate::transport::dial::{dial, flush, recv, DataPlan, Dialed};
-use crate::transport::tls::{Fingerprint, Security};
+use crate::transport::tls::{Encryption, Fingerprint, Security};
 use crate::transport::BenchError;
+
+/// How long a copy's ticket stays valid: the destination presents it within a round trip
+/// or two of the asking.
+pub const TICKET_LIFETIME_SECS: u32 = 120;
+
+/// One end of a third-party copy as the invoking host reaches it.
+pub struct Peer<'a> {
+    /// `HOST:PORT` of its longhaul (the destination dials the source's).
+    pub target: &'a str,
+    /// What the invoking host proves to it.
+    pub token: &'a Token,
+    /// How the invoking host trusts it (the destination's `encryption` is the pull's).
+    pub security: &'a Security,
+    /// The path there, as its requests carry it.
+    pub path: &'a [u8],
+}
+
+/// The destination's pull as the caller shapes it (the rest of [`RelayPull`] comes from
+/// the two ends and the ticket).
+#[derive(Debug, Clone, Default)]
+pub struct PullShape {
+    /// The copy's flags.
+    pub options: TransferOptions,
+    /// Data streams (0: the destination's choice).
+    pub streams: u16,
+    /// Total pacing rate, bit/s (0: none).
+    pub rate_bps: u64,
+    /// Fixed socket buffer per stream (0: from the path).
+    pub window_bytes: u64,
+    /// Chunk size (0: from the path).
+    pub chunk_size: u64,
+    /// The source's congestion control ("": its choice).
+    pub congestion: String,
+    /// Jump-start allowed.
+    pub jump_start: bool,
+    /// The source is a far end started over ssh (its path is the ssh user's).
+    pub source_user_paths: bool,
+}
+
+impl Peer<'_> {
+    /// A ticket from this end (the source) for its path, valid
+    /// [`TICKET_LIFETIME_SECS`], and the certificate it showed.
+    pub fn ticket(&self) -> Result<(TicketGrant, Fingerprint), BenchError> {
+        ask_ticket(
+            self.target,
+            self.token,
+            self.security,
+            self.path,
+            TICKET_LIFETIME_SECS,
+        )
+    }
+}
+
+/// Asks `dst` to pull `src`'s path with `ticket` (which `src` showed `certificate` with),
+/// shaped as `shape`; `on_progress` is called with each report. Returns the pull's end.
+pub fn relay_with_ticket(
+    (ticket, certificate): (TicketGrant, Fingerprint),
+    src: &Peer,
+    dst: &Peer,
+    shape: PullShape,
+    on_progress: &mut dyn FnMut(&RelayProgress),
+) -> Result<RelayDone, BenchError> {
+    let pull = RelayPull {
+        source: src.target.to_string(),
+        certificate: certificate.0,
+        ticket,
+        source_path: src.path.to_vec(),
+        dest_path: dst.path.to_vec(),
+        options: shape.options,
+        streams: shape.streams,
+        rate_bps: shape.rate_bps,
+        window_bytes: shape.window_bytes,
+        chunk_size: shape.chunk_size,
+        congestion: shape.congestion,
+        plain_data: dst.security.encryption == Encryption::Off,
+        jump_start: shape.jump_start,
+        source_user_paths: shape.source_user_paths,
+    };
+    relay(dst.target, dst.token, dst.security, pull, on_progress)
+}
 
 /// No data connections: these sessions only ask and answer.
 const NO_DATA: DataPlan = DataPlan {

@@ -11,7 +11,7 @@ use longhaul_proto::{Access, Credential, ErrorCode, ServerSession};
 use longhaul_transfer::{require_directory, Filter, RequestedPath};
 
 use super::reach::land;
-use super::server::{send_all, ServeConfig, Shared};
+use super::server::{refuse, send_all, ServeConfig, Shared};
 use super::tickets::TicketScope;
 use super::ServeError;
 use crate::bench::DEFAULT_PORT;
@@ -29,13 +29,6 @@ use super::memory::{socket_bytes, MemoryHold};
 /// How often a relayed pull's progress goes to the client (it also keeps the client's
 /// reads from timing out while the source lists a large tree).
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
-
-/// Refuses the client's request with `why` and ends the session.
-fn refuse(session: &mut ServerSession, conn: &mut FramedConn, why: String) -> ServeError {
-    session.abort(ErrorCode::Params, why.clone());
-    let _ = send_all(session, conn);
-    ServeError::Refused { reason: why }
-}
 
 /// A path in the canonical wire form both the ticket and the pull that uses it carry
 /// (the raw bytes where they do not parse: the comparison then fails closed).

@@ -366,6 +366,18 @@ pub(super) fn send_all(session: &mut ServerSession, conn: &mut FramedConn) -> io
     Ok(())
 }
 
+/// Refuses the client's request with `why` (the parameters' error code) and ends the
+/// session; the error to return.
+pub(super) fn refuse(
+    session: &mut ServerSession,
+    conn: &mut FramedConn,
+    why: String,
+) -> ServeError {
+    session.abort(longhaul_proto::ErrorCode::Params, why.clone());
+    let _ = send_all(session, conn);
+    ServeError::Refused { reason: why }
+}
+
 /// Sends what the session queued through the control link's writer.
 pub(super) fn send_queued(session: &mut ServerSession, link: &ControlLink) -> io::Result<()> {
     while let Some(m) = session.poll_transmit() {

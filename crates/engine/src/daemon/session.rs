@@ -26,7 +26,7 @@ use longhaul_policy::{MemoryNeed, Side, TransportRequest, Window};
 use longhaul_proto::transfer::TransferMessage;
 
 use super::server::{
-    recv_error, send_all, send_queued, widen_window_scale, Attach, ServeConfig, Shared,
+    recv_error, refuse, send_all, send_queued, widen_window_scale, Attach, ServeConfig, Shared,
 };
 
 /// Takes a session slot for a client that just proved the token, waiting in line when
@@ -176,9 +176,7 @@ pub(super) fn run_session(
                         if ticket.is_some() =>
                     {
                         let why = "a ticket opens one pull of its path, nothing else".to_string();
-                        session.abort(ErrorCode::Params, why.clone());
-                        let _ = send_all(&mut session, &mut conn);
-                        return Err(ServeError::Refused { reason: why });
+                        return Err(refuse(&mut session, &mut conn, why));
                     }
                     ServerEvent::TicketRequested {
                         path,
@@ -245,15 +243,15 @@ pub(super) fn run_session(
                             match super::relay::within_ticket(scope, push, &p.path) {
                                 Ok(t) => t,
                                 Err(why) => {
-                                    let _ = conn.send(&Message::Error {
-                                        code: ErrorCode::Params,
-                                        message: why.clone(),
-                                    });
+                                    let refused = refuse(&mut session, &mut conn, why);
+                                    // The rules (and a push's list) follow the request:
+                                    // read them away, so a reset does not destroy the
+                                    // refusal.
                                     crate::transport::control::close_gracefully(
                                         conn.stream(),
                                         Duration::from_secs(2),
                                     );
-                                    return Err(ServeError::Refused { reason: why });
+                                    return Err(refused);
                                 }
                             }
                         }

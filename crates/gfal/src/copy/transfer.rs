@@ -10,11 +10,10 @@ use std::time::Instant;
 use longhaul_engine::cp::client::{run_cp, CpConfig, CpJob, CpReport};
 use longhaul_engine::cp::remote_fs::FsError;
 use longhaul_engine::cp::send::SendItem;
-use longhaul_engine::cp::third_party::{ask_ticket, relay};
+use longhaul_engine::cp::third_party::{relay_with_ticket, Peer, PullShape};
 use longhaul_engine::cp::walk::walk_local;
 use longhaul_engine::cp::{CpError, Progress};
-use longhaul_engine::transport::tls::Encryption;
-use longhaul_proto::ticket::{RelayDone, RelayPull};
+use longhaul_proto::ticket::RelayDone;
 use longhaul_proto::transfer::TransferOptions;
 
 use super::monitor::{RateMeter, REPORT_EVERY};
@@ -22,10 +21,6 @@ use super::{CopyParams, Direction, Hooks, LogLevel};
 use crate::error::{errno_of_io, Note, PluginError, Side};
 use crate::settings::Settings;
 use crate::url::LonghaulUrl;
-
-/// How long a third-party copy's ticket stays valid (the destination presents it within a
-/// round trip or two), as `longhaul cp`'s.
-const TICKET_LIFETIME_SECS: u32 = 120;
 
 /// Moves the bytes of `direction`.
 pub(super) fn run(
@@ -189,25 +184,20 @@ fn third_party(
 ) -> Result<RelayDone, PluginError> {
     let security = settings.security()?;
     let (source, dest) = (from.endpoint.target(), to.endpoint.target());
-    let source_path = from.wire_path()?;
-    let (ticket, certificate) = ask_ticket(
-        &source,
-        &settings.token(&from.endpoint)?,
-        &security,
-        &source_path,
-        TICKET_LIFETIME_SECS,
-    )
-    .map_err(|e| {
+    let (source_path, dest_path) = (from.wire_path()?, to.wire_path()?);
+    let source_token = settings.token(&from.endpoint)?;
+    let src = Peer {
+        target: &source,
+        token: &source_token,
+        security: &security,
+        path: &source_path,
+    };
+    let ticket = src.ticket().map_err(|e| {
         PluginError::from(FsError::from(e))
             .context(format!("asking {source} for a ticket to {}", from.shown()))
             .at(Side::Source, Note::None)
     })?;
-    let pull = RelayPull {
-        source: source.clone(),
-        certificate: certificate.0,
-        ticket,
-        source_path,
-        dest_path: to.wire_path()?,
+    let shape = PullShape {
         options: TransferOptions {
             no_clobber: !params.replace,
             preserve: true,
@@ -215,13 +205,8 @@ fn third_party(
             ..TransferOptions::default()
         },
         streams: params.streams.unwrap_or(0),
-        rate_bps: 0,
-        window_bytes: 0,
-        chunk_size: 0,
-        congestion: String::new(),
-        plain_data: security.encryption == Encryption::Off,
         jump_start: true,
-        source_user_paths: false,
+        ..PullShape::default()
     };
     let mut meter = RateMeter::default();
     let start = Instant::now();
@@ -232,8 +217,14 @@ fn third_party(
             hooks.monitor(&meter.sample(start.elapsed(), p.bytes_done));
         }
     };
-    let token = settings.token(&to.endpoint)?;
-    let done = relay(&dest, &token, &security, pull, &mut on_progress).map_err(|e| {
+    let dest_token = settings.token(&to.endpoint)?;
+    let dst = Peer {
+        target: &dest,
+        token: &dest_token,
+        security: &security,
+        path: &dest_path,
+    };
+    let done = relay_with_ticket(ticket, &src, &dst, shape, &mut on_progress).map_err(|e| {
         PluginError::from(FsError::from(e))
             .context(format!("{dest} pulling {}", from.shown()))
             .at(Side::Transfer, Note::None)

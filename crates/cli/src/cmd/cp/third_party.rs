@@ -9,12 +9,11 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use longhaul_engine::cp::third_party::{ask_ticket, relay};
+use longhaul_engine::cp::third_party::{relay_with_ticket, Peer, PullShape};
 use longhaul_engine::ssh::launch::FarEnd;
-use longhaul_engine::transport::tls::Encryption;
 use longhaul_engine::transport::tls::Security;
 use longhaul_model::units::{format_bytes, format_rate_bps};
-use longhaul_proto::ticket::{RelayDone, RelayProgress, RelayPull};
+use longhaul_proto::ticket::{RelayDone, RelayProgress};
 use longhaul_proto::transfer::TransferOptions;
 use longhaul_transfer::location::Location;
 use longhaul_transfer::RequestedPath;
@@ -22,10 +21,6 @@ use serde_json::json;
 
 use super::super::common::{emit_json, say};
 use super::{server_of, Args};
-
-/// How long a copy's ticket stays valid: the destination presents it within a round trip
-/// or two of this host's asking.
-const TICKET_LIFETIME_SECS: u32 = 120;
 
 /// One end of a third-party copy as this host reaches it.
 struct Endpoint {
@@ -39,6 +34,18 @@ struct Endpoint {
     path: Vec<u8>,
     /// The argument as the user wrote it.
     shown: String,
+}
+
+impl Endpoint {
+    /// This end as the engine's third-party copy takes it.
+    fn peer(&self) -> Peer<'_> {
+        Peer {
+            target: &self.target,
+            token: &self.token,
+            security: &self.security,
+            path: &self.path,
+        }
+    }
 }
 
 /// Flags a third-party copy does not take (yet).
@@ -158,20 +165,11 @@ fn endpoint(
 
 /// Asks `src` for a ticket and `dst` to pull with it; follows the pull to its end.
 fn copy(args: &Args, src: &Endpoint, dst: &Endpoint, user_paths: bool) -> anyhow::Result<ExitCode> {
-    let (ticket, certificate) = ask_ticket(
-        &src.target,
-        &src.token,
-        &src.security,
-        &src.path,
-        TICKET_LIFETIME_SECS,
-    )
-    .with_context(|| format!("asking {} for a ticket", src.shown))?;
-    let pull = RelayPull {
-        source: src.target.clone(),
-        certificate: certificate.0,
-        ticket,
-        source_path: src.path.clone(),
-        dest_path: dst.path.clone(),
+    let (src_peer, dst_peer) = (src.peer(), dst.peer());
+    let ticket = src_peer
+        .ticket()
+        .with_context(|| format!("asking {} for a ticket", src.shown))?;
+    let shape = PullShape {
         options: TransferOptions {
             recursive: args.recursive,
             no_clobber: args.no_clobber,
@@ -187,7 +185,6 @@ fn copy(args: &Args, src: &Endpoint, dst: &Endpoint, user_paths: bool) -> anyhow
         window_bytes: super::super::common::window(&args.window)?.unwrap_or(0),
         chunk_size: args.chunk.unwrap_or(0),
         congestion: args.congestion.clone().unwrap_or_default(),
-        plain_data: dst.security.encryption == Encryption::Off,
         jump_start: !args.no_jump_start,
         source_user_paths: user_paths,
     };
@@ -220,13 +217,7 @@ fn copy(args: &Args, src: &Endpoint, dst: &Endpoint, user_paths: bool) -> anyhow
             );
         }
     };
-    let done = relay(
-        &dst.target,
-        &dst.token,
-        &dst.security,
-        pull,
-        &mut on_progress,
-    );
+    let done = relay_with_ticket(ticket, &src_peer, &dst_peer, shape, &mut on_progress);
     if live {
         eprintln!();
     }
