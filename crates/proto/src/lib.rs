@@ -42,6 +42,7 @@ mod message;
 pub mod namespace;
 mod session;
 pub mod ssh_ready;
+pub mod stripe;
 pub mod ticket;
 pub mod transfer;
 mod wire;
@@ -125,9 +126,14 @@ pub mod features {
     /// Namespace operations ([`crate::namespace`]): stat, list, mkdir, unlink, rmdir and
     /// checksums on the served files. A server announces it.
     pub const NAMESPACE: u64 = 1 << 10;
+    /// Striped copies ([`crate::stripe`]): as a source, the server takes a receiver's
+    /// `SkipFile` for another pair's entry; as a destination, it runs a relayed pull of one
+    /// share. A client asks only servers that have it.
+    pub const STRIPES: u64 = 1 << 11;
     /// Everything this build implements.
     pub const ALL: u64 = BENCH
         | NAMESPACE
+        | STRIPES
         | TICKETS
         | INTERVALS
         | PLAIN_DATA
@@ -145,5 +151,6 @@ pub mod features {
         | ANSWER_AHEAD
         | HELD_RATE
         | TICKETS
-        | NAMESPACE;
+        | NAMESPACE
+        | STRIPES;
 }

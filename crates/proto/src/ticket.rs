@@ -21,6 +21,7 @@
 use crate::auth::Token;
 use crate::error::ProtoError;
 use crate::limits::MAX_TEXT;
+use crate::stripe::Share;
 use crate::transfer::{TransferOptions, MAX_PATH_BYTES};
 use crate::wire::{invalid, Reader, Writer};
 
@@ -121,6 +122,10 @@ pub struct RelayPull {
     /// The source is a far end started over ssh (`longhaul ssh-server`): `source_path`
     /// is the ssh user's path (absolute or from the home), not one below a root.
     pub source_user_paths: bool,
+    /// A striped copy: the destination moves only this share of the chunks, into part
+    /// files the other pairs' destinations share ([`crate::stripe`]; needs
+    /// [`crate::features::STRIPES`] at both servers, and a `chunk_size`).
+    pub share: Option<Share>,
 }
 
 /// Destination to client while a relayed pull runs.
@@ -242,6 +247,16 @@ pub(crate) fn put_relay(w: &mut Writer<'_>, p: &RelayPull) {
     w.u8(u8::from(p.plain_data));
     w.u8(u8::from(p.jump_start));
     w.u8(u8::from(p.source_user_paths));
+    match p.share {
+        Some(s) => {
+            w.u16(s.count());
+            w.u16(s.index());
+        }
+        None => {
+            w.u16(0);
+            w.u16(0);
+        }
+    }
 }
 
 pub(crate) fn get_relay(r: &mut Reader<'_>) -> Result<RelayPull, ProtoError> {
@@ -264,7 +279,17 @@ pub(crate) fn get_relay(r: &mut Reader<'_>) -> Result<RelayPull, ProtoError> {
         plain_data: r.bool("relay plain data")?,
         jump_start: r.bool("relay jump start")?,
         source_user_paths: r.bool("relay user paths")?,
+        share: match (r.u16("relay share count")?, r.u16("relay share index")?) {
+            (0, 0) => None,
+            (count, index) => Some(Share::new(index, count)?),
+        },
     };
+    if p.share.is_some() && p.chunk_size == 0 {
+        return Err(invalid(
+            "relay chunk",
+            "a share of a striped copy needs the chunk size every pair uses".into(),
+        ));
+    }
     if p.streams > crate::limits::MAX_STREAMS {
         return Err(invalid(
             "relay streams",

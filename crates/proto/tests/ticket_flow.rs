@@ -3,6 +3,7 @@
 //! ticket does not, an older server is named as such, and the request and relay
 //! exchanges end the session as documented.
 
+use longhaul_proto::stripe::Share;
 use longhaul_proto::ticket::{RelayDone, RelayProgress, RelayPull, MAX_RELAY_FAILURES};
 use longhaul_proto::transfer::TransferOptions;
 use longhaul_proto::*;
@@ -198,6 +199,7 @@ fn relay() -> RelayPull {
         plain_data: false,
         jump_start: true,
         source_user_paths: false,
+        share: None,
     }
 }
 
@@ -265,6 +267,11 @@ fn hostile_relay_fields_are_refused_on_decode() {
             streams: 300,
             ..relay()
         },
+        // A share without the chunk size every pair must use.
+        RelayPull {
+            share: Some(Share::new(1, 2).unwrap()),
+            ..relay()
+        },
     ] {
         let mut buf = Vec::new();
         encode_frame(&Message::RelayPull(Box::new(bad.clone())), &mut buf);
@@ -274,4 +281,55 @@ fn hostile_relay_fields_are_refused_on_decode() {
         wire(&Message::RelayPull(Box::new(relay()))),
         Message::RelayPull(Box::new(relay()))
     );
+    let striped = RelayPull {
+        share: Some(Share::new(1, 2).unwrap()),
+        chunk_size: 16 << 20,
+        ..relay()
+    };
+    assert_eq!(
+        wire(&Message::RelayPull(Box::new(striped.clone()))),
+        Message::RelayPull(Box::new(striped))
+    );
+    // A share the codec cannot build (index past the count) is refused, not clamped.
+    let mut buf = Vec::new();
+    encode_frame(
+        &Message::RelayPull(Box::new(RelayPull {
+            chunk_size: 16 << 20,
+            ..relay()
+        })),
+        &mut buf,
+    );
+    let n = buf.len();
+    buf[n - 4..].copy_from_slice(&[0, 2, 0, 5]);
+    assert!(decode_frame(&buf).is_err(), "share 6 of 2 was taken");
+}
+
+#[test]
+fn a_share_is_asked_only_of_a_destination_with_stripes() {
+    let striped = RelayPull {
+        share: Some(Share::new(0, 2).unwrap()),
+        chunk_size: 16 << 20,
+        ..relay()
+    };
+    // Both ends of this pair are this build: asked and taken.
+    let (mut c, mut s) = token_pair();
+    c.request_relay(striped.clone()).unwrap();
+    to_server(&mut c, &mut s).unwrap();
+    assert_eq!(
+        s.poll_event(),
+        Some(ServerEvent::RelayRequested(Box::new(striped.clone())))
+    );
+    // A session without the feature (as with an older server) refuses to ask.
+    let t = Token::new(SERVER_TOKEN.as_bytes()).unwrap();
+    let ring: Keyring = t.clone().into();
+    let wanted = features::DEFAULT & !features::STRIPES;
+    let mut c = ClientSession::with_features(t, [7; 32], binding(), wanted);
+    for m in ServerSession::hello(&ring, [9; 32], &CERT) {
+        c.handle(wire(&m)).unwrap();
+    }
+    let mut s = ServerSession::new(ring, [9; 32], binding());
+    to_server(&mut c, &mut s).unwrap();
+    to_client(&mut s, &mut c).unwrap();
+    let err = c.request_relay(striped).unwrap_err().to_string();
+    assert!(err.contains("without striped copies"), "{err}");
 }

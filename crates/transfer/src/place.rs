@@ -74,6 +74,17 @@ pub fn manifest_name(final_path: &SafeRelPath) -> Result<SafeRelPath> {
     work_name(final_path, MANIFEST_SUFFIX)
 }
 
+/// `dir/.NAME.2-of-3.longhaul-manifest` for `dir/NAME`: the resume manifest of one
+/// share of a striped copy (`longhaul_proto::stripe`), beside the part file all the
+/// shares write. Fails like [`part_name`] (also within a few bytes more of the limit).
+pub fn share_manifest_name(
+    final_path: &SafeRelPath,
+    share: longhaul_proto::stripe::Share,
+) -> Result<SafeRelPath> {
+    let suffix = format!(".{}{MANIFEST_SUFFIX}", share.label());
+    work_name_as(final_path, &suffix, MANIFEST_SUFFIX)
+}
+
 /// `dir/.NAME.longhaul-link` for `dir/NAME`: where a received symlink is made before it
 /// is renamed over `NAME` (never the part name: another transfer's part file there must
 /// not be renamed into place). Fails like [`part_name`].
@@ -91,6 +102,12 @@ pub fn is_work_name(name: &[u8]) -> bool {
 }
 
 fn work_name(final_path: &SafeRelPath, suffix: &'static str) -> Result<SafeRelPath> {
+    work_name_as(final_path, suffix, suffix)
+}
+
+/// [`work_name`] with a suffix made at run time (`kind`: the work file's kind, named in
+/// the error).
+fn work_name_as(final_path: &SafeRelPath, suffix: &str, kind: &'static str) -> Result<SafeRelPath> {
     let name = final_path.file_name();
     let mut work = Vec::with_capacity(MAX_NAME_BYTES);
     work.push(b'.');
@@ -110,7 +127,7 @@ fn work_name(final_path: &SafeRelPath, suffix: &'static str) -> Result<SafeRelPa
     if joined.len() > MAX_PATH_BYTES {
         return Err(Error::NoRoomForWorkFile {
             path: display_path(final_path.as_bytes()),
-            suffix,
+            suffix: kind,
             max: MAX_PATH_BYTES,
         });
     }
@@ -256,5 +273,17 @@ mod tests {
         // A multi-byte UTF-8 name is cut on a byte boundary; still a valid name.
         let e = "é".repeat(127);
         assert!(part_name(&p(e.as_bytes())).is_ok());
+    }
+
+    #[test]
+    fn share_manifests_are_work_names_and_differ_by_share() {
+        use longhaul_proto::stripe::Share;
+        let (one, two) = (Share::new(0, 2).unwrap(), Share::new(1, 2).unwrap());
+        let a = share_manifest_name(&p(b"dir/big.iso"), one).unwrap();
+        assert_eq!(a.as_bytes(), b"dir/.big.iso.1-of-2.longhaul-manifest");
+        assert!(is_work_name(a.file_name()));
+        assert_ne!(a, share_manifest_name(&p(b"dir/big.iso"), two).unwrap());
+        let long = share_manifest_name(&p(&[b'z'; MAX_NAME_BYTES]), two).unwrap();
+        assert!(long.file_name().len() <= MAX_NAME_BYTES && is_work_name(long.file_name()));
     }
 }

@@ -198,6 +198,7 @@ fn run(
                 | RecvEvent::HashOld { .. }
                 | RecvEvent::SetMode { .. }
                 | RecvEvent::ListDest(_)
+                | RecvEvent::GatherShares { .. }
                 | RecvEvent::Remove(_) => {
                     panic!("no file is compared or discarded here")
                 }

@@ -3,6 +3,7 @@
 //! pull it with that ticket, and follows the pull's progress to its end. No file byte
 //! passes through this host.
 
+use longhaul_proto::stripe::Share;
 use longhaul_proto::ticket::{RelayDone, RelayProgress, RelayPull};
 use longhaul_proto::transfer::TransferOptions;
 use longhaul_proto::{ClientEvent, TicketGrant, Token};
@@ -47,6 +48,8 @@ pub struct PullShape {
     pub jump_start: bool,
     /// The source is a far end started over ssh (its path is the ssh user's).
     pub source_user_paths: bool,
+    /// A striped copy: the share of the chunks this pair moves.
+    pub share: Option<Share>,
 }
 
 impl Peer<'_> {
@@ -87,6 +90,7 @@ pub fn relay_with_ticket(
         plain_data: dst.security.encryption == Encryption::Off,
         jump_start: shape.jump_start,
         source_user_paths: shape.source_user_paths,
+        share: shape.share,
     };
     relay(dst.target, dst.token, dst.security, pull, on_progress)
 }

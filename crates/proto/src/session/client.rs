@@ -473,6 +473,14 @@ impl ClientSession {
                 state: client_state_name(self.state),
             });
         }
+        if pull.share.is_some() && self.features & features::STRIPES == 0 {
+            return Err(ProtoError::InvalidField {
+                field: "features",
+                why: "the destination server runs an older longhaul without striped copies \
+                      (upgrade it, or copy without stripes)"
+                    .into(),
+            });
+        }
         self.outbox.push_back(Message::RelayPull(Box::new(pull)));
         self.state = ClientState::Relaying;
         Ok(())

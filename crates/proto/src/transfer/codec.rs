@@ -114,6 +114,7 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
                 SkipReason::Exists => 1,
                 SkipReason::PathRefused => 2,
                 SkipReason::Missing => 3,
+                SkipReason::OtherShare => 4,
             });
         }
         TransferMessage::ChunkVerified { file, index } => {
@@ -294,6 +295,7 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
                 1 => SkipReason::Exists,
                 2 => SkipReason::PathRefused,
                 3 => SkipReason::Missing,
+                4 => SkipReason::OtherShare,
                 v => return Err(invalid("skip reason", format!("{v} is unknown"))),
             },
         },

@@ -102,6 +102,8 @@ pub enum SkipReason {
     PathRefused,
     /// `--checksum-only`: the destination has no such file.
     Missing,
+    /// A striped copy: another pair moves this entry ([`crate::stripe`]).
+    OtherShare,
 }
 
 /// Why the receiver refused a chunk.

@@ -87,7 +87,13 @@ pub fn identity(e: &FileEntry) -> SourceIdentity {
 pub struct Rng(u64);
 
 impl Rng {
-    fn below(&mut self, n: usize) -> usize {
+    /// Seeded (never 0).
+    pub fn new(seed: u64) -> Self {
+        Self(seed | 1)
+    }
+
+    /// A number below `n`.
+    pub fn below(&mut self, n: usize) -> usize {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -243,6 +249,7 @@ pub fn run_with(case: &Case, ahead: bool) -> Result<Report, SessionError> {
                 RecvEvent::ListDest(_) | RecvEvent::Remove(_) => {
                     panic!("no --delete here")
                 }
+                RecvEvent::GatherShares { id, .. } => panic!("no stripes here (file {id})"),
             }
         }
         // The sender's own work: hash chunks the receiver already has.

@@ -20,6 +20,7 @@ impl RecvSession {
     /// A chunk header from a data stream: checks it names a chunk being received.
     pub fn chunk_header(&mut self, h: &ChunkHeader) -> Result<ChunkPlan, SessionError> {
         let cfg_chunk = self.cfg.chunk_size;
+        let share = self.share;
         if self.cfg.checksum_only {
             return Err(SessionError::Protocol(
                 "a chunk arrived in a --checksum-only transfer".into(),
@@ -59,6 +60,7 @@ impl RecvSession {
                 f.hashes.size()
             )));
         }
+        Self::check_share_chunk(share, f, h.index)?;
         let same = h.flags & CHUNK_FLAG_SAME != 0;
         if same && !old_chunk_is(f.old.as_ref(), h, cfg_chunk) {
             return Err(SessionError::Protocol(format!(
@@ -208,6 +210,7 @@ impl RecvSession {
         if let Some(f) = self.file_mut(file) {
             f.hashes.offer(index, hash);
         }
+        self.share_chunk_recorded(file);
         self.try_commit(file);
     }
 
@@ -254,6 +257,7 @@ impl RecvSession {
                 id,
                 part_rel: f.part_rel.clone(),
                 manifest_rel: f.manifest_rel.clone(),
+                other_manifests: f.share.others.clone(),
             };
             self.events.push_back(ev);
             self.finish(id, Err(e.to_string()));
@@ -295,6 +299,7 @@ impl RecvSession {
             mtime: (f.entry.mtime_secs, f.entry.mtime_nanos),
             replace,
             sync,
+            other_manifests: f.share.others.clone(),
         };
         self.events.push_back(RecvEvent::Commit(job));
     }
@@ -313,6 +318,7 @@ impl RecvSession {
         let Some(f) = self.file_mut(id) else { return };
         let was = std::mem::replace(&mut f.state, FileState::Finished);
         let unfinished_file = f.entry.kind == EntryKind::File && was != FileState::Finished;
+        let left = f.share.left;
         f.receiver = None;
         f.failed = verdict.is_err();
         let name = f.final_rel.display().to_string();
@@ -327,8 +333,10 @@ impl RecvSession {
                 (false, why[..end].to_string())
             }
         };
-        if ok {
-            self.outcome.files_ok += 1;
+        match (ok, left) {
+            (true, true) => self.outcome.files_left_to_shares += 1,
+            (true, false) => self.outcome.files_ok += 1,
+            (false, _) => {}
         }
         self.progress.files_done += 1;
         self.uncommitted = self.uncommitted.saturating_sub(1);

@@ -14,7 +14,7 @@ use crate::file_hashes::FileHashes;
 use crate::manifest::{chunk_count, HEADER_LEN, RECORD_LEN};
 use crate::mode::received_mode;
 use crate::path::{parse_peer_path, SafeRelPath};
-use crate::place::{is_work_name, link_name, manifest_name, part_name, place_entry};
+use crate::place::{is_work_name, link_name, part_name, place_entry};
 use crate::receiver::{FileReceiver, PartStart};
 use crate::session::{show, ProgressSnapshot, SessionError};
 use crate::SourceIdentity;
@@ -32,6 +32,9 @@ impl RecvSession {
                 "file entries out of order or too many (first id {first_id}, expected {})",
                 self.files.len()
             )));
+        }
+        if self.files.is_empty() {
+            self.check_share_rules()?;
         }
         for entry in entries {
             let id = self.files.len() as u32;
@@ -211,15 +214,7 @@ impl RecvSession {
         let part_rel = work
             .map_err(|e| SessionError::Refused(e.to_string()))?
             .to_path_buf();
-        let manifest_rel = if chunks > 1 {
-            Some(
-                manifest_name(&placed)
-                    .map_err(|e| SessionError::Refused(e.to_string()))?
-                    .to_path_buf(),
-            )
-        } else {
-            None
-        };
+        let (share, manifest_rel) = self.number_entry(entry.kind, chunks, &placed)?;
         let lazy = chunks == 1 && !self.cfg.checksum_only && entry.kind == EntryKind::File;
         let want_manifest = !lazy && !self.cfg.checksum_only;
         self.looking += 1;
@@ -253,6 +248,7 @@ impl RecvSession {
             link_of,
             kept_inode: None,
             failed: false,
+            share,
         }))
     }
 
@@ -277,10 +273,14 @@ impl RecvSession {
             )));
         }
         self.looking = self.looking.saturating_sub(1);
+        let other_share = self
+            .files
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|f| self.other_share(f));
         let Some(f) = self.file_mut(id) else {
             return Ok(());
         };
-        let e = &f.entry;
         // Never written into (a FIFO would block) nor replaced: what it is matters to
         // whoever made it there.
         if let Some(what) = found.existing.and_then(|m| m.special) {
@@ -290,6 +290,18 @@ impl RecvSession {
                 f.final_rel.display()
             )));
         }
+        if other_share {
+            self.outcome.files_to_other_shares += 1;
+            let skip = vec![TransferMessage::SkipFile {
+                file: id,
+                reason: SkipReason::OtherShare,
+            }];
+            return self.decided(id, Some(skip), true);
+        }
+        let Some(f) = self.file_mut(id) else {
+            return Ok(());
+        };
+        let e = &f.entry;
         if e.kind == EntryKind::Symlink {
             return self.decide_link(id, found);
         }
@@ -495,11 +507,14 @@ impl RecvSession {
     }
 
     fn open(&mut self, id: u32, plan: OpenPlan) -> Result<(), SessionError> {
+        let striped = self.share.is_some();
         let Some(f) = self.file_mut(id) else {
             return Ok(());
         };
         f.state = FileState::Opening;
+        let shared = striped && f.entry.kind == EntryKind::File && f.hashes.chunks() > 1;
         let ev = RecvEvent::Open {
+            shared,
             id,
             final_rel: f.final_rel.clone(),
             part_rel: f.part_rel.clone(),
@@ -568,6 +583,7 @@ impl RecvSession {
             }
         }
         self.outcome.resumed_bytes += resumed;
+        let have = self.shared_have(id, &have);
         let mut answer = pack_have_chunks(id, &have);
         if let Some((_, old)) = self.file_mut(id).and_then(|f| f.old.as_ref()) {
             answer.extend(pack_old_chunks(id, &old.hashes));
@@ -619,6 +635,7 @@ impl RecvSession {
             });
             self.phase = Phase::Receiving;
             self.release_links();
+            self.gather_opened();
             self.progress = ProgressSnapshot {
                 done_bytes: self.outcome.resumed_bytes,
                 total_bytes: self.outcome.total_bytes,

@@ -55,6 +55,7 @@ mod hardlinks;
 mod links;
 mod list;
 mod room;
+mod share;
 mod types;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -131,6 +132,8 @@ struct RecvFile {
     kept_inode: Option<(u64, u64)>,
     /// Finished with a failure.
     failed: bool,
+    /// Its part in a striped copy ([`RecvSession::with_share`]).
+    share: share::FileShare,
 }
 
 /// The receiving end's state machine; see the module docs.
@@ -182,6 +185,10 @@ pub struct RecvSession {
     deletion: Option<deletion::Deletion>,
     /// The list was answered ahead ([`RecvSession::with_answered_ahead`]).
     ahead: bool,
+    /// A striped copy: the share this end receives ([`RecvSession::with_share`]).
+    share: Option<longhaul_proto::stripe::Share>,
+    /// The number across the copy of the next entry's first chunk.
+    share_next: u64,
 }
 
 impl RecvSession {
@@ -219,6 +226,8 @@ impl RecvSession {
             sync_rules: None,
             deletion: None,
             ahead: false,
+            share: None,
+            share_next: 0,
         }
     }
 
@@ -236,7 +245,11 @@ impl RecvSession {
     /// Whether the list was answered ahead, and that holds here (see
     /// [`RecvSession::with_answered_ahead`]).
     fn answered_ahead(&self) -> bool {
-        self.ahead && !self.cfg.no_clobber && !self.cfg.checksum_only && self.sync_rules.is_none()
+        self.ahead
+            && !self.cfg.no_clobber
+            && !self.cfg.checksum_only
+            && self.sync_rules.is_none()
+            && self.share.is_none()
     }
 
     /// `longhaul sync`: a file that exists at the destination but differs from the

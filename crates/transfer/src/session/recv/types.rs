@@ -249,6 +249,10 @@ pub struct CommitJob {
     /// Sync: chunks to take from the old copy before the flush (`None`: every chunk was
     /// received).
     pub reuse: Option<Reuse>,
+    /// A striped copy's file: the other shares' manifests, removed with this one's. The
+    /// part file is shared: when another share has already put it in place (the name
+    /// is gone and `final_rel` is the same file), this commit is done too.
+    pub other_manifests: Vec<PathBuf>,
 }
 
 /// Work the driver does for the session, answered by a call.
@@ -289,6 +293,21 @@ pub enum RecvEvent {
         size: u64,
         /// How.
         plan: OpenPlan,
+        /// A striped copy's file of several chunks: the part file is shared with the
+        /// other shares' sessions (opened or created at full size without replacing it,
+        /// under a shared lock) and the manifest is this share's (under its own lock).
+        shared: bool,
+    },
+    /// A striped copy: this share's chunks of file `id` are all recorded. Read the
+    /// other shares' manifests (each at most `limit` bytes) and answer
+    /// [`RecvSession::shares_gathered`] with their bytes, in this order.
+    GatherShares {
+        /// The file's id.
+        id: u32,
+        /// The other shares' manifests.
+        manifests: Vec<PathBuf>,
+        /// Most bytes a manifest of this file can hold.
+        limit: u64,
     },
     /// Hash these chunks of file `id`'s data as they are on disk; answer each with
     /// [`RecvSession::hashed`].
@@ -331,6 +350,8 @@ pub enum RecvEvent {
         part_rel: PathBuf,
         /// The manifest.
         manifest_rel: Option<PathBuf>,
+        /// A striped copy's: the other shares' manifests, removed too.
+        other_manifests: Vec<PathBuf>,
     },
     /// A manifest left without its part file: a commit renames the part file into place
     /// and removes the manifest after, so a kill between the two leaves it (the file in
@@ -434,6 +455,11 @@ pub struct RecvOutcome {
     pub would_delete: Vec<PathBuf>,
     /// Entries removed for `--delete`.
     pub deleted: u64,
+    /// A striped copy: entries another pair moves whole (one-chunk files, symlinks).
+    pub files_to_other_shares: u64,
+    /// A striped copy: files whose chunks of this share are in place and whose commit
+    /// is left to the share that finishes last.
+    pub files_left_to_shares: u64,
 }
 
 /// What the driver does with a chunk it has read and hashed.

@@ -218,6 +218,7 @@ impl SendSession {
                     o.unchanged_bytes += self.entries[file as usize].size;
                 }
                 SkipReason::Exists => o.files_skipped += 1,
+                SkipReason::OtherShare => o.files_to_other_shares += 1,
                 SkipReason::Missing | SkipReason::PathRefused => o.failed.push(format!(
                     "{}: {}",
                     show(&self.entries[file as usize].path),

@@ -50,6 +50,8 @@ pub struct SendOutcome {
     pub files_ok: u64,
     /// Files skipped by the receiver (`--no-clobber`).
     pub files_skipped: u64,
+    /// A striped copy: entries the receiver left to another pair (`SkipReason::OtherShare`).
+    pub files_to_other_shares: u64,
     /// Files that failed, with why.
     pub failed: Vec<String>,
     /// Chunk payload bytes put on the wire in this run.
