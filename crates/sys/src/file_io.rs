@@ -2,7 +2,7 @@
 //! of streams write one file at once), space reservation, holes and data segments of
 //! sparse files (`SEEK_DATA`/`SEEK_HOLE`), early write-back and durable syncs, opening
 //! only regular files without ever blocking on a FIFO ([`open_regular`],
-//! [`regular_only`]), and exclusive locks ([`try_lock_exclusive`]).
+//! [`regular_only`]), and exclusive and shared locks ([`try_lock_exclusive`], [`try_lock_shared`]).
 
 use std::fs::File;
 use std::io;
@@ -51,9 +51,20 @@ pub fn regular_only(file: File, shown: &str) -> io::Result<File> {
 /// open file description holds a lock on it. Released when every descriptor sharing
 /// this description is closed.
 pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+    try_flock(file, libc::LOCK_EX)
+}
+
+/// Takes a shared `flock(2)` on `file` without waiting: `Ok(false)` when another open
+/// file description holds an exclusive lock on it. Shared holders exclude exclusive ones
+/// (and the other way round), not each other.
+pub fn try_lock_shared(file: &File) -> io::Result<bool> {
+    try_flock(file, libc::LOCK_SH)
+}
+
+fn try_flock(file: &File, op: libc::c_int) -> io::Result<bool> {
     loop {
         // SAFETY: the fd is open (owned by `file`); flock takes ints.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        let rc = unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) };
         if rc == 0 {
             return Ok(true);
         }

@@ -207,6 +207,13 @@ pub enum Error {
         /// The argument, lossily decoded.
         arg: String,
     },
+    /// `longhaul://H1,H2,.../PATH` naming fewer than 2 or more than 64 hosts, or an
+    /// empty one.
+    #[error("{arg:?}: a striped copy names 2 to 64 hosts at each end, separated by commas (longhaul://H1[:PORT],H2[:PORT]/PATH)")]
+    BadStripeHosts {
+        /// The argument, lossily decoded.
+        arg: String,
+    },
     /// The host part is not UTF-8.
     #[error("{arg:?}: the host name is not valid UTF-8")]
     NonUtf8Host {

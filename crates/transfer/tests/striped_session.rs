@@ -15,13 +15,13 @@ use std::time::Instant;
 
 use longhaul_proto::stripe::Share;
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry, SkipReason, TransferMessage};
+use longhaul_transfer::chunk_hash;
 use longhaul_transfer::session::recv::Arrival;
+use longhaul_transfer::session::recv::SyncRules;
 use longhaul_transfer::session::{
     LookResult, Meta, OpenPlan, RecvConfig, RecvEvent, RecvSession, SendConfig, SendEvent,
     SendSession, SessionError, Work,
 };
-use longhaul_transfer::chunk_hash;
-use longhaul_transfer::session::recv::SyncRules;
 use pair::{bytes, entry, Rng, MTIME};
 
 const CHUNK: u64 = 4096;
@@ -144,7 +144,11 @@ fn step(
                 shared,
                 ..
             } => {
-                assert_eq!(shared, size > CHUNK, "only files of several chunks are shared");
+                assert_eq!(
+                    shared,
+                    size > CHUNK,
+                    "only files of several chunks are shared"
+                );
                 let part = disk.parts.entry(id).or_default();
                 part.resize(size as usize, 0);
                 let m = manifest_rel.clone().unwrap_or_default();
@@ -177,7 +181,9 @@ fn step(
                         disk.parts.remove(&job.id);
                     }
                     // Put in place by another share a moment ago: done too.
-                    None => assert!(disk.placed.contains_key(&job.id) && !job.other_manifests.is_empty()),
+                    None => assert!(
+                        disk.placed.contains_key(&job.id) && !job.other_manifests.is_empty()
+                    ),
                 }
                 for m in job.manifest_rel.iter().chain(&job.other_manifests) {
                     disk.manifests.remove(m);
@@ -195,7 +201,11 @@ fn step(
         for i in chunks {
             let off = u64::from(i) * CHUNK;
             let end = (off + CHUNK).min(d.len() as u64);
-            p.tx.hashed(entry, i, chunk_hash(&d[off as usize..end as usize], off, whole));
+            p.tx.hashed(
+                entry,
+                i,
+                chunk_hash(&d[off as usize..end as usize], off, whole),
+            );
         }
     }
     while let Some(m) = p.rx.poll_transmit() {
@@ -250,7 +260,10 @@ fn step(
             part[h.offset as usize..h.offset as usize + bytes.len()].copy_from_slice(&bytes);
             if let Some(record) = p.rx.chunk_written(h.file, h.index, h.hash)? {
                 let m = &p.manifest_of[&h.file];
-                disk.manifests.get_mut(m).unwrap().extend_from_slice(&record);
+                disk.manifests
+                    .get_mut(m)
+                    .unwrap()
+                    .extend_from_slice(&record);
             }
             p.rx.chunk_recorded(h.file, h.index, h.hash, u64::from(h.len));
         }
@@ -286,7 +299,10 @@ fn run(
 }
 
 fn tree() -> Vec<Vec<u8>> {
-    let mut data = vec![bytes(37 * CHUNK as usize + 100, 1), bytes(2 * CHUNK as usize, 2)];
+    let mut data = vec![
+        bytes(37 * CHUNK as usize + 100, 1),
+        bytes(2 * CHUNK as usize, 2),
+    ];
     data.extend((0..20).map(|i| bytes(100 + i * 50, i as u8)));
     data.push(Vec::new());
     data.push(bytes(5 * CHUNK as usize - 1, 9));
@@ -300,11 +316,22 @@ fn shares(count: u16) -> Vec<Share> {
 fn check_whole(data: &[Vec<u8>], disk: &Disk) {
     for (i, d) in data.iter().enumerate() {
         let e = i as u32 + 1;
-        let (bytes, _) = disk.placed.get(&e).unwrap_or_else(|| panic!("f{i} not in place"));
+        let (bytes, _) = disk
+            .placed
+            .get(&e)
+            .unwrap_or_else(|| panic!("f{i} not in place"));
         assert_eq!(bytes, d, "f{i}'s bytes");
     }
-    assert!(disk.parts.is_empty(), "part files left: {:?}", disk.parts.keys());
-    assert!(disk.manifests.is_empty(), "manifests left: {:?}", disk.manifests.keys());
+    assert!(
+        disk.parts.is_empty(),
+        "part files left: {:?}",
+        disk.parts.keys()
+    );
+    assert!(
+        disk.manifests.is_empty(),
+        "manifests left: {:?}",
+        disk.manifests.keys()
+    );
 }
 
 #[test]
@@ -313,18 +340,34 @@ fn each_chunk_crosses_once_and_each_file_is_placed_once() {
         for seed in 1..25u64 {
             let data = tree();
             let entries = list(&data);
-            let mut pairs: Vec<Pair> = shares(count).into_iter().map(|s| pair(&entries, s)).collect();
+            let mut pairs: Vec<Pair> = shares(count)
+                .into_iter()
+                .map(|s| pair(&entries, s))
+                .collect();
             let (mut disk, mut sent) = (Disk::default(), BTreeMap::new());
             run(&mut pairs, &data, &mut disk, &mut sent, seed * 7919, None);
             check_whole(&data, &disk);
-            let chunks: u32 = data.iter().map(|d| (d.len() as u64).div_ceil(CHUNK).max(1) as u32).sum();
-            assert_eq!(sent.len() as u32, chunks, "{count} shares, seed {seed}: every chunk sent");
-            assert!(sent.values().all(|&n| n == 1), "a chunk crossed twice: {sent:?}");
+            let chunks: u32 = data
+                .iter()
+                .map(|d| (d.len() as u64).div_ceil(CHUNK).max(1) as u32)
+                .sum();
+            assert_eq!(
+                sent.len() as u32,
+                chunks,
+                "{count} shares, seed {seed}: every chunk sent"
+            );
+            assert!(
+                sent.values().all(|&n| n == 1),
+                "a chunk crossed twice: {sent:?}"
+            );
             let mut put_by = vec![0u32; usize::from(count)];
             for (_, by) in disk.placed.values() {
                 put_by[usize::from(*by)] += 1;
             }
-            assert!(put_by.iter().all(|&n| n > 0), "every share put files in place: {put_by:?}");
+            assert!(
+                put_by.iter().all(|&n| n > 0),
+                "every share put files in place: {put_by:?}"
+            );
             let (mut ok, mut other, mut left) = (0, 0, 0);
             for p in &pairs {
                 let o = p.rx.outcome();
@@ -332,14 +375,24 @@ fn each_chunk_crosses_once_and_each_file_is_placed_once() {
                 ok += o.files_ok;
                 other += o.files_to_other_shares;
                 left += o.files_left_to_shares;
-                assert_eq!(p.tx.outcome().files_to_other_shares, o.files_to_other_shares);
+                assert_eq!(
+                    p.tx.outcome().files_to_other_shares,
+                    o.files_to_other_shares
+                );
             }
-            assert!(ok >= data.len() as u64, "each file committed by a share: {ok}");
+            assert!(
+                ok >= data.len() as u64,
+                "each file committed by a share: {ok}"
+            );
             let shared = data.iter().filter(|d| d.len() as u64 > CHUNK).count() as u64;
             // Each small file by one share (the others skip it), each shared file by all.
             let small = data.len() as u64 - shared;
             assert_eq!(other, small * u64::from(count - 1), "small files skipped");
-            assert_eq!(ok + left, small + shared * u64::from(count), "each share finished its files");
+            assert_eq!(
+                ok + left,
+                small + shared * u64::from(count),
+                "each share finished its files"
+            );
         }
     }
 }
@@ -354,8 +407,18 @@ fn a_share_that_died_is_finished_by_its_rerun() {
         let [one, two]: [Share; 2] = shares(2).try_into().unwrap();
         // Share 2 dies part way (its sessions dropped, its manifest left as written).
         let mut dying = vec![pair(&entries, two)];
-        run(&mut dying, &data, &mut disk, &mut sent, seed, Some(8 + seed as usize * 2));
-        assert!(!done(&dying[0]), "seed {seed}: share 2 finished before it was stopped");
+        run(
+            &mut dying,
+            &data,
+            &mut disk,
+            &mut sent,
+            seed,
+            Some(8 + seed as usize * 2),
+        );
+        assert!(
+            !done(&dying[0]),
+            "seed {seed}: share 2 finished before it was stopped"
+        );
         let mut first = vec![pair(&entries, one)];
         run(&mut first, &data, &mut disk, &mut sent, seed + 100, None);
         let o = first[0].rx.outcome();
@@ -371,7 +434,10 @@ fn a_share_that_died_is_finished_by_its_rerun() {
         let again = sent.values().filter(|&&n| n > 1).count();
         assert!(again <= 40, "seed {seed}: {again} chunks crossed twice");
     }
-    assert!(waited > 10, "files waited for the rerun in only {waited} of 19 runs");
+    assert!(
+        waited > 10,
+        "files waited for the rerun in only {waited} of 19 runs"
+    );
 }
 
 #[test]
@@ -422,7 +488,11 @@ fn one_chunk_files_go_whole_to_one_share() {
         }
     }
     let small = data.iter().filter(|d| d.len() as u64 <= CHUNK).count();
-    assert_eq!(skipped.len(), small, "each small file skipped by exactly one of two shares");
+    assert_eq!(
+        skipped.len(),
+        small,
+        "each small file skipped by exactly one of two shares"
+    );
     assert!(skipped.values().all(|by| by.len() == 1));
 }
 
@@ -443,5 +513,8 @@ fn a_share_refuses_what_stripes_cannot_do() {
     .unwrap();
     let m = tx.poll_transmit().expect("the list");
     let err = p.rx.handle(m).unwrap_err();
-    assert!(err.to_string().contains("striped copy takes no sync"), "{err}");
+    assert!(
+        err.to_string().contains("striped copy takes no sync"),
+        "{err}"
+    );
 }

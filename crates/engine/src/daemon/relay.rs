@@ -173,6 +173,7 @@ pub(super) fn run_relay(
         delta: None,
         delete: None,
         answered_ahead: false,
+        share: pull.share,
     };
     let source = pull.source.clone();
     let cp = CpConfig {

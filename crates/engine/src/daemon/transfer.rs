@@ -355,6 +355,7 @@ pub fn serve_transfer(
             delete: opts.delete.then(|| Arc::new(filter)),
             // A push's list is answered by this end (refused above when asked otherwise).
             answered_ahead: false,
+            share: None,
         };
         let out = run_receiver(
             target,

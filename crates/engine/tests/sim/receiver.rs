@@ -129,23 +129,7 @@ impl SimReceiver {
             }
             let s = &mut self.session;
             for a in answers {
-                match a {
-                    Answer::Looked(id, look) => s.looked(id, look).map_err(|e| e.to_string())?,
-                    Answer::Opened(id, intact) => {
-                        s.opened(id, intact).map_err(|e| e.to_string())?
-                    }
-                    Answer::Placed(id, r) => s.placed(id, r),
-                    Answer::LinkMade(id, r) => s.symlink_made(id, r),
-                    Answer::HardLinkMade(id, r) => s.hardlink_made(id, r),
-                    Answer::OldHashed(id, old) => {
-                        s.old_hashed(id, old).map_err(|e| e.to_string())?
-                    }
-                    Answer::DirsFixed => s.dirs_fixed(),
-                    Answer::DirsCreated(made) => s.dirs_created(made),
-                    Answer::Listed(listing, found) => s.dest_listed(&listing, found),
-                    Answer::Removed(results) => s.removed(results),
-                    Answer::None | Answer::Hash(..) => {}
-                }
+                a.give(s).map_err(|e| e.to_string())?;
             }
         }
         Ok(())

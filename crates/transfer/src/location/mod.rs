@@ -139,12 +139,49 @@ pub fn remote_path(spec: &RemoteSpec) -> Result<Option<SafeRelPath>> {
     crate::requested::RequestedPath::from_typed(&spec.path).map(|r| r.path)
 }
 
-/// Reads what follows `longhaul://`: `host[:port][/path]` or `[v6][:port][/path]`.
-pub fn parse_daemon(rest: &[u8], arg: &[u8]) -> Result<RemoteSpec> {
-    let (authority, path) = match rest.iter().position(|&b| b == b'/') {
+/// `longhaul://H1[:PORT],H2[:PORT],.../PATH`: the hosts of one end of a striped copy
+/// (`longhaul_proto::stripe`), 2 to 64 of them, each serving the same PATH; `None` when
+/// the argument is not a daemon URL with a comma in its host part.
+pub fn parse_striped(arg: &OsStr) -> Result<Option<Vec<RemoteSpec>>> {
+    let bytes = arg.as_bytes();
+    let Some(rest) = bytes.strip_prefix(DAEMON_SCHEME.as_bytes()) else {
+        return Ok(None);
+    };
+    let (authority, path) = split_authority(rest);
+    if !authority.contains(&b',') {
+        return Ok(None);
+    }
+    let hosts: Vec<&[u8]> = authority.split(|&b| b == b',').collect();
+    let max = usize::from(longhaul_proto::stripe::MAX_SHARES);
+    if hosts.len() > max || hosts.iter().any(|h| h.is_empty()) {
+        return Err(Error::BadStripeHosts {
+            arg: display_path(bytes),
+        });
+    }
+    hosts
+        .into_iter()
+        .map(|h| parse_daemon(&[h, b"/", path].concat(), bytes))
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
+/// `authority[/path]` -> (authority, path).
+fn split_authority(rest: &[u8]) -> (&[u8], &[u8]) {
+    match rest.iter().position(|&b| b == b'/') {
         Some(s) => (&rest[..s], &rest[s + 1..]),
         None => (rest, &[][..]),
-    };
+    }
+}
+
+/// Reads what follows `longhaul://`: `host[:port][/path]` or `[v6][:port][/path]`.
+pub fn parse_daemon(rest: &[u8], arg: &[u8]) -> Result<RemoteSpec> {
+    let (authority, path) = split_authority(rest);
+    if authority.contains(&b',') {
+        // Several hosts: only a striped copy between two daemons takes them.
+        return Err(Error::BadStripeHosts {
+            arg: display_path(arg),
+        });
+    }
     let (host, port) = if authority.first() == Some(&b'[') {
         let close =
             authority

@@ -257,3 +257,32 @@ fn ssh_urls() {
     assert!(u("h:0").is_err() && u("::1").is_err() && u("-x").is_err());
     assert_eq!(h.destination(), "::1");
 }
+
+#[test]
+fn striped_ends() {
+    let s = |a: &str| parse_striped(OsStr::new(a));
+    let hosts = s("longhaul://dtn1:7000,[::1]:7001,dtn3/data/run7")
+        .unwrap()
+        .unwrap();
+    let got: Vec<(&str, Option<u16>, &[u8])> = hosts
+        .iter()
+        .map(|h| (h.host.as_str(), h.port, h.path.as_slice()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("dtn1", Some(7000), &b"data/run7"[..]),
+            ("::1", Some(7001), &b"data/run7"[..]),
+            ("dtn3", None, &b"data/run7"[..]),
+        ]
+    );
+    assert_eq!(s("longhaul://one/x").unwrap(), None);
+    assert_eq!(s("one:x").unwrap(), None);
+    for bad in ["longhaul://a,,b/x", "longhaul://a,/x", "longhaul://a,b:0/x"] {
+        assert!(s(bad).is_err(), "{bad}");
+    }
+    let many = format!("longhaul://{}/x", vec!["h"; 65].join(","));
+    assert!(s(&many).is_err());
+    // The one-host parser refuses several hosts instead of taking "a,b" for a name.
+    assert!(parse_location(OsStr::new("longhaul://a,b/x")).is_err());
+}

@@ -21,6 +21,7 @@
 mod filter;
 mod output;
 mod progress;
+mod stripes;
 mod third_party;
 
 use std::io::IsTerminal;
@@ -38,7 +39,9 @@ use longhaul_engine::cp::walk::walk_local_filtered;
 use longhaul_engine::cp::Progress;
 use longhaul_engine::ssh::launch::FarEnd;
 use longhaul_engine::ssh::SshError;
-use longhaul_transfer::location::{parse_location, remote_path, Location, RemoteSpec, SshSpec};
+use longhaul_transfer::location::{
+    parse_location, parse_striped, remote_path, Location, RemoteSpec, SshSpec,
+};
 use serde_json::json;
 
 use super::common::{duration, emit_json, rate, size, SecurityArgs, TokenArgs};
@@ -190,6 +193,28 @@ fn server_of(spec: &RemoteSpec) -> String {
 
 fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     let (dst_arg, src_args) = args.paths.split_last().context("give SRC... DST")?;
+    // Several hosts at each end: one copy striped over them.
+    let striped = |a: &std::ffi::OsString| parse_striped(a).map_err(|e| anyhow::anyhow!("{e}"));
+    match (striped(dst_arg)?, src_args) {
+        (Some(dsts), [src]) => match striped(src)? {
+            Some(srcs) => return stripes::run(&args, &srcs, &dsts),
+            None => bail!(
+                "a striped copy names several hosts at both ends \
+                 (longhaul://A1,A2/x longhaul://B1,B2/y)"
+            ),
+        },
+        (Some(_), _) => bail!("a striped copy takes one source (longhaul://A1,A2/x)"),
+        (None, srcs) => {
+            for s in srcs {
+                if striped(s)?.is_some() {
+                    bail!(
+                        "a striped copy names several hosts at both ends \
+                         (longhaul://A1,A2/x longhaul://B1,B2/y)"
+                    );
+                }
+            }
+        }
+    }
     let dst = parse_location(dst_arg).map_err(|e| anyhow::anyhow!("{e}"))?;
     let srcs = src_args
         .iter()

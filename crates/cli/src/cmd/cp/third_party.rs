@@ -23,22 +23,22 @@ use super::super::common::{emit_json, say};
 use super::{server_of, Args};
 
 /// One end of a third-party copy as this host reaches it.
-struct Endpoint {
+pub(super) struct Endpoint {
     /// `HOST:PORT` of its longhaul (the destination dials the source's).
-    target: String,
+    pub(super) target: String,
     /// What this host proves to it.
-    token: longhaul_proto::Token,
+    pub(super) token: longhaul_proto::Token,
     /// How this host trusts it.
-    security: Security,
+    pub(super) security: Security,
     /// The path there, as its requests carry it.
-    path: Vec<u8>,
+    pub(super) path: Vec<u8>,
     /// The argument as the user wrote it.
-    shown: String,
+    pub(super) shown: String,
 }
 
 impl Endpoint {
     /// This end as the engine's third-party copy takes it.
-    fn peer(&self) -> Peer<'_> {
+    pub(super) fn peer(&self) -> Peer<'_> {
         Peer {
             target: &self.target,
             token: &self.token,
@@ -49,7 +49,7 @@ impl Endpoint {
 }
 
 /// Flags a third-party copy does not take (yet).
-fn refuse_unsupported(args: &Args) -> anyhow::Result<()> {
+pub(super) fn refuse_unsupported(args: &Args) -> anyhow::Result<()> {
     for (flag, given) in [
         ("--delete", args.filter.delete),
         (
@@ -122,7 +122,7 @@ pub(super) fn run(args: &Args, src: &Location, dst: &Location) -> anyhow::Result
 /// One end as this host reaches it: a daemon with the token file (a source's own with
 /// `--source-token-file`) and the trust of `--known-servers`/`--ca`, or a started far end
 /// with its one-time token and certificate.
-fn endpoint(
+pub(super) fn endpoint(
     args: &Args,
     at: &Location,
     far: Option<&FarEnd>,
@@ -169,25 +169,7 @@ fn copy(args: &Args, src: &Endpoint, dst: &Endpoint, user_paths: bool) -> anyhow
     let ticket = src_peer
         .ticket()
         .with_context(|| format!("asking {} for a ticket", src.shown))?;
-    let shape = PullShape {
-        options: TransferOptions {
-            recursive: args.recursive,
-            no_clobber: args.no_clobber,
-            preserve: true,
-            auto_chunk: args.chunk.is_none(),
-            sync: args.sync,
-            window_fixed: false,
-            hard_links: args.hard_links,
-            ..TransferOptions::default()
-        },
-        streams: args.streams.unwrap_or(0),
-        rate_bps: args.rate.unwrap_or(0),
-        window_bytes: super::super::common::window(&args.window)?.unwrap_or(0),
-        chunk_size: args.chunk.unwrap_or(0),
-        congestion: args.congestion.clone().unwrap_or_default(),
-        jump_start: !args.no_jump_start,
-        source_user_paths: user_paths,
-    };
+    let shape = pull_shape(args, user_paths)?;
     let json = args.json;
     let (shown_src, shown_dst) = (src.shown.clone(), dst.shown.clone());
     if json {
@@ -229,6 +211,30 @@ fn copy(args: &Args, src: &Endpoint, dst: &Endpoint, user_paths: bool) -> anyhow
     })?;
     print_end(&done, (&shown_src, &shown_dst), json);
     Ok(ExitCode::from(u8::from(done.files_failed > 0)))
+}
+
+/// The destination's pull as the command line shapes it.
+pub(super) fn pull_shape(args: &Args, user_paths: bool) -> anyhow::Result<PullShape> {
+    Ok(PullShape {
+        options: TransferOptions {
+            recursive: args.recursive,
+            no_clobber: args.no_clobber,
+            preserve: true,
+            auto_chunk: args.chunk.is_none(),
+            sync: args.sync,
+            window_fixed: false,
+            hard_links: args.hard_links,
+            ..TransferOptions::default()
+        },
+        streams: args.streams.unwrap_or(0),
+        rate_bps: args.rate.unwrap_or(0),
+        window_bytes: super::super::common::window(&args.window)?.unwrap_or(0),
+        chunk_size: args.chunk.unwrap_or(0),
+        congestion: args.congestion.clone().unwrap_or_default(),
+        jump_start: !args.no_jump_start,
+        source_user_paths: user_paths,
+        share: None,
+    })
 }
 
 fn print_end(d: &RelayDone, (src, dst): (&str, &str), json: bool) {

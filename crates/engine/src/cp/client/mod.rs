@@ -30,6 +30,7 @@ mod config;
 mod paths;
 mod reply;
 mod report;
+mod share;
 
 pub use config::{CpConfig, CpJob, MemoryGate};
 use report::RunFacts;
@@ -152,7 +153,7 @@ pub fn run_cp(
     };
     // What the pull will hold, checked (and perhaps its chunks made smaller) before the
     // request: a daemon's relayed pull reserves it from its memory budget.
-    let chunk_request = match &cfg.memory_gate {
+    let fitted = match &cfg.memory_gate {
         Some(gate) if !push => {
             gate(streams, chunk_request, &plan.buffer).map_err(|why| CpError::Stopped {
                 reason: format!("on this server: {why}"),
@@ -160,6 +161,19 @@ pub fn run_cp(
         }
         _ => chunk_request,
     };
+    let share = match &cfg.job {
+        CpJob::Relay { target } => target.share,
+        _ => None,
+    };
+    if let Some(share) = share {
+        share::check(
+            share,
+            session.features(),
+            (chunk_request, fitted),
+            cfg.chunk_size,
+        )?;
+    }
+    let chunk_request = fitted;
     // A pull's entries must all start with the requested source's base name (the
     // root's own name when the root was asked for).
     let pull_top = match &cfg.job {
@@ -199,6 +213,8 @@ pub fn run_cp(
         }
         CpJob::Push { .. } => false,
     };
+    // A share's answers name the other shares' chunks: never ahead.
+    let answered_ahead = answered_ahead && share.is_none();
     options.answered_ahead = answered_ahead;
     let params = TransferParams {
         direction: if push {
@@ -300,6 +316,12 @@ pub fn run_cp(
     let chunk_size = ready.chunk_size;
     if !push {
         jump.server_answered(true, ready.jump_start_bps, &ready.jump_note);
+    }
+    if share.is_some() && chunk_size != chunk_request {
+        return Err(CpError::Protocol(format!(
+            "the source chose chunks of {chunk_size} bytes for a share of a striped copy cut \
+             in chunks of {chunk_request}: every pair must use the same"
+        )));
     }
     if push && chunk_size != chunk_request {
         // A server may lower a push's chunks to fit its memory budget, never raise them.

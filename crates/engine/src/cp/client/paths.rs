@@ -55,6 +55,7 @@ pub(super) fn local_target(
         delta: None,
         delete: None,
         answered_ahead: false,
+        share: None,
     })
 }
 

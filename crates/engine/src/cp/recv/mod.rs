@@ -63,6 +63,8 @@ pub struct RecvTarget {
     pub delete: Option<Arc<longhaul_transfer::Filter>>,
     /// A pull that answered the list ahead (`cp::ahead`): every file is received whole.
     pub answered_ahead: bool,
+    /// A relayed pull of one share of a striped copy (`longhaul_proto::stripe`).
+    pub share: Option<longhaul_proto::stripe::Share>,
 }
 
 /// Chunks of a file to hash from disk: (file id, chunk indices).
@@ -145,19 +147,7 @@ impl Shared {
             }
             let mut s = self.lock()?;
             for a in answers {
-                match a {
-                    Answer::Looked(id, look) => s.looked(id, look)?,
-                    Answer::Opened(id, intact) => s.opened(id, intact)?,
-                    Answer::Placed(id, r) => s.placed(id, r),
-                    Answer::LinkMade(id, r) => s.symlink_made(id, r),
-                    Answer::HardLinkMade(id, r) => s.hardlink_made(id, r),
-                    Answer::DirsFixed => s.dirs_fixed(),
-                    Answer::DirsCreated(made) => s.dirs_created(made),
-                    Answer::OldHashed(id, old) => s.old_hashed(id, old)?,
-                    Answer::Listed(listing, found) => s.dest_listed(&listing, found),
-                    Answer::Removed(results) => s.removed(results),
-                    Answer::None | Answer::Hash(..) => {}
-                }
+                a.give(&mut s)?;
             }
             events = self.pump(&mut s)?;
         }
@@ -227,6 +217,10 @@ pub fn run_receiver(
         session.with_answered_ahead()
     } else {
         session
+    };
+    let session = match target.share {
+        Some(share) => session.with_share(share),
+        None => session,
     };
     // Where the room cannot be measured, the transfer goes on unchecked (a disk that
     // fills is then reported when it does).

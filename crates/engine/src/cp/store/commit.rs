@@ -19,6 +19,7 @@ use longhaul_transfer::session::recv::CommitJob;
 
 use super::data_file::DataFile;
 use super::part::{clear_stale_part, kept_changing, replaced, same_file, CLAIM_ATTEMPTS};
+use super::stripe::placed_by_another_share;
 use super::sync::{in_place, keeps_old};
 use super::{CommitError, Store};
 
@@ -109,20 +110,24 @@ impl Store {
         } else {
             // The name must still be the file that was verified: whatever else is there
             // now (another process's doing) is not put in place as verified.
-            if !same_file(&self.root, &job.part_rel, data)
-                .map_err(|cause| CommitError::Place { cause, kept: None })?
-            {
-                return Err(CommitError::Place {
-                    cause: replaced(&job.part_rel),
-                    kept: None,
-                });
+            let ours = same_file(&self.root, &job.part_rel, data)
+                .map_err(|cause| CommitError::Place { cause, kept: None })?;
+            let renamed = match ours {
+                true => self.root.rename(&job.part_rel, &job.final_rel, job.replace),
+                false => Err(replaced(&job.part_rel)),
+            };
+            // A striped copy's last two shares may both commit: the second finds the
+            // file in place under its final name, which is done.
+            match renamed {
+                Err(_) if placed_by_another_share(&self.root, job, data) => {}
+                Err(cause) => {
+                    return Err(CommitError::Place {
+                        kept: ours.then(|| job.part_rel.clone()),
+                        cause,
+                    })
+                }
+                Ok(()) => {}
             }
-            self.root
-                .rename(&job.part_rel, &job.final_rel, job.replace)
-                .map_err(|cause| CommitError::Place {
-                    cause,
-                    kept: Some(job.part_rel.clone()),
-                })?;
         }
         // The new name itself must survive a power cut too.
         let dir = job.final_rel.parent().unwrap_or(Path::new(""));
@@ -130,7 +135,7 @@ impl Store {
             self.root.sync_dir(dir).map_err(CommitError::SyncDir)?;
         }
         self.note_new_name(dir);
-        if let Some(m) = &job.manifest_rel {
+        for m in job.manifest_rel.iter().chain(&job.other_manifests) {
             let _ = self.root.remove_file(m);
         }
         // The data stays open for nothing now.
@@ -140,19 +145,14 @@ impl Store {
 
     /// Removes file `id`'s part file and manifest, only if the part name is still our
     /// own (locked) data: another session's is never touched.
-    pub(super) fn remove_own_work_files(
-        &self,
-        id: u32,
-        part_rel: &Path,
-        manifest_rel: Option<&Path>,
-    ) {
+    pub(super) fn remove_own_work_files(&self, id: u32, part_rel: &Path, manifests: &[&Path]) {
         let ours = self.data(id).and_then(|d| {
             let f = d.data.get()?;
             same_file(&self.root, part_rel, f).ok()
         });
         if ours == Some(true) {
             let _ = self.root.remove_file(part_rel);
-            if let Some(m) = manifest_rel {
+            for m in manifests {
                 let _ = self.root.remove_file(m);
             }
         }

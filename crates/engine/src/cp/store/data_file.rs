@@ -86,7 +86,7 @@ pub struct DataFile {
 }
 
 impl DataFile {
-    fn with(data: Option<File>, manifest: Option<File>) -> Self {
+    pub(super) fn with(data: Option<File>, manifest: Option<File>) -> Self {
         Self {
             data: data.map(OnceLock::from).unwrap_or_default(),
             manifest_sync: manifest.as_ref().and_then(|m| m.try_clone().ok()),
@@ -183,14 +183,23 @@ impl Store {
     pub(super) fn open(
         &self,
         id: u32,
-        final_rel: &Path,
-        part_rel: &Path,
-        manifest_rel: Option<&Path>,
+        (final_rel, part_rel, manifest_rel): (&Path, &Path, Option<&Path>),
         size: u64,
         plan: OpenPlan,
+        shared: bool,
     ) -> io::Result<bool> {
         let root = &self.root;
         let (data, intact) = match plan {
+            plan if shared => {
+                let names = (final_rel, part_rel, manifest_rel);
+                let intact = |part: &File, verify| {
+                    recorded_chunks_intact(part, size, verify, self.chunk_size)
+                };
+                match super::stripe::open_shared(root, names, size, plan, intact)? {
+                    Some(data) => (data, true),
+                    None => return Ok(false),
+                }
+            }
             OpenPlan::Lazy => (DataFile::default(), true),
             OpenPlan::Existing => (
                 DataFile::with(Some(root.open_file(final_rel, Access::Read)?), None),
@@ -350,7 +359,7 @@ impl Store {
     }
 }
 
-fn recorded_chunks_intact(
+pub(super) fn recorded_chunks_intact(
     part: &File,
     size: u64,
     verify: Vec<(u32, ChunkHash)>,

@@ -28,8 +28,8 @@
 //! The store's parts: `data_file` (one file's data, opened as planned and written chunk by
 //! chunk), `look` (what the destination holds for a file), `part` (part files' claims and
 //! locks), `commit` (putting verified files in place), `sync` (`longhaul sync`'s commits),
-//! `links` and `hardlinks` (received links), `dirs` (directories' metadata and flushes) and
-//! `delete` (`--delete`).
+//! `links` and `hardlinks` (received links), `dirs` (directories' metadata and flushes),
+//! `delete` (`--delete`) and `stripe` (a striped copy's shared part files and manifests).
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::Permissions;
@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex};
 
 use longhaul_sys::served_root::{Access, ServedRoot};
 use longhaul_transfer::session::recv::{LookResult, OldCopy};
-use longhaul_transfer::session::RecvEvent;
+use longhaul_transfer::session::{RecvEvent, RecvSession, SessionError};
 use longhaul_transfer::{DestEntry, DestListing, Removal};
 
 use crate::cp::hash_cache::HashCache;
@@ -53,6 +53,7 @@ mod hardlinks;
 mod links;
 mod look;
 mod part;
+mod stripe;
 mod sync;
 
 pub use data_file::DataFile;
@@ -170,6 +171,30 @@ pub enum Answer {
     Listed(DestListing, Result<Vec<DestEntry>, String>),
     /// [`longhaul_transfer::session::RecvSession::removed`].
     Removed(Vec<(Removal, Result<(), String>)>),
+    /// [`longhaul_transfer::session::RecvSession::shares_gathered`].
+    Gathered(u32, Vec<Option<Vec<u8>>>),
+}
+
+impl Answer {
+    /// Gives the answer to the session it is for (the one dispatch every receiving driver
+    /// uses); `None` and `Hash` (the driver's own work) give nothing.
+    pub fn give(self, s: &mut RecvSession) -> Result<(), SessionError> {
+        match self {
+            Answer::Looked(id, look) => s.looked(id, look)?,
+            Answer::Opened(id, intact) => s.opened(id, intact)?,
+            Answer::Placed(id, r) => s.placed(id, r),
+            Answer::LinkMade(id, r) => s.symlink_made(id, r),
+            Answer::HardLinkMade(id, r) => s.hardlink_made(id, r),
+            Answer::DirsFixed => s.dirs_fixed(),
+            Answer::DirsCreated(made) => s.dirs_created(made),
+            Answer::OldHashed(id, old) => s.old_hashed(id, old)?,
+            Answer::Listed(listing, found) => s.dest_listed(&listing, found),
+            Answer::Removed(results) => s.removed(results),
+            Answer::Gathered(id, manifests) => s.shares_gathered(id, manifests)?,
+            Answer::None | Answer::Hash(..) => {}
+        }
+        Ok(())
+    }
 }
 
 impl Store {
@@ -242,19 +267,22 @@ impl Store {
                 manifest_rel,
                 size,
                 plan,
+                shared,
             } => {
+                let names = (&*final_rel, &*part_rel, manifest_rel.as_deref());
                 let intact = self
-                    .open(
-                        id,
-                        &final_rel,
-                        &part_rel,
-                        manifest_rel.as_deref(),
-                        size,
-                        plan,
-                    )
+                    .open(id, names, size, plan, shared)
                     .map_err(failed("preparing", &part_rel))?;
                 Ok(Answer::Opened(id, intact))
             }
+            RecvEvent::GatherShares {
+                id,
+                manifests,
+                limit,
+            } => Ok(Answer::Gathered(
+                id,
+                stripe::read_manifests(&self.root, &manifests, limit),
+            )),
             RecvEvent::HashFromFile { id, chunks } => Ok(Answer::Hash(id, chunks)),
             RecvEvent::HashOld {
                 id,
@@ -284,8 +312,14 @@ impl Store {
                 id,
                 part_rel,
                 manifest_rel,
+                other_manifests,
             } => {
-                self.remove_own_work_files(id, &part_rel, manifest_rel.as_deref());
+                let manifests: Vec<&Path> = manifest_rel
+                    .iter()
+                    .chain(&other_manifests)
+                    .map(PathBuf::as_path)
+                    .collect();
+                self.remove_own_work_files(id, &part_rel, &manifests);
                 Ok(Answer::None)
             }
             RecvEvent::DropOrphanManifest {

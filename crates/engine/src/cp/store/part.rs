@@ -92,9 +92,19 @@ const PART_LOCK_WAIT: Duration = Duration::from_secs(5);
 /// session that is ending, or fails with [`part_locked`] (`shown`: the file being
 /// written, for the message).
 pub(super) fn lock_part(f: &File, shown: &Path) -> io::Result<()> {
+    wait_for_lock(f, shown, file_io::try_lock_exclusive)
+}
+
+/// [`lock_part`] shared: a striped copy's shares write one part file together, and keep
+/// out any session that would claim it alone.
+pub(super) fn lock_part_shared(f: &File, shown: &Path) -> io::Result<()> {
+    wait_for_lock(f, shown, file_io::try_lock_shared)
+}
+
+fn wait_for_lock(f: &File, shown: &Path, lock: fn(&File) -> io::Result<bool>) -> io::Result<()> {
     let began = std::time::Instant::now();
     loop {
-        if file_io::try_lock_exclusive(f)? {
+        if lock(f)? {
             return Ok(());
         }
         if began.elapsed() >= PART_LOCK_WAIT {

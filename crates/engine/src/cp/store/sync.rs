@@ -21,7 +21,9 @@ impl Store {
         let old = super::super::old_copy::open_unchanged(&self.root, reuse)
             .map_err(CommitError::OldCopy)?;
         let unset = set_mode_and_mtime(&old, job);
-        self.remove_own_work_files(job.id, &job.part_rel, job.manifest_rel.as_deref());
+        let manifests: Vec<&std::path::Path> =
+            job.manifest_rel.iter().map(|m| m.as_path()).collect();
+        self.remove_own_work_files(job.id, &job.part_rel, &manifests);
         self.forget(job.id);
         unset_result(unset)
     }

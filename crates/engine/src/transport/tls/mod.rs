@@ -309,13 +309,7 @@ impl ClientTls {
     /// Pins a first contact's certificate in the known-servers file, once its server has
     /// proved the token (unless another client pinned one for it meanwhile).
     pub fn pin(&self, first: &FirstContact) -> Result<(), TlsError> {
-        if trust::KnownServers::load(&first.file)?
-            .lookup(&first.server)
-            .is_none()
-        {
-            trust::remember(&first.file, &first.server, first.seen)?;
-        }
-        Ok(())
+        trust::remember(&first.file, &first.server, first.seen)
     }
 
     fn explain(&self, peer: &str, e: io::Error, first: &[u8]) -> TlsError {

@@ -142,19 +142,47 @@ impl KnownServers {
     }
 }
 
-/// Appends `server fp` to `file` (made with its directory if missing).
+/// Appends `server fp` to `file` (made with its directory if missing) unless `server`
+/// is in it already (another client pinned it meanwhile). The look and the append hold
+/// the file's lock, and the line goes in one write: clients pinning at once (the pairs of
+/// a striped copy meeting their servers, or two processes) neither interleave their
+/// lines nor pin one server twice.
 pub fn remember(file: &Path, server: &str, fp: Fingerprint) -> Result<(), TlsError> {
-    use std::io::Write;
+    use std::io::{Read, Write};
     let fail = |e: std::io::Error| TlsError::Trust(format!("cannot write {}: {e}", file.display()));
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir).map_err(fail)?;
     }
     let mut f = std::fs::OpenOptions::new()
         .create(true)
+        .read(true)
         .append(true)
         .open(file)
         .map_err(fail)?;
-    writeln!(f, "{server} {fp}").map_err(fail)
+    let waited = std::time::Instant::now();
+    while !longhaul_sys::file_io::try_lock_exclusive(&f).map_err(fail)? {
+        if waited.elapsed() > std::time::Duration::from_secs(10) {
+            return Err(fail(std::io::Error::other(
+                "another process held its lock for 10 s",
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let mut text = String::new();
+    (&mut f)
+        .take(MAX_KNOWN_SERVERS_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(fail)?;
+    let known = KnownServers::parse(&text)
+        .map_err(|e| TlsError::Trust(format!("{}: {e}", file.display())))?;
+    if known.lookup(server).is_some() {
+        return Ok(());
+    }
+    let mut line = format!("{server} {fp}\n");
+    if !text.is_empty() && !text.ends_with('\n') {
+        line.insert(0, '\n');
+    }
+    f.write_all(line.as_bytes()).map_err(fail)
 }
 
 /// The warning for a certificate that changed, in ssh's words.
@@ -266,5 +294,33 @@ mod tests {
         let k = KnownServers::load(&file).unwrap();
         assert_eq!(k.lookup("a:1"), Some((fp, 1)));
         assert_eq!(k.lookup("b:2").map(|x| x.1), Some(2));
+    }
+
+    #[test]
+    fn clients_pinning_at_once_write_whole_lines_once() {
+        // A striped copy's pairs meet their servers at once; before the lock and the one
+        // write, their lines came out interleaved ("sha256:sha256:adade9...").
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("known_servers");
+        std::thread::scope(|scope| {
+            for t in 0..8u8 {
+                let file = &file;
+                scope.spawn(move || {
+                    for i in 0..20u8 {
+                        remember(file, &format!("h{}:1", i % 10), Fingerprint([t; 32])).unwrap();
+                    }
+                });
+            }
+        });
+        let k = KnownServers::load(&file).unwrap();
+        assert_eq!(
+            k.entries.len(),
+            10,
+            "each server pinned once: {:?}",
+            k.entries
+        );
+        for i in 0..10 {
+            assert!(k.lookup(&format!("h{i}:1")).is_some());
+        }
     }
 }

@@ -105,8 +105,11 @@ impl RecvSession {
         }
         let mut manifest = None;
         for i in 0..share.count() {
-            let s = Share::new(i, share.count()).map_err(|e| SessionError::GaveUp(e.to_string()))?;
-            let name = share_manifest_name(placed, s).map_err(refused)?.to_path_buf();
+            let s =
+                Share::new(i, share.count()).map_err(|e| SessionError::GaveUp(e.to_string()))?;
+            let name = share_manifest_name(placed, s)
+                .map_err(refused)?
+                .to_path_buf();
             if s == share {
                 manifest = Some(name);
             } else {
@@ -239,7 +242,9 @@ impl RecvSession {
         manifests: Vec<Option<Vec<u8>>>,
     ) -> Result<(), SessionError> {
         let Some(share) = self.share else {
-            return Err(SessionError::GaveUp("shares gathered on a copy without stripes".into()));
+            return Err(SessionError::GaveUp(
+                "shares gathered on a copy without stripes".into(),
+            ));
         };
         let Some(f) = self.file_mut(id).filter(|f| f.state == FileState::Open) else {
             return Err(SessionError::GaveUp(format!(
@@ -252,7 +257,11 @@ impl RecvSession {
         let ours = rx.manifest().header_bytes();
         for (k, bytes) in manifests.iter().enumerate() {
             // The other shares in order, skipping this one.
-            let index = if k < usize::from(share.index()) { k } else { k + 1 } as u16;
+            let index = if k < usize::from(share.index()) {
+                k
+            } else {
+                k + 1
+            } as u16;
             let Some(loaded) = bytes.as_deref().and_then(|b| ResumeManifest::parse(b).ok()) else {
                 continue;
             };

@@ -1,0 +1,298 @@
+//! `longhaul cp [-r] longhaul://A1,A2/x longhaul://B1,B2/y`: one copy striped over
+//! several pairs of hosts (`longhaul_proto::stripe`). The hosts at each end see the same
+//! file system; pair i (Ai to Bi) is a third-party copy of share i of the chunks, all
+//! pairs at once, with one chunk size. The receiving hosts write into the same part
+//! files and the last one to finish a file checks and commits it. A pair that fails
+//! leaves its share to a pair that finished (run again on it), else to a rerun. JSON
+//! Lines: a `start`, an `interval` per second with each pair's figures, an `end`.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use longhaul_engine::cp::third_party::{relay_with_ticket, PullShape};
+use longhaul_model::units::{format_bytes, format_rate_bps};
+use longhaul_proto::stripe::Share;
+use longhaul_proto::ticket::{RelayDone, RelayProgress};
+use longhaul_transfer::location::{Location, RemoteSpec};
+use serde_json::json;
+
+use super::super::common::{emit_json, say};
+use super::third_party::{endpoint, pull_shape, refuse_unsupported, Endpoint};
+use super::Args;
+
+/// Chunk size of a striped copy unless `--chunk` says: every pair must cut the files
+/// alike, so it cannot follow each pair's path.
+pub const STRIPE_CHUNK: u64 = 16 << 20;
+
+/// How often the combined progress is shown.
+const SHOW_EVERY: Duration = Duration::from_secs(1);
+
+/// One pair's end: its pull's, or why it failed; and which pair ran the share if not its
+/// own.
+struct PairEnd {
+    done: Result<RelayDone, String>,
+    ran_on: usize,
+}
+
+/// Runs the striped copy from `srcs` to `dsts` (paired in order).
+pub(super) fn run(
+    args: &Args,
+    srcs: &[RemoteSpec],
+    dsts: &[RemoteSpec],
+) -> anyhow::Result<ExitCode> {
+    refuse_unsupported(args)?;
+    if args.hard_links || args.source_token_file.is_some() {
+        anyhow::bail!(
+            "-H and --source-token-file are not taken by a striped copy yet; run it as one copy"
+        );
+    }
+    if srcs.len() != dsts.len() {
+        anyhow::bail!(
+            "a striped copy pairs the hosts in order: {} source hosts and {} destination hosts \
+             (name as many at each end)",
+            srcs.len(),
+            dsts.len()
+        );
+    }
+    let n = srcs.len();
+    let ends = |specs: &[RemoteSpec], source| {
+        specs
+            .iter()
+            .map(|s| endpoint(args, &Location::Daemon(s.clone()), None, source))
+            .collect::<anyhow::Result<Vec<Endpoint>>>()
+    };
+    let (srcs, dsts) = (ends(srcs, true)?, ends(dsts, false)?);
+    let mut shape = pull_shape(args, false)?;
+    shape.chunk_size = args.chunk.unwrap_or(STRIPE_CHUNK);
+    shape.options.auto_chunk = false;
+    let json = args.json;
+    if json {
+        emit_json(&json!({
+            "type": "start", "direction": "striped", "pairs": n,
+            "source": srcs.iter().map(|e| e.shown.clone()).collect::<Vec<_>>(),
+            "destination": dsts.iter().map(|e| e.shown.clone()).collect::<Vec<_>>(),
+            "chunk_size": shape.chunk_size,
+        }));
+    }
+    let live = !json && !args.no_progress && std::io::stderr().is_terminal();
+    let started = Instant::now();
+    let mut ends: Vec<PairEnd> = std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::channel();
+        let pulls: Vec<_> = (0..n)
+            .map(|i| {
+                let (tx, shape) = (tx.clone(), shape.clone());
+                let (src, dst) = (&srcs[i], &dsts[i]);
+                scope.spawn(move || share_pull(i, n, (src, dst), shape, &tx))
+            })
+            .collect();
+        drop(tx);
+        follow(&rx, n, json, live);
+        pulls
+            .into_iter()
+            .enumerate()
+            .map(|(i, h)| PairEnd {
+                done: h
+                    .join()
+                    .unwrap_or_else(|_| Err("its thread panicked".into())),
+                ran_on: i,
+            })
+            .collect()
+    });
+    if live {
+        eprintln!();
+    }
+    // A failed pair's share goes to a pair that finished, once.
+    if let Some(good) = ends.iter().position(|e| e.done.is_ok()) {
+        for k in 0..n {
+            if let Err(why) = &ends[k].done {
+                warn_line(
+                    json,
+                    &format!(
+                        "pair {} ({} -> {}) failed: {why}; its share goes to pair {}",
+                        k + 1,
+                        srcs[k].shown,
+                        dsts[k].shown,
+                        good + 1
+                    ),
+                );
+                let (tx, _rx) = mpsc::channel();
+                let pair = (&srcs[good], &dsts[good]);
+                let done = share_pull(k, n, pair, shape.clone(), &tx);
+                ends[k] = PairEnd { done, ran_on: good };
+            }
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    print_end(&ends, (&srcs, &dsts), seconds, json);
+    let failed = ends
+        .iter()
+        .any(|e| e.done.as_ref().map_or(true, |d| d.files_failed > 0));
+    Ok(ExitCode::from(u8::from(failed)))
+}
+
+/// Share `i` of `n` over one pair: a ticket from its source, the pull by its destination.
+fn share_pull(
+    i: usize,
+    n: usize,
+    (src, dst): (&Endpoint, &Endpoint),
+    mut shape: PullShape,
+    tx: &mpsc::Sender<(usize, RelayProgress)>,
+) -> Result<RelayDone, String> {
+    let share = Share::new(i as u16, n as u16).map_err(|e| e.to_string())?;
+    shape.share = Some(share);
+    let (src_peer, dst_peer) = (src.peer(), dst.peer());
+    let ticket = src_peer
+        .ticket()
+        .with_context(|| format!("asking {} for a ticket", src.shown))
+        .map_err(|e| format!("{e:#}"))?;
+    relay_with_ticket(ticket, &src_peer, &dst_peer, shape, &mut |p| {
+        let _ = tx.send((i, *p));
+    })
+    .with_context(|| format!("{} pulling {share} from {}", dst.shown, src.shown))
+    .map_err(|e| format!("{e:#}"))
+}
+
+/// Shows the pairs' reports as they come, combined, until every pair has ended.
+fn follow(rx: &mpsc::Receiver<(usize, RelayProgress)>, n: usize, json: bool, live: bool) {
+    let mut latest: Vec<Option<RelayProgress>> = vec![None; n];
+    let mut shown = Instant::now();
+    for (i, p) in rx.iter() {
+        latest[i] = Some(p);
+        if shown.elapsed() < SHOW_EVERY && latest.iter().any(Option::is_none) {
+            continue;
+        }
+        shown = Instant::now();
+        let moved: u64 = latest.iter().flatten().map(|p| p.moved_bytes).sum();
+        let total = latest
+            .iter()
+            .flatten()
+            .map(|p| p.bytes_total)
+            .max()
+            .unwrap_or(0);
+        let elapsed = latest
+            .iter()
+            .flatten()
+            .map(|p| p.elapsed_ms)
+            .max()
+            .unwrap_or(0);
+        if json {
+            let pairs: Vec<_> = latest
+                .iter()
+                .map(|p| {
+                    p.map(|p| {
+                        json!({"moved_bytes": p.moved_bytes, "bytes_done": p.bytes_done,
+                               "files_done": p.files_done, "streams": p.streams})
+                    })
+                })
+                .collect();
+            emit_json(&json!({
+                "type": "interval", "elapsed": elapsed as f64 / 1e3,
+                "moved_bytes": moved, "bytes_total": total, "pairs": pairs,
+            }));
+        } else if live {
+            eprint!(
+                "\r{} of {} moved by {n} pairs in {:.0} s   ",
+                format_bytes(moved as f64),
+                format_bytes(total as f64),
+                elapsed as f64 / 1e3
+            );
+        }
+    }
+}
+
+fn warn_line(json: bool, line: &str) {
+    if json {
+        emit_json(&json!({"type": "warning", "message": line}));
+    } else {
+        eprintln!("longhaul cp: {line}");
+    }
+}
+
+fn print_end(ends: &[PairEnd], (srcs, dsts): (&[Endpoint], &[Endpoint]), seconds: f64, json: bool) {
+    let ok: Vec<&RelayDone> = ends.iter().filter_map(|e| e.done.as_ref().ok()).collect();
+    let moved: u64 = ok.iter().map(|d| d.moved_bytes).sum();
+    let files: u64 = ok.iter().map(|d| u64::from(d.files_ok)).sum();
+    let failed_files: u64 = ok.iter().map(|d| u64::from(d.files_failed)).sum();
+    let bytes = ok.iter().map(|d| d.bytes).max().unwrap_or(0);
+    let bps = moved as f64 * 8.0 / seconds.max(1e-3);
+    let all_ok = ok.len() == ends.len() && failed_files == 0;
+    if json {
+        let pairs: Vec<_> = ends
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let mut v = json!({
+                    "share": i + 1,
+                    "source": srcs[e.ran_on].shown, "destination": dsts[e.ran_on].shown,
+                });
+                match &e.done {
+                    Ok(d) => {
+                        let secs = d.elapsed_ms as f64 / 1e3;
+                        v["ok"] = json!(d.files_failed == 0);
+                        v["files"] = json!(d.files_ok);
+                        v["sent_bytes"] = json!(d.moved_bytes);
+                        v["resumed_bytes"] = json!(d.resumed_bytes);
+                        v["seconds"] = json!(secs);
+                        v["bits_per_second"] = json!(d.moved_bytes as f64 * 8.0 / secs.max(1e-3));
+                        v["streams"] = json!(d.streams);
+                        v["rtt_ms"] = json!(f64::from(d.rtt_us) / 1e3);
+                        v["failures"] = json!(d.failures);
+                        v["limited_by_text"] = json!(d.limited_by);
+                    }
+                    Err(why) => {
+                        v["ok"] = json!(false);
+                        v["error"] = json!(why);
+                    }
+                }
+                v
+            })
+            .collect();
+        emit_json(&json!({
+            "type": "end", "ok": all_ok, "direction": "striped",
+            "files": files, "bytes": bytes, "seconds": seconds,
+            "bits_per_second": bps, "sent_bytes": moved,
+            "failed_files": failed_files, "pairs": pairs,
+        }));
+        return;
+    }
+    for (i, e) in ends.iter().enumerate() {
+        let (src, dst) = (&srcs[e.ran_on].shown, &dsts[e.ran_on].shown);
+        match &e.done {
+            Ok(d) => {
+                for f in &d.failures {
+                    eprintln!("longhaul cp: failed: {}", longhaul_proto::printable(f));
+                }
+                let secs = d.elapsed_ms as f64 / 1e3;
+                say(&format!(
+                    "share {} of {}: {dst} received {} from {src} in {secs:.2} s = {}{}; {} streams, RTT {:.2} ms",
+                    i + 1,
+                    ends.len(),
+                    format_bytes(d.moved_bytes as f64),
+                    format_rate_bps(d.moved_bytes as f64 * 8.0 / secs.max(1e-3)),
+                    match d.resumed_bytes {
+                        0 => String::new(),
+                        r => format!(", {} already there", format_bytes(r as f64)),
+                    },
+                    d.streams,
+                    f64::from(d.rtt_us) / 1e3,
+                ));
+            }
+            Err(why) => eprintln!(
+                "longhaul cp: share {} of {} ({src} -> {dst}) failed: {why}; run the same \
+                 command again: each share resumes from what it verified",
+                i + 1,
+                ends.len()
+            ),
+        }
+    }
+    say(&format!(
+        "striped over {} pairs: {} files, {} moved in {seconds:.2} s = {}",
+        ends.len(),
+        files,
+        format_bytes(moved as f64),
+        format_rate_bps(bps)
+    ));
+}
