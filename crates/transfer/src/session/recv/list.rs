@@ -273,11 +273,9 @@ impl RecvSession {
             )));
         }
         self.looking = self.looking.saturating_sub(1);
-        let other_share = self
-            .files
-            .get(id as usize)
-            .and_then(Option::as_ref)
-            .is_some_and(|f| self.other_share(f));
+        if let Some(left) = self.leave_to_other_share(id) {
+            return left;
+        }
         let Some(f) = self.file_mut(id) else {
             return Ok(());
         };
@@ -290,17 +288,6 @@ impl RecvSession {
                 f.final_rel.display()
             )));
         }
-        if other_share {
-            self.outcome.files_to_other_shares += 1;
-            let skip = vec![TransferMessage::SkipFile {
-                file: id,
-                reason: SkipReason::OtherShare,
-            }];
-            return self.decided(id, Some(skip), true);
-        }
-        let Some(f) = self.file_mut(id) else {
-            return Ok(());
-        };
         let e = &f.entry;
         if e.kind == EntryKind::Symlink {
             return self.decide_link(id, found);

@@ -25,7 +25,7 @@
 use std::path::PathBuf;
 
 use longhaul_proto::stripe::Share;
-use longhaul_proto::transfer::EntryKind;
+use longhaul_proto::transfer::{EntryKind, SkipReason, TransferMessage};
 
 use super::types::RecvEvent;
 use super::{FileState, RecvFile, RecvSession};
@@ -130,6 +130,20 @@ impl RecvSession {
             EntryKind::File => f.hashes.chunks() <= 1 && !share.holds(f.share.first),
             _ => false,
         }
+    }
+
+    /// Entry `id` goes whole to another pair: answered `SkipFile OtherShare` (whatever
+    /// is at its destination is that pair's to look at).
+    pub(super) fn leave_to_other_share(&mut self, id: u32) -> Option<Result<(), SessionError>> {
+        if !self.file_ref(id).is_some_and(|f| self.other_share(f)) {
+            return None;
+        }
+        self.outcome.files_to_other_shares += 1;
+        let skip = vec![TransferMessage::SkipFile {
+            file: id,
+            reason: SkipReason::OtherShare,
+        }];
+        Some(self.decided(id, Some(skip), true))
     }
 
     /// Whether `f` is a file of several chunks that the shares write together.
