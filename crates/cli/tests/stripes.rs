@@ -113,6 +113,17 @@ fn a_file_and_a_tree_striped_over_two_pairs() {
         striped(&[&a1, &a2], "tree"), striped(&[&b1, &b2], ""));
     again.assert_ok();
     assert_eq!(again.end_u64("sent_bytes"), 0, "{}", again.describe());
+
+    // Into a new name: every pair makes the tree that name (the pair that comes second
+    // must not find the first's directory and put the tree inside it).
+    let run = cp!(&home; "-r", "--chunk", "1MiB",
+        striped(&[&a1, &a2], "tree"), striped(&[&b1, &b2], "renamed"));
+    run.assert_ok();
+    for rel in &names {
+        let renamed = rel.replacen("tree/", "renamed/", 1);
+        assert!(s.join("b").join(&renamed).is_file(), "{renamed}: {}", run.describe());
+    }
+    assert!(!s.join("b/renamed/tree").exists(), "{}", run.describe());
 }
 
 #[test]

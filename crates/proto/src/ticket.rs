@@ -126,6 +126,10 @@ pub struct RelayPull {
     /// files the other pairs' destinations share ([`crate::stripe`]; needs
     /// [`crate::features::STRIPES`] at both servers, and a `chunk_size`).
     pub share: Option<Share>,
+    /// Whether the destination is taken as a directory (the copy goes inside it) or as
+    /// the new name, as the client found it; `None`: the destination looks. The pairs
+    /// of a striped copy must all place alike while one of them is creating it.
+    pub dest_is_dir: Option<bool>,
 }
 
 /// Destination to client while a relayed pull runs.
@@ -257,6 +261,11 @@ pub(crate) fn put_relay(w: &mut Writer<'_>, p: &RelayPull) {
             w.u16(0);
         }
     }
+    w.u8(match p.dest_is_dir {
+        None => 0,
+        Some(false) => 1,
+        Some(true) => 2,
+    });
 }
 
 pub(crate) fn get_relay(r: &mut Reader<'_>) -> Result<RelayPull, ProtoError> {
@@ -282,6 +291,12 @@ pub(crate) fn get_relay(r: &mut Reader<'_>) -> Result<RelayPull, ProtoError> {
         share: match (r.u16("relay share count")?, r.u16("relay share index")?) {
             (0, 0) => None,
             (count, index) => Some(Share::new(index, count)?),
+        },
+        dest_is_dir: match r.u8("relay placement")? {
+            0 => None,
+            1 => Some(false),
+            2 => Some(true),
+            v => return Err(invalid("relay placement", format!("unknown value {v}"))),
         },
     };
     if p.share.is_some() && p.chunk_size == 0 {

@@ -200,6 +200,7 @@ fn relay() -> RelayPull {
         jump_start: true,
         source_user_paths: false,
         share: None,
+        dest_is_dir: None,
     }
 }
 
@@ -284,6 +285,7 @@ fn hostile_relay_fields_are_refused_on_decode() {
     let striped = RelayPull {
         share: Some(Share::new(1, 2).unwrap()),
         chunk_size: 16 << 20,
+        dest_is_dir: Some(false),
         ..relay()
     };
     assert_eq!(
@@ -300,8 +302,10 @@ fn hostile_relay_fields_are_refused_on_decode() {
         &mut buf,
     );
     let n = buf.len();
-    buf[n - 4..].copy_from_slice(&[0, 2, 0, 5]);
+    buf[n - 5..n - 1].copy_from_slice(&[0, 2, 0, 5]);
     assert!(decode_frame(&buf).is_err(), "share 6 of 2 was taken");
+    buf[n - 5..].copy_from_slice(&[0, 0, 0, 0, 3]);
+    assert!(decode_frame(&buf).is_err(), "placement 3 was taken");
 }
 
 #[test]

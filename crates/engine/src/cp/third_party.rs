@@ -50,6 +50,9 @@ pub struct PullShape {
     pub source_user_paths: bool,
     /// A striped copy: the share of the chunks this pair moves.
     pub share: Option<Share>,
+    /// Whether the destination is a directory, as the caller found it (`None`: the
+    /// destination looks).
+    pub dest_is_dir: Option<bool>,
 }
 
 impl Peer<'_> {
@@ -91,6 +94,7 @@ pub fn relay_with_ticket(
         jump_start: shape.jump_start,
         source_user_paths: shape.source_user_paths,
         share: shape.share,
+        dest_is_dir: shape.dest_is_dir,
     };
     relay(dst.target, dst.token, dst.security, pull, on_progress)
 }

@@ -174,6 +174,7 @@ pub(super) fn run_relay(
         delete: None,
         answered_ahead: false,
         share: pull.share,
+        is_dir: pull.dest_is_dir,
     };
     let source = pull.source.clone();
     let cp = CpConfig {

@@ -356,6 +356,7 @@ pub fn serve_transfer(
             // A push's list is answered by this end (refused above when asked otherwise).
             answered_ahead: false,
             share: None,
+            is_dir: None,
         };
         let out = run_receiver(
             target,

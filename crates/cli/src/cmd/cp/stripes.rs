@@ -12,7 +12,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use longhaul_engine::cp::remote_fs::RemoteFs;
 use longhaul_engine::cp::third_party::{relay_with_ticket, PullShape};
+use longhaul_proto::namespace::{FsErrorKind, FsKind};
 use longhaul_model::units::{format_bytes, format_rate_bps};
 use longhaul_proto::stripe::Share;
 use longhaul_proto::ticket::{RelayDone, RelayProgress};
@@ -64,10 +66,12 @@ pub(super) fn run(
             .map(|s| endpoint(args, &Location::Daemon(s.clone()), None, source))
             .collect::<anyhow::Result<Vec<Endpoint>>>()
     };
+    let dst_path = dsts[0].path.clone();
     let (srcs, dsts) = (ends(srcs, true)?, ends(dsts, false)?);
     let mut shape = pull_shape(args, false)?;
     shape.chunk_size = args.chunk.unwrap_or(STRIPE_CHUNK);
     shape.options.auto_chunk = false;
+    shape.dest_is_dir = Some(dest_is_dir(&dst_path, &dsts[0])?);
     let json = args.json;
     if json {
         emit_json(&json!({
@@ -131,6 +135,24 @@ pub(super) fn run(
         .iter()
         .any(|e| e.done.as_ref().map_or(true, |d| d.files_failed > 0));
     Ok(ExitCode::from(u8::from(failed)))
+}
+
+/// Whether the destination (`path` as typed, at `end`) is a directory the copy goes
+/// into, or the new name: asked once, so that every pair places alike while one of them
+/// creates it (each looking for itself, the second found the first's directory and put
+/// the tree inside it).
+fn dest_is_dir(path: &[u8], end: &Endpoint) -> anyhow::Result<bool> {
+    let fs = RemoteFs {
+        target: end.target.clone(),
+        token: end.token.clone(),
+        security: end.security.clone(),
+    };
+    let path = if path.is_empty() { &b"."[..] } else { path };
+    match fs.stat(path) {
+        Ok(s) => Ok(s.kind == FsKind::Dir),
+        Err(e) if e.kind == FsErrorKind::NotFound => Ok(false),
+        Err(e) => anyhow::bail!("looking at {}: {e}", end.shown),
+    }
 }
 
 /// Share `i` of `n` over one pair: a ticket from its source, the pull by its destination.

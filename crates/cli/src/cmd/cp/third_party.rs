@@ -234,6 +234,7 @@ pub(super) fn pull_shape(args: &Args, user_paths: bool) -> anyhow::Result<PullSh
         jump_start: !args.no_jump_start,
         source_user_paths: user_paths,
         share: None,
+        dest_is_dir: None,
     })
 }
 

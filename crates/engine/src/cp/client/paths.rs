@@ -56,6 +56,7 @@ pub(super) fn local_target(
         delete: None,
         answered_ahead: false,
         share: None,
+        is_dir: None,
     })
 }
 

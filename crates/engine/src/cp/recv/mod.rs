@@ -65,6 +65,9 @@ pub struct RecvTarget {
     pub answered_ahead: bool,
     /// A relayed pull of one share of a striped copy (`longhaul_proto::stripe`).
     pub share: Option<longhaul_proto::stripe::Share>,
+    /// Whether `target` is a directory as the client found it (`None`: looked at here):
+    /// a striped copy's pairs place alike while one of them creates it.
+    pub is_dir: Option<bool>,
 }
 
 /// Chunks of a file to hash from disk: (file id, chunk indices).
@@ -362,6 +365,9 @@ pub fn run_receiver(
 
 /// Whether the destination is an existing directory.
 fn target_is_dir(t: &RecvTarget) -> Result<bool, CpError> {
+    if let Some(given) = t.is_dir {
+        return Ok(given);
+    }
     match &t.target {
         None => Ok(true),
         // Looked at without opening it for reading (a FIFO would block).
