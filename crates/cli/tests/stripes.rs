@@ -121,7 +121,11 @@ fn a_file_and_a_tree_striped_over_two_pairs() {
     run.assert_ok();
     for rel in &names {
         let renamed = rel.replacen("tree/", "renamed/", 1);
-        assert!(s.join("b").join(&renamed).is_file(), "{renamed}: {}", run.describe());
+        assert!(
+            s.join("b").join(&renamed).is_file(),
+            "{renamed}: {}",
+            run.describe()
+        );
     }
     assert!(!s.join("b/renamed/tree").exists(), "{}", run.describe());
 }
