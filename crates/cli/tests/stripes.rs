@@ -37,6 +37,21 @@ fn work_files(dir: &Path) -> Vec<String> {
     found
 }
 
+/// A paced striped copy of 48 MiB from `src` to `dst` (about 6 s for each pair's share),
+/// returned running about half way.
+fn half_way(home: &Path, src: String, dst: String) -> Running {
+    let mut c = cp_command(home);
+    c.args(["--json", "--rate", "32M", "--chunk", "1MiB"])
+        .arg(src)
+        .arg(dst);
+    let mut copy = spawn_piped(&mut c);
+    let halfway = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < halfway && !copy.has_exited() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    copy
+}
+
 /// Two sources on `a`, two destinations on `b`, one HOME (one token).
 fn four(s: &Scratch) -> [Server; 4] {
     let home = s.dir("home");
@@ -137,16 +152,11 @@ fn a_destination_killed_mid_copy_leaves_its_share_to_the_other_pair() {
     let [a1, a2, b1, mut b2] = four(&s);
     let mut rng = Rng::from_env("stripes_takeover");
     let data = write_random(&s.join("a/big.bin"), &mut rng, 48 << 20);
-    // Paced so that the kill lands mid-copy (about 6 s for each pair's 24 MiB).
-    let mut c = cp_command(&home);
-    c.args(["--json", "--rate", "32M", "--chunk", "1MiB"])
-        .arg(striped(&[&a1, &a2], "big.bin"))
-        .arg(striped(&[&b1, &b2], "big.bin"));
-    let mut first = spawn_piped(&mut c);
-    let halfway = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < halfway && !first.has_exited() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let first = half_way(
+        &home,
+        striped(&[&a1, &a2], "big.bin"),
+        striped(&[&b1, &b2], "big.bin"),
+    );
     b2.kill();
     let out = first.wait(CP_LIMIT);
     out.assert_ok();
@@ -178,15 +188,11 @@ fn a_copy_whose_destinations_died_is_finished_by_the_rerun() {
     let [a1, a2, mut b1, mut b2] = four(&s);
     let mut rng = Rng::from_env("stripes_rerun");
     let data = write_random(&s.join("a/big.bin"), &mut rng, 48 << 20);
-    let mut c = cp_command(&home);
-    c.args(["--json", "--rate", "32M", "--chunk", "1MiB"])
-        .arg(striped(&[&a1, &a2], "big.bin"))
-        .arg(striped(&[&b1, &b2], "big.bin"));
-    let mut first = spawn_piped(&mut c);
-    let halfway = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < halfway && !first.has_exited() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let first = half_way(
+        &home,
+        striped(&[&a1, &a2], "big.bin"),
+        striped(&[&b1, &b2], "big.bin"),
+    );
     b1.restart();
     b2.restart();
     let killed = first.wait(CP_LIMIT);

@@ -6,11 +6,13 @@
 // The sessions take `now` from their driver: a test needs one Instant to offset from.
 #![allow(clippy::disallowed_methods)]
 
+mod pair;
+
 use std::time::Instant;
 
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry};
 use longhaul_transfer::session::{
-    LookResult, RecvConfig, RecvEvent, RecvSession, SendConfig, SendSession, SessionError, Work,
+    LookResult, RecvEvent, RecvSession, SendConfig, SendSession, SessionError, Work,
 };
 
 const CHUNK: u64 = 4096;
@@ -37,17 +39,7 @@ fn open_file() -> (RecvSession, ChunkHeader) {
         },
     )
     .unwrap();
-    let mut rx = RecvSession::new(RecvConfig {
-        chunk_size: CHUNK,
-        target: None,
-        target_is_dir: true,
-        no_clobber: false,
-        checksum_only: false,
-        sync: false,
-        expect: None,
-        keep_setuid: false,
-        umask: 0o022,
-    });
+    let mut rx = RecvSession::new(pair::recv_config(CHUNK));
     loop {
         let mut busy = false;
         while let Some(m) = tx.poll_transmit() {

@@ -26,15 +26,8 @@ fn entry(path: &str, kind: EntryKind) -> FileEntry {
 fn session(filter: &[(bool, &str)]) -> RecvSession {
     let f = Filter::new(filter.iter().map(|&(i, p)| (i, p.as_bytes()))).unwrap();
     RecvSession::new(RecvConfig {
-        chunk_size: 4096,
         target: Some(longhaul_transfer::parse_peer_path(b"dst").unwrap()),
-        target_is_dir: true,
-        no_clobber: false,
-        checksum_only: false,
-        sync: false,
-        expect: None,
-        keep_setuid: false,
-        umask: 0o022,
+        ..pair::recv_config(4096)
     })
     .with_delete(Arc::new(f))
 }

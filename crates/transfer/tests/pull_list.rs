@@ -21,15 +21,8 @@ fn entry(path: &str, kind: EntryKind) -> FileEntry {
 
 fn session(expect: Option<ExpectedList>) -> RecvSession {
     RecvSession::new(RecvConfig {
-        chunk_size: 4096,
-        target: None,
-        target_is_dir: true,
-        no_clobber: false,
-        checksum_only: false,
-        sync: false,
         expect,
-        keep_setuid: false,
-        umask: 0o022,
+        ..pair::recv_config(4096)
     })
 }
 

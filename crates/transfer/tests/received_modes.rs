@@ -61,15 +61,9 @@ fn transfer_into(
     };
     let mut tx = SendSession::new(entries, cfg).unwrap();
     let mut rx = RecvSession::new(RecvConfig {
-        chunk_size: 4096,
-        target: None,
-        target_is_dir: true,
-        no_clobber: false,
-        checksum_only: false,
-        sync: false,
-        expect: None,
         keep_setuid,
         umask,
+        ..pair::recv_config(4096)
     });
     let mut modes = Modes::default();
     let show = |p: &std::path::Path| p.display().to_string();

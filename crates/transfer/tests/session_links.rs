@@ -59,17 +59,7 @@ fn hard_link(path: &str, target: &str) -> FileEntry {
 }
 
 fn config() -> RecvConfig {
-    RecvConfig {
-        chunk_size: CS,
-        target: None,
-        target_is_dir: true,
-        no_clobber: false,
-        checksum_only: false,
-        sync: false,
-        expect: None,
-        keep_setuid: false,
-        umask: 0o022,
-    }
+    pair::recv_config(CS)
 }
 
 /// What is at the destination of a symlink entry.

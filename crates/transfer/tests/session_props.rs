@@ -22,7 +22,7 @@ use std::time::Instant;
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, SkipReason, TransferMessage};
 use longhaul_transfer::session::recv::Arrival;
 use longhaul_transfer::session::{
-    LookResult, RecvConfig, RecvEvent, RecvSession, SendConfig, SendSession, SessionError, Work,
+    LookResult, RecvEvent, RecvSession, SendConfig, SendSession, SessionError, Work,
 };
 use pair::*;
 use proptest::prelude::*;
@@ -229,17 +229,7 @@ fn last_commit_waits_for_dirs_fixed() {
         },
     )
     .unwrap();
-    let mut rx = RecvSession::new(RecvConfig {
-        chunk_size: 4096,
-        target: None,
-        target_is_dir: true,
-        no_clobber: false,
-        checksum_only: false,
-        sync: false,
-        expect: None,
-        keep_setuid: false,
-        umask: 0o022,
-    });
+    let mut rx = RecvSession::new(pair::recv_config(4096));
     let pump_tx = |tx: &mut SendSession, rx: &mut RecvSession| {
         while let Some(m) = tx.poll_transmit() {
             rx.handle(m).unwrap();
@@ -328,17 +318,7 @@ fn last_commit_waits_for_dirs_fixed() {
 
 #[test]
 fn a_message_out_of_place_is_a_protocol_error() {
-    let mut rx = RecvSession::new(RecvConfig {
-        chunk_size: 4096,
-        target: None,
-        target_is_dir: true,
-        no_clobber: false,
-        checksum_only: false,
-        sync: false,
-        expect: None,
-        keep_setuid: false,
-        umask: 0o022,
-    });
+    let mut rx = RecvSession::new(pair::recv_config(4096));
     let r = rx.handle(TransferMessage::ChunkVerified { file: 0, index: 0 });
     assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
 

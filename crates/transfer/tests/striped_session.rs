@@ -19,8 +19,8 @@ use longhaul_transfer::chunk_hash;
 use longhaul_transfer::session::recv::Arrival;
 use longhaul_transfer::session::recv::SyncRules;
 use longhaul_transfer::session::{
-    LookResult, Meta, OpenPlan, RecvConfig, RecvEvent, RecvSession, SendConfig, SendEvent,
-    SendSession, SessionError, Work,
+    LookResult, Meta, OpenPlan, RecvEvent, RecvSession, SendConfig, SendEvent, SendSession,
+    SessionError, Work,
 };
 use pair::{bytes, entry, Rng, MTIME};
 
@@ -67,18 +67,7 @@ fn pair(entries: &[FileEntry], share: Share) -> Pair {
         },
     )
     .unwrap();
-    let rx = RecvSession::new(RecvConfig {
-        chunk_size: CHUNK,
-        target: None,
-        target_is_dir: true,
-        no_clobber: false,
-        checksum_only: false,
-        sync: false,
-        expect: None,
-        keep_setuid: false,
-        umask: 0o022,
-    })
-    .with_share(share);
+    let rx = RecvSession::new(pair::recv_config(CHUNK)).with_share(share);
     Pair {
         share,
         tx,

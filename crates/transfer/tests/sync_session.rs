@@ -23,8 +23,7 @@ use longhaul_proto::transfer::{
 use longhaul_transfer::chunk_hash;
 use longhaul_transfer::session::recv::{Arrival, OldCopy, SyncRules};
 use longhaul_transfer::session::{
-    LookResult, Meta, RecvConfig, RecvEvent, RecvSession, SendConfig, SendSession, SessionError,
-    Work,
+    LookResult, Meta, RecvEvent, RecvSession, SendConfig, SendSession, SessionError, Work,
 };
 use longhaul_transfer::FileIdentity;
 use proptest::prelude::*;
@@ -41,17 +40,7 @@ fn entry(size: u64) -> FileEntry {
 }
 
 fn rx_session(rules: Option<SyncRules>) -> RecvSession {
-    let rx = RecvSession::new(RecvConfig {
-        chunk_size: CS,
-        target: None,
-        target_is_dir: true,
-        no_clobber: false,
-        checksum_only: false,
-        sync: false,
-        expect: None,
-        keep_setuid: false,
-        umask: 0o022,
-    });
+    let rx = RecvSession::new(pair::recv_config(CS));
     match rules {
         Some(r) => rx.with_sync(r),
         None => rx,

@@ -101,6 +101,22 @@ impl Rng {
     }
 }
 
+/// A receiving session's configuration: into the root (a directory), chunks of
+/// `chunk_size`, nothing optional, umask 022; a test names only what differs.
+pub fn recv_config(chunk_size: u64) -> RecvConfig {
+    RecvConfig {
+        chunk_size,
+        target: None,
+        target_is_dir: true,
+        no_clobber: false,
+        checksum_only: false,
+        sync: false,
+        expect: None,
+        keep_setuid: false,
+        umask: 0o022,
+    }
+}
+
 /// A chunk on a data stream: its header and the bytes as they arrive.
 struct InFlight {
     header: ChunkHeader,
@@ -141,15 +157,8 @@ pub fn run_with(case: &Case, ahead: bool) -> Result<Report, SessionError> {
         tx.answered_ahead()?;
     }
     let rx = RecvSession::new(RecvConfig {
-        chunk_size: cs,
-        target: None,
-        target_is_dir: true,
         no_clobber: case.no_clobber,
-        checksum_only: false,
-        sync: false,
-        expect: None,
-        keep_setuid: false,
-        umask: 0o022,
+        ..recv_config(cs)
     });
     let mut rx = if ahead { rx.with_answered_ahead() } else { rx };
     let mut rng = Rng(case.seed | 1);
