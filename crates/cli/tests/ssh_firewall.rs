@@ -3,7 +3,10 @@
 //! longhaul's port unreachable, says so with the fix, and carries every connection through
 //! ssh instead (`ssh host longhaul ssh-bridge ADDR:PORT`, one per stream): a push and a pull arrive byte for byte,
 //! `--json` says `data_via: ssh`, and no far process, far listener or ssh is left behind.
-//! `--via-ssh` goes that way without trying the port, for bench as for cp.
+//! `--via-ssh` goes that way without trying the port, for bench as for cp. Behind a
+//! stateful firewall (new connections from outside reach ssh alone, the far host's own
+//! connections get their answers) the far end connects back to the client instead, over
+//! the path, and the copy says so.
 
 #[macro_use]
 mod support;
@@ -117,4 +120,60 @@ fn a_firewalled_far_port_is_crossed_through_ssh() {
         "ssh bridges left: {:?}",
         tunnels_left(&lab)
     );
+}
+
+#[test]
+fn behind_a_stateful_firewall_the_far_end_connects_back() {
+    let Some(lab) = SshLab::start("behind_a_stateful_firewall_the_far_end_connects_back") else {
+        return;
+    };
+    if lab.firewall_new_inbound_but_ssh().is_none() {
+        return;
+    }
+    let mut rng = Rng::from_env("ssh connect back");
+    let s = Scratch::new("ssh-connect-back");
+    let (home, far) = (s.dir("home"), s.dir("far"));
+    let src = s.join("data.bin");
+    write_random(&src, &mut rng, 3 * MIB as usize + 5);
+    let push = run(
+        lab.cp(&home)
+            .args(["--streams", "4", "--json", "--port-range", "46100-46109"])
+            .arg(&src)
+            .arg(lab.remote(&far)),
+        Duration::from_secs(120),
+    );
+    push.assert_ok();
+    assert_same_bytes(&src, &far.join("data.bin"));
+    let start = push.json_of("far_start");
+    assert_eq!(start["data_via"], "connect-back", "{}", push.describe());
+    assert!(
+        matches!(start["connect_back_port"].as_u64(), Some(46100..=46109)),
+        "the port here is of --port-range: {}",
+        push.describe()
+    );
+    assert!(
+        push.stderr.contains("connects back to this host's port"),
+        "{}",
+        push.describe()
+    );
+    assert!(tunnels_left(&lab).is_empty(), "no ssh carries the data");
+    lab.assert_far_gone(GONE, "after the push");
+
+    let got = s.join("got.bin");
+    let pull = run(
+        lab.cp(&home)
+            .args(["--streams", "3"])
+            .arg(lab.remote(&far.join("data.bin")))
+            .arg(&got),
+        Duration::from_secs(120),
+    );
+    pull.assert_ok();
+    assert_same_bytes(&src, &got);
+    assert!(
+        pull.stdout
+            .contains("the far end connected back to this host's port"),
+        "{}",
+        pull.describe()
+    );
+    lab.assert_far_gone(GONE, "after the pull");
 }

@@ -50,6 +50,7 @@ impl Far {
             connect_timeout: Duration::from_secs(120),
             // No ssh connection here: it listens everywhere, the test dials loopback.
             client_dials: Vec::new(),
+            dial_back: Arc::new(longhaul_engine::ssh::dial_back::DialBack::to(None)),
         };
         let handle = std::thread::spawn(move || run_far_end(&cfg, &mut ReadyLine(tx), log));
         let mut line = Vec::new();

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
+use longhaul_engine::ssh::dial_back::DialBack;
 use longhaul_engine::ssh::far::{run_far_end, watch_stdin, FarConfig, FarOutcome};
 use longhaul_engine::ssh::FAR_CONNECT_TIMEOUT;
 
@@ -29,7 +30,8 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The ssh channel is the lifeline: when it closes, stop at once. What a session wrote
     // stays as it is (partial files and resume records), for the next run to resume.
-    watch_stdin(|| std::process::exit(3)).context("watching stdin")?;
+    let dial_back = DialBack::from_env();
+    watch_stdin(dial_back.clone(), || std::process::exit(3)).context("watching stdin")?;
     // Session log lines would reach the user's terminal through ssh; the client reports
     // what happened, so only failures are said here.
     let log: longhaul_engine::daemon::server::LogFn = Arc::new(|_line: &str| {});
@@ -37,6 +39,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         port_range: args.port_range,
         connect_timeout: FAR_CONNECT_TIMEOUT,
         client_dials: args.client_dials,
+        dial_back,
     };
     let outcome = run_far_end(&cfg, &mut std::io::stdout(), log).context("longhaul ssh-server")?;
     Ok(match outcome {

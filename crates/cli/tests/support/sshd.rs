@@ -304,6 +304,19 @@ impl SshLab {
     /// drops every TCP packet from outside to any other port (as a site that opens ssh
     /// alone). `None`, with a SKIP message, when nft is missing.
     pub fn firewall_all_but_ssh(&self) -> Option<()> {
+        self.firewall("")
+    }
+
+    /// As [`SshLab::firewall_all_but_ssh`], but stateful as a site's firewall usually
+    /// is: connections the far host opens itself get their answers (so it can connect
+    /// back to the client), new ones from outside reach ssh alone.
+    pub fn firewall_new_inbound_but_ssh(&self) -> Option<()> {
+        self.firewall("  ct state established,related accept\n")
+    }
+
+    /// Loads the far host's input chain: `first` (rules before it), then every TCP port
+    /// but ssh's dropped from outside.
+    fn firewall(&self, first: &str) -> Option<()> {
         if !Path::new("/usr/sbin/nft").exists() {
             eprintln!("SKIP: /usr/sbin/nft is missing (apt-get install -y nftables)");
             return None;
@@ -313,7 +326,7 @@ impl SshLab {
             &rules,
             format!(
                 "table inet lhfw {{\n chain input {{\n  type filter hook input priority 0; \
-                 policy accept;\n  iifname != \"lo\" tcp dport != {SSH_PORT} drop\n }}\n}}\n"
+                 policy accept;\n{first}  iifname != \"lo\" tcp dport != {SSH_PORT} drop\n }}\n}}\n"
             ),
         )
         .unwrap();

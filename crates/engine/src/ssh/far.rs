@@ -35,6 +35,8 @@ use crate::daemon::ServeError;
 use crate::daemon::{ServeConfig, Server};
 use crate::transport::tls::ServerTls;
 
+use super::dial_back::{DialBack, MAX_LINE};
+
 /// How the far end runs.
 #[derive(Debug, Clone)]
 pub struct FarConfig {
@@ -45,6 +47,9 @@ pub struct FarConfig {
     /// The addresses the client resolved the far host's name to (`ssh-server
     /// --client-dials`); see [`listen_address`].
     pub client_dials: Vec<IpAddr>,
+    /// Connections made back to the client when it asks ([`super::dial_back`]): told
+    /// where the server listens once it is bound.
+    pub dial_back: Arc<DialBack>,
 }
 
 /// How the far end ended (it may also end the process itself, see the module docs).
@@ -91,6 +96,7 @@ pub fn run_far_end(cfg: &FarConfig, out: &mut dyn Write, log: LogFn) -> io::Resu
     };
     let server = bind(cfg, listen, token, files, tls, log)?;
     let port = server.local_addr()?.port();
+    cfg.dial_back.serving(server.local_addr()?);
     out.write_all(ready(port).encode().as_bytes())?;
     out.flush()?;
 
@@ -121,15 +127,36 @@ pub fn run_far_end(cfg: &FarConfig, out: &mut dyn Write, log: LogFn) -> io::Resu
 }
 
 /// Starts a thread that reads stdin to its end (the ssh channel closing), then calls
-/// `on_end` (which ends the process).
-pub fn watch_stdin(on_end: impl FnOnce() + Send + 'static) -> io::Result<()> {
+/// `on_end` (which ends the process). Each line on the way is a request to connect back
+/// to the client ([`super::dial_back`]); anything else is ignored, as is a line longer
+/// than [`super::dial_back::MAX_LINE`].
+pub fn watch_stdin(
+    dial_back: Arc<DialBack>,
+    on_end: impl FnOnce() + Send + 'static,
+) -> io::Result<()> {
     std::thread::Builder::new()
         .name("lh-far-stdin".into())
         .spawn(move || {
             let mut stdin = io::stdin().lock();
             let mut buf = [0u8; 512];
-            // Anything the client writes is ignored; only the end matters.
-            while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+            let mut line: Vec<u8> = Vec::new();
+            let mut overlong = false;
+            while let Ok(n @ 1..) = stdin.read(&mut buf) {
+                for &b in &buf[..n] {
+                    if b != b'\n' {
+                        overlong |= line.len() >= MAX_LINE;
+                        if !overlong {
+                            line.push(b);
+                        }
+                        continue;
+                    }
+                    if !overlong {
+                        dial_back.command(&String::from_utf8_lossy(&line));
+                    }
+                    line.clear();
+                    overlong = false;
+                }
+            }
             on_end();
         })
         .map(drop)

@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,8 +28,9 @@ use longhaul_proto::{ProtoError, SshReady, Token, PROTOCOL_VERSION};
 use longhaul_transfer::SshHost;
 
 use super::deploy::{self, ThisBinary, Uploaded};
-use super::reach::{choose, RelaySpec};
+use super::reach::{choose, Detour, RelaySpec};
 use super::relay::SshRelay;
+use super::reverse::{FarStdin, ReverseRelay};
 use super::rsh::{split_rsh, ssh_argv, DEFAULT_RSH};
 use super::SshError;
 
@@ -120,10 +121,13 @@ pub struct FarEnd {
     /// The connections carried through ssh, when the port could not be reached (or
     /// `--via-ssh`): declared first, so its ssh connections end first.
     relay: Option<SshRelay>,
+    /// The connections made back from the far end, when its port could not be reached
+    /// but this host can be ([`super::reverse`]).
+    back: Option<ReverseRelay>,
     /// Declared before the rest so that it drops first: ssh is killed, the far end sees
     /// its channel close.
     ssh: Guard,
-    stdin: Option<ChildStdin>,
+    stdin: FarStdin,
     ready: SshReady,
     /// `ADDR:PORT` that answered the reachability check.
     target: String,
@@ -239,7 +243,7 @@ impl FarEnd {
         };
         let mut child = spawn_ssh(&argv)?;
         // From here on a guard kills ssh on every error path.
-        let stdin = child.stdin.take();
+        let stdin: FarStdin = Arc::new(Mutex::new(child.stdin.take()));
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let mut guard = Guard(Some(child));
@@ -286,17 +290,22 @@ impl FarEnd {
                 },
             });
         }
-        let (target, relay) = choose(
-            ready.addr,
-            ready.port,
-            &host.host,
-            resolved,
-            &spec,
+        let back = (&stdin, opts.port_range);
+        let (target, detour) = choose(
+            (ready.addr, ready.port),
+            (&host.host, resolved),
+            (&spec, back),
             ahead,
             &opts.notice,
         )?;
+        let (relay, back) = match detour {
+            Detour::Direct => (None, None),
+            Detour::Ssh(relay) => (Some(relay), None),
+            Detour::Back(back) => (None, Some(back)),
+        };
         Ok(FarEnd {
             relay,
+            back,
             ssh: guard,
             stdin,
             ready,
@@ -327,6 +336,12 @@ impl FarEnd {
         self.relay.as_ref().map(SshRelay::tunnels)
     }
 
+    /// Whether the session's connections come back from the far end to this host's port
+    /// (the far port could not be reached, [`super::reverse`]), and how many have.
+    pub fn via_connect_back(&self) -> Option<(u16, usize)> {
+        self.back.as_ref().map(|b| (b.public_port(), b.carried()))
+    }
+
     /// `ADDR:PORT` to connect to (what `dial` takes).
     pub fn target(&self) -> &str {
         &self.target
@@ -353,7 +368,9 @@ impl FarEnd {
     /// The orderly end: closes ssh's stdin (the far process exits on that), waits a
     /// grace period for ssh to end, then kills it.
     pub fn finish(mut self) {
-        self.stdin.take();
+        if let Ok(mut stdin) = self.stdin.lock() {
+            stdin.take();
+        }
         self.ssh.wait_for(CLOSE_GRACE);
     }
 }

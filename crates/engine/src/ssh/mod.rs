@@ -24,10 +24,12 @@
 
 pub mod bridge;
 pub mod deploy;
+pub mod dial_back;
 pub mod far;
 pub mod launch;
 mod reach;
 pub mod relay;
+pub mod reverse;
 pub mod rsh;
 
 /// How long the far end waits for its client before it exits.

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use super::launch::Notice;
 use super::relay::SshRelay;
+use super::reverse::{FarStdin, ReverseRelay};
 use super::SshError;
 
 /// Per-address limit of the reachability check: a SYN and its first retransmission (at
@@ -56,24 +57,40 @@ fn relay_io(cause: std::io::Error) -> SshError {
     }
 }
 
-/// Where the client dials (`ADDR:PORT`), and the relay when that is through ssh. The far
-/// end listens on `announced` (its side of the ssh connection, if it said) at `port`;
-/// `host` as the user named it and `resolved` as it resolved here; `ahead` the logins of
-/// `--via-ssh`.
+/// What a connection back needs: the far end's stdin and `--port-range`.
+pub(super) type WayBack<'a> = (&'a FarStdin, Option<(u16, u16)>);
+
+/// How the session's connections reach the far end.
+pub(super) enum Detour {
+    /// Its port, directly.
+    Direct,
+    /// Through ssh ([`super::relay`]).
+    Ssh(SshRelay),
+    /// Back from the far end to a port here ([`super::reverse`]).
+    Back(ReverseRelay),
+}
+
+/// Where the client dials (`ADDR:PORT`), and the detour when that is not the far end's
+/// port itself. The far end listens on `announced` (its side of the ssh connection, if it
+/// said) at `port`; `host` as the user named it and `resolved` as it resolved here;
+/// `back` the far end's stdin and `--port-range` for a connection back; `ahead` the
+/// logins of `--via-ssh`.
+///
+/// Unless `--via-ssh`: the port is tried, and at the same time the far end is asked to
+/// connect back once to a port here (a probe). The port wins when it answers; else the
+/// way back when the probe came; else ssh. So the fallbacks add no wait of their own.
 pub(super) fn choose(
-    announced: Option<IpAddr>,
-    port: u16,
-    host: &str,
-    resolved: std::io::Result<Vec<SocketAddr>>,
-    spec: &RelaySpec<'_>,
+    (announced, port): (Option<IpAddr>, u16),
+    (host, resolved): (&str, std::io::Result<Vec<SocketAddr>>),
+    (spec, back): (&RelaySpec<'_>, WayBack<'_>),
     ahead: Option<SshRelay>,
     notice: &Notice,
-) -> Result<(String, Option<SshRelay>), SshError> {
+) -> Result<(String, Detour), SshError> {
     let far = SocketAddr::new(announced.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)), port);
     let through = |mut relay: SshRelay, why: String| {
         relay.aim(far).map_err(relay_io)?;
         notice.say(&why);
-        Ok((relay.addr().to_string(), Some(relay)))
+        Ok((relay.addr().to_string(), Detour::Ssh(relay)))
     };
     if let Some(relay) = ahead {
         return through(
@@ -96,6 +113,18 @@ pub(super) fn choose(
             what: "checking the far port",
             cause,
         })?;
+    // The way back, tried beside: its answer is in by the time the port's try runs out.
+    let (stdin, range) = back;
+    let (back_tx, back_rx) = mpsc::channel();
+    let stdin = stdin.clone();
+    let _ = std::thread::Builder::new()
+        .name("lh-ssh-back".into())
+        .spawn(move || {
+            let relay = ReverseRelay::open(range, stdin)
+                .ok()
+                .filter(|r| r.probe(BACK_WAIT));
+            let _ = back_tx.send(relay);
+        });
     let (answer, spares) = match rx.recv_timeout(PREPARE_AFTER) {
         Ok(answer) => (answer, None),
         Err(_) => {
@@ -108,9 +137,19 @@ pub(super) fn choose(
         }
     };
     match answer {
-        // The spares, if any, are dropped: their ssh ended unused.
-        Ok(target) => Ok((target, None)),
+        // The spares and the way back, if any, are dropped: their ssh ended unused.
+        Ok(target) => Ok((target, Detour::Direct)),
         Err(SshError::Unreachable { host, port, tried }) => {
+            if let Ok(Some(back)) = back_rx.recv_timeout(BACK_WAIT) {
+                notice.say(&format!(
+                    "cannot reach the far longhaul's TCP port {port} on {host} ({tried}): \
+                     the far end connects back to this host's port {} instead, over the \
+                     path. To connect the usual way open TCP port {port} on {host}, or \
+                     name ports that are open there with --port-range LO-HI",
+                    back.public_port()
+                ));
+                return Ok((back.addr().to_string(), Detour::Back(back)));
+            }
             let relay = match spares {
                 Some(relay) => relay,
                 None => spec.logins_ahead(0)?,
@@ -118,17 +157,21 @@ pub(super) fn choose(
             through(
                 relay,
                 format!(
-                    "cannot reach the far longhaul's TCP port {port} on {host} ({tried}): \
-                     carrying every connection through ssh instead, one ssh connection per \
-                     stream, at an ssh copier's rate rather than the path's. For the full \
-                     rate open TCP port {port} on {host}, or name ports that are open with \
-                     --port-range LO-HI"
+                    "cannot reach the far longhaul's TCP port {port} on {host} ({tried}), nor \
+                     could it connect back to this host: carrying every connection through \
+                     ssh instead, one ssh connection per stream, at an ssh copier's rate \
+                     rather than the path's. For the full rate open TCP port {port} on \
+                     {host} (or a port here, --port-range LO-HI, for it to connect back to)"
                 ),
             )
         }
         Err(e) => Err(e),
     }
 }
+
+/// How long the far end's connection back may take to arrive (its own try, and a round
+/// trip or two of the path).
+const BACK_WAIT: Duration = Duration::from_secs(4);
 
 /// The first address that accepts a TCP connection on the far end's port: the address it
 /// announced (its side of the ssh connection), then `host` as resolved here (`resolved`).

@@ -308,7 +308,7 @@ fn relay(
 }
 
 /// Whether `conn` comes from a socket of this process's user.
-fn ours(conn: &TcpStream) -> bool {
+pub(super) fn ours(conn: &TcpStream) -> bool {
     let (Ok(SocketAddr::V4(peer)), Ok(SocketAddr::V4(local))) =
         (conn.peer_addr(), conn.local_addr())
     else {

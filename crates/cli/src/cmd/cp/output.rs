@@ -30,7 +30,8 @@ pub(super) fn print_far_started(end: &FarEnd, json: bool) {
             "seconds": end.took().as_secs_f64(),
             "uploaded_bytes": up.map(|u| u.sent_bytes),
             "upload_seconds": up.map(|u| u.took.as_secs_f64()),
-            "data_via": if end.via_ssh().is_some() { "ssh" } else { "tcp" },
+            "data_via": data_via(end),
+            "connect_back_port": end.via_connect_back().map(|(port, _)| port),
         }));
         return;
     }
@@ -48,6 +49,21 @@ pub(super) fn print_far_started(end: &FarEnd, json: bool) {
     ));
     if end.via_ssh().is_some() {
         say("Data: carried through ssh, one ssh connection per stream (the far port was not reachable, or --via-ssh)");
+    }
+    if let Some((port, _)) = end.via_connect_back() {
+        say(&format!(
+            "Data: the far end connected back to this host's port {port} (its own port was not reachable)"
+        ));
+    }
+}
+
+/// How the session's connections reached the far end: `tcp` (its port), `connect-back`
+/// (from it to a port here) or `ssh` (through ssh).
+pub(super) fn data_via(end: &FarEnd) -> &'static str {
+    match (end.via_ssh(), end.via_connect_back()) {
+        (Some(_), _) => "ssh",
+        (None, Some(_)) => "connect-back",
+        (None, None) => "tcp",
     }
 }
 

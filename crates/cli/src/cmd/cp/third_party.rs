@@ -101,10 +101,10 @@ pub(super) fn run(args: &Args, src: &Location, dst: &Location) -> anyhow::Result
     if far_src
         .iter()
         .chain(&far_dst)
-        .any(|f| f.via_ssh().is_some())
+        .any(|f| f.via_ssh().is_some() || f.via_connect_back().is_some())
     {
         anyhow::bail!(
-            "a far end is reachable only through ssh (a firewall lets only ssh in): the \
+            "a far end's port cannot be reached (a firewall lets only ssh in): the \
              destination could not dial the source; open the far ends' port (--port-range) \
              or copy in two steps through this host"
         );
