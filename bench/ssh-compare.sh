@@ -10,6 +10,8 @@
 #   connections at once (dd at both ends; what mscp -n 8 does, mscp not being packaged).
 # --firewall: the far namespace drops every TCP port but ssh's (nft), so `lh` finds the
 #   far port unreachable and falls back to ssh by itself (lh-daemon cannot run then).
+# --firewall-stateful: the same, but the far host's own connections get their answers (a
+#   site's usual stateful firewall), so `lh` has the far end connect back to it instead.
 # For each size (warm random files) and direction (push, pull): wall time of the whole
 # command (ssh login included), Mbit/s, % of the bottleneck, ratio to scp; every copy is
 # compared with its source. Results as a table on stdout and JSON Lines in --out.
@@ -20,7 +22,7 @@
 # missing. A trap stops sshd, the daemon and the emulator and deletes the scratch files.
 # longhaul's --json logs of every copy are kept in OUT-logs/ (plot them: longhaul plot).
 # Usage: bench/ssh-compare.sh [--sizes 1GiB,2GiB] [--tools scp,sftp,rsync,lh,lh-off,lh-daemon,lh-ssh,ssh8]
-#                             [--firewall]
+#                             [--firewall | --firewall-stateful]
 #                             [--dirs push,pull] [--rate 1G] [--rtt 180ms] [--dir /var/tmp]
 #                             [--out target/ssh-compare.jsonl] [--no-loopback]
 #                             [--ssh-extra "-o ControlMaster=auto -o ControlPath=/tmp/cm-%C -o ControlPersist=60"]
@@ -37,6 +39,7 @@ while [ $# -gt 0 ]; do
     --rate) rate=$2; shift 2 ;; --rtt) rtt=$2; shift 2 ;; --dir) dir=$2; shift 2 ;;
     --out) out=$(realpath -m "$2"); shift 2 ;; --no-loopback) loopback=0; shift ;;
     --ssh-extra) ssh_extra=$2; shift 2 ;; --firewall) firewall=1; shift ;;
+    --firewall-stateful) firewall=2; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -92,11 +95,13 @@ sshopts="-p 2222 -i $work/ssh/user -o StrictHostKeyChecking=no -o UserKnownHosts
 ready_opts=$sshopts
 sshopts="$sshopts $ssh_extra"
 for _ in $(seq 50); do in_a ssh $ready_opts "root@$far" true 2>/dev/null && break; sleep 0.2; done
-if [ "$firewall" = 1 ]; then
+if [ "$firewall" != 0 ]; then
   command -v nft >/dev/null || { apt-get update -q >/dev/null; DEBIAN_FRONTEND=noninteractive apt-get install -y -q nftables >/dev/null; }
-  printf 'table inet lhfw {\n chain input {\n  type filter hook input priority 0; policy accept;\n  iifname != "lo" tcp dport != 2222 drop\n }\n}\n' > "$work/fw.nft"
+  state=""
+  [ "$firewall" = 2 ] && state="  ct state established,related accept\n"
+  printf "table inet lhfw {\n chain input {\n  type filter hook input priority 0; policy accept;\n${state}  iifname != \"lo\" tcp dport != 2222 drop\n }\n}\n" > "$work/fw.nft"
   in_b nft -f "$work/fw.nft"
-  echo "firewall: namespace b drops every TCP port but 2222 (ssh)"
+  echo "firewall: namespace b drops every new TCP connection but to 2222 (ssh)$([ "$firewall" = 2 ] && echo ', its own connections answered')"
 fi
 
 # The daemon in b (its own token and identity under the scratch HOME).
