@@ -4,7 +4,7 @@
 
 use crate::transport::secure::SecureStream;
 use std::io;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -137,6 +137,40 @@ pub struct Server {
     cfg: ServeConfig,
     shared: Arc<Shared>,
     log: LogFn,
+    /// Each proven session's outcome (what `once` waits for).
+    done: (
+        mpsc::Sender<Result<(), ServeError>>,
+        mpsc::Receiver<Result<(), ServeError>>,
+    ),
+}
+
+/// Hands the server connections it did not accept itself (an ssh far end's connections
+/// back to its client, `ssh::dial_back`): each is admitted and served as an accepted one.
+#[derive(Clone)]
+pub struct Injector {
+    cfg: ServeConfig,
+    shared: Arc<Shared>,
+    log: LogFn,
+    done: mpsc::Sender<Result<(), ServeError>>,
+}
+
+impl Injector {
+    /// Serves `stream`, a connection with `peer`, as if the listener had accepted it.
+    pub fn inject(&self, stream: TcpStream, peer: SocketAddr) -> io::Result<()> {
+        take_connection(
+            (stream, peer),
+            &self.shared,
+            &self.cfg,
+            &self.log,
+            &self.done,
+        )
+    }
+}
+
+impl std::fmt::Debug for Injector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Injector")
+    }
 }
 
 impl Server {
@@ -204,7 +238,18 @@ impl Server {
             cfg,
             shared,
             log,
+            done: mpsc::channel(),
         })
+    }
+
+    /// A handle that serves connections made elsewhere (see [`Injector`]).
+    pub fn injector(&self) -> Injector {
+        Injector {
+            cfg: self.cfg.clone(),
+            shared: self.shared.clone(),
+            log: self.log.clone(),
+            done: self.done.0.clone(),
+        }
     }
 
     /// Replaces the default [`ServeLimits`] (before [`Server::serve`]).
@@ -255,7 +300,7 @@ impl Server {
     /// `once`; connections that never proved the token have no outcome here (they are
     /// logged).
     pub fn serve(self, stop: Option<Arc<AtomicBool>>) -> io::Result<Result<(), ServeError>> {
-        let (done_tx, done_rx) = mpsc::channel::<Result<(), ServeError>>();
+        let (done_tx, done_rx) = (&self.done.0, &self.done.1);
         self.listener.set_nonblocking(true)?;
         loop {
             if self.cfg.once {
@@ -293,35 +338,42 @@ impl Server {
                 }
                 Err(e) => return Err(e),
             };
-            self.shared
-                .metrics
-                .connections
-                .fetch_add(1, Ordering::Relaxed);
-            // Accepted sockets do not inherit O_NONBLOCK on Linux; make sure anyway.
-            stream.set_nonblocking(false)?;
-            // Not the listener's raised buffer: an unauthenticated peer gets the default.
-            self.shared.memory.shrink_accepted(&stream);
-            // Room is made by evicting the oldest pending connection, never by refusing
-            // this one (see `longhaul_policy::admission`).
-            let Some(pending) = self.shared.door.admit(&stream, peer) else {
-                continue;
-            };
-            let shared = self.shared.clone();
-            let cfg = self.cfg.clone();
-            let log = self.log.clone();
-            let done = done_tx.clone();
-            // On failure the closure (and with it the connection and its place at the
-            // door) is dropped.
-            let _ = std::thread::Builder::new()
-                .name("lh-conn".into())
-                .stack_size(CONN_STACK)
-                .spawn(move || {
-                    if let Some(outcome) = handle_connection(stream, pending, &shared, &cfg, &log) {
-                        let _ = done.send(outcome);
-                    }
-                });
+            take_connection((stream, peer), &self.shared, &self.cfg, &self.log, done_tx)?;
         }
     }
+}
+
+/// An accepted (or injected) connection: admitted at the door and served on a thread of
+/// its own; a proven session's outcome goes to `done`.
+fn take_connection(
+    (stream, peer): (TcpStream, SocketAddr),
+    shared: &Arc<Shared>,
+    cfg: &ServeConfig,
+    log: &LogFn,
+    done: &mpsc::Sender<Result<(), ServeError>>,
+) -> io::Result<()> {
+    shared.metrics.connections.fetch_add(1, Ordering::Relaxed);
+    // Accepted sockets do not inherit O_NONBLOCK on Linux; make sure anyway.
+    stream.set_nonblocking(false)?;
+    // Not the listener's raised buffer: an unauthenticated peer gets the default.
+    shared.memory.shrink_accepted(&stream);
+    // Room is made by evicting the oldest pending connection, never by refusing
+    // this one (see `longhaul_policy::admission`).
+    let Some(pending) = shared.door.admit(&stream, peer) else {
+        return Ok(());
+    };
+    let (shared, cfg, log, done) = (shared.clone(), cfg.clone(), log.clone(), done.clone());
+    // On failure the closure (and with it the connection and its place at the
+    // door) is dropped.
+    let _ = std::thread::Builder::new()
+        .name("lh-conn".into())
+        .stack_size(CONN_STACK)
+        .spawn(move || {
+            if let Some(outcome) = handle_connection(stream, pending, &shared, &cfg, &log) {
+                let _ = done.send(outcome);
+            }
+        });
+    Ok(())
 }
 
 /// The window scale of a connection is fixed in its handshake, from the listening

@@ -6,20 +6,25 @@
 //! one-time random tag. The far end connects to the client's address on the ssh
 //! connection (`SSH_CONNECTION`'s first field) at `PORT`, writes the tag's 16 bytes (so
 //! the client pairs the connection with the one it asked it for: a stranger reaching the
-//! client's port cannot take a stream's place), then joins the connection to its own
-//! listening port on this host, as [`super::bridge`] joins an ssh channel. TLS, the
-//! token's proof and the chunks' MACs run end to end inside, as over a direct connection.
+//! client's port cannot take a stream's place), then hands the connection to its server as
+//! if it had accepted it ([`Injector`]): TLS, the token's proof, the chunks' MACs, the
+//! buffers and the pacing are those of any connection, on the socket that crosses the
+//! path. As root its receive buffer is widened before the connect, as a listener's is, so
+//! that its window scale allows the path's window.
 //!
 //! The lines come from the ssh channel, which only the client holds: nobody else can make
 //! the far end connect anywhere. The port is the client's to name; the address is not.
 
 use std::io::{self, Write};
-use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use super::bridge::pump;
+use longhaul_policy::MAX_WINDOW;
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::daemon::server::Injector;
 
 /// Bytes of a connection's tag.
 pub const TAG_LEN: usize = 16;
@@ -89,8 +94,8 @@ impl Request {
 pub struct DialBack {
     /// The client's address on the ssh connection.
     client: Option<IpAddr>,
-    /// Where this far end's server listens, once bound.
-    local: OnceLock<SocketAddr>,
+    /// The far end's server, once bound.
+    server: OnceLock<Injector>,
     made: AtomicUsize,
 }
 
@@ -108,18 +113,14 @@ impl DialBack {
     pub fn to(client: Option<IpAddr>) -> Self {
         Self {
             client,
-            local: OnceLock::new(),
+            server: OnceLock::new(),
             made: AtomicUsize::new(0),
         }
     }
 
-    /// The far end's server listens at `addr` (every interface: reached on the loopback).
-    pub fn serving(&self, addr: SocketAddr) {
-        let ip = match addr.ip() {
-            ip if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-            ip => ip,
-        };
-        let _ = self.local.set(SocketAddr::new(ip, addr.port()));
+    /// The far end's server is bound: connections made back are served by it.
+    pub fn serving(&self, server: Injector) {
+        let _ = self.server.set(server);
     }
 
     /// Does what one stdin line asks, on a thread of its own; other lines are ignored.
@@ -130,9 +131,9 @@ impl DialBack {
         if self.made.fetch_add(1, Ordering::Relaxed) >= MAX_DIALS {
             return;
         }
-        let local = match req {
-            Request::Dial { .. } => match self.local.get() {
-                Some(&l) => Some(l),
+        let server = match req {
+            Request::Dial { .. } => match self.server.get() {
+                Some(s) => Some(s.clone()),
                 None => return,
             },
             Request::Probe { .. } => None,
@@ -140,46 +141,35 @@ impl DialBack {
         let _ = std::thread::Builder::new()
             .name("lh-dial-back".into())
             .spawn(move || {
-                let _ = carry(client, req, local);
+                let _ = carry(client, req, server);
             });
     }
 }
 
-/// Connects to the client as `req` asks and, for a `dial`, joins that connection to
-/// `local` until both directions have ended.
-fn carry(client: IpAddr, req: Request, local: Option<SocketAddr>) -> io::Result<()> {
+/// Connects to the client as `req` asks and says its tag; a `dial`'s connection then goes
+/// to `server`.
+fn carry(client: IpAddr, req: Request, server: Option<Injector>) -> io::Result<()> {
     let (Request::Dial { port, tag } | Request::Probe { port, tag }) = req;
-    let mut back = TcpStream::connect_timeout(&SocketAddr::new(client, port), DIAL_TIMEOUT)?;
-    let _ = back.set_nodelay(true);
+    let addr = SocketAddr::new(client, port);
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if server.is_some() && longhaul_sys::socket::can_force_buffers() {
+        longhaul_sys::socket::set_receive_buffer(&sock, MAX_WINDOW, true)?;
+    }
+    sock.connect_timeout(&addr.into(), DIAL_TIMEOUT)?;
+    let mut back: TcpStream = sock.into();
+    back.set_nodelay(true)?;
     back.write_all(&tag)?;
-    let Some(local) = local else {
-        return Ok(());
-    };
-    let here = TcpStream::connect_timeout(&local, DIAL_TIMEOUT)?;
-    let _ = here.set_nodelay(true);
-    join(back, here)
-}
-
-/// Carries bytes both ways between `a` and `b`, each direction ended on its own.
-pub(super) fn join(a: TcpStream, b: TcpStream) -> io::Result<()> {
-    let (mut a_in, mut a_out) = (a.try_clone()?, a);
-    let (mut b_in, mut b_out) = (b.try_clone()?, b);
-    std::thread::scope(|scope| {
-        scope.spawn(move || {
-            let _ = pump(&mut a_in, &mut b_out);
-            let _ = b_out.shutdown(Shutdown::Write);
-        });
-        let _ = pump(&mut b_in, &mut a_out);
-        let _ = a_out.shutdown(Shutdown::Write);
-    });
-    Ok(())
+    match server {
+        Some(server) => server.inject(back, addr),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Read;
-    use std::net::TcpListener;
+    use std::net::{Ipv4Addr, TcpListener};
 
     #[test]
     fn request_lines_read_back_and_garbage_is_ignored() {
@@ -205,31 +195,23 @@ mod tests {
         }
     }
 
-    /// A `dial` reaches the client's port, says its tag, and carries bytes both ways to
-    /// the far end's own port (an echo server here).
+    /// A `probe` reaches the client's port and says its tag (a `dial`'s connection goes
+    /// on to the far end's server: the cli tests run that through a real sshd).
     #[test]
-    fn a_dial_back_says_its_tag_and_carries_bytes_to_the_far_port() {
+    fn a_probe_reaches_the_client_and_says_its_tag() {
         let client = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let far = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let far_addr = far.local_addr().unwrap();
-        std::thread::spawn(move || {
-            let (mut c, _) = far.accept().unwrap();
-            let mut buf = [0u8; 5];
-            c.read_exact(&mut buf).unwrap();
-            c.write_all(&buf).unwrap();
-        });
         let back = DialBack::to(Some(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-        back.serving(far_addr);
         let tag = [7; TAG_LEN];
         let port = client.local_addr().unwrap().port();
-        back.command(Request::Dial { port, tag }.line().trim_end());
+        back.command(Request::Probe { port, tag }.line().trim_end());
         let (mut conn, _) = client.accept().unwrap();
         let mut said = [0u8; TAG_LEN];
         conn.read_exact(&mut said).unwrap();
         assert_eq!(said, tag);
-        conn.write_all(b"hello").unwrap();
-        let mut echo = [0u8; 5];
-        conn.read_exact(&mut echo).unwrap();
-        assert_eq!(&echo, b"hello");
+        // A dial before the server is bound goes nowhere.
+        back.command(Request::Dial { port, tag }.line().trim_end());
+        client.set_nonblocking(true).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(client.accept().is_err());
     }
 }

@@ -96,7 +96,7 @@ pub fn run_far_end(cfg: &FarConfig, out: &mut dyn Write, log: LogFn) -> io::Resu
     };
     let server = bind(cfg, listen, token, files, tls, log)?;
     let port = server.local_addr()?.port();
-    cfg.dial_back.serving(server.local_addr()?);
+    cfg.dial_back.serving(server.injector());
     out.write_all(ready(port).encode().as_bytes())?;
     out.flush()?;
 

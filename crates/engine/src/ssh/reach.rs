@@ -141,6 +141,10 @@ pub(super) fn choose(
         Ok(target) => Ok((target, Detour::Direct)),
         Err(SshError::Unreachable { host, port, tried }) => {
             if let Ok(Some(back)) = back_rx.recv_timeout(BACK_WAIT) {
+                back.enable().map_err(|cause| SshError::Io {
+                    what: "taking connections back from the far end",
+                    cause,
+                })?;
                 notice.say(&format!(
                     "cannot reach the far longhaul's TCP port {port} on {host} ({tried}): \
                      the far end connects back to this host's port {} instead, over the \

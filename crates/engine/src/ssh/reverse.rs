@@ -1,18 +1,21 @@
 //! The other way round through a firewall, this side: the far end's port cannot be
-//! reached from here, but this host can be reached from there. A relay listens on this
-//! host's loopback, where the client dials as it would dial the far end; for each
-//! connection it accepts it asks the far end, over the ssh channel's stdin, to connect
-//! back to a port this host listens on ([`super::dial_back`]: `dial PORT TAG`), pairs the
-//! connection that arrives saying that one-time tag with the one waiting, and carries bytes
-//! between them. The data crosses the path on TCP connections of their own, as direct
-//! ones do (not through ssh's channel windows); TLS and the token's proof run end to end
-//! inside.
+//! reached from here, but this host can be reached from there. This host listens on a
+//! port of its own (the first free one of `--port-range`, else an ephemeral one, on every
+//! interface; as root with a receive buffer wide enough for any window, so that the
+//! connections' window scale allows the path's), and each connection the session dials
+//! to the far end becomes a request over the ssh channel's stdin ([`super::dial_back`]:
+//! `dial PORT TAG`): the connection that arrives saying that one-time tag is the
+//! session's, handed to the dialer itself ([`crate::transport::connect_back`]), so the
+//! session's buffers, pacing and `TCP_INFO` are those of the socket that crosses the path.
+//! The far end serves it as a connection it accepted; TLS and the token's proof run on it
+//! as on any.
 //!
-//! The public port is the first free one of `--port-range` (else an ephemeral one), on
-//! every interface. A connection to it that does not say a tag this relay is waiting for
-//! within a few seconds is closed: a stranger can neither take a stream's place nor keep a
-//! thread. Before the session uses the relay, [`ReverseRelay::probe`] checks the way once
-//! (`probe PORT TAG`: the far end connects, says the tag, closes).
+//! The address the session dials is a loopback port reserved here (never accepted on:
+//! the dialer intercepts it). A connection to the public port that does not say a tag
+//! being waited for within a few seconds is closed: a stranger can neither take a
+//! stream's place nor keep a thread. Before the session uses the way,
+//! [`ReverseRelay::probe`] checks it once (`probe PORT TAG`: the far end connects, says
+//! the tag, closes).
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -23,14 +26,17 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::dial_back::{join, Request, DIAL_TIMEOUT, TAG_LEN};
+use longhaul_policy::MAX_WINDOW;
+
+use super::dial_back::{Request, DIAL_TIMEOUT, TAG_LEN};
+use crate::transport::connect_back::{self, Connector};
 
 /// How long a connection to the public port has to say its tag.
 const TAG_WAIT: Duration = Duration::from_secs(5);
 
-/// How long a local connection waits for its connection back (the far end's own try,
-/// and a round trip or two).
-const PAIR_WAIT: Duration = Duration::from_secs(12);
+/// How long a connection waits for its connection back (the far end's own try, and a
+/// round trip or two).
+const PAIR_WAIT: Duration = Duration::from_secs(DIAL_TIMEOUT.as_secs() + 5);
 
 /// The far end's stdin, shared by everyone who writes requests to it (closed by
 /// [`super::launch::FarEnd::finish`]).
@@ -38,73 +44,111 @@ pub type FarStdin = Arc<Mutex<Option<ChildStdin>>>;
 
 type Waiting = Arc<Mutex<HashMap<[u8; TAG_LEN], mpsc::Sender<TcpStream>>>>;
 
-/// A loopback relay whose every connection comes back from the far end.
+/// Connections that come back from the far end, for the dialer.
 pub struct ReverseRelay {
-    local: SocketAddr,
+    /// The reserved loopback address the session dials.
+    local: TcpListener,
     public_port: u16,
+    asker: Arc<Asker>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// What asks the far end for a connection back and waits for it.
+struct Asker {
+    port: u16,
     stdin: FarStdin,
     waiting: Waiting,
-    stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
-    carried: Arc<AtomicUsize>,
+    carried: AtomicUsize,
+}
+
+impl Connector for Asker {
+    fn connect(&self, _receiving: bool) -> io::Result<TcpStream> {
+        let tag = new_tag();
+        let rx = ask(
+            &self.waiting,
+            &self.stdin,
+            Request::Dial {
+                port: self.port,
+                tag,
+            },
+        )?;
+        match rx.recv_timeout(PAIR_WAIT) {
+            Ok(back) => {
+                self.carried.fetch_add(1, Ordering::Relaxed);
+                Ok(back)
+            }
+            Err(_) => {
+                if let Ok(mut w) = self.waiting.lock() {
+                    w.remove(&tag);
+                }
+                Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "the far end did not connect back to this host's port {} within {} s",
+                        self.port,
+                        PAIR_WAIT.as_secs()
+                    ),
+                ))
+            }
+        }
+    }
 }
 
 impl ReverseRelay {
-    /// Listens on the loopback and on the public port (the first free one of `range`,
-    /// else an ephemeral one); carries nothing until connections arrive.
+    /// Listens on the public port (the first free one of `range`, else an ephemeral one)
+    /// and reserves a loopback address; [`ReverseRelay::enable`] makes the dialer use it.
     pub fn open(range: Option<(u16, u16)>, stdin: FarStdin) -> io::Result<Self> {
-        let local_listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+        let local = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
         let public = bind_public(range)?;
-        let mut relay = Self {
-            local: local_listener.local_addr()?,
-            public_port: public.local_addr()?.port(),
+        if longhaul_sys::socket::can_force_buffers() {
+            let _ = longhaul_sys::socket::set_receive_buffer(&public, MAX_WINDOW, true);
+        }
+        let public_port = public.local_addr()?.port();
+        let asker = Arc::new(Asker {
+            port: public_port,
             stdin,
             waiting: Arc::default(),
-            stop: Arc::new(AtomicBool::new(false)),
-            threads: Vec::new(),
-            carried: Arc::default(),
-        };
-        let (waiting, stop) = (relay.waiting.clone(), relay.stop.clone());
-        relay.threads.push(
-            std::thread::Builder::new()
-                .name("lh-reverse-in".into())
-                .spawn(move || accept_back(public, &waiting, &stop))?,
-        );
-        let (waiting, stop, stdin, carried) = (
-            relay.waiting.clone(),
-            relay.stop.clone(),
-            relay.stdin.clone(),
-            relay.carried.clone(),
-        );
-        let port = relay.public_port;
-        relay.threads.push(
-            std::thread::Builder::new()
-                .name("lh-reverse".into())
-                .spawn(move || {
-                    accept_local(local_listener, port, &waiting, &stdin, &stop, &carried)
-                })?,
-        );
-        Ok(relay)
+            carried: AtomicUsize::new(0),
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let (waiting, stopped) = (asker.waiting.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("lh-reverse-in".into())
+            .spawn(move || accept_back(public, &waiting, &stopped))?;
+        Ok(Self {
+            local,
+            public_port,
+            asker,
+            stop,
+            thread: Some(thread),
+        })
     }
 
     /// Whether the far end can connect back: one `probe`, answered within `wait`.
     pub fn probe(&self, wait: Duration) -> bool {
-        let Ok(rx) = ask(
-            &self.waiting,
-            &self.stdin,
-            Request::Probe {
-                port: self.public_port,
-                tag: new_tag(),
-            },
-        ) else {
-            return false;
+        let req = Request::Probe {
+            port: self.public_port,
+            tag: new_tag(),
         };
-        rx.recv_timeout(wait).is_ok()
+        match ask(&self.asker.waiting, &self.asker.stdin, req) {
+            Ok(rx) => rx.recv_timeout(wait).is_ok(),
+            Err(_) => false,
+        }
     }
 
-    /// Where the client dials instead of the far end.
+    /// From now until dropped, the dialer reaches the far end through this relay when it
+    /// dials [`ReverseRelay::addr`].
+    pub fn enable(&self) -> io::Result<()> {
+        connect_back::register(self.local.local_addr()?, self.asker.clone());
+        Ok(())
+    }
+
+    /// Where the session dials instead of the far end.
     pub fn addr(&self) -> SocketAddr {
         self.local
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
     }
 
     /// The port the far end connects back to.
@@ -112,19 +156,21 @@ impl ReverseRelay {
         self.public_port
     }
 
-    /// How many connections it has carried so far.
+    /// How many connections have come back for the session so far.
     pub fn carried(&self) -> usize {
-        self.carried.load(Ordering::Relaxed)
+        self.asker.carried.load(Ordering::Relaxed)
     }
 }
 
 impl Drop for ReverseRelay {
     fn drop(&mut self) {
+        if let Ok(addr) = self.local.local_addr() {
+            connect_back::unregister(addr);
+        }
         self.stop.store(true, Ordering::Relaxed);
-        // Wake both accepts.
-        let _ = TcpStream::connect(self.local);
+        // Wake the accept.
         let _ = TcpStream::connect((Ipv4Addr::LOCALHOST, self.public_port));
-        for t in self.threads.drain(..) {
+        if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
@@ -206,72 +252,16 @@ fn accept_back(public: TcpListener, waiting: &Waiting, stop: &AtomicBool) {
     }
 }
 
-/// Accepts the client's connections on the loopback; each asks for a connection back and
-/// is joined to it.
-fn accept_local(
-    local: TcpListener,
-    port: u16,
-    waiting: &Waiting,
-    stdin: &FarStdin,
-    stop: &AtomicBool,
-    carried: &Arc<AtomicUsize>,
-) {
-    for conn in local.incoming() {
-        if stop.load(Ordering::Relaxed) {
-            return;
-        }
-        let Ok(conn) = conn else { continue };
-        // Only this user's connections (another user's would spend our far end's dials).
-        if !super::relay::ours(&conn) {
-            continue;
-        }
-        let _ = conn.set_nodelay(true);
-        let tag = new_tag();
-        let Ok(rx) = ask(waiting, stdin, Request::Dial { port, tag }) else {
-            continue;
-        };
-        let (waiting, carried) = (waiting.clone(), carried.clone());
-        let _ = std::thread::Builder::new()
-            .name("lh-reverse-join".into())
-            .spawn(move || match rx.recv_timeout(PAIR_WAIT + DIAL_TIMEOUT) {
-                Ok(back) => {
-                    carried.fetch_add(1, Ordering::Relaxed);
-                    let _ = join(conn, back);
-                }
-                Err(_) => {
-                    // Never came: the client hears it at once.
-                    if let Ok(mut w) = waiting.lock() {
-                        w.remove(&tag);
-                    }
-                    let _ = conn.shutdown(std::net::Shutdown::Both);
-                }
-            });
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ssh::dial_back::DialBack;
     use std::process::{Command, Stdio};
 
-    /// The far end's stdin is a pipe into a thread that hands each line to a
-    /// [`DialBack`] on this host (ssh and the far process are in the cli tests).
+    /// `cat` stands in for ssh, and a thread for the far end: it reads the request lines
+    /// and connects back with their tags, then echoes (the real far end, with its server,
+    /// is in the cli tests).
     #[test]
-    fn connections_come_back_tagged_and_carry_bytes() {
-        let far = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let far_addr = far.local_addr().unwrap();
-        std::thread::spawn(move || {
-            for c in far.incoming().take(2) {
-                let mut c = c.unwrap();
-                std::thread::spawn(move || {
-                    let mut buf = [0u8; 4];
-                    c.read_exact(&mut buf).unwrap();
-                    c.write_all(&buf).unwrap();
-                });
-            }
-        });
-        // `cat` stands in for ssh: what is written to its stdin comes out of its stdout.
+    fn dialed_connections_come_back_tagged() {
         let mut cat = Command::new("cat")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -279,19 +269,29 @@ mod tests {
             .unwrap();
         let stdin: FarStdin = Arc::new(Mutex::new(cat.stdin.take()));
         let mut lines = io::BufReader::new(cat.stdout.take().unwrap());
-        let back = Arc::new(DialBack::to(Some(Ipv4Addr::LOCALHOST.into())));
-        back.serving(far_addr);
         std::thread::spawn(move || {
             let mut line = String::new();
             while io::BufRead::read_line(&mut lines, &mut line).unwrap_or(0) > 0 {
-                back.command(line.trim_end());
+                let req = Request::parse(line.trim_end()).unwrap();
+                let (Request::Dial { port, tag } | Request::Probe { port, tag }) = req;
+                let mut c = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).unwrap();
+                c.write_all(&tag).unwrap();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4];
+                    if c.read_exact(&mut buf).is_ok() {
+                        let _ = c.write_all(&buf);
+                    }
+                });
                 line.clear();
             }
         });
         let relay = ReverseRelay::open(None, stdin.clone()).unwrap();
         assert!(relay.probe(Duration::from_secs(5)), "the probe came back");
+        relay.enable().unwrap();
         for round in 0..2u8 {
-            let mut c = TcpStream::connect(relay.addr()).unwrap();
+            let mut c = connect_back::connect(&relay.addr(), true)
+                .expect("registered")
+                .unwrap();
             c.write_all(&[round; 4]).unwrap();
             let mut echo = [0u8; 4];
             c.read_exact(&mut echo).unwrap();
@@ -303,7 +303,9 @@ mod tests {
         stranger.write_all(&[9; TAG_LEN]).unwrap();
         let mut buf = [0u8; 1];
         assert!(!matches!(stranger.read(&mut buf), Ok(1)));
+        let addr = relay.addr();
         drop(relay);
+        assert!(connect_back::connect(&addr, true).is_none(), "unregistered");
         stdin.lock().unwrap().take();
         let _ = cat.wait();
     }

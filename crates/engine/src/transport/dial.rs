@@ -345,16 +345,24 @@ impl DataDialer {
                 let credential = credential.clone();
                 std::thread::spawn(move || -> Result<SecureStream, BenchError> {
                     let what = format!("opening data stream {i} to {addr}");
-                    let sock =
-                        Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+                    let stream = match super::connect_back::connect(&addr, plan.receiving) {
+                        Some(back) => back.map_err(io_err(what.clone()))?,
+                        None => {
+                            let sock = Socket::new(
+                                Domain::for_address(addr),
+                                Type::STREAM,
+                                Some(Protocol::TCP),
+                            )
                             .map_err(io_err(what.clone()))?;
-                    if prewiden {
-                        longhaul_sys::socket::set_receive_buffer(&sock, MAX_WINDOW, true)
-                            .map_err(io_err(what.clone()))?;
-                    }
-                    sock.connect_timeout(&addr.into(), CONNECT_TIMEOUT)
-                        .map_err(io_err(what.clone()))?;
-                    let stream: TcpStream = sock.into();
+                            if prewiden {
+                                longhaul_sys::socket::set_receive_buffer(&sock, MAX_WINDOW, true)
+                                    .map_err(io_err(what.clone()))?;
+                            }
+                            sock.connect_timeout(&addr.into(), CONNECT_TIMEOUT)
+                                .map_err(io_err(what.clone()))?;
+                            sock.into()
+                        }
+                    };
                     // Without it the hello would wait behind the TLS Finished for its
                     // ACK (Nagle): one RTT.
                     stream.set_nodelay(true).map_err(io_err(what.clone()))?;
@@ -539,7 +547,9 @@ pub fn split_target(target: &str, default_port: u16) -> Result<(String, u16), Be
 pub fn connect_any(addrs: &[SocketAddr]) -> Result<(TcpStream, SocketAddr), BenchError> {
     let mut last = None;
     for a in addrs {
-        match TcpStream::connect_timeout(a, CONNECT_TIMEOUT) {
+        let made = super::connect_back::connect(a, false)
+            .unwrap_or_else(|| TcpStream::connect_timeout(a, CONNECT_TIMEOUT));
+        match made {
             Ok(s) => return Ok((s, *a)),
             Err(e) => last = Some((*a, e)),
         }

@@ -30,6 +30,7 @@
 //! daemon's address, the shared token and the known-servers file.
 
 pub mod attach;
+pub mod connect_back;
 pub mod control;
 pub mod dial;
 mod error;
