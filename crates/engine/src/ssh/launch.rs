@@ -318,15 +318,19 @@ impl FarEnd {
     /// The streams and the jump-start of a session that asked for `streams` and
     /// `jump_start`, to this far end when there is one: through ssh each stream is held to
     /// ssh's channel window, so as many as an ssh copier runs unless asked
-    /// ([`super::relay::STREAMS`]), and no jump (the relay's loopback is no path).
+    /// ([`super::relay::STREAMS`]), and no jump (the relay's loopback is no path); with
+    /// connections back, no jump either.
     pub fn session_shape(
         end: Option<&FarEnd>,
         streams: Option<u16>,
         jump_start: bool,
     ) -> (Option<u16>, bool) {
-        match end.and_then(FarEnd::via_ssh) {
-            Some(_) => (streams.or(Some(super::relay::STREAMS)), false),
-            None => (streams, jump_start),
+        match end {
+            Some(e) if e.via_ssh().is_some() => (streams.or(Some(super::relay::STREAMS)), false),
+            // The dialer sees the relay's loopback address, not the far host's: no route
+            // of its own to jump on.
+            Some(e) if e.via_connect_back().is_some() => (streams, false),
+            _ => (streams, jump_start),
         }
     }
 

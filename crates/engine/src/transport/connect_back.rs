@@ -33,6 +33,12 @@ pub fn unregister(addr: SocketAddr) {
     r.retain(|(a, _)| *a != addr);
 }
 
+/// Whether `addr` is reached by connections back.
+pub fn is_registered(addr: &SocketAddr) -> bool {
+    let r = REGISTERED.lock().unwrap_or_else(|p| p.into_inner());
+    r.iter().any(|(a, _)| a == addr)
+}
+
 /// The connection to `addr` when it is registered (`None`: connect as usual).
 pub fn connect(addr: &SocketAddr, receiving: bool) -> Option<io::Result<TcpStream>> {
     let connector = {

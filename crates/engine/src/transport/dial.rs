@@ -168,7 +168,18 @@ pub fn dial_with(
     let mut dialer = DataDialer::start(addrs[0], data, credential.clone());
     let t_connect = Instant::now();
     let (stream, addr) = connect_any(&addrs)?;
-    let rtt = t_connect.elapsed();
+    let rtt = match super::connect_back::is_registered(&addr) {
+        // A connection back took a request over ssh and the far end's connect: the
+        // kernel's own sample of its handshake is the path's round trip.
+        true => longhaul_sys::tcp_info::tcp_info(&stream)
+            .ok()
+            .filter(|i| i.rtt_us > 0)
+            .map_or_else(
+                || t_connect.elapsed(),
+                |i| Duration::from_micros(u64::from(i.rtt_us)),
+            ),
+        false => t_connect.elapsed(),
+    };
     let opened = if addr == addrs[0] { data.streams } else { 0 };
     let count = if auto {
         start.at_connect(rtt, &stream, opened)
