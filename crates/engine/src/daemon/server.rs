@@ -138,11 +138,11 @@ pub struct Server {
     shared: Arc<Shared>,
     log: LogFn,
     /// Each proven session's outcome (what `once` waits for).
-    done: (
-        mpsc::Sender<Result<(), ServeError>>,
-        mpsc::Receiver<Result<(), ServeError>>,
-    ),
+    done: (mpsc::Sender<Outcome>, mpsc::Receiver<Outcome>),
 }
+
+/// A proven session's outcome.
+type Outcome = Result<(), ServeError>;
 
 /// Hands the server connections it did not accept itself (an ssh far end's connections
 /// back to its client, `ssh::dial_back`): each is admitted and served as an accepted one.
