@@ -41,16 +41,19 @@ pub(super) fn holds_nothing_of(dest: &Path, top: Option<&[u8]>) -> bool {
         };
         (parent.to_path_buf(), name.as_bytes())
     };
+    nothing_named(name, |n| {
+        matches!(std::fs::symlink_metadata(dir.join(n.to_path_buf())),
+            Err(e) if e.kind() == ErrorKind::NotFound)
+    })
+}
+
+/// Whether `name`, its part file and its resume manifest are all `missing`.
+fn nothing_named(name: &[u8], missing: impl Fn(&SafeRelPath) -> bool) -> bool {
     let Ok(rel) = parse_peer_path(name) else {
         return false;
     };
     let names = [Ok(rel.clone()), part_name(&rel), manifest_name(&rel)];
-    names.into_iter().all(|n| {
-        n.is_ok_and(|n| {
-            matches!(std::fs::symlink_metadata(dir.join(n.to_path_buf())),
-                Err(e) if e.kind() == ErrorKind::NotFound)
-        })
-    })
+    names.into_iter().all(|n| n.is_ok_and(|n| missing(&n)))
 }
 
 /// [`holds_nothing_of`] for a relayed pull's target beneath a served root: looked at
@@ -69,18 +72,12 @@ pub(super) fn served_holds_nothing_of(target: &RecvTarget, top: Option<&[u8]>) -
             _ => (t.parent(), t.file_name().to_vec()),
         },
     };
-    let Ok(rel) = parse_peer_path(&name) else {
-        return false;
-    };
-    let names = [Ok(rel.clone()), part_name(&rel), manifest_name(&rel)];
-    names.into_iter().all(|n| {
-        n.is_ok_and(|n| {
-            let path = match &dir {
-                Some(d) => d.to_path_buf().join(n.to_path_buf()),
-                None => n.to_path_buf(),
-            };
-            matches!(target.root.metadata(&path), Err(e) if e.kind() == ErrorKind::NotFound)
-        })
+    nothing_named(&name, |n| {
+        let path = match &dir {
+            Some(d) => d.to_path_buf().join(n.to_path_buf()),
+            None => n.to_path_buf(),
+        };
+        matches!(target.root.metadata(&path), Err(e) if e.kind() == ErrorKind::NotFound)
     })
 }
 
