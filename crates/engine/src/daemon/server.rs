@@ -495,12 +495,12 @@ impl StreamAttach for Attach {
         self.secret.chunk_key()
     }
 
-    fn collect(&mut self) -> Result<Vec<SecureStream>, AttachError> {
+    fn collect(&mut self, gone: &dyn Fn() -> bool) -> Result<Vec<SecureStream>, AttachError> {
         let socks = self
             .expected
             .take()
             .ok_or(AttachError::NotExpecting)?
-            .collect()?;
+            .collect_unless(gone)?;
         let facts = host::host_facts();
         for s in &socks {
             self.shared.memory.restore_data_socket(s, &facts);

@@ -38,8 +38,8 @@ pub trait StreamAttach {
     /// Makes the session ready for `streams` data connections (before the client is told
     /// to open them); `rcvbuf` is the receive buffer the streams will get, if receiving.
     fn expect(&mut self, streams: u16, rcvbuf: Option<u64>) -> Result<(), AttachError>;
-    /// Waits for every data connection.
-    fn collect(&mut self) -> Result<Vec<SecureStream>, AttachError>;
+    /// Waits for every data connection; gives up once `gone()` says the client is gone.
+    fn collect(&mut self, gone: &dyn Fn() -> bool) -> Result<Vec<SecureStream>, AttachError>;
     /// The session's key for chunk MACs.
     fn chunk_key(&self) -> longhaul_proto::ChunkKey;
     /// Reserves the session's memory from the server's budget for the rest of the
@@ -319,8 +319,10 @@ pub fn serve_transfer(
     let takes_intervals = attach.peer_takes_intervals();
     let takes_verdict = attach.peer_takes_jump_verdict();
     let takes_held = attach.peer_takes_held_rate();
+    let link = ControlLink::start(conn).map_err(ServeError::io("starting the control link"))?;
+    let gone = link.gone();
     let mut collect = || -> Result<Vec<SecureStream>, CpError> {
-        let socks = attach.collect()?;
+        let socks = attach.collect(&|| gone.load(std::sync::atomic::Ordering::Relaxed))?;
         for s in &socks {
             sockopts::apply_buffer(s, side, &choice)
                 .and_then(|()| sockopts::apply_connected(s.tcp(), &plan))
@@ -328,7 +330,6 @@ pub fn serve_transfer(
         }
         Ok(socks)
     };
-    let link = ControlLink::start(conn).map_err(ServeError::io("starting the control link"))?;
     let progress = Arc::new(Progress::default());
     let started = std::time::Instant::now();
     let shown = path

@@ -24,6 +24,9 @@ use super::secure::SecureStream;
 
 /// How long a session waits for its data streams.
 pub const ATTACH_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How often a wait for data streams looks whether its client is gone.
+const GONE_CHECK: Duration = Duration::from_millis(50);
 /// How long a data hello waits for an announced session to register (the request is
 /// read and checked, a pull's tree walked, a slot waited for).
 pub const EARLY_HELLO_WAIT: Duration = Duration::from_secs(15);
@@ -89,6 +92,15 @@ pub enum AttachError {
         expected: u16,
         /// How long the session waited.
         waited: Duration,
+    },
+    /// The session's control connection ended while its data streams attached (the
+    /// client was stopped): nothing more will come.
+    #[error("the client's control connection ended while {arrived} of {expected} data streams had attached")]
+    ControlGone {
+        /// Streams that attached.
+        arrived: u16,
+        /// Streams the session expected.
+        expected: u16,
     },
     /// Streams were collected before the session said how many it expects.
     #[error("collecting data streams before expecting any")]
@@ -243,19 +255,34 @@ pub struct Expected {
 impl Expected {
     /// Waits (at most [`ATTACH_TIMEOUT`]) for every data stream; stream `i` is `[i]`.
     pub fn collect(self) -> Result<Vec<SecureStream>, AttachError> {
+        self.collect_unless(&|| false)
+    }
+
+    /// [`Expected::collect`], giving up as soon as `gone()` says the client is gone (its
+    /// control connection ended): a session waiting for the streams of a client that was
+    /// killed would otherwise hold what it opened (a push's part files, locked) for the
+    /// whole [`ATTACH_TIMEOUT`], and the client's rerun would find them taken.
+    pub fn collect_unless(self, gone: &dyn Fn() -> bool) -> Result<Vec<SecureStream>, AttachError> {
         let streams = self.streams;
         let mut sockets: Vec<Option<SecureStream>> = (0..streams).map(|_| None).collect();
         let deadline = Instant::now() + ATTACH_TIMEOUT;
         let mut attached = 0;
         while attached < streams {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
+            match self.rx.recv_timeout(left.min(GONE_CHECK)) {
                 Ok((i, s)) => {
                     if let Some(slot @ None) = sockets.get_mut(i as usize) {
                         *slot = Some(s);
                         attached += 1;
                     }
                 }
+                Err(_) if gone() => {
+                    return Err(AttachError::ControlGone {
+                        arrived: attached,
+                        expected: streams,
+                    })
+                }
+                Err(_) if !left.is_zero() => {}
                 Err(_) => {
                     return Err(AttachError::Timeout {
                         arrived: attached,

@@ -233,6 +233,8 @@ pub struct ControlLink {
     writer: Option<JoinHandle<()>>,
     /// Everything is acknowledged: on drop, do not wait for the peer to close.
     finished: std::sync::atomic::AtomicBool,
+    /// Raised by the reader when the connection ends (closed, failed or cut).
+    gone: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ControlLink {
@@ -252,6 +254,8 @@ impl ControlLink {
         longhaul_sys::socket::set_user_timeout(&stream, 45_000)?;
         let (control_tx, writer) = ControlTx::new(stream.try_clone()?)?;
         let (tx, rx) = mpsc::sync_channel(INBOX_ITEMS);
+        let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ended = gone.clone();
         let reader = std::thread::Builder::new()
             .name("cp-control".into())
             .spawn(move || {
@@ -270,6 +274,9 @@ impl ControlLink {
                         Err(e) => Incoming::Lost(format!("control connection: {e}")),
                     };
                     let last = !matches!(item, Incoming::Msg(_) | Incoming::Bench(_));
+                    if last {
+                        ended.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
                     if tx.send(item).is_err() || last {
                         return;
                     }
@@ -281,7 +288,14 @@ impl ControlLink {
             reader: Some(reader),
             writer: Some(writer),
             finished: std::sync::atomic::AtomicBool::new(false),
+            gone,
         })
+    }
+
+    /// Raised once the connection has ended (the peer closed it, it failed or was cut):
+    /// for waits that do not read it, such as a server's for its data streams.
+    pub fn gone(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.gone.clone()
     }
 
     /// The peer acknowledged everything this end needs (every file committed): dropping
