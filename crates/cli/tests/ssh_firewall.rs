@@ -33,19 +33,48 @@ fn tunnels_left(lab: &SshLab) -> Vec<u32> {
         .collect()
 }
 
-#[test]
-fn a_firewalled_far_port_is_crossed_through_ssh() {
-    let Some(lab) = SshLab::start("a_firewalled_far_port_is_crossed_through_ssh") else {
-        return;
-    };
-    if lab.firewall_all_but_ssh().is_none() {
-        return;
-    }
-    let mut rng = Rng::from_env("ssh firewall");
-    let s = Scratch::new("ssh-firewall");
+/// A lab whose far host is behind `firewall` (`None`: skipped), with a scratch HOME,
+/// a far directory and a 3 MiB source file.
+struct Firewalled {
+    lab: SshLab,
+    s: Scratch,
+    home: std::path::PathBuf,
+    far: std::path::PathBuf,
+    src: std::path::PathBuf,
+}
+
+fn firewalled(name: &str, firewall: fn(&SshLab) -> Option<()>) -> Option<Firewalled> {
+    let lab = SshLab::start(name)?;
+    firewall(&lab)?;
+    let mut rng = Rng::from_env(name);
+    let s = Scratch::new(name);
     let (home, far) = (s.dir("home"), s.dir("far"));
     let src = s.join("data.bin");
     write_random(&src, &mut rng, 3 * MIB as usize + 5);
+    Some(Firewalled {
+        lab,
+        s,
+        home,
+        far,
+        src,
+    })
+}
+
+#[test]
+fn a_firewalled_far_port_is_crossed_through_ssh() {
+    let Some(Firewalled {
+        lab,
+        s,
+        home,
+        far,
+        src,
+    }) = firewalled(
+        "a_firewalled_far_port_is_crossed_through_ssh",
+        SshLab::firewall_all_but_ssh,
+    )
+    else {
+        return;
+    };
     let push = run(
         lab.cp(&home)
             .args(["--streams", "4", "--json"])
@@ -124,17 +153,19 @@ fn a_firewalled_far_port_is_crossed_through_ssh() {
 
 #[test]
 fn behind_a_stateful_firewall_the_far_end_connects_back() {
-    let Some(lab) = SshLab::start("behind_a_stateful_firewall_the_far_end_connects_back") else {
+    let Some(Firewalled {
+        lab,
+        s,
+        home,
+        far,
+        src,
+    }) = firewalled(
+        "behind_a_stateful_firewall_the_far_end_connects_back",
+        SshLab::firewall_new_inbound_but_ssh,
+    )
+    else {
         return;
     };
-    if lab.firewall_new_inbound_but_ssh().is_none() {
-        return;
-    }
-    let mut rng = Rng::from_env("ssh connect back");
-    let s = Scratch::new("ssh-connect-back");
-    let (home, far) = (s.dir("home"), s.dir("far"));
-    let src = s.join("data.bin");
-    write_random(&src, &mut rng, 3 * MIB as usize + 5);
     let push = run(
         lab.cp(&home)
             .args(["--streams", "4", "--json", "--port-range", "46100-46109"])
