@@ -220,18 +220,8 @@ fn run(
                     let e = tx.entry_of(c);
                     world.chunks_sent.push(e);
                     let d = vec![0u8; c.len as usize];
-                    let mut h = tx.hasher(c);
-                    h.update(&d);
-                    let hash = h.finish();
-                    tx.chunk_sent(c, hash, c.len);
-                    let header = ChunkHeader {
-                        file: e,
-                        index: c.id.index,
-                        flags: 0,
-                        offset: c.offset,
-                        len: c.len as u32,
-                        hash,
-                    };
+                    let header = pair::send_chunk(&mut tx, c, &d);
+                    let hash = header.hash;
                     let mut plan = rx.chunk_header(&header)?;
                     plan.hasher.update(&d);
                     if rx.chunk_arrived(&header, plan.hasher.finish())? == Arrival::Write {

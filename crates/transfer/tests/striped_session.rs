@@ -22,7 +22,7 @@ use longhaul_transfer::session::{
     LookResult, Meta, OpenPlan, RecvEvent, RecvSession, SendConfig, SendEvent, SendSession,
     SessionError, Work,
 };
-use pair::{bytes, entry, Rng, MTIME};
+use pair::{bytes, entry, send_chunk, Rng, MTIME};
 
 const CHUNK: u64 = 4096;
 
@@ -219,20 +219,8 @@ fn step(
             for c in &unit.chunks {
                 let e = p.tx.entry_of(c);
                 let d = &src(data, e)[c.offset as usize..(c.offset + c.len) as usize];
-                let mut h = p.tx.hasher(c);
-                h.update(d);
-                let hash = h.finish();
-                p.tx.chunk_sent(c, hash, c.len);
                 *sent.entry((e, c.id.index)).or_default() += 1;
-                let header = ChunkHeader {
-                    file: e,
-                    index: c.id.index,
-                    flags: 0,
-                    offset: c.offset,
-                    len: c.len as u32,
-                    hash,
-                };
-                p.wire.push((header, d.to_vec()));
+                p.wire.push((send_chunk(&mut p.tx, c, d), d.to_vec()));
             }
             return Ok(true);
         }
@@ -487,21 +475,10 @@ fn one_chunk_files_go_whole_to_one_share() {
 
 #[test]
 fn a_share_refuses_what_stripes_cannot_do() {
-    let entries = list(&tree());
-    let mut p = pair(&entries, Share::new(1, 2).unwrap());
-    p.rx = std::mem::replace(&mut p.rx, pair(&entries, Share::new(1, 2).unwrap()).rx)
-        .with_sync(SyncRules::default());
-    let mut tx = SendSession::new(
-        entries,
-        SendConfig {
-            chunk_size: CHUNK,
-            checksum_only: false,
-            streams: 1,
-        },
-    )
-    .unwrap();
+    let Pair { mut tx, rx, .. } = pair(&list(&tree()), Share::new(1, 2).unwrap());
+    let mut rx = rx.with_sync(SyncRules::default());
     let m = tx.poll_transmit().expect("the list");
-    let err = p.rx.handle(m).unwrap_err();
+    let err = rx.handle(m).unwrap_err();
     assert!(
         err.to_string().contains("striped copy takes no sync"),
         "{err}"

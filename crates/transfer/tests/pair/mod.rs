@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry, SkipReason, TransferMessage};
+use longhaul_transfer::scheduler::Chunk;
 use longhaul_transfer::session::recv::Arrival;
 use longhaul_transfer::session::{
     LookResult, Meta, OpenPlan, RecvConfig, RecvEvent, RecvSession, SendConfig, SendSession,
@@ -114,6 +115,23 @@ pub fn recv_config(chunk_size: u64) -> RecvConfig {
         expect: None,
         keep_setuid: false,
         umask: 0o022,
+    }
+}
+
+/// Sends chunk `c` whose bytes are `d` as a sending driver does: hashed with the session's
+/// own hasher and counted as sent. Returns its header.
+pub fn send_chunk(tx: &mut SendSession, c: &Chunk, d: &[u8]) -> ChunkHeader {
+    let mut h = tx.hasher(c);
+    h.update(d);
+    let hash = h.finish();
+    tx.chunk_sent(c, hash, c.len);
+    ChunkHeader {
+        file: tx.entry_of(c),
+        index: c.id.index,
+        flags: 0,
+        offset: c.offset,
+        len: c.len as u32,
+        hash,
     }
 }
 
@@ -314,10 +332,7 @@ pub fn run_with(case: &Case, ahead: bool) -> Result<Report, SessionError> {
                 for c in &unit.chunks {
                     let e = tx.entry_of(c);
                     let d = &data[e as usize][c.offset as usize..(c.offset + c.len) as usize];
-                    let mut h = tx.hasher(c);
-                    h.update(d);
-                    let hash = h.finish();
-                    tx.chunk_sent(c, hash, c.len);
+                    let header = send_chunk(&mut tx, c, d);
                     *report.sent.entry((e, c.id.index)).or_default() += 1;
                     let mut bytes = d.to_vec();
                     if let Some(n) = corrupt.get_mut(&(e, c.id.index)).filter(|n| **n > 0) {
@@ -327,17 +342,7 @@ pub fn run_with(case: &Case, ahead: bool) -> Result<Report, SessionError> {
                             None => bytes.push(1),
                         }
                     }
-                    wire.push(InFlight {
-                        header: ChunkHeader {
-                            file: e,
-                            index: c.id.index,
-                            flags: 0,
-                            offset: c.offset,
-                            len: c.len as u32,
-                            hash,
-                        },
-                        bytes,
-                    });
+                    wire.push(InFlight { header, bytes });
                 }
             }
         }
