@@ -76,9 +76,10 @@ pub(super) enum Detour {
 /// `back` the far end's stdin and `--port-range` for a connection back; `ahead` the
 /// logins of `--via-ssh`.
 ///
-/// Unless `--via-ssh`: the port is tried, and at the same time the far end is asked to
-/// connect back once to a port here (a probe). The port wins when it answers; else the
-/// way back when the probe came; else ssh. So the fallbacks add no wait of their own.
+/// Unless `--via-ssh`: the port is tried; once it has gone [`PREPARE_AFTER`] without an
+/// answer, the far end is also asked to connect back once to a port here (a probe) while
+/// the try runs out. The port wins when it answers; else the way back when the probe
+/// came; else ssh. So the fallbacks add no wait of their own on a firewall that drops.
 pub(super) fn choose(
     (announced, port): (Option<IpAddr>, u16),
     (host, resolved): (&str, std::io::Result<Vec<SocketAddr>>),
@@ -113,33 +114,41 @@ pub(super) fn choose(
             what: "checking the far port",
             cause,
         })?;
-    // The way back, tried beside: its answer is in by the time the port's try runs out.
+    // The way back, asked for once the port has not answered for a second (as the
+    // streams' logins): its answer is in by the time the port's try runs out, and a port
+    // that answers costs no probe (nor a listening port here).
     let (stdin, range) = back;
-    let (back_tx, back_rx) = mpsc::channel();
-    let stdin = stdin.clone();
-    let _ = std::thread::Builder::new()
-        .name("lh-ssh-back".into())
-        .spawn(move || {
-            let relay = ReverseRelay::open(range, stdin)
-                .ok()
-                .filter(|r| r.probe(BACK_WAIT));
-            let _ = back_tx.send(relay);
-        });
-    let (answer, spares) = match rx.recv_timeout(PREPARE_AFTER) {
-        Ok(answer) => (answer, None),
+    let start_back = || {
+        let (back_tx, back_rx) = mpsc::channel();
+        let stdin = stdin.clone();
+        let _ = std::thread::Builder::new()
+            .name("lh-ssh-back".into())
+            .spawn(move || {
+                let relay = ReverseRelay::open(range, stdin)
+                    .ok()
+                    .filter(|r| r.probe(BACK_WAIT));
+                let _ = back_tx.send(relay);
+            });
+        back_rx
+    };
+    let (answer, spares, back_rx) = match rx.recv_timeout(PREPARE_AFTER) {
+        Ok(answer) => (answer, None, None),
         Err(_) => {
+            let back_rx = start_back();
             let spares = spec.logins_ahead(spec.count)?;
             let answer = rx.recv().map_err(|_| SshError::Io {
                 what: "checking the far port",
                 cause: std::io::Error::other("the check ended without an answer"),
             })?;
-            (answer, Some(spares))
+            (answer, Some(spares), Some(back_rx))
         }
     };
     match answer {
         // The spares and the way back, if any, are dropped: their ssh ended unused.
         Ok(target) => Ok((target, Detour::Direct)),
         Err(SshError::Unreachable { host, port, tried }) => {
+            // A port refused at once (no firewall's silence) asks for the way back now.
+            let back_rx = back_rx.unwrap_or_else(start_back);
             if let Ok(Some(back)) = back_rx.recv_timeout(BACK_WAIT) {
                 back.enable().map_err(|cause| SshError::Io {
                     what: "taking connections back from the far end",
