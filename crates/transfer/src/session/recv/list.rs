@@ -494,12 +494,11 @@ impl RecvSession {
     }
 
     fn open(&mut self, id: u32, plan: OpenPlan) -> Result<(), SessionError> {
-        let striped = self.share.is_some();
+        let shared = self.file_ref(id).is_some_and(|f| self.is_shared(f));
         let Some(f) = self.file_mut(id) else {
             return Ok(());
         };
         f.state = FileState::Opening;
-        let shared = striped && f.entry.kind == EntryKind::File && f.hashes.chunks() > 1;
         let ev = RecvEvent::Open {
             shared,
             id,

@@ -221,11 +221,14 @@ impl RecvSession {
     /// One of this share's chunks of file `id` was recorded: after the last, the other
     /// shares' manifests are read.
     pub(super) fn share_chunk_recorded(&mut self, id: u32) {
-        let shared = self.file_mut(id).is_some_and(|f| {
+        if !self.file_ref(id).is_some_and(|f| self.is_shared(f)) {
+            return;
+        }
+        let last = self.file_mut(id).is_some_and(|f| {
             f.share.own_left = f.share.own_left.saturating_sub(1);
             f.share.own_left == 0
         });
-        if shared && self.file_ref(id).is_some_and(|f| self.is_shared(f)) {
+        if last {
             self.gather(id);
         }
     }
@@ -306,7 +309,7 @@ impl RecvSession {
         Ok(())
     }
 
-    fn file_ref(&self, id: u32) -> Option<&RecvFile> {
+    pub(super) fn file_ref(&self, id: u32) -> Option<&RecvFile> {
         self.files.get(id as usize).and_then(Option::as_ref)
     }
 }
