@@ -48,7 +48,6 @@ type Waiting = Arc<Mutex<HashMap<[u8; TAG_LEN], mpsc::Sender<TcpStream>>>>;
 pub struct ReverseRelay {
     /// The reserved loopback address the session dials.
     local: TcpListener,
-    public_port: u16,
     asker: Arc<Asker>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -62,36 +61,40 @@ struct Asker {
     carried: AtomicUsize,
 }
 
-impl Connector for Asker {
-    fn connect(&self, _receiving: bool) -> io::Result<TcpStream> {
-        let tag = new_tag();
-        let rx = ask(
-            &self.waiting,
-            &self.stdin,
-            Request::Dial {
-                port: self.port,
-                tag,
-            },
-        )?;
-        match rx.recv_timeout(PAIR_WAIT) {
-            Ok(back) => {
-                self.carried.fetch_add(1, Ordering::Relaxed);
-                Ok(back)
-            }
-            Err(_) => {
-                if let Ok(mut w) = self.waiting.lock() {
-                    w.remove(&tag);
-                }
-                Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!(
-                        "the far end did not connect back to this host's port {} within {} s",
-                        self.port,
-                        PAIR_WAIT.as_secs()
-                    ),
-                ))
+impl Asker {
+    /// Asks for `req` and waits at most `wait` for the connection that says its tag (the
+    /// tag is forgotten when it does not come).
+    fn back(&self, req: Request, wait: Duration) -> Option<TcpStream> {
+        let (Request::Dial { tag, .. } | Request::Probe { tag, .. }) = req;
+        let rx = ask(&self.waiting, &self.stdin, req).ok()?;
+        let back = rx.recv_timeout(wait).ok();
+        if back.is_none() {
+            if let Ok(mut w) = self.waiting.lock() {
+                w.remove(&tag);
             }
         }
+        back
+    }
+}
+
+impl Connector for Asker {
+    fn connect(&self, _receiving: bool) -> io::Result<TcpStream> {
+        let req = Request::Dial {
+            port: self.port,
+            tag: new_tag(),
+        };
+        let back = self.back(req, PAIR_WAIT).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "the far end did not connect back to this host's port {} within {} s",
+                    self.port,
+                    PAIR_WAIT.as_secs()
+                ),
+            )
+        })?;
+        self.carried.fetch_add(1, Ordering::Relaxed);
+        Ok(back)
     }
 }
 
@@ -118,7 +121,6 @@ impl ReverseRelay {
             .spawn(move || accept_back(public, &waiting, &stopped))?;
         Ok(Self {
             local,
-            public_port,
             asker,
             stop,
             thread: Some(thread),
@@ -128,13 +130,10 @@ impl ReverseRelay {
     /// Whether the far end can connect back: one `probe`, answered within `wait`.
     pub fn probe(&self, wait: Duration) -> bool {
         let req = Request::Probe {
-            port: self.public_port,
+            port: self.asker.port,
             tag: new_tag(),
         };
-        match ask(&self.asker.waiting, &self.asker.stdin, req) {
-            Ok(rx) => rx.recv_timeout(wait).is_ok(),
-            Err(_) => false,
-        }
+        self.asker.back(req, wait).is_some()
     }
 
     /// From now until dropped, the dialer reaches the far end through this relay when it
@@ -153,7 +152,7 @@ impl ReverseRelay {
 
     /// The port the far end connects back to.
     pub fn public_port(&self) -> u16 {
-        self.public_port
+        self.asker.port
     }
 
     /// How many connections have come back for the session so far.
@@ -169,7 +168,7 @@ impl Drop for ReverseRelay {
         }
         self.stop.store(true, Ordering::Relaxed);
         // Wake the accept.
-        let _ = TcpStream::connect((Ipv4Addr::LOCALHOST, self.public_port));
+        let _ = TcpStream::connect((Ipv4Addr::LOCALHOST, self.asker.port));
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
