@@ -8,6 +8,9 @@
 #   daemon (longhaul://), longhaul cp --via-ssh (every stream carried through ssh, as
 #   when the far port is firewalled), and ssh8: the file in 8 slices over 8 ssh
 #   connections at once (dd at both ends; what mscp -n 8 does, mscp not being packaged).
+#   lh-sync: `longhaul sync -c` over ssh into an old copy that differs in one chunk (the
+#   wall time counts the login and both ends' hashing: a pull hashes its old copy while
+#   ssh logs in, cp::hash_ahead).
 # --firewall: the far namespace drops every TCP port but ssh's (nft), so `lh` finds the
 #   far port unreachable and falls back to ssh by itself (lh-daemon cannot run then).
 # --firewall-stateful: the same, but the far host's own connections get their answers (a
@@ -21,7 +24,7 @@
 # Needs root (namespaces, TUN, sshd). Installs openssh-server, openssh-client, rsync if
 # missing. A trap stops sshd, the daemon and the emulator and deletes the scratch files.
 # longhaul's --json logs of every copy are kept in OUT-logs/ (plot them: longhaul plot).
-# Usage: bench/ssh-compare.sh [--sizes 1GiB,2GiB] [--tools scp,sftp,rsync,lh,lh-off,lh-daemon,lh-ssh,ssh8]
+# Usage: bench/ssh-compare.sh [--sizes 1GiB,2GiB] [--tools scp,sftp,rsync,lh,lh-off,lh-daemon,lh-ssh,ssh8,lh-sync]
 #                             [--firewall | --firewall-stateful]
 #                             [--dirs push,pull] [--rate 1G] [--rtt 180ms] [--dir /var/tmp]
 #                             [--out target/ssh-compare.jsonl] [--no-loopback]
@@ -143,6 +146,14 @@ run_one() { # tool direction file bytes
             pids+=($!)
           done
           for k in "${pids[@]}"; do wait "$k" || rc=$?; done ;;
+    lh-sync) # sync -c into an old copy that differs in one 4 MiB chunk (the middle one).
+          local old; [ "$d" = push ] && old=$work/far/$f || old=$work/back/$f
+          cp --reflink=auto "$work/src/$f" "$old"
+          printf 'changed' | dd of="$old" bs=1 seek=$(( bytes / 2 )) conv=notrunc status=none
+          sync "$old"; cat "$old" >/dev/null
+          t0=$(date +%s.%N)
+          in_a env HOME="$work/home" timeout 900 "$lh" sync -c --json -e "ssh $sshopts" \
+            --remote-longhaul "$lh" "$src" "$dst" > "$logs/$tool-$d-$f.jsonl" || rc=$? ;;
     lh-daemon) local r="longhaul://$far/$f"; [ "$d" = push ] && { s2=$src; d2=$r; } || { s2=$r; d2=$dst; }
           in_a env HOME="$work/home" timeout 900 "$lh" cp --json "$s2" "$d2" > "$logs/$tool-$d-$f.jsonl" || rc=$? ;;
   esac

@@ -69,7 +69,8 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
         .any(|s| s.as_encoded_bytes().last() == Some(&b'/'));
     if contents && sources.len() > 1 {
         anyhow::bail!(
-            "a source with a trailing slash syncs its contents into DST and must be the only              source; run one sync per source"
+            "a source with a trailing slash syncs its contents into DST and must be the only \
+             source; run one sync per source"
         );
     }
     args.copy.recursive = true;

@@ -10,6 +10,7 @@ mod ahead;
 pub mod chunk_io;
 pub mod clean;
 pub mod client;
+pub mod hash_ahead;
 pub mod hash_cache;
 pub mod old_copy;
 pub mod peer_intervals;

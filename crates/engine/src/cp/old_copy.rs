@@ -19,6 +19,7 @@ use longhaul_transfer::session::recv::{OldCopy, Reuse};
 use longhaul_transfer::FileIdentity;
 
 use super::chunk_io::hash_file_chunks;
+use crate::cp::hash_ahead::HashedAhead;
 use crate::cp::hash_cache::HashCache;
 
 /// Threads that hash one file: every core, at most 8.
@@ -34,16 +35,23 @@ pub fn identity(f: &File) -> io::Result<FileIdentity> {
 }
 
 /// Hashes the regular file at `rel` (never through a symlink in its last component) on
-/// the grid of `chunk_size`, on every core; with `cache`, hashes it holds for the file
-/// as it is now are taken instead (and new ones stored).
+/// the grid of `chunk_size`, on every core; hashes made `ahead` for the file as it is
+/// now, or held by `cache` for it, are taken instead (new ones stored in the cache).
 pub fn hash_old(
     root: &ServedRoot,
     rel: &Path,
     chunk_size: u64,
     cache: Option<&HashCache>,
+    ahead: Option<&HashedAhead>,
 ) -> io::Result<OldCopy> {
     let f = root.open_file(rel, Access::ReadOwn)?;
     let before = identity(&f)?;
+    if let Some(hashes) = ahead.and_then(|a| a.take(&before, chunk_size)) {
+        return Ok(OldCopy {
+            identity: before,
+            hashes,
+        });
+    }
     let threads = hash_threads();
     let hashes = match cache {
         Some(c) => c.chunk_hashes(&f, before.size, chunk_size, threads)?.0,

@@ -175,6 +175,7 @@ pub(super) fn run_relay(
         answered_ahead: false,
         share: pull.share,
         is_dir: pull.dest_is_dir,
+        hashed_ahead: None,
     };
     let source = pull.source.clone();
     let cp = CpConfig {
@@ -207,6 +208,7 @@ pub(super) fn run_relay(
         delete: false,
         hard_links: opts.hard_links,
         memory_gate: Some(memory_gate(shared, &held)),
+        hashed_ahead: None,
     };
     let progress = Arc::new(Progress::default());
     let started = Instant::now();

@@ -358,6 +358,7 @@ pub fn serve_transfer(
             answered_ahead: false,
             share: None,
             is_dir: None,
+            hashed_ahead: None,
         };
         let out = run_receiver(
             target,

@@ -58,6 +58,7 @@ pub fn cp_config(target: &str, credential: Credential, path: &str, job: CpJob) -
         delete: false,
         hard_links: false,
         memory_gate: None,
+        hashed_ahead: None,
     }
 }
 

@@ -94,6 +94,7 @@ fn config(
         no_clobber: !params.replace,
         hard_links: false,
         memory_gate: None,
+        hashed_ahead: None,
         sync: false,
         checksum_only: false,
         keep_setuid: false,

@@ -25,6 +25,7 @@ mod stripes;
 mod third_party;
 
 use std::io::IsTerminal;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -33,6 +34,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use longhaul_engine::bench::DEFAULT_PORT;
 use longhaul_engine::cp::client::{run_cp, CpConfig, CpJob, CpReport, CpStart};
+use longhaul_engine::cp::hash_ahead::HashedAhead;
 use longhaul_engine::cp::send::SendItem;
 use longhaul_engine::cp::telemetry::CpTelemetry;
 use longhaul_engine::cp::walk::walk_local_filtered;
@@ -49,7 +51,7 @@ use super::ssh::SshArgs;
 use longhaul_engine::transport::tls::Security;
 
 pub use filter::FilterArgs;
-use output::{print_dry_run, print_end, print_far_started, warn};
+use output::{print_dry_run, print_end, print_far_started, print_hashed_ahead, warn};
 use progress::{emit_start, interval_line, ticker, Reporting};
 
 /// The fewest files' bytes over which a copy reports CPU seconds per GB
@@ -237,6 +239,8 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     // it started is dropped there (its guard kills ssh), or, if this process has exited
     // first, the far process ends on its ssh channel's close.
     let mut early: Option<std::thread::JoinHandle<Result<FarEnd, SshError>>> = None;
+    // A single `sync --checksum` pull hashes the destination's old copies meanwhile.
+    let mut hashed_ahead = None;
     // Between two daemons: a third-party copy, the data from one to the other directly.
     if let (
         Location::Daemon(_) | Location::Ssh(_),
@@ -281,12 +285,12 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
                 .collect();
             vec![(far, CpJob::Push { items })]
         }
-        (None, [src]) if is_remote(src) => vec![(
-            Far::of(src).context("a remote source")?,
-            CpJob::Pull {
-                dest: dst_path(&dst)?,
-            },
-        )],
+        (None, [src]) if is_remote(src) => {
+            let far = Far::of(src).context("a remote source")?;
+            let dest = dst_path(&dst)?;
+            hashed_ahead = hash_ahead(&args, &far, &dest);
+            vec![(far, CpJob::Pull { dest })]
+        }
         (None, srcs) if srcs.iter().all(is_remote) => {
             // Several remote sources, as cp: into an existing directory, one transfer
             // after another.
@@ -338,14 +342,18 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
             ),
             None => None,
         };
-        let report = run_one(&args, &far, job, token, window, started)?;
+        let begun = Begun {
+            far_end: started,
+            hashed_ahead,
+        };
+        let report = run_one(&args, &far, job, token, window, begun)?;
         return Ok(ExitCode::from(status_of(&report)));
     }
     // Several sources: an error in one is reported and the others still go, as cp does;
     // the exit status is the worst.
     let mut worst = 0;
     for (far, job) in jobs {
-        match run_one(&args, &far, job, token.clone(), window, None) {
+        match run_one(&args, &far, job, token.clone(), window, Begun::default()) {
             Ok(report) => worst = worst.max(status_of(&report)),
             Err(e) => {
                 worst = 2;
@@ -359,6 +367,37 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::from(worst))
+}
+
+/// What the command began for its single transfer before the transfer itself.
+#[derive(Default)]
+struct Begun {
+    /// The far end over ssh, started while a push walked its sources.
+    far_end: Option<FarEnd>,
+    /// A `sync --checksum` pull's old copies, hashed while the far end starts.
+    hashed_ahead: Option<Arc<HashedAhead>>,
+}
+
+/// Starts hashing the destination's old copies for a `sync --checksum` pull (or its dry
+/// run): the receiver hashes each of them once the list names it, certain work that can
+/// be done while the far end starts. Only where the pulled source lands is looked at:
+/// DEST itself for `SRC/` (its contents) or a DEST that is not a directory, else
+/// DEST/NAME (rsync's placement, and cp's for a single file).
+fn hash_ahead(args: &Args, far: &Far, dest: &std::path::Path) -> Option<Arc<HashedAhead>> {
+    let rules = args.delta.filter(|r| r.checksum)?;
+    let chunk = args.chunk?;
+    let at = if rules.contents || !dest.is_dir() {
+        dest.to_path_buf()
+    } else {
+        let path = far.path();
+        let trimmed = path.strip_suffix(b"/").unwrap_or(path);
+        let name = trimmed.rsplit(|&b| b == b'/').next()?;
+        if name.is_empty() || name == b"." || name == b".." {
+            return None;
+        }
+        dest.join(std::ffi::OsStr::from_bytes(name))
+    };
+    Some(HashedAhead::start(&at, chunk))
 }
 
 /// The local destination of a pull.
@@ -382,7 +421,7 @@ fn run_one(
     job: CpJob,
     token: Option<longhaul_proto::Token>,
     window: Option<u64>,
-    started: Option<FarEnd>,
+    begun: Begun,
 ) -> anyhow::Result<CpReport> {
     let (server, token, security, ssh) = match far {
         Far::Daemon(spec) => (
@@ -392,7 +431,7 @@ fn run_one(
             None,
         ),
         Far::Ssh(spec) => {
-            let end = match started {
+            let end = match begun.far_end {
                 Some(end) => end,
                 None => FarEnd::start(&spec.host, &args.ssh.options(args.streams))?,
             };
@@ -405,7 +444,7 @@ fn run_one(
         far,
         server,
         (token, security),
-        job,
+        (job, begun.hashed_ahead),
         window,
         ssh.as_ref(),
     );
@@ -422,7 +461,7 @@ fn transfer(
     far: &Far,
     server: String,
     (token, security): (longhaul_proto::Token, Security),
-    job: CpJob,
+    (job, hashed_ahead): (CpJob, Option<Arc<HashedAhead>>),
     window: Option<u64>,
     far_end: Option<&FarEnd>,
 ) -> anyhow::Result<CpReport> {
@@ -444,6 +483,7 @@ fn transfer(
         no_clobber: args.no_clobber,
         hard_links: args.hard_links,
         memory_gate: None,
+        hashed_ahead: hashed_ahead.clone(),
         sync: args.sync,
         checksum_only: args.checksum_only,
         keep_setuid: args.keep_setuid,
@@ -507,6 +547,9 @@ fn transfer(
     // Before the end line, which is the last.
     if let Some(end) = far_end {
         print_far_started(end, json);
+    }
+    if let Some(ahead) = &hashed_ahead {
+        print_hashed_ahead(ahead.counts(), json);
     }
     if args.delta.is_some_and(|r| r.dry_run) {
         print_dry_run(&report, json);

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use longhaul_engine::cp::client::CpReport;
+use longhaul_engine::cp::hash_ahead::HashedCounts;
 use longhaul_engine::cp::telemetry::CpVerdict;
 use longhaul_engine::ssh::launch::FarEnd;
 use longhaul_model::units::{format_bytes, format_rate_bps};
@@ -53,6 +54,23 @@ pub(super) fn print_far_started(end: &FarEnd, json: bool) {
     if let Some((port, _)) = end.via_connect_back() {
         say(&format!(
             "Data: the far end connected back to this host's port {port} (its own port was not reachable)"
+        ));
+    }
+}
+
+/// A `sync --checksum` pull's old copies hashed while the far end started: how many the
+/// receiver took instead of reading them again.
+pub(super) fn print_hashed_ahead(c: HashedCounts, json: bool) {
+    if json {
+        emit_json(&json!({
+            "type": "hashed_ahead",
+            "files": c.hashed, "used_files": c.used_files, "used_bytes": c.used_bytes,
+        }));
+    } else if c.used_files > 0 {
+        say(&format!(
+            "Old copies: {} file(s), {:.1} MB hashed while the transfer was set up",
+            c.used_files,
+            c.used_bytes as f64 / 1e6
         ));
     }
 }

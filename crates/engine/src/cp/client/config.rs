@@ -96,4 +96,7 @@ pub struct CpConfig {
     pub hard_links: bool,
     /// What a pull may hold, checked before the request (`None`: no check).
     pub memory_gate: Option<MemoryGate>,
+    /// A `sync --checksum` pull: the destination's old copies, hashed while the far end
+    /// started (`cp::hash_ahead`; `None`: hashed when the list names them).
+    pub hashed_ahead: Option<std::sync::Arc<crate::cp::hash_ahead::HashedAhead>>,
 }

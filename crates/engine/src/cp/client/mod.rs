@@ -410,6 +410,7 @@ pub fn run_cp(
                 Dest::Local(dest) => {
                     let mut t = local_target(&dest, cfg.no_clobber, cfg.checksum_only, cfg.sync)?;
                     t.keep_setuid = cfg.keep_setuid;
+                    t.hashed_ahead = cfg.hashed_ahead.clone();
                     t
                 }
                 // Landed by the daemon, with its own rules (caps, set-user-ID bits).

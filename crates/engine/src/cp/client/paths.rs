@@ -57,6 +57,7 @@ pub(super) fn local_target(
         answered_ahead: false,
         share: None,
         is_dir: None,
+        hashed_ahead: None,
     })
 }
 

@@ -68,6 +68,8 @@ pub struct RecvTarget {
     /// Whether `target` is a directory as the client found it (`None`: looked at here):
     /// a striped copy's pairs place alike while one of them creates it.
     pub is_dir: Option<bool>,
+    /// Sync `--checksum`: the old copies hashed while the far end started.
+    pub hashed_ahead: Option<Arc<crate::cp::hash_ahead::HashedAhead>>,
 }
 
 /// Chunks of a file to hash from disk: (file id, chunk indices).
@@ -253,11 +255,13 @@ pub fn run_receiver(
     let shared = Arc::new(Shared {
         session: Mutex::new(session),
         // A cache that cannot be opened (no home, read-only) only costs re-reading.
-        store: Store::new(Arc::new(receiving), chunk_size).with_hash_cache(
-            target
-                .delta
-                .and_then(|_| crate::cp::hash_cache::HashCache::open_default().ok()),
-        ),
+        store: Store::new(Arc::new(receiving), chunk_size)
+            .with_hash_cache(
+                target
+                    .delta
+                    .and_then(|_| crate::cp::hash_cache::HashCache::open_default().ok()),
+            )
+            .with_hashed_ahead(target.hashed_ahead.clone()),
         control: control.tx.clone(),
         stop: Stop::default(),
         progress,
@@ -275,6 +279,10 @@ pub fn run_receiver(
         if let Err(e) = shared.with(|s| Ok(s.handle(msg)?)) {
             return Err(refuse(&control, e));
         }
+    }
+    // Every old copy the list names is hashed by now: hashing ahead has no more to do.
+    if let Some(ahead) = &target.hashed_ahead {
+        ahead.stop();
     }
     // The data streams, which may still have been attaching while the list was read.
     let streams = match streams() {

@@ -43,6 +43,7 @@ use longhaul_transfer::session::recv::{LookResult, OldCopy};
 use longhaul_transfer::session::{RecvEvent, RecvSession, SessionError};
 use longhaul_transfer::{DestEntry, DestListing, Removal};
 
+use crate::cp::hash_ahead::HashedAhead;
 use crate::cp::hash_cache::HashCache;
 
 mod commit;
@@ -142,6 +143,8 @@ pub struct Store {
     unsynced_dirs: Mutex<BTreeSet<PathBuf>>,
     /// Sync: chunk hashes of destination files kept across runs ([`Store::with_hash_cache`]).
     hash_cache: Option<HashCache>,
+    /// Sync: old copies hashed while the far end started ([`Store::with_hashed_ahead`]).
+    hashed_ahead: Option<Arc<HashedAhead>>,
 }
 
 /// What answering an event needs from the session: the answer to give it.
@@ -209,6 +212,7 @@ impl Store {
             chunk_size,
             unsynced_dirs: Mutex::new(BTreeSet::new()),
             hash_cache: None,
+            hashed_ahead: None,
         }
     }
 
@@ -216,6 +220,13 @@ impl Store {
     /// unchanged huge file is not read again by the next sync.
     pub fn with_hash_cache(mut self, cache: Option<HashCache>) -> Self {
         self.hash_cache = cache;
+        self
+    }
+
+    /// Sync `--checksum`: old copies' chunk hashes made ahead (`cp::hash_ahead`) are taken
+    /// while the file is still who it was when hashed.
+    pub fn with_hashed_ahead(mut self, ahead: Option<Arc<HashedAhead>>) -> Self {
+        self.hashed_ahead = ahead;
         self
     }
 
@@ -291,8 +302,15 @@ impl Store {
                 ..
             } => {
                 let cache = self.hash_cache.as_ref().filter(|_| trust_cache);
-                let old = super::old_copy::hash_old(&self.root, &final_rel, self.chunk_size, cache)
-                    .map_err(|e| e.to_string());
+                let ahead = self.hashed_ahead.as_deref();
+                let old = super::old_copy::hash_old(
+                    &self.root,
+                    &final_rel,
+                    self.chunk_size,
+                    cache,
+                    ahead,
+                )
+                .map_err(|e| e.to_string());
                 Ok(Answer::OldHashed(id, old))
             }
             RecvEvent::SetMode { rel, mode } => {
