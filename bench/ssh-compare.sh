@@ -80,7 +80,7 @@ in_a() { "$lh" emulate exec "$name" a -- "$@"; }
 in_b() { "$lh" emulate exec "$name" b -- "$@"; }
 
 # A private sshd in b: throwaway host and user keys, root by key only.
-mkdir -p "$work/ssh" "$work/src" "$work/far" "$work/back" "$work/home"
+mkdir -p "$work/ssh" "$work/src" "$work/far" "$work/back" "$work/home" /run/sshd
 ssh-keygen -q -t ed25519 -N '' -f "$work/ssh/host" && ssh-keygen -q -t ed25519 -N '' -f "$work/ssh/user"
 cat > "$work/ssh/sshd_config" <<EOF
 Port 2222

@@ -36,6 +36,7 @@ if [ -x /usr/sbin/sshd ]; then
   printf '%s\n' "Port 2222" "ListenAddress $far" "HostKey $work/ssh/host" \
     "AuthorizedKeysFile $work/ssh/user.pub" "PermitRootLogin prohibit-password" "StrictModes no" \
     "UsePAM no" "PidFile $work/sshd.pid" > "$work/ssh/sshd_config"
+  mkdir -p /run/sshd  # sshd's privilege separation directory (absent on a fresh host)
   in_b /usr/sbin/sshd -f "$work/ssh/sshd_config" && ssh_ok=true
 fi
 sshopts="-p 2222 -i $work/ssh/user -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
