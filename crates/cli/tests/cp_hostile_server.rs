@@ -14,12 +14,36 @@ use std::time::Duration;
 
 use longhaul_engine::transport::framed::{Frame, FramedConn};
 use longhaul_engine::transport::tls::ServerTls;
-use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry, TransferMessage};
+use longhaul_proto::transfer::{
+    ChunkHeader, EntryKind, FileEntry, TransferMessage, CHUNK_FLAG_HASH_AFTER,
+};
 use longhaul_proto::{Message, ServerEvent, ServerSession};
 use support::*;
 
+/// How the server frames each chunk on its data stream.
+#[derive(Clone, Copy)]
+enum Framing {
+    /// The hash in the header, before the bytes.
+    HashFirst,
+    /// The hash in a trailer after the bytes (`features::HASH_AFTER`).
+    HashAfter,
+    /// A trailer after the bytes that names another chunk.
+    WrongTrailer,
+}
+
 /// Serves one pull with a lying file list, then sends the lie's bytes and digest.
 fn lying_server(listener: TcpListener, token_file: std::path::PathBuf, lie: Vec<FileEntry>) {
+    serve_list(listener, token_file, lie, Framing::HashFirst)
+}
+
+/// Serves one pull of `list` (a lie or not), then its bytes framed as `framing` says, and
+/// its digests.
+fn serve_list(
+    listener: TcpListener,
+    token_file: std::path::PathBuf,
+    lie: Vec<FileEntry>,
+    framing: Framing,
+) {
     let (token, _) = longhaul_engine::token::load_token(Some(&token_file)).expect("token");
     // A server of its own identity: the client (a fresh home) pins it on first contact.
     let tls = ServerTls::ephemeral().unwrap();
@@ -144,16 +168,46 @@ fn lying_server(listener: TcpListener, token_file: std::path::PathBuf, lie: Vec<
             len: e.size as u32,
             hash,
         };
-        let _ = (&data[0]).write_all(&header.encode(&chunk_key));
-        let _ = (&data[0]).write_all(&bytes);
+        // A client that refused may have gone: what it missed does not matter.
+        let send = |b: &[u8]| {
+            let _ = (&data[0]).write_all(b);
+        };
+        match framing {
+            Framing::HashFirst => {
+                send(&header.encode(&chunk_key));
+                send(&bytes);
+            }
+            Framing::HashAfter | Framing::WrongTrailer => {
+                let after = ChunkHeader {
+                    flags: CHUNK_FLAG_HASH_AFTER,
+                    hash: [0; 32],
+                    ..header
+                };
+                let mut trailer = after.trailer(hash);
+                if matches!(framing, Framing::WrongTrailer) {
+                    trailer.index = 1;
+                }
+                send(&after.encode(&chunk_key));
+                send(&bytes);
+                send(&trailer.encode(&chunk_key));
+            }
+        }
         let _ = conn.send_transfer(&TransferMessage::FileDigest {
             file: i as u32,
             blake3: hash,
         });
     }
-    let _ = conn.send_transfer(&TransferMessage::TransferDone { files: n, bytes: 0 });
-    // Read until the client hangs up (it sends its refusal first).
-    while conn.recv_any().is_ok() {}
+    // Done once every file's commit is in, as a real sender; read until the client hangs
+    // up (a client that refused says so first).
+    let mut committed = 0;
+    while let Ok(frame) = conn.recv_any() {
+        if let Frame::Transfer(TransferMessage::FileCommitted { .. }) = frame {
+            committed += 1;
+            if committed == n {
+                let _ = conn.send_transfer(&TransferMessage::TransferDone { files: n, bytes });
+            }
+        }
+    }
     drop(data);
 }
 
@@ -199,6 +253,44 @@ fn a_pull_refuses_a_file_list_naming_what_was_not_asked_for() {
             run.describe()
         );
         server.join().expect("the lying server ended");
+        let _ = fs::remove_dir_all(&s.0);
+    }
+}
+
+/// A chunk whose hash follows its bytes (`features::HASH_AFTER`) is taken with its own
+/// trailer, and a trailer that names another chunk stops the pull with the reason: nothing
+/// is written then.
+#[test]
+fn a_pull_takes_a_hash_after_its_bytes_only_with_the_chunk_s_own_trailer() {
+    for (framing, ok) in [(Framing::HashAfter, true), (Framing::WrongTrailer, false)] {
+        let s = Scratch::new("hash-after");
+        let home = s.dir("home");
+        let dest = s.dir("dest");
+        let token = s.join("token");
+        write_file(&token, b"ecd84607eccf70ac856e7d746ee36456", 0o600);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = {
+            let token = token.clone();
+            let list = vec![dotfile("big.h5")];
+            std::thread::spawn(move || serve_list(listener, token, list, framing))
+        };
+        let run = cp!(&home; "--token-file", &token, format!("longhaul://127.0.0.1:{port}/big.h5"), &dest);
+        if ok {
+            run.assert_code(0);
+            let got = fs::read(dest.join("big.h5"));
+            assert!(
+                got.as_ref().is_ok_and(|b| *b == vec![b'#'; 30]),
+                "{got:?} {:?} {}",
+                names_under(&dest),
+                run.describe()
+            );
+        } else {
+            run.assert_code(2);
+            assert!(run.stderr.contains("not its trailer"), "{}", run.describe());
+            assert!(names_under(&dest).is_empty(), "{:?}", names_under(&dest));
+        }
+        server.join().expect("the server ended");
         let _ = fs::remove_dir_all(&s.0);
     }
 }

@@ -6,7 +6,11 @@
 //! Each stage's work is timed with the calling thread's CPU clock into a per-thread
 //! tally ([`timed`]); the data-stream threads move their tally into the session's
 //! [`StageTimes`] after every chunk ([`StageTimes::take_thread`]). Two clock reads per
-//! timed call, a few per 256 KiB piece: about a millisecond per GB.
+//! timed call, a few per 256 KiB piece: about a millisecond per GB. The thread's CPU clock
+//! is a system call (0.5 us on this VM), so a loop that changes stage every few
+//! microseconds (a TLS sender's records: read, hash, seal, 16 KiB each) is timed as one
+//! [`Stretch`] instead: its CPU time read twice, split among its stages by their shares
+//! of the wall clock (which the vDSO reads for 20 ns).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,6 +43,52 @@ pub fn timed<T>(stage: Stage, f: impl FnOnce() -> T) -> T {
         c.set(c.get().saturating_add(spent.as_nanos() as u64));
     });
     out
+}
+
+/// A stretch of work that changes stage every few microseconds, without blocking: its CPU
+/// time (the thread's clock, read at [`Stretch::begin`] and [`Stretch::end`]) goes to its
+/// stages in proportion to the wall time each took ([`Stretch::done`]). Timing each step
+/// with the CPU clock cost 2.1 us per 16 KiB record, 0.13 s/GB, at a TLS sender.
+pub struct Stretch {
+    cpu: Duration,
+    start: std::time::Instant,
+    last: std::time::Instant,
+    wall: [Duration; STAGES],
+}
+
+impl Stretch {
+    /// Starts the stretch.
+    pub fn begin() -> Self {
+        let now = std::time::Instant::now();
+        Self {
+            cpu: longhaul_sys::cpu::thread_cpu_time(),
+            start: now,
+            last: now,
+            wall: [Duration::ZERO; STAGES],
+        }
+    }
+
+    /// The time since the last step (or the start) was `stage`'s.
+    pub fn done(&mut self, stage: Stage) {
+        let now = std::time::Instant::now();
+        self.wall[stage as usize] += now - std::mem::replace(&mut self.last, now);
+    }
+
+    /// Ends the stretch: its CPU time, split by the stages' shares of its wall time, into
+    /// this thread's tally (the share of time in no step goes to none).
+    pub fn end(self) {
+        let cpu = longhaul_sys::cpu::thread_cpu_time().saturating_sub(self.cpu);
+        let wall = self.start.elapsed();
+        if wall.is_zero() {
+            return;
+        }
+        TALLY.with(|t| {
+            for (cell, w) in t.iter().zip(self.wall) {
+                let share = cpu.as_nanos() as f64 * (w.as_secs_f64() / wall.as_secs_f64()).min(1.0);
+                cell.set(cell.get().saturating_add(share as u64));
+            }
+        });
+    }
 }
 
 /// A session's CPU time per stage, summed over its threads.
@@ -154,6 +204,33 @@ mod tests {
         assert_eq!(
             s.rest(Duration::from_secs(1)),
             Duration::from_secs(1) - s.hash - s.disk
+        );
+    }
+
+    #[test]
+    fn a_stretch_splits_its_cpu_time_by_the_steps_and_gives_none_to_the_tail() {
+        let times = StageTimes::default();
+        let before = longhaul_sys::cpu::thread_cpu_time();
+        let mut st = Stretch::begin();
+        spin(Duration::from_millis(40));
+        st.done(Stage::Hash);
+        spin(Duration::from_millis(20));
+        st.done(Stage::Disk);
+        // In no step: neither stage's.
+        spin(Duration::from_millis(20));
+        st.end();
+        let spent = longhaul_sys::cpu::thread_cpu_time() - before;
+        times.take_thread();
+        let s = times.split();
+        // Shares of the wall clock: loose bounds, a busy host preempts the test.
+        assert!(s.hash >= Duration::from_millis(20), "{s:?}");
+        assert!(s.disk >= Duration::from_millis(8), "{s:?}");
+        assert!(s.hash > s.disk, "{s:?}");
+        assert_eq!(s.cipher, Duration::ZERO, "{s:?}");
+        assert!(s.hash + s.disk <= spent, "{s:?} of {spent:?}");
+        assert!(
+            s.hash + s.disk <= Duration::from_millis(75),
+            "the tail counted: {s:?}"
         );
     }
 }

@@ -130,6 +130,12 @@ pub mod features {
     /// `SkipFile` for another pair's entry; as a destination, it runs a relayed pull of one
     /// share. A client asks only servers that have it.
     pub const STRIPES: u64 = 1 << 11;
+    /// A chunk's hash may follow its bytes on an encrypted data stream
+    /// ([`crate::transfer::CHUNK_FLAG_HASH_AFTER`], then a [`crate::transfer::CHUNK_FLAG_TRAILER`]
+    /// header): the sender hashes each record's bytes as it seals them and reads the file
+    /// once, not once to hash and once to send. The receiver announces it; a sender uses
+    /// it only towards one that did.
+    pub const HASH_AFTER: u64 = 1 << 12;
     /// Everything this build implements.
     pub const ALL: u64 = BENCH
         | NAMESPACE
@@ -141,7 +147,8 @@ pub mod features {
         | JUMP_VERDICT
         | WARMUP
         | ANSWER_AHEAD
-        | HELD_RATE;
+        | HELD_RATE
+        | HASH_AFTER;
     /// What a client announces unless asked for more.
     pub const DEFAULT: u64 = BENCH
         | INTERVALS
@@ -152,5 +159,6 @@ pub mod features {
         | HELD_RATE
         | TICKETS
         | NAMESPACE
-        | STRIPES;
+        | STRIPES
+        | HASH_AFTER;
 }

@@ -1,7 +1,8 @@
 //! A chunk header is checked against the file's chunk grid before anything is hashed: a
 //! token holder that sends `len = 0` for a chunk of a multi-chunk file (or a length or
 //! offset off the grid, or an index past the end) gets a protocol error, not a plan whose
-//! hasher panics in blake3 ("empty subtree") and kills the stream thread.
+//! hasher panics in blake3 ("empty subtree") and kills the stream thread. A sender that
+//! says the transfer is done before the files are whole is refused too.
 
 // The sessions take `now` from their driver: a test needs one Instant to offset from.
 #![allow(clippy::disallowed_methods)]
@@ -136,4 +137,20 @@ fn headers_off_the_chunk_grid_are_refused_before_hashing() {
     };
     rx.chunk_header(&last)
         .expect("the last, short chunk is on the grid");
+}
+
+/// A sender that says `TransferDone` while a file of the list has not arrived whole (a
+/// hostile or broken one: a real sender waits for every file's commit) stops the session
+/// with a protocol error; the receiver must not end as if the copy were complete.
+#[test]
+fn a_transfer_done_before_the_files_are_whole_is_refused() {
+    let (mut rx, _) = open_file();
+    let done = longhaul_proto::transfer::TransferMessage::TransferDone { files: 1, bytes: 0 };
+    match rx.handle(done) {
+        Err(SessionError::Protocol(why)) => {
+            assert!(why.contains("1 entry not received whole"), "{why}")
+        }
+        other => panic!("an early TransferDone was taken: {other:?}"),
+    }
+    assert!(!rx.is_done());
 }

@@ -464,12 +464,8 @@ pub(super) struct Attach {
     pub(super) id: u64,
     pub(super) secret: SessionSecret,
     pub(super) plain_data: bool,
-    /// The client takes interval reports when this end sends (a pull).
-    pub(super) intervals: bool,
-    /// The client takes the jump-start's verdict when this end sends.
-    pub(super) jump_verdict: bool,
-    /// The client takes the held rate beside the interval reports when this end sends.
-    pub(super) held_rate: bool,
+    /// What the client announced (`longhaul_proto::features`).
+    pub(super) features: u64,
     pub(super) expected: Option<Expected>,
     /// The session's memory, held until the transfer ends.
     pub(super) hold: Option<MemoryHold>,
@@ -518,15 +514,7 @@ impl StreamAttach for Attach {
         Ok(need.chunk_bytes)
     }
 
-    fn peer_takes_intervals(&self) -> bool {
-        self.intervals
-    }
-
-    fn peer_takes_jump_verdict(&self) -> bool {
-        self.jump_verdict
-    }
-
-    fn peer_takes_held_rate(&self) -> bool {
-        self.held_rate
+    fn peer_features(&self) -> u64 {
+        self.features
     }
 }

@@ -99,9 +99,7 @@ pub(super) fn run_session(
     let (secret, params, plain_data) = {
         let mut secret = None;
         let mut plain_data = false;
-        let mut intervals = false;
-        let mut jump_verdict = false;
-        let mut held_rate = false;
+        let mut peer_features = 0;
         let mut access = Access::Token(0);
         // What a ticket's holder may pull (a session that proved a ticket).
         let mut ticket: Option<TicketScope> = None;
@@ -168,9 +166,7 @@ pub(super) fn run_session(
                         secret = Some(s);
                         access = a;
                         plain_data = features & longhaul_proto::features::PLAIN_DATA != 0;
-                        intervals = features & longhaul_proto::features::TRANSFER_INTERVALS != 0;
-                        jump_verdict = features & longhaul_proto::features::JUMP_VERDICT != 0;
-                        held_rate = features & longhaul_proto::features::HELD_RATE != 0;
+                        peer_features = features;
                     }
                     ServerEvent::Params(_) | ServerEvent::HostReportRequested { .. }
                         if ticket.is_some() =>
@@ -269,9 +265,7 @@ pub(super) fn run_session(
                         id,
                         secret: s,
                         plain_data,
-                        intervals,
-                        jump_verdict,
-                        held_rate,
+                        features: peer_features,
                         expected: None,
                         hold: None,
                     };

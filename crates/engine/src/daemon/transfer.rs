@@ -46,20 +46,11 @@ pub trait StreamAttach {
     /// transfer; with `cut_chunk` (a push, whose chunks the server holds) the chunk may be
     /// made smaller to fit. Returns the chunk size, or the words to refuse with.
     fn reserve_memory(&mut self, need: MemoryNeed, cut_chunk: bool) -> Result<u64, String>;
-    /// Whether the client takes interval reports from a sending server
-    /// ([`longhaul_proto::features::TRANSFER_INTERVALS`]).
-    fn peer_takes_intervals(&self) -> bool {
-        false
-    }
-    /// Whether the client takes the jump-start's verdict from a sending server
-    /// ([`longhaul_proto::features::JUMP_VERDICT`]).
-    fn peer_takes_jump_verdict(&self) -> bool {
-        false
-    }
-    /// Whether the client takes the held rate beside the interval reports
-    /// ([`longhaul_proto::features::HELD_RATE`]).
-    fn peer_takes_held_rate(&self) -> bool {
-        false
+    /// The features the client announced ([`longhaul_proto::features`]): what a sending
+    /// server may tell it (intervals, the jump's verdict, the held rate) and how it may
+    /// frame chunks (their hashes after their bytes).
+    fn peer_features(&self) -> u64 {
+        0
     }
     /// The transfer ended having sent and received these payload bytes in `seconds`, in
     /// exported area `area` if any (for the server's counters).
@@ -316,9 +307,12 @@ pub fn serve_transfer(
     // The data connections attach while the file list crosses, either way: a push's
     // receiver and a pull's sender take them once the list is out (its answer and the
     // attachments then arrive together: a round trip less before data on a long path).
-    let takes_intervals = attach.peer_takes_intervals();
-    let takes_verdict = attach.peer_takes_jump_verdict();
-    let takes_held = attach.peer_takes_held_rate();
+    let peer = attach.peer_features();
+    let takes = |f: u64| peer & f != 0;
+    let takes_intervals = takes(longhaul_proto::features::TRANSFER_INTERVALS);
+    let takes_verdict = takes(longhaul_proto::features::JUMP_VERDICT);
+    let takes_held = takes(longhaul_proto::features::HELD_RATE);
+    let takes_hash_after = takes(longhaul_proto::features::HASH_AFTER);
     let link = ControlLink::start(conn).map_err(ServeError::io("starting the control link"))?;
     let gone = link.gone();
     let mut collect = || -> Result<Vec<SecureStream>, CpError> {
@@ -409,6 +403,7 @@ pub fn serve_transfer(
             sender.report_held = takes_held;
         }
         sender.tell_jump_verdict = takes_verdict;
+        sender.hash_after = takes_hash_after;
         // The same pacer start and validation as a push's sender and bench's.
         sender.jump = jump.as_ref().and_then(ServerJump::validator);
         if opts.delta {

@@ -21,6 +21,14 @@ pub const CHUNK_FLAG_SAME: u32 = 2;
 /// receiver reads and drops them. At most one per stream, before its first chunk, and at
 /// most [`MAX_WARMUP_BYTES`].
 pub const CHUNK_FLAG_WARMUP: u32 = 4;
+/// Flag bit of [`ChunkHeader::flags`], alone ([`crate::features::HASH_AFTER`]): `len`
+/// bytes follow, then a [`CHUNK_FLAG_TRAILER`] header that carries the chunk's hash; this
+/// header's hash is zeros.
+pub const CHUNK_FLAG_HASH_AFTER: u32 = 8;
+/// Flag bit of [`ChunkHeader::flags`], alone: the header after a [`CHUNK_FLAG_HASH_AFTER`]
+/// chunk's bytes, naming the same file, index, offset and length, with the chunk's hash
+/// (under the same MAC as any header); no bytes follow it.
+pub const CHUNK_FLAG_TRAILER: u32 = 16;
 /// The longest warm-up run: a stream's initial window (10 segments of a 9000-byte MTU
 /// are 90 KB) with room for a route's larger `initcwnd`.
 pub const MAX_WARMUP_BYTES: u32 = 1 << 20;
@@ -67,9 +75,41 @@ impl ChunkHeader {
         self.flags == CHUNK_FLAG_WARMUP
     }
 
+    /// Whether the chunk's hash comes after its bytes, in a trailer
+    /// ([`CHUNK_FLAG_HASH_AFTER`]).
+    pub fn hash_after(&self) -> bool {
+        self.flags == CHUNK_FLAG_HASH_AFTER
+    }
+
+    /// The trailer of this [`CHUNK_FLAG_HASH_AFTER`] chunk, carrying its `hash`.
+    pub fn trailer(&self, hash: [u8; 32]) -> Self {
+        Self {
+            flags: CHUNK_FLAG_TRAILER,
+            hash,
+            ..*self
+        }
+    }
+
+    /// The chunk as if its hash had come first: this header with the `trailer`'s hash,
+    /// when `trailer` is this chunk's ([`CHUNK_FLAG_TRAILER`], the same file, index,
+    /// offset and length); `None` otherwise.
+    pub fn with_trailer(&self, trailer: &Self) -> Option<Self> {
+        let same = *trailer
+            == Self {
+                flags: CHUNK_FLAG_TRAILER,
+                hash: trailer.hash,
+                ..*self
+            };
+        (self.hash_after() && same).then_some(Self {
+            flags: 0,
+            hash: trailer.hash,
+            ..*self
+        })
+    }
+
     /// Bytes of payload that follow this header.
     pub fn payload_len(&self) -> u64 {
-        if self.flags & (CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME) != 0 {
+        if self.flags & (CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME | CHUNK_FLAG_TRAILER) != 0 {
             0
         } else {
             u64::from(self.len)
@@ -139,9 +179,14 @@ impl ChunkHeader {
             }
             return Ok(h);
         }
-        if h.file > MAX_FILE_ID
-            || h.flags & !(CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME) != 0
-            || h.flags == CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME
+        // Hash-after and trailer stand alone; hole and same do not go together.
+        let alone = [CHUNK_FLAG_HASH_AFTER, CHUNK_FLAG_TRAILER];
+        let flags_ok = alone.contains(&h.flags)
+            || (h.flags & !(CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME) == 0
+                && h.flags != CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME);
+        if (h.flags == CHUNK_FLAG_HASH_AFTER && h.hash != [0; 32])
+            || h.file > MAX_FILE_ID
+            || !flags_ok
             || u64::from(h.len) > MAX_CHUNK_BYTES
         {
             return Err(invalid("chunk header", format!("out of bounds: {h:?}")));
@@ -201,6 +246,56 @@ mod tests {
         for h in odd {
             let e = ChunkHeader::decode(&h.encode(&key), &key).unwrap_err();
             assert!(e.to_string().contains("warm-up"), "{h:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_hash_after_chunk_takes_only_its_own_trailer() {
+        let key = ChunkKey::from_bytes([9; 32]);
+        let h = ChunkHeader {
+            file: 4,
+            index: 2,
+            flags: CHUNK_FLAG_HASH_AFTER,
+            offset: 8 << 20,
+            len: 4 << 20,
+            hash: [0; 32],
+        };
+        assert!(h.hash_after());
+        assert_eq!(h.payload_len(), 4 << 20);
+        let t = h.trailer([5; 32]);
+        assert_eq!(t.payload_len(), 0);
+        for x in [h, t] {
+            assert_eq!(ChunkHeader::decode(&x.encode(&key), &key).unwrap(), x);
+        }
+        // The chunk as if its hash had come first.
+        let whole = h.with_trailer(&t).unwrap();
+        assert_eq!((whole.flags, whole.hash), (0, [5; 32]));
+        // Another chunk's trailer, or a header that is none, is no answer.
+        let others = [
+            ChunkHeader { index: 3, ..t },
+            ChunkHeader { offset: 0, ..t },
+            ChunkHeader { len: 1, ..t },
+            ChunkHeader { file: 5, ..t },
+            ChunkHeader { flags: 0, ..t },
+        ];
+        for o in others {
+            assert_eq!(h.with_trailer(&o), None, "{o:?}");
+        }
+        assert_eq!(ChunkHeader { flags: 0, ..h }.with_trailer(&t), None);
+        // Hash-after with a hash, or with another flag, does not decode.
+        let odd = [
+            ChunkHeader { hash: [1; 32], ..h },
+            ChunkHeader {
+                flags: CHUNK_FLAG_HASH_AFTER | CHUNK_FLAG_HOLE,
+                ..h
+            },
+            ChunkHeader {
+                flags: CHUNK_FLAG_TRAILER | CHUNK_FLAG_SAME,
+                ..t
+            },
+        ];
+        for o in odd {
+            assert!(ChunkHeader::decode(&o.encode(&key), &key).is_err(), "{o:?}");
         }
     }
 }

@@ -41,7 +41,8 @@ mod pack;
 mod validate;
 
 pub use chunk_header::{
-    ChunkHeader, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME, CHUNK_FLAG_WARMUP, MAX_WARMUP_BYTES,
+    ChunkHeader, CHUNK_FLAG_HASH_AFTER, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME, CHUNK_FLAG_TRAILER,
+    CHUNK_FLAG_WARMUP, MAX_WARMUP_BYTES,
 };
 pub use codec::{decode_transfer_frame, encode_transfer_frame};
 pub use message::{

@@ -299,6 +299,8 @@ pub fn run_cp(
         && jump.plan.is_none()
         && !cfg.checksum_only
         && session.features() & longhaul_proto::features::WARMUP != 0;
+    // The server's receiver takes chunks' hashes after their bytes.
+    let hash_after = session.features() & longhaul_proto::features::HASH_AFTER != 0;
     let key = session.chunk_key().filter(|_| warm);
     let (ready, warm_spans) = std::thread::scope(|scope| {
         let runs: Vec<_> = match &key {
@@ -380,6 +382,7 @@ pub fn run_cp(
                 (cfg.window.is_none() && cfg.rate_bps.is_none() && rtt >= Duration::from_millis(1))
                     .then(|| RateProbe::new(rtt, start.congestion != "bbr"));
             sender.jump = jump.plan.map(|p| JumpValidator::new(p, rtt));
+            sender.hash_after = hash_after;
             let (out, paced) = run_sender(sender, link, || Ok(socks), chunk_key, progress.clone())?;
             jump.restore_route();
             let mut jump_report = jump.report;

@@ -8,6 +8,7 @@ use std::net::Shutdown;
 use std::sync::Arc;
 
 use longhaul_proto::transfer::ChunkHeader;
+use longhaul_proto::ChunkKey;
 use longhaul_sys::aligned::AlignedBuf;
 use longhaul_transfer::session::recv::Arrival;
 
@@ -72,6 +73,29 @@ enum ChunkFail {
     Stop(String),
 }
 
+/// Reads the trailer of hash-after chunk `h` and gives the chunk with its hash; a header
+/// that is not this chunk's trailer stops the transfer (the sender broke the protocol).
+fn trailer_of(
+    sock: &mut SecureStream,
+    stream: usize,
+    h: &ChunkHeader,
+    key: &ChunkKey,
+) -> Result<ChunkHeader, ChunkFail> {
+    let mut b = [0u8; ChunkHeader::LEN];
+    sock.read_exact(&mut b)
+        .map_err(|e| read_failed(stream, e))?;
+    let t = ChunkHeader::decode(&b, key)
+        .map_err(|e| ChunkFail::Stop(format!("data stream {stream}: {e}")))?;
+    h.with_trailer(&t).ok_or_else(|| {
+        ChunkFail::Stop(format!(
+            "data stream {stream}: chunk {} of file {} was followed by {t:?}, not its \
+             trailer (the sender breaks the protocol; install the same longhaul version at \
+             both ends)",
+            h.index, h.file
+        ))
+    })
+}
+
 /// Reads a whole header; `false` on a clean end of stream before it.
 fn read_header(sock: &mut SecureStream, hdr: &mut [u8]) -> io::Result<bool> {
     let mut got = 0;
@@ -115,6 +139,13 @@ fn receive_chunk(
     }
     *began = true;
     crate::startup::note_first_data();
+    // A hash that follows the bytes: the session sees the chunk as if it came first.
+    let wire = h;
+    let h = if wire.hash_after() {
+        ChunkHeader { flags: 0, ..wire }
+    } else {
+        wire
+    };
     let plan = sh
         .lock()
         .and_then(|mut s| Ok(s.chunk_header(&h)?))
@@ -146,6 +177,11 @@ fn receive_chunk(
         // The next header may be the stream's last bytes.
         sock.expect_bulk(0);
     }
+    let h = if wire.hash_after() {
+        trailer_of(sock, stream, &wire, &sh.chunk_key)?
+    } else {
+        h
+    };
     let computed = hasher.finish();
     let arrival = sh
         .with(|s| Ok(s.chunk_arrived(&h, computed)?))

@@ -97,6 +97,10 @@ pub struct Sender {
     /// With the interval reports, tell the receiver the rate the pacer holds (a pull's
     /// server, when the client takes it).
     pub report_held: bool,
+    /// The receiver takes a chunk's hash after its bytes
+    /// ([`longhaul_proto::features::HASH_AFTER`]): on an encrypted stream each record is
+    /// hashed as it is sealed, and the file read once.
+    pub hash_after: bool,
 }
 
 /// What the rate controller of a sender ended with.
@@ -141,6 +145,7 @@ impl Sender {
             report_every: None,
             tell_jump_verdict: false,
             report_held: false,
+            hash_after: false,
             jump: None,
         })
     }
@@ -160,6 +165,8 @@ struct Shared {
     done: AtomicBool,
     /// Authenticates every chunk header (and through its hash, the chunk).
     chunk_key: ChunkKey,
+    /// See [`Sender::hash_after`].
+    hash_after: bool,
     /// Sync: see [`Sender::hash_cache`].
     hash_cache: Option<(HashCache, bool)>,
     /// Sync: each compared file's chunk hashes, computed once (by entry).
@@ -220,6 +227,7 @@ pub fn run_sender(
         jump,
         tell_jump_verdict,
         report_held,
+        hash_after,
     } = sender;
     let checksum_only = session.checksum_only();
     let (hash_tx, hash_rx) = mpsc::channel();
@@ -235,6 +243,7 @@ pub fn run_sender(
         sparse: Mutex::new(HashMap::new()),
         done: AtomicBool::new(false),
         chunk_key,
+        hash_after,
         hash_cache,
         source_hashes: Mutex::new(HashMap::new()),
     });

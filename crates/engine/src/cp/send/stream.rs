@@ -8,12 +8,14 @@ use std::net::Shutdown;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use longhaul_proto::transfer::{ChunkHeader, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME};
+use longhaul_proto::transfer::{
+    ChunkHeader, CHUNK_FLAG_HASH_AFTER, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME,
+};
 use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::file_io;
 use longhaul_transfer::scheduler::Chunk;
 use longhaul_transfer::session::Work;
-use longhaul_transfer::{sparse, ChunkHash};
+use longhaul_transfer::{sparse, ChunkHash, ChunkHasher};
 
 use super::Shared;
 use crate::cp::chunk_io::{hash_file_chunks, hash_range};
@@ -215,6 +217,9 @@ fn send_chunk(
             return header_only(header, CHUNK_FLAG_SAME, sock);
         }
     }
+    if sh.hash_after && work.old.is_none() && sock.is_tls() {
+        return send_hash_after(sh, stream, file, header, hasher, sock);
+    }
     header.hash = hash_range(file, hasher, chunk.offset, chunk.len, buf).map_err(SendFail::Read)?;
     if work.old == Some(header.hash) {
         return header_only(header, CHUNK_FLAG_SAME, sock);
@@ -237,6 +242,43 @@ fn send_chunk(
     Ok(Sent {
         hash: header.hash,
         payload: chunk.len,
+        same: false,
+    })
+}
+
+/// Sends a chunk whose hash follows its bytes ([`CHUNK_FLAG_HASH_AFTER`], then its
+/// trailer): each record is hashed between its read and its sealing, so the file is read
+/// once. The hash describes the bytes sent, whatever a writer did to the file meanwhile
+/// (hash-first framing reads twice and a chunk that differs between its reads is sent
+/// again; neither makes a snapshot of a file written while it is copied).
+fn send_hash_after(
+    sh: &Shared,
+    stream: usize,
+    file: &File,
+    mut header: ChunkHeader,
+    mut hasher: ChunkHasher,
+    sock: &mut SecureStream,
+) -> Result<Sent, SendFail> {
+    header.flags = CHUNK_FLAG_HASH_AFTER;
+    crate::startup::note_first_data();
+    sock.write_all(&header.encode(&sh.chunk_key))
+        .map_err(SendFail::Net)?;
+    sh.progress.stream_bytes(stream, u64::from(header.len));
+    let mut hash = |plain: &[u8]| hasher.update(plain);
+    sock.send_file_range_hashed(file, header.offset, u64::from(header.len), &mut hash)
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                SendFail::Read(io::Error::other("the file shrank while being sent"))
+            } else {
+                SendFail::Net(e)
+            }
+        })?;
+    let hash = hasher.finish();
+    sock.write_all(&header.trailer(hash).encode(&sh.chunk_key))
+        .map_err(SendFail::Net)?;
+    Ok(Sent {
+        hash,
+        payload: u64::from(header.len),
         same: false,
     })
 }

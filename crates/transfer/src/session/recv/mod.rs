@@ -367,6 +367,20 @@ impl RecvSession {
                     ))),
                 }
             }
+            (Phase::Receiving, TransferMessage::TransferDone { .. })
+                if !self.cfg.checksum_only && !self.dry_run() && !self.is_settled() =>
+            {
+                // A sender says so only once every file's commit has reached it: one that
+                // ends early would have this end report a partial copy as complete.
+                let unfinished = self.files.iter().flatten();
+                let unfinished = unfinished.filter(|f| f.state != FileState::Finished);
+                Err(SessionError::Protocol(format!(
+                    "the sender ended the transfer with {} entr{} not received whole; \
+                     nothing unfinished was committed (run the same command again to resume)",
+                    unfinished.clone().count(),
+                    if unfinished.count() == 1 { "y" } else { "ies" }
+                )))
+            }
             (Phase::Receiving, TransferMessage::TransferDone { .. }) => {
                 self.outbox.push_back(TransferMessage::TransferDone {
                     files: (self.outcome.files_ok + self.already) as u32,
