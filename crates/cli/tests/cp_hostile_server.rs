@@ -3,6 +3,8 @@
 //! scp's CVE-2019-6111 class. The real client must refuse the list, exit 2 saying why, and
 //! write nothing into the destination. The server here is a real TCP server speaking the
 //! real protocol through `longhaul-proto`'s session state machine; only its answer lies.
+//! The same server frames a chunk with its hash after its bytes (`features::HASH_AFTER`):
+//! taken with the chunk's own trailer, refused with another's.
 
 #[macro_use]
 mod support;
@@ -10,6 +12,7 @@ mod support;
 use std::fs;
 use std::io::Write;
 use std::net::TcpListener;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use longhaul_engine::transport::framed::{Frame, FramedConn};
@@ -29,11 +32,6 @@ enum Framing {
     HashAfter,
     /// A trailer after the bytes that names another chunk.
     WrongTrailer,
-}
-
-/// Serves one pull with a lying file list, then sends the lie's bytes and digest.
-fn lying_server(listener: TcpListener, token_file: std::path::PathBuf, lie: Vec<FileEntry>) {
-    serve_list(listener, token_file, lie, Framing::HashFirst)
 }
 
 /// Serves one pull of `list` (a lie or not), then its bytes framed as `framing` says, and
@@ -224,21 +222,30 @@ fn dotfile(path: &str) -> FileEntry {
     }
 }
 
+/// `longhaul cp longhaul://127.0.0.1:PORT/big.h5 DEST/` against a server that answers
+/// with `list`, its chunks framed as `framing` says; the run and the destination.
+fn pull_from(what: &str, list: Vec<FileEntry>, framing: Framing) -> (Scratch, PathBuf, CpRun) {
+    let s = Scratch::new(what);
+    let home = s.dir("home");
+    let dest = s.dir("dest");
+    let token = s.join("token");
+    write_file(&token, b"ecd84607eccf70ac856e7d746ee36456", 0o600);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = {
+        let token = token.clone();
+        std::thread::spawn(move || serve_list(listener, token, list, framing))
+    };
+    let run =
+        cp!(&home; "--token-file", &token, format!("longhaul://127.0.0.1:{port}/big.h5"), &dest);
+    server.join().expect("the server ended");
+    (s, dest, run)
+}
+
 #[test]
 fn a_pull_refuses_a_file_list_naming_what_was_not_asked_for() {
     for lie in [".bashrc", ".ssh/authorized_keys", "big.h5/../.profile"] {
-        let s = Scratch::new("hostile");
-        let home = s.dir("home");
-        let dest = s.dir("dest");
-        let token = s.join("token");
-        write_file(&token, b"ecd84607eccf70ac856e7d746ee36456", 0o600);
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let server = {
-            let (token, lie) = (token.clone(), vec![dotfile(lie)]);
-            std::thread::spawn(move || lying_server(listener, token, lie))
-        };
-        let run = cp!(&home; "--token-file", &token, format!("longhaul://127.0.0.1:{port}/big.h5"), &dest);
+        let (s, dest, run) = pull_from("hostile", vec![dotfile(lie)], Framing::HashFirst);
         assert!(
             names_under(&dest).is_empty(),
             "{lie}: the destination must stay empty, found {:?}; {}",
@@ -252,7 +259,6 @@ fn a_pull_refuses_a_file_list_naming_what_was_not_asked_for() {
             "{lie}: {}",
             run.describe()
         );
-        server.join().expect("the lying server ended");
         let _ = fs::remove_dir_all(&s.0);
     }
 }
@@ -263,19 +269,7 @@ fn a_pull_refuses_a_file_list_naming_what_was_not_asked_for() {
 #[test]
 fn a_pull_takes_a_hash_after_its_bytes_only_with_the_chunk_s_own_trailer() {
     for (framing, ok) in [(Framing::HashAfter, true), (Framing::WrongTrailer, false)] {
-        let s = Scratch::new("hash-after");
-        let home = s.dir("home");
-        let dest = s.dir("dest");
-        let token = s.join("token");
-        write_file(&token, b"ecd84607eccf70ac856e7d746ee36456", 0o600);
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let server = {
-            let token = token.clone();
-            let list = vec![dotfile("big.h5")];
-            std::thread::spawn(move || serve_list(listener, token, list, framing))
-        };
-        let run = cp!(&home; "--token-file", &token, format!("longhaul://127.0.0.1:{port}/big.h5"), &dest);
+        let (s, dest, run) = pull_from("hash-after", vec![dotfile("big.h5")], framing);
         if ok {
             run.assert_code(0);
             let got = fs::read(dest.join("big.h5"));
@@ -290,7 +284,6 @@ fn a_pull_takes_a_hash_after_its_bytes_only_with_the_chunk_s_own_trailer() {
             assert!(run.stderr.contains("not its trailer"), "{}", run.describe());
             assert!(names_under(&dest).is_empty(), "{:?}", names_under(&dest));
         }
-        server.join().expect("the server ended");
         let _ = fs::remove_dir_all(&s.0);
     }
 }

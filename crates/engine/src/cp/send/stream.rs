@@ -232,13 +232,7 @@ fn send_chunk(
     // stream's share at the start (64 x 4 MiB is 2.1 s of 1 Gbit/s).
     sh.progress.stream_bytes(stream, chunk.len);
     sock.send_file_range(file, chunk.offset, chunk.len, buf)
-        .map_err(|e| {
-            if e.kind() == io::ErrorKind::UnexpectedEof {
-                SendFail::Read(io::Error::other("the file shrank while being sent"))
-            } else {
-                SendFail::Net(e)
-            }
-        })?;
+        .map_err(sending_failed)?;
     Ok(Sent {
         hash: header.hash,
         payload: chunk.len,
@@ -266,13 +260,7 @@ fn send_hash_after(
     sh.progress.stream_bytes(stream, u64::from(header.len));
     let mut hash = |plain: &[u8]| hasher.update(plain);
     sock.send_file_range_hashed(file, header.offset, u64::from(header.len), &mut hash)
-        .map_err(|e| {
-            if e.kind() == io::ErrorKind::UnexpectedEof {
-                SendFail::Read(io::Error::other("the file shrank while being sent"))
-            } else {
-                SendFail::Net(e)
-            }
-        })?;
+        .map_err(sending_failed)?;
     let hash = hasher.finish();
     sock.write_all(&header.trailer(hash).encode(&sh.chunk_key))
         .map_err(SendFail::Net)?;
@@ -281,6 +269,16 @@ fn send_hash_after(
         payload: u64::from(header.len),
         same: false,
     })
+}
+
+/// A file's bytes that could not be sent: the file ended early (it shrank), or the
+/// stream failed.
+fn sending_failed(e: io::Error) -> SendFail {
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        SendFail::Read(io::Error::other("the file shrank while being sent"))
+    } else {
+        SendFail::Net(e)
+    }
 }
 
 /// Sync: the chunk hashes of entry `entry`'s source, computed once for all streams
