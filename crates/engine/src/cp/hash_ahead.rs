@@ -97,7 +97,8 @@ impl HashedAhead {
         Some(hashes)
     }
 
-    /// Stops the walk after the file it is hashing (the transfer ended).
+    /// Stops the walk after the file it is hashing: the list has been answered, or the
+    /// transfer ended without one (the walk's thread holds the hashes alive until then).
     pub fn stop(&self) {
         self.lock().stop = true;
     }
@@ -193,12 +194,6 @@ impl HashedAhead {
         }
         self.changed.notify_all();
         !st.stop
-    }
-}
-
-impl Drop for HashedAhead {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 

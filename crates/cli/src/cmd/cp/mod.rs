@@ -524,6 +524,10 @@ fn transfer(
     if json {
         emit_start(&shared, &progress, args.interval);
     }
+    // A transfer that ended before its list leaves nothing for the old copies' hashes.
+    if let Some(ahead) = &hashed_ahead {
+        ahead.stop();
+    }
     let report = result.map_err(|e| anyhow::anyhow!("{e}{}", e.rerun_hint()))?;
     let (user, sys) = longhaul_sys::cpu::process_cpu_times();
     let cpu = (user + sys).saturating_sub(cpu_before).as_secs_f64();

@@ -568,7 +568,7 @@ fn commit_loop(sh: &Shared, jobs: &Mutex<mpsc::Receiver<CommitJob>>) {
         let placed = sh.store.commit_batch(&batch);
         if let Err(e) = sh.with(|s| {
             for (job, r) in batch.iter().zip(placed) {
-                s.placed(job.id, r);
+                Answer::Placed(job.id, r).give(s)?;
             }
             Ok(())
         }) {

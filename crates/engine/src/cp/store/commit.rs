@@ -21,7 +21,7 @@ use super::data_file::DataFile;
 use super::part::{clear_stale_part, kept_changing, replaced, same_file, CLAIM_ATTEMPTS};
 use super::stripe::placed_by_another_share;
 use super::sync::{in_place, keeps_old};
-use super::{CommitError, Store};
+use super::{CommitError, Placed, Store};
 
 impl Store {
     /// Puts a verified file in place (see [`RecvEvent::Commit`]): mode and mtime, a flush
@@ -32,7 +32,7 @@ impl Store {
     /// [`RecvSession::placed`](longhaul_transfer::session::RecvSession::placed).
     ///
     /// [`RecvEvent::Commit`]: longhaul_transfer::session::RecvEvent::Commit
-    pub fn commit_placed(&self, job: &CommitJob) -> Result<(), String> {
+    pub fn commit_placed(&self, job: &CommitJob) -> Result<Placed, String> {
         self.commit(job).map_err(|e| e.to_string())
     }
 
@@ -40,7 +40,7 @@ impl Store {
     /// (`syncfs`) instead of one `fsync` each: for a tree of small files each fsync is a
     /// journal commit of its own, which cost about half the copy's time. Answers in the
     /// order of `jobs`.
-    pub fn commit_batch(&self, jobs: &[CommitJob]) -> Vec<Result<(), String>> {
+    pub fn commit_batch(&self, jobs: &[CommitJob]) -> Vec<Result<Placed, String>> {
         if jobs.len() == 1 {
             return vec![self.commit_placed(&jobs[0])];
         }
@@ -82,12 +82,12 @@ impl Store {
 
     /// Flushes the file's data (the rename must not be durable before the data), then
     /// names it; the manifest goes last.
-    fn commit(&self, job: &CommitJob) -> Result<(), CommitError> {
+    fn commit(&self, job: &CommitJob) -> Result<Placed, CommitError> {
         if keeps_old(job) {
-            return self.keep_old(job);
+            return self.keep_old(job).map(|()| Placed::Here);
         }
         if let Some(size) = job.reuse.as_ref().and_then(|r| r.in_place) {
-            return self.commit_in_place(job, size);
+            return self.commit_in_place(job, size).map(|()| Placed::Here);
         }
         let (f, unset) = self.prepare(job)?;
         let data = f.data.get().ok_or(CommitError::NeverCreated)?;
@@ -103,7 +103,8 @@ impl Store {
         f: &DataFile,
         data: &File,
         unset: Vec<String>,
-    ) -> Result<(), CommitError> {
+    ) -> Result<Placed, CommitError> {
+        let mut placed = Placed::Here;
         if f.unnamed.load(Ordering::Acquire) {
             self.link_into_place(job, data)
                 .map_err(|cause| CommitError::Place { cause, kept: None })?;
@@ -119,7 +120,9 @@ impl Store {
             // A striped copy's last two shares may both commit: the second finds the
             // file in place under its final name, which is done.
             match renamed {
-                Err(_) if placed_by_another_share(&self.root, job, data) => {}
+                Err(_) if placed_by_another_share(&self.root, job, data) => {
+                    placed = Placed::ByAnotherShare;
+                }
                 Err(cause) => {
                     return Err(CommitError::Place {
                         kept: ours.then(|| job.part_rel.clone()),
@@ -140,7 +143,7 @@ impl Store {
         }
         // The data stays open for nothing now.
         self.forget(job.id);
-        unset_result(unset)
+        unset_result(unset).map(|()| placed)
     }
 
     /// Removes file `id`'s part file and manifest, only if the part name is still our

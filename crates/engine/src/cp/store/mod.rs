@@ -147,6 +147,16 @@ pub struct Store {
     hashed_ahead: Option<Arc<HashedAhead>>,
 }
 
+/// Where a committed file was put in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placed {
+    /// By this commit.
+    Here,
+    /// A striped copy's file another share put in place first (the last two shares to
+    /// finish may both find every chunk recorded): done, and counted by that share.
+    ByAnotherShare,
+}
+
 /// What answering an event needs from the session: the answer to give it.
 #[derive(Debug)]
 pub enum Answer {
@@ -156,8 +166,8 @@ pub enum Answer {
     Looked(u32, LookResult),
     /// [`longhaul_transfer::session::RecvSession::opened`].
     Opened(u32, bool),
-    /// [`longhaul_transfer::session::RecvSession::placed`].
-    Placed(u32, Result<(), String>),
+    /// [`longhaul_transfer::session::RecvSession::placed`] (or `placed_by_another_share`).
+    Placed(u32, Result<Placed, String>),
     /// [`longhaul_transfer::session::RecvSession::symlink_made`].
     LinkMade(u32, Result<(), String>),
     /// [`longhaul_transfer::session::RecvSession::hardlink_made`].
@@ -185,7 +195,8 @@ impl Answer {
         match self {
             Answer::Looked(id, look) => s.looked(id, look)?,
             Answer::Opened(id, intact) => s.opened(id, intact)?,
-            Answer::Placed(id, r) => s.placed(id, r),
+            Answer::Placed(id, Ok(Placed::ByAnotherShare)) => s.placed_by_another_share(id),
+            Answer::Placed(id, r) => s.placed(id, r.map(|_| ())),
             Answer::LinkMade(id, r) => s.symlink_made(id, r),
             Answer::HardLinkMade(id, r) => s.hardlink_made(id, r),
             Answer::DirsFixed => s.dirs_fixed(),

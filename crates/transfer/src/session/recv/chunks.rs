@@ -314,6 +314,16 @@ impl RecvSession {
         }
     }
 
+    /// The driver's answer to [`RecvEvent::Commit`] of a striped copy's file that another
+    /// share put in place first (the last two shares to finish may both find every chunk
+    /// recorded): finished, and counted as left to that share, not placed twice.
+    pub fn placed_by_another_share(&mut self, id: u32) {
+        if let Some(f) = self.file_mut(id).filter(|f| !f.share.others.is_empty()) {
+            f.share.left = true;
+        }
+        self.placed(id, Ok(()));
+    }
+
     pub(super) fn finish(&mut self, id: u32, verdict: Result<(), String>) {
         let Some(f) = self.file_mut(id) else { return };
         let was = std::mem::replace(&mut f.state, FileState::Finished);
