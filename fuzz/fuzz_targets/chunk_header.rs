@@ -3,13 +3,15 @@
 //! (what a peer sends) decode only to a header that encodes back to the same bytes, and
 //! headers built from the input's fields (so their check is right, which random bytes
 //! almost never are) decode back exactly when they are within the protocol's bounds (a
-//! chunk's, or a warm-up run's exact shape), and never under another session's key.
+//! chunk's, a hash-after chunk's or its trailer's, or a warm-up run's exact shape), and
+//! never under another session's key.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use longhaul_fuzz::take;
 use longhaul_proto::transfer::{
-    ChunkHeader, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME, MAX_CHUNK_BYTES, MAX_FILE_ID, MAX_WARMUP_BYTES,
+    ChunkHeader, CHUNK_FLAG_HASH_AFTER, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME, CHUNK_FLAG_TRAILER,
+    MAX_CHUNK_BYTES, MAX_FILE_ID, MAX_WARMUP_BYTES,
 };
 use longhaul_proto::ChunkKey;
 
@@ -31,10 +33,14 @@ fuzz_target!(|data: &[u8]| {
         hash: take(&mut rest),
     };
     let warmup = h == ChunkHeader::warmup(h.len) && h.len <= MAX_WARMUP_BYTES;
+    // Hole and same (not both), or hash-after (its hash zeros) or trailer alone.
+    let flags_ok = (h.flags & !(CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME) == 0
+        && h.flags != CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME)
+        || (h.flags == CHUNK_FLAG_HASH_AFTER && h.hash == [0; 32])
+        || h.flags == CHUNK_FLAG_TRAILER;
     let in_bounds = warmup
         || h.file <= MAX_FILE_ID
-            && h.flags & !(CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME) == 0
-            && h.flags != CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME
+            && flags_ok
             && u64::from(h.len) <= MAX_CHUNK_BYTES
             && h.offset.checked_add(u64::from(h.len)).is_some();
     let bytes = h.encode(&key);
