@@ -10,7 +10,7 @@ mod pair;
 
 use std::time::Instant;
 
-use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry};
+use longhaul_proto::transfer::{EntryKind, FileEntry};
 use longhaul_transfer::session::recv::Arrival;
 use longhaul_transfer::session::{
     LookResult, RecvConfig, RecvEvent, RecvSession, SendConfig, SendSession, Work,
@@ -107,24 +107,14 @@ fn transfer_into(
     while let Work::Send(unit) = tx.next_work(0, Instant::now()) {
         for c in &unit.chunks {
             let d = &data[c.offset as usize..(c.offset + c.len) as usize];
-            let mut h = tx.hasher(c);
-            h.update(d);
-            let hash = h.finish();
-            tx.chunk_sent(c, hash, c.len);
-            let header = ChunkHeader {
-                file: tx.entry_of(c),
-                index: c.id.index,
-                flags: 0,
-                offset: c.offset,
-                len: c.len as u32,
-                hash,
-            };
+            let header = pair::send_chunk(&mut tx, c, d);
             let mut plan = rx.chunk_header(&header).unwrap();
             plan.hasher.update(d);
             let arrival = rx.chunk_arrived(&header, plan.hasher.finish()).unwrap();
             assert_eq!(arrival, Arrival::Write);
-            rx.chunk_written(header.file, header.index, hash).unwrap();
-            rx.chunk_recorded(header.file, header.index, hash, c.len);
+            rx.chunk_written(header.file, header.index, header.hash)
+                .unwrap();
+            rx.chunk_recorded(header.file, header.index, header.hash, c.len);
         }
         pump(&mut tx, &mut rx, &mut modes);
     }

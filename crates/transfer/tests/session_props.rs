@@ -19,7 +19,7 @@ mod pair;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use longhaul_proto::transfer::{ChunkHeader, EntryKind, SkipReason, TransferMessage};
+use longhaul_proto::transfer::{EntryKind, SkipReason, TransferMessage};
 use longhaul_transfer::session::recv::Arrival;
 use longhaul_transfer::session::{
     LookResult, RecvEvent, RecvSession, SendConfig, SendSession, SessionError, Work,
@@ -260,26 +260,16 @@ fn last_commit_waits_for_dirs_fixed() {
     while let Work::Send(unit) = tx.next_work(0, now) {
         for c in &unit.chunks {
             let d = &data[c.offset as usize..(c.offset + c.len) as usize];
-            let mut h = tx.hasher(c);
-            h.update(d);
-            let hash = h.finish();
-            tx.chunk_sent(c, hash, c.len);
-            let header = ChunkHeader {
-                file: tx.entry_of(c),
-                index: c.id.index,
-                flags: 0,
-                offset: c.offset,
-                len: c.len as u32,
-                hash,
-            };
+            let header = pair::send_chunk(&mut tx, c, d);
             let mut plan = rx.chunk_header(&header).unwrap();
             plan.hasher.update(d);
             assert_eq!(
                 rx.chunk_arrived(&header, plan.hasher.finish()).unwrap(),
                 Arrival::Write
             );
-            rx.chunk_written(header.file, header.index, hash).unwrap();
-            rx.chunk_recorded(header.file, header.index, hash, c.len);
+            rx.chunk_written(header.file, header.index, header.hash)
+                .unwrap();
+            rx.chunk_recorded(header.file, header.index, header.hash, c.len);
         }
     }
     pump_tx(&mut tx, &mut rx); // the digest
