@@ -68,13 +68,20 @@ fn sync_pull(s: &TestServer, dest: &Path, ahead: &Arc<HashedAhead>) -> (u64, u64
     (r.reused_bytes, r.moved_bytes)
 }
 
-#[test]
-fn hashes_made_ahead_are_taken_and_only_changed_chunks_cross() {
+/// A server holding the sources, a destination holding their old copies, and those
+/// copies hashed ahead (the walk ended).
+fn hashed_ahead() -> (TestServer, tempfile::TempDir, Arc<HashedAhead>) {
     let s = TestServer::start(fill);
     let dest = tempfile::tempdir().unwrap();
     old_copies(dest.path());
     let ahead = HashedAhead::start(dest.path(), CHUNK);
     ahead.wait_ended();
+    (s, dest, ahead)
+}
+
+#[test]
+fn hashes_made_ahead_are_taken_and_only_changed_chunks_cross() {
+    let (s, dest, ahead) = hashed_ahead();
     let (reused, moved) = sync_pull(&s, dest.path(), &ahead);
     let c = ahead.counts();
     assert_eq!(
@@ -87,11 +94,7 @@ fn hashes_made_ahead_are_taken_and_only_changed_chunks_cross() {
 
 #[test]
 fn an_old_copy_changed_after_its_hash_ahead_is_hashed_again() {
-    let s = TestServer::start(fill);
-    let dest = tempfile::tempdir().unwrap();
-    old_copies(dest.path());
-    let ahead = HashedAhead::start(dest.path(), CHUNK);
-    ahead.wait_ended();
+    let (s, dest, ahead) = hashed_ahead();
     // Past the file system's clock tick, so the ctime moves.
     std::thread::sleep(Duration::from_millis(30));
     // The same size and mtime, another chunk changed: only the ctime tells.
