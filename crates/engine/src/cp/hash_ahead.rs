@@ -20,9 +20,11 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 
+use longhaul_transfer::place::is_work_name;
 use longhaul_transfer::{ChunkHash, FileIdentity};
 
 use super::chunk_io::hash_file_chunks;
@@ -160,11 +162,7 @@ impl HashedAhead {
     /// Hashes the file at `path` unless it is hashed already; false once told to stop.
     fn hash_one(&self, path: &Path) -> bool {
         // A part file or manifest of an earlier run is never an old copy.
-        if path
-            .file_name()
-            .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."))
-            && path.to_string_lossy().contains(".longhaul-")
-        {
+        if path.file_name().is_some_and(|n| is_work_name(n.as_bytes())) {
             return true;
         }
         let Ok(f) = File::open(path) else {
