@@ -22,7 +22,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use longhaul_transfer::place::is_work_name;
 use longhaul_transfer::{ChunkHash, FileIdentity};
@@ -82,10 +82,7 @@ impl HashedAhead {
         let mut st = self.lock();
         st.stop = true;
         while st.busy == Some(key) {
-            st = self
-                .changed
-                .wait(st)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            st = self.wait(st);
         }
         if chunk_size != self.chunk_size {
             return None;
@@ -120,14 +117,18 @@ impl HashedAhead {
     pub fn wait_ended(&self) {
         let mut st = self.lock();
         while !st.ended {
-            st = self
-                .changed
-                .wait(st)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            st = self.wait(st);
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    /// Waits for the state to change (a file hashed, the walk ended).
+    fn wait<'a>(&self, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.changed
+            .wait(st)
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
         self.state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
