@@ -44,6 +44,7 @@ use longhaul_engine::ssh::SshError;
 use longhaul_transfer::location::{
     parse_location, parse_striped, remote_path, Location, RemoteSpec, SshSpec,
 };
+use longhaul_transfer::RequestedPath;
 use serde_json::json;
 
 use super::common::{duration, emit_json, rate, size, SecurityArgs, TokenArgs};
@@ -389,13 +390,17 @@ fn hash_ahead(args: &Args, far: &Far, dest: &std::path::Path) -> Option<Arc<Hash
     let at = if rules.contents || !dest.is_dir() {
         dest.to_path_buf()
     } else {
-        let path = far.path();
-        let trimmed = path.strip_suffix(b"/").unwrap_or(path);
-        let name = trimmed.rsplit(|&b| b == b'/').next()?;
-        if name.is_empty() || name == b"." || name == b".." {
-            return None;
-        }
-        dest.join(std::ffi::OsStr::from_bytes(name))
+        // The source's base name, by the rule the client checks the list with (none for
+        // the served root: only the server knows its name).
+        let name = match far {
+            Far::Ssh(_) => longhaul_transfer::location::ssh_top(far.path())?,
+            Far::Daemon(_) => RequestedPath::from_typed(far.path())
+                .ok()?
+                .path?
+                .file_name()
+                .to_vec(),
+        };
+        dest.join(std::ffi::OsStr::from_bytes(&name))
     };
     Some(HashedAhead::start(&at, chunk))
 }
