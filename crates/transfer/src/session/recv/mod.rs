@@ -372,13 +372,14 @@ impl RecvSession {
             {
                 // A sender says so only once every file's commit has reached it: one that
                 // ends early would have this end report a partial copy as complete.
-                let unfinished = self.files.iter().flatten();
-                let unfinished = unfinished.filter(|f| f.state != FileState::Finished);
+                let unfinished = (self.files.iter().flatten())
+                    .filter(|f| f.state != FileState::Finished)
+                    .count();
                 Err(SessionError::Protocol(format!(
-                    "the sender ended the transfer with {} entr{} not received whole; \
-                     nothing unfinished was committed (run the same command again to resume)",
-                    unfinished.clone().count(),
-                    if unfinished.count() == 1 { "y" } else { "ies" }
+                    "the sender ended the transfer with {unfinished} entr{} not received \
+                     whole; nothing unfinished was committed (run the same command again to \
+                     resume)",
+                    if unfinished == 1 { "y" } else { "ies" }
                 )))
             }
             (Phase::Receiving, TransferMessage::TransferDone { .. }) => {
