@@ -7,9 +7,16 @@
 # a 1 Gbit/s path this way. A benchmark, not a test; needs root (it makes and removes an
 # emulated path).
 #
+# With BURST=P (percent) the path does not stop but the receiver's namespace drops P % of
+# the full-size packets that reach it (nftables) for STALL_MS: a burst of loss in the
+# jump's first round trips, as a late emulator's overflowing queue gives (CI once saw
+# 1449 retransmits and a held rate of 9 Mbit/s after such a jump retreated on loss). With
+# BURST_SIDE=sender the sender's own output drops them: a local drop, as a full queue of a
+# shaper on the sender's interface gives.
+#
 # Usage: bench/stall.sh [BIN] [STALL_MS] [AT_S] [cp options...]
-#   env: RTT (100ms), RATE (1G), LOSS (1e-3); LONGHAUL_PACER_TRACE=1 traces the pacer
-#   to the work directory's cp.err (kept with KEEP=1)
+#   env: RTT (100ms), RATE (1G), LOSS (1e-3), BURST, BURST_SIDE; LONGHAUL_PACER_TRACE=1
+#   traces the pacer to the work directory's cp.err (kept with KEEP=1)
 set -euo pipefail
 bin=$(realpath "${1:-target/release/longhaul}"); stall_ms=${2:-250}; at=${3:-0.3}
 shift $(( $# < 3 ? $# : 3 ))
@@ -32,19 +39,36 @@ emulator=$(pgrep -f "emulate up $name" | head -1)
 sleep 1
 ip netns exec "lh-$name-a" env HOME="$work/home" "$bin" bench 10.99.0.2:5315 -t 3s --json \
   > /dev/null 2>&1
-(sleep "$at"; if [ "$stall_ms" -gt 0 ]; then kill -STOP "$emulator"; \
-  sleep "$(python3 -c "print($stall_ms / 1000)")"; kill -CONT "$emulator"; fi) &
+side=b; hook=prerouting
+[ "${BURST_SIDE:-receiver}" = sender ] && { side=a; hook=output; }
+if [ -n "${BURST:-}" ]; then
+  ip netns exec "lh-$name-$side" nft add table inet burst
+  ip netns exec "lh-$name-$side" nft add chain inet burst drops \
+    "{ type filter hook $hook priority 0; }"
+fi
+burst() {  # on|off
+  if [ "$1" = on ]; then
+    ip netns exec "lh-$name-$side" nft add rule inet burst drops meta length gt 1000 \
+      numgen random mod 100 lt "$BURST" drop
+  else
+    ip netns exec "lh-$name-$side" nft flush chain inet burst drops
+  fi
+}
+(sleep "$at"; if [ "$stall_ms" -gt 0 ]; then
+  if [ -n "${BURST:-}" ]; then burst on; else kill -STOP "$emulator"; fi
+  sleep "$(python3 -c "print($stall_ms / 1000)")"
+  if [ -n "${BURST:-}" ]; then burst off; else kill -CONT "$emulator"; fi; fi) &
 ip netns exec "lh-$name-a" env HOME="$work/home" "$bin" cp --json -i 0.5s "$@" \
   "$work/src.bin" longhaul://10.99.0.2:5315/data.bin > "$work/cp.json" 2> "$work/cp.err" \
   || tail -3 "$work/cp.err"
 wait
-python3 - "$work/cp.json" "$stall_ms" "$at" <<'PY'
+python3 - "$work/cp.json" "$stall_ms" "$at" ${BURST:+"$BURST"} <<'PY'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')]
 iv = [o for o in lines if o.get('type') == 'interval']
 end = [o for o in lines if o.get('type') == 'end'][-1]
 js = end.get('jump_start') or {}
-print(f"stall {sys.argv[2]} ms at {sys.argv[3]} s: {end['seconds']:.1f} s, "
+print(f"{'burst' if len(sys.argv) > 4 else 'stall'} {sys.argv[2]} ms at {sys.argv[3]} s: {end['seconds']:.1f} s, "
       f"{end['bits_per_second'] / 1e6:.0f} Mbit/s, jump {js.get('verdict')} ({js.get('retreat')}), "
       f"retransmits {sum(o['retransmits'] for o in iv)}")
 print("  per 0.5 s (Mbit/s/retransmits/held):",

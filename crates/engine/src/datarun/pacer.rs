@@ -191,7 +191,8 @@ impl Pacer {
                     }
                     Some(_) => {
                         jump.retreat = None;
-                        self.probe.begin_at(at);
+                        let remembered = jump.validator.plan().remembered_bps;
+                        self.probe.begin_after_retreat(at, remembered);
                         self.restart_congestion();
                     }
                     None => {}
@@ -246,10 +247,15 @@ impl Pacer {
                 let _ = longhaul_sys::socket::set_congestion(&**s, cc);
             }
         }
-        let competing = matches!(
-            self.probe.phase(),
-            longhaul_policy::probe::Phase::Compete { .. }
-        );
+        let phase = self.probe.phase();
+        if phase == longhaul_policy::probe::Phase::StartUp {
+            // A start-up begun again after a burst of loss: no cruise yet.
+            if self.trace {
+                eprintln!("pacer: start-up begun again ({cc} restarted) after a repair");
+            }
+            return;
+        }
+        let competing = matches!(phase, longhaul_policy::probe::Phase::Compete { .. });
         self.cruise = Some(match &self.cruise {
             _ if competing => format!("{cc} (sharing the bottleneck with another flow)"),
             None => cc.to_string(),

@@ -302,6 +302,8 @@ pub struct RateProbe {
     /// While competing: the best round the streams delivered since it began (bit/s),
     /// what a check paces at half of and what is held when the other flow has gone.
     compete_bps: u64,
+    /// Bursts of loss the start-up waited out ([`repair`]).
+    repair: repair::Repair,
     /// Competing streams slow-start on reno: their retransmits then (`Some(None)`: not yet).
     compete_slow_start: Option<Option<u64>>,
     /// A congestion control a phase change asks for, handed out with the next pacing, and
@@ -362,6 +364,7 @@ impl RateProbe {
             foreign_rounds: 0,
             compete_bps: 0,
             compete_slow_start: None,
+            repair: repair::Repair::default(),
             yield_ratio: 1.0,
             switch_to: None,
             competed: 0,
@@ -641,6 +644,7 @@ impl RateProbe {
 }
 
 mod phases;
+mod repair;
 mod startup;
 use startup::Flight;
 

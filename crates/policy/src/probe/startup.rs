@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use super::repair::RepairRound;
 use super::{RateProbe, StartUpExit, StreamSample, FLAT_ROUNDS, GROWTH};
 
 /// What a start-up has in flight, all streams.
@@ -14,6 +15,8 @@ pub(super) struct Flight {
     pub(super) bytes: u64,
     /// Segments per busy stream, on average (`None`: no MSS known).
     pub(super) segments_per_stream: Option<f64>,
+    /// The largest segment size the streams report (0: none does).
+    pub(super) mss: u32,
 }
 
 impl Flight {
@@ -22,6 +25,7 @@ impl Flight {
         Self {
             bytes,
             segments_per_stream: segments_per_stream(streams),
+            mss: streams.iter().map(|s| s.mss).max().unwrap_or(0),
         }
     }
 }
@@ -47,6 +51,30 @@ impl RateProbe {
     pub fn begin_at(&mut self, at: Duration) {
         self.began = at;
         self.round_end = at + self.round;
+    }
+
+    /// A start-up after a jump's retreat to a path remembered to carry `remembered_bps`
+    /// (all streams): [`Self::begin_at`], and a burst of loss the jump met is repaired
+    /// before its flat rounds count: while the start-up has delivered under half that rate,
+    /// a round that retransmitted more than a tenth of what it delivered gives no verdict
+    /// (16 rounds at most), and the round after the repair begins the start-up again from
+    /// a restarted BBR.
+    pub fn begin_after_retreat(&mut self, at: Duration, remembered_bps: u64) {
+        self.begin_at(at);
+        self.repair.expect(remembered_bps);
+    }
+
+    /// The start-up once more from `at`, after a burst of loss was repaired (see
+    /// [`super::repair`]): growth judged afresh, from a restarted congestion control (BBR
+    /// left its own start-up during the repair, and climbs from there by a quarter per
+    /// eight round trips).
+    fn begin_again(&mut self, at: Duration) {
+        self.begin_at(at);
+        self.round_best_bps = 0;
+        self.flat_rounds = 0;
+        if self.bbr {
+            self.switch_to = Some(("bbr", true));
+        }
     }
 
     /// The start-up: its exit, if this sample ends it.
@@ -159,8 +187,17 @@ impl RateProbe {
             return Some(StartUpExit::Queue);
         }
         if at >= self.round_end {
-            if app_limited {
-                // Not the path's rate: no verdict from this round.
+            let delivered = self.window.back().map_or(0, |m| m.delivered);
+            let repair = self
+                .repair
+                .end_round(retransmits, delivered, flight.mss, best);
+            if repair == RepairRound::Repaired {
+                self.begin_again(at);
+                return None;
+            }
+            if app_limited || repair == RepairRound::Repairing {
+                // Not the path's rate (nothing to send, or holes being repaired): no
+                // verdict from this round.
             } else if best as f64 >= self.round_best_bps as f64 * GROWTH {
                 self.round_best_bps = best;
                 self.flat_rounds = 0;

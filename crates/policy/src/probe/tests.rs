@@ -423,3 +423,57 @@ fn one_stream(bps: u64, delivered: u64, srtt: Duration, min_rtt: Duration) -> St
         mss: 0,
     }
 }
+
+/// Regression (CI, and `BURST_SIDE=sender BURST=20 bench/stall.sh`: a cp push on a
+/// 1 Gbit/s x 100 ms path whose jump met a burst of loss): the start-up after the retreat
+/// saw 20-25 Mbit/s for three rounds while the streams repaired their holes, ended on a
+/// plateau there, and BBR climbed back by a quarter per eight round trips (28 s for
+/// 192 MiB). Rounds spent repairing give no verdict; the start-up then begins again, from
+/// a restarted BBR, and ends near the path's rate.
+#[test]
+fn a_start_up_after_a_retreat_waits_out_the_repair_of_a_burst_of_loss() {
+    let ms = Duration::from_millis;
+    let run = |after_retreat: bool| {
+        let mut p = RateProbe::new(ms(100), false);
+        if after_retreat {
+            p.begin_after_retreat(ms(100), 800_000_000);
+        } else {
+            p.begin_at(ms(100));
+        }
+        let (mut delivered, mut resent) = (0u64, 0u64);
+        let mut restarted_at: Option<u64> = None;
+        for step in 20..400u64 {
+            let at = ms(step * 5);
+            let round = (step - 20) / 20;
+            // Six rounds of repair at 20 Mbit/s, retransmitting 20 segments a sample
+            // (more than what is delivered); then BBR's start-up doubles per round from
+            // where a restart left it, up to the path's 1 Gbit/s.
+            let (bps, lost) = match (round, restarted_at) {
+                (0..=5, _) => (20_000_000u64, 20),
+                (_, None) => (22_000_000, 0),
+                (_, Some(r)) => ((25_000_000u64 << (round - r).min(6)).min(1_000_000_000), 0),
+            };
+            delivered += bps / 8 / 200;
+            resent += lost;
+            let mut s = one_stream(bps, delivered, ms(100), ms(100));
+            s.retransmits = resent;
+            s.mss = 1448;
+            let pacing = p.on_sample(at, &[s]);
+            if pacing.congestion == Some("bbr") && pacing.restart_congestion {
+                restarted_at.get_or_insert(round);
+            }
+        }
+        (p.held_bps(), restarted_at)
+    };
+    let (held, restarted) = run(true);
+    assert!(
+        restarted.is_some(),
+        "BBR was not restarted after the repair"
+    );
+    let held = held.expect("the start-up never ended");
+    assert!(held >= 700_000_000, "held {held} after the repair");
+    // A first start-up is left as it was: it ends on the repair's plateau.
+    let (held, restarted) = run(false);
+    assert_eq!(restarted, None);
+    assert!(held.is_some_and(|h| h < 100_000_000), "held {held:?}");
+}
