@@ -14,8 +14,12 @@
 # BURST_SIDE=sender the sender's own output drops them: a local drop, as a full queue of a
 # shaper on the sender's interface gives.
 #
+# With SEED_RATE=BPS the bench's record of the path is rewritten to that rate before the
+# copy: a stale record far under what the path carries now (a copy jumps to it, and must
+# climb from there). STALL_MS 0 then gives the climb alone.
+#
 # Usage: bench/stall.sh [BIN] [STALL_MS] [AT_S] [cp options...]
-#   env: RTT (100ms), RATE (1G), LOSS (1e-3), BURST, BURST_SIDE; LONGHAUL_PACER_TRACE=1
+#   env: RTT (100ms), RATE (1G), LOSS (1e-3), BURST, BURST_SIDE, SEED_RATE; LONGHAUL_PACER_TRACE=1
 #   traces the pacer to the work directory's cp.err (kept with KEEP=1)
 set -euo pipefail
 bin=$(realpath "${1:-target/release/longhaul}"); stall_ms=${2:-250}; at=${3:-0.3}
@@ -39,6 +43,11 @@ emulator=$(pgrep -f "emulate up $name" | head -1)
 sleep 1
 ip netns exec "lh-$name-a" env HOME="$work/home" "$bin" bench 10.99.0.2:5315 -t 3s --json \
   > /dev/null 2>&1
+if [ -n "${SEED_RATE:-}" ]; then
+  cache="$work/home/.cache/longhaul/paths"
+  awk -v r="$SEED_RATE" 'NR == 1 { print; next } { $3 = r; print }' "$cache" > "$cache.new"
+  mv "$cache.new" "$cache"
+fi
 side=b; hook=prerouting
 [ "${BURST_SIDE:-receiver}" = sender ] && { side=a; hook=output; }
 if [ -n "${BURST:-}" ]; then

@@ -493,9 +493,14 @@ impl RateProbe {
     }
 
     /// One round at `gain` x the held rate from `at`, then one to see what it delivered.
+    /// On BBR the probe restarts it (see [`Self::probe_rounds`]).
     pub(super) fn start_probe(&mut self, gain: f64, at: Duration) {
         self.best_before_probe = self.best_round;
         self.probe_best = 0;
+        self.probe_restarted = self.on_bbr && gain > 1.0 + NEAR_PROBE * 1.001;
+        if self.probe_restarted {
+            self.switch_to = Some(("bbr", true));
+        }
         self.phase = Phase::ProbeUp { gain, since: at };
     }
 
