@@ -136,6 +136,12 @@ pub mod features {
     /// once, not once to hash and once to send. The receiver announces it; a sender uses
     /// it only towards one that did.
     pub const HASH_AFTER: u64 = 1 << 12;
+    /// A sender checks each source file once it has read all of it, and tells the
+    /// receiver when it changed meanwhile ([`crate::transfer::TransferMessage::SourceChanged`]):
+    /// the receiver commits nothing of it. The receiver announces it; a sender checks only
+    /// towards one that did (an older receiver would take the message for a protocol
+    /// error).
+    pub const SOURCE_CHANGED: u64 = 1 << 13;
     /// Everything this build implements.
     pub const ALL: u64 = BENCH
         | NAMESPACE
@@ -148,7 +154,8 @@ pub mod features {
         | WARMUP
         | ANSWER_AHEAD
         | HELD_RATE
-        | HASH_AFTER;
+        | HASH_AFTER
+        | SOURCE_CHANGED;
     /// What a client announces unless asked for more.
     pub const DEFAULT: u64 = BENCH
         | INTERVALS
@@ -160,5 +167,6 @@ pub mod features {
         | TICKETS
         | NAMESPACE
         | STRIPES
-        | HASH_AFTER;
+        | HASH_AFTER
+        | SOURCE_CHANGED;
 }

@@ -212,6 +212,8 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
                 "the name is taken by a directory".into()
             },
         }),
+        (arb_file(), "[a-z ]{0,40}")
+            .prop_map(|(file, reason)| TransferMessage::SourceChanged { file, reason }),
         (0..=MAX_FILE_ID + 1, any::<u64>())
             .prop_map(|(files, bytes)| TransferMessage::TransferDone { files, bytes }),
     ]

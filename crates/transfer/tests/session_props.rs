@@ -432,3 +432,36 @@ fn overlapping_or_unordered_have_chunks_are_refused() {
     });
     assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
 }
+
+/// A source found changed once all of it was read (`SendSession::check_sources`): its
+/// digest never goes out, the receiver commits nothing of it (and discards its part
+/// file), and every other file commits; ahead of the answers or after them.
+#[test]
+fn a_source_changed_while_read_is_not_committed_and_the_others_are() {
+    for ahead in [false, true] {
+        let case = Case {
+            chunk_size: 4096,
+            streams: 3,
+            no_clobber: false,
+            files: vec![
+                (bytes(3 * 4096 + 10, 1), Dest::Empty),
+                (bytes(5 * 4096, 2), Dest::Empty),
+                (bytes(100, 3), Dest::Empty),
+            ],
+            corrupt: BTreeMap::new(),
+            seed: 11,
+        };
+        let r = run_checked(&case, ahead, &BTreeSet::from([2])).unwrap();
+        assert!(r.committed[&1], "ahead {ahead}");
+        assert!(!r.committed[&2], "ahead {ahead}");
+        assert!(r.committed[&3], "ahead {ahead}");
+        assert!(
+            !r.digests.contains_key(&2),
+            "ahead {ahead}: {:?}",
+            r.digests
+        );
+        // Checked and unchanged: as without checks.
+        let r = run_checked(&case, ahead, &BTreeSet::from([99])).unwrap();
+        assert!(r.committed.values().all(|ok| *ok), "ahead {ahead}");
+    }
+}

@@ -404,6 +404,9 @@ pub fn serve_transfer(
         }
         sender.tell_jump_verdict = takes_verdict;
         sender.hash_after = takes_hash_after;
+        if takes(longhaul_proto::features::SOURCE_CHANGED) {
+            sender.check_sources();
+        }
         // The same pacer start and validation as a push's sender and bench's.
         sender.jump = jump.as_ref().and_then(ServerJump::validator);
         if opts.delta {

@@ -147,6 +147,11 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
             w.u8(u8::from(*ok));
             w.text(reason, MAX_REASON_BYTES);
         }
+        TransferMessage::SourceChanged { file, reason } => {
+            w.u8(ty::SOURCE_CHANGED);
+            w.u32(*file);
+            w.text(reason, MAX_REASON_BYTES);
+        }
         TransferMessage::WouldSend { file, bytes } => {
             w.u8(ty::WOULD_SEND);
             w.u32(*file);
@@ -324,6 +329,10 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
                 1 => true,
                 v => return Err(invalid("ok", format!("{v} is not a boolean"))),
             },
+            reason: r.text("reason", MAX_REASON_BYTES)?,
+        },
+        ty::SOURCE_CHANGED => TransferMessage::SourceChanged {
+            file: r.u32("file")?,
             reason: r.text("reason", MAX_REASON_BYTES)?,
         },
         ty::WOULD_SEND => TransferMessage::WouldSend {

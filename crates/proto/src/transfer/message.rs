@@ -210,6 +210,17 @@ pub enum TransferMessage {
         /// Why not, when not `ok` (at most [`MAX_REASON_BYTES`]; empty when `ok`).
         reason: String,
     },
+    /// Sender to receiver, instead of [`TransferMessage::FileDigest`], once every chunk of
+    /// `file` was read ([`crate::features::SOURCE_CHANGED`]): the source is not what was
+    /// listed any more (written, truncated or replaced while it was read), so what was
+    /// sent may mix two versions. The receiver commits nothing of it and answers
+    /// `FileCommitted` with `ok` false and this reason.
+    SourceChanged {
+        /// File id.
+        file: u32,
+        /// What changed (at most [`MAX_REASON_BYTES`]).
+        reason: String,
+    },
     /// Sender to receiver (`sync -n`): the payload bytes a real run would send for
     /// `file` (its chunks whose hash differs from the receiver's copy, or all of it).
     WouldSend {
@@ -252,6 +263,7 @@ impl TransferMessage {
             Self::ChunkRejected { .. } => "ChunkRejected",
             Self::FileDigest { .. } => "FileDigest",
             Self::FileCommitted { .. } => "FileCommitted",
+            Self::SourceChanged { .. } => "SourceChanged",
             Self::TransferDone { .. } => "TransferDone",
             Self::FilterRules { .. } => "FilterRules",
         }

@@ -18,6 +18,7 @@
 //!   data:  sender->receiver  ChunkHeader + bytes, ...
 //!   receiver->sender  ChunkVerified{file, index} | ChunkRejected{file, index, reason}
 //!   sender->receiver  FileDigest{file, blake3}      (whole-file digest)
+//!                     | SourceChanged{file, reason} (the source changed while it was read)
 //!   receiver->sender  FileCommitted{file, ok, reason} (digest matched, renamed into place)
 //!   both              TransferDone{files, bytes}
 //!   (sync -n: no chunks; sender->receiver WouldSend{file, bytes} per file, then TransferDone)
@@ -89,6 +90,7 @@ mod ty {
     pub const OLD_CHUNKS: u8 = 0x4b;
     pub const WOULD_SEND: u8 = 0x4d;
     pub const FILTER_RULES: u8 = 0x4c;
+    pub const SOURCE_CHANGED: u8 = 0x4e;
     pub const LAST: u8 = 0x4f;
 }
 

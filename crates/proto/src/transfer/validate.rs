@@ -121,7 +121,8 @@ pub(super) fn validate(msg: &TransferMessage) -> Result<(), ProtoError> {
         | TransferMessage::ChunkVerified { file, .. }
         | TransferMessage::ChunkRejected { file, .. }
         | TransferMessage::FileDigest { file, .. } => file_id(*file),
-        TransferMessage::FileCommitted { file, reason, .. } => {
+        TransferMessage::FileCommitted { file, reason, .. }
+        | TransferMessage::SourceChanged { file, reason } => {
             if reason.len() > MAX_REASON_BYTES {
                 return Err(invalid(
                     "reason",

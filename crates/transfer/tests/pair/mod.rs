@@ -150,6 +150,17 @@ pub fn run(case: &Case) -> Result<Report, SessionError> {
 /// sender's chunks leave before its answers, and they wait on the wire until the
 /// receiver has placed the list, as a driver reads its data streams only then).
 pub fn run_with(case: &Case, ahead: bool) -> Result<Report, SessionError> {
+    run_checked(case, ahead, &BTreeSet::new())
+}
+
+/// [`run_with`], with the sender checking each source once it has read all of it
+/// (`SendSession::check_sources`) when `changed` is not empty: the files of `changed`
+/// (entry ids) are found changed, every other one as listed.
+pub fn run_checked(
+    case: &Case,
+    ahead: bool,
+    changed: &BTreeSet<u32>,
+) -> Result<Report, SessionError> {
     let mut entries = vec![entry("top", EntryKind::Dir, 0)];
     let mut data: Vec<Vec<u8>> = vec![Vec::new()];
     let mut dest: Vec<Dest> = vec![Dest::Empty];
@@ -171,6 +182,9 @@ pub fn run_with(case: &Case, ahead: bool) -> Result<Report, SessionError> {
             streams: case.streams,
         },
     )?;
+    if !changed.is_empty() {
+        tx.check_sources();
+    }
     if ahead {
         tx.answered_ahead()?;
     }
@@ -280,10 +294,18 @@ pub fn run_with(case: &Case, ahead: bool) -> Result<Report, SessionError> {
             }
         }
         // The sender's own work: hash chunks the receiver already has.
-        while let Some(longhaul_transfer::session::SendEvent::HashFromFile { entry, chunks }) =
-            tx.poll_event()
-        {
+        while let Some(ev) = tx.poll_event() {
             progressed = true;
+            let (entry, chunks) = match ev {
+                longhaul_transfer::session::SendEvent::HashFromFile { entry, chunks } => {
+                    (entry, chunks)
+                }
+                longhaul_transfer::session::SendEvent::CheckSource { entry } => {
+                    let why = changed.contains(&entry).then(|| "its mtime changed".into());
+                    tx.source_checked(entry, why);
+                    continue;
+                }
+            };
             let d = &data[entry as usize];
             let whole = (d.len() as u64).div_ceil(cs) <= 1;
             for i in chunks {

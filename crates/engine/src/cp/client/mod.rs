@@ -383,6 +383,9 @@ pub fn run_cp(
                     .then(|| RateProbe::new(rtt, start.congestion != "bbr"));
             sender.jump = jump.plan.map(|p| JumpValidator::new(p, rtt));
             sender.hash_after = hash_after;
+            if session.features() & longhaul_proto::features::SOURCE_CHANGED != 0 {
+                sender.check_sources();
+            }
             let (out, paced) = run_sender(sender, link, || Ok(socks), chunk_key, progress.clone())?;
             jump.restore_route();
             let mut jump_report = jump.report;

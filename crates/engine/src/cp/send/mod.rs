@@ -39,6 +39,7 @@ use longhaul_policy::RateProbe;
 use longhaul_transfer::ChunkHash;
 use std::sync::OnceLock;
 
+mod source_check;
 mod stream;
 
 use stream::stream_loop;
@@ -118,6 +119,13 @@ pub struct Paced {
 }
 
 impl Sender {
+    /// Checks each source once all of it was read, and tells the receiver when it changed
+    /// meanwhile (see [`SendSession::check_sources`]): only towards a receiver that
+    /// announced `features::SOURCE_CHANGED`.
+    pub fn check_sources(&mut self) {
+        self.session.check_sources();
+    }
+
     /// The sending end for `items` in chunks of `chunk_size`.
     pub fn new(
         items: Vec<SendItem>,
@@ -425,13 +433,21 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
     }
 }
 
-/// Hashes chunks already at the receiver from the source file, for the file digests.
+/// Hashes chunks already at the receiver from the source file, for the file digests, and
+/// checks each source once all of it was read ([`SendEvent::CheckSource`]).
 fn hash_loop(sh: &Shared, jobs: &mpsc::Receiver<SendEvent>) {
     let mut buf = AlignedBuf::new();
-    while let Ok(SendEvent::HashFromFile { entry, chunks }) = jobs.recv() {
+    while let Ok(ev) = jobs.recv() {
         if sh.stop.raised() {
             return;
         }
+        let (entry, chunks) = match ev {
+            SendEvent::HashFromFile { entry, chunks } => (entry, chunks),
+            SendEvent::CheckSource { entry } => {
+                check_source(sh, entry);
+                continue;
+            }
+        };
         let origin = &sh.origins[entry as usize];
         let hashed = (|| -> io::Result<Vec<(u32, longhaul_transfer::ChunkHash)>> {
             let file = sh.root.open(origin)?;
@@ -456,6 +472,22 @@ fn hash_loop(sh: &Shared, jobs: &mpsc::Receiver<SendEvent>) {
             }
             Err(e) => sh.fail(format!("reading {}: {e}", origin.display())),
         }
+    }
+}
+
+/// Whether entry `entry`'s source is still as listed, for the session.
+fn check_source(sh: &Shared, entry: u32) {
+    let origin = &sh.origins[entry as usize];
+    let now = sh.root.open(origin).and_then(|f| f.metadata());
+    let Ok(mut s) = sh.session.lock() else { return };
+    let changed = match now {
+        Ok(md) => source_check::changed(&s.entries()[entry as usize], &md),
+        Err(e) => Some(format!("it could not be opened again: {e}")),
+    };
+    s.source_checked(entry, changed);
+    if let Err(e) = sh.pump(&mut s) {
+        drop(s);
+        sh.fail(e.to_string());
     }
 }
 

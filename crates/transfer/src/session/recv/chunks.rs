@@ -8,7 +8,7 @@ use longhaul_proto::transfer::{
 };
 
 use super::types::{Arrival, ChunkPlan, CommitJob, DirFix, RecvEvent, Reuse};
-use super::{FileState, RecvSession};
+use super::{FileState, RecvSession, Theirs};
 use crate::integrity::ChunkHash;
 use crate::manifest::RECORD_LEN;
 use crate::mode::received_mode;
@@ -230,10 +230,30 @@ impl RecvSession {
         let Some(f) = self.file_mut(id).filter(|f| f.state == FileState::Open) else {
             return;
         };
-        let (Some(ours), Some(theirs)) = (f.hashes.result(), f.theirs) else {
+        let (Some(ours), Some(theirs)) = (f.hashes.result(), f.theirs.clone()) else {
             return;
         };
         f.state = FileState::Committing;
+        let theirs = match theirs {
+            Theirs::Digest(digest) => digest,
+            Theirs::Changed(what) => {
+                // Every chunk is in (none is still on its way to a removed file), and
+                // none of it is committed: the next run sends the file whole.
+                let discard = (!f.in_place && !checksum_only).then(|| RecvEvent::Discard {
+                    id,
+                    part_rel: f.part_rel.clone(),
+                    manifest_rel: f.manifest_rel.clone(),
+                    other_manifests: f.share.others.clone(),
+                });
+                self.events.extend(discard);
+                let why = format!(
+                    "the source changed while it was read ({what}); nothing of it was \
+                     committed: copy it again"
+                );
+                self.finish(id, Err(why));
+                return;
+            }
+        };
         if checksum_only {
             let verdict = (ours == theirs)
                 .then_some(())

@@ -104,6 +104,16 @@ enum FileState {
     Finished,
 }
 
+/// The sender's last word on a file, once every chunk of it was read.
+#[derive(Debug, Clone)]
+enum Theirs {
+    /// The source's BLAKE3.
+    Digest([u8; 32]),
+    /// The source changed while it was read (`SourceChanged`): what arrived may mix two
+    /// versions, and nothing of it is committed.
+    Changed(String),
+}
+
 #[derive(Debug)]
 struct RecvFile {
     entry: FileEntry,
@@ -115,7 +125,8 @@ struct RecvFile {
     created: bool,
     receiver: Option<FileReceiver>,
     hashes: FileHashes,
-    theirs: Option<[u8; 32]>,
+    /// What the sender said of the whole source once it had read it.
+    theirs: Option<Theirs>,
     /// The resume plan being checked by the driver.
     resume_have: Vec<(u32, u32)>,
     /// Sync: what the driver found at the destination, kept while the old copy is hashed.
@@ -339,16 +350,10 @@ impl RecvSession {
                 Ok(())
             }
             (Phase::Receiving, TransferMessage::FileDigest { file, blake3 }) => {
-                match self.file_mut(file) {
-                    Some(f) if f.theirs.is_none() && f.entry.kind == EntryKind::File => {
-                        f.theirs = Some(blake3);
-                        self.try_commit(file);
-                        Ok(())
-                    }
-                    _ => Err(SessionError::Protocol(format!(
-                        "a digest for file {file}, which is not being received (or twice)"
-                    ))),
-                }
+                self.sender_read(file, Theirs::Digest(blake3))
+            }
+            (Phase::Receiving, TransferMessage::SourceChanged { file, reason }) => {
+                self.sender_read(file, Theirs::Changed(reason))
             }
             (Phase::Receiving, TransferMessage::WouldSend { file, bytes }) if self.dry_run() => {
                 match self.file_mut(file) {
@@ -403,6 +408,20 @@ impl RecvSession {
             self.phase = Phase::Failed;
         }
         r
+    }
+
+    /// The sender's digest of `file`, or its news that the source changed while read.
+    fn sender_read(&mut self, file: u32, theirs: Theirs) -> Result<(), SessionError> {
+        match self.file_mut(file) {
+            Some(f) if f.theirs.is_none() && f.entry.kind == EntryKind::File => {
+                f.theirs = Some(theirs);
+                self.try_commit(file);
+                Ok(())
+            }
+            _ => Err(SessionError::Protocol(format!(
+                "a digest for file {file}, which is not being received (or twice)"
+            ))),
+        }
     }
 
     /// `sync -n`: nothing is changed.

@@ -79,6 +79,9 @@ pub struct SendSession {
     /// The receiver answered the list ahead ([`SendSession::answered_ahead`]): whether
     /// its `FileListEnd` has come since.
     ahead: Option<bool>,
+    /// [`SendSession::check_sources`]: the digests of files read whole, by entry, each
+    /// waiting for the driver's check of its source ([`SendEvent::CheckSource`]).
+    source_checks: Option<HashMap<u32, [u8; 32]>>,
     outcome: SendOutcome,
     progress: ProgressSnapshot,
 }
@@ -114,12 +117,24 @@ impl SendSession {
             dry_run: None,
             committed: 0,
             ahead: None,
+            source_checks: None,
             outcome: SendOutcome::default(),
             progress: ProgressSnapshot {
                 total_bytes: total,
                 ..ProgressSnapshot::default()
             },
         })
+    }
+
+    /// Each file's source is checked once all of it was read: its digest waits for the
+    /// driver's answer to [`SendEvent::CheckSource`] ([`SendSession::source_checked`]),
+    /// and a source that changed meanwhile goes to the receiver as `SourceChanged`, which
+    /// commits nothing of it. Only towards a receiver that announced
+    /// `features::SOURCE_CHANGED`; not in `--checksum-only` (nothing is copied).
+    pub fn check_sources(&mut self) {
+        if !self.cfg.checksum_only {
+            self.source_checks = Some(HashMap::new());
+        }
     }
 
     /// `sync -n`: no chunk is sent. Once the list is answered, every file the receiver

@@ -4,16 +4,13 @@
 
 use std::time::Instant;
 
-use longhaul_proto::transfer::TransferMessage;
+use longhaul_proto::transfer::{TransferMessage, MAX_REASON_BYTES};
 
-use super::types::Work;
+use super::types::{SendEvent, Work};
 use super::{Phase, SendSession};
 use crate::integrity::{ChunkHash, ChunkHasher};
 use crate::scheduler::Chunk;
 use crate::session::SessionError;
-
-#[cfg(doc)]
-use super::types::SendEvent;
 
 impl SendSession {
     /// What data stream `stream` does next.
@@ -106,16 +103,57 @@ impl SendSession {
 
     fn offer(&mut self, s: u32, index: u32, hash: ChunkHash) {
         let f = &mut self.files[s as usize];
-        if let Some(blake3) = f
+        let Some(blake3) = f
             .hashes
             .offer(index, hash)
             .filter(|_| !self.skipped.contains_key(&f.entry))
+        else {
+            return;
+        };
+        let entry = f.entry;
+        match self
+            .source_checks
+            .as_mut()
+            .filter(|_| self.dry_run.is_none())
         {
-            self.outbox.push_back(TransferMessage::FileDigest {
-                file: f.entry,
+            Some(waiting) => {
+                waiting.insert(entry, blake3);
+                self.events.push_back(SendEvent::CheckSource { entry });
+            }
+            None => self.outbox.push_back(TransferMessage::FileDigest {
+                file: entry,
                 blake3,
-            });
+            }),
         }
+    }
+
+    /// The answer to [`SendEvent::CheckSource`]: `changed` says how the source of `entry`
+    /// differs from its list entry now (`None`: it does not). Its digest goes out, or
+    /// `SourceChanged`.
+    pub fn source_checked(&mut self, entry: u32, changed: Option<String>) {
+        let Some(blake3) = self.source_checks.as_mut().and_then(|w| w.remove(&entry)) else {
+            return;
+        };
+        if self.skipped.contains_key(&entry) {
+            return;
+        }
+        self.outbox.push_back(match changed {
+            None => TransferMessage::FileDigest {
+                file: entry,
+                blake3,
+            },
+            Some(mut reason) => {
+                let mut end = reason.len().min(MAX_REASON_BYTES);
+                while !reason.is_char_boundary(end) {
+                    end -= 1;
+                }
+                reason.truncate(end);
+                TransferMessage::SourceChanged {
+                    file: entry,
+                    reason,
+                }
+            }
+        });
     }
 
     /// A data stream failed: its chunks go to the others. An error when it was the last.

@@ -29,6 +29,13 @@ pub enum SendEvent {
         /// The chunk indices.
         chunks: Vec<u32>,
     },
+    /// Every chunk of entry `entry` was read ([`SendSession::check_sources`]): check that
+    /// its source is still what the list says (size, mtime, device, inode and ctime) and
+    /// answer with [`SendSession::source_checked`].
+    CheckSource {
+        /// The entry (index in the file list).
+        entry: u32,
+    },
 }
 
 /// What a free data stream does next.
