@@ -9,7 +9,7 @@ use std::io;
 use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::Path;
 
-use longhaul_sys::served_root::{Resolver, ServedRoot};
+use longhaul_sys::served_root::ServedRoot;
 
 /// `<tmp>/root` with `sub/`, a secret file beside the root, and `up` -> the parent (out).
 fn setup() -> tempfile::TempDir {
@@ -21,16 +21,13 @@ fn setup() -> tempfile::TempDir {
     tmp
 }
 
+/// The root at `<tmp>/root` with each resolver this kernel has.
 fn both(tmp: &tempfile::TempDir) -> Vec<ServedRoot> {
-    let root = tmp.path().join("root");
-    let mut v = vec![ServedRoot::open_with(&root, Resolver::NoSymlinks).unwrap()];
-    let auto = ServedRoot::open(&root).unwrap();
-    if auto.resolver() == Resolver::Openat2 {
-        v.push(auto);
-    } else {
+    let each = ServedRoot::open_each(&tmp.path().join("root")).unwrap();
+    if each.len() < 2 {
         eprintln!("SKIP openat2 resolver: openat2 not available on this kernel");
     }
-    v
+    each
 }
 
 #[test]

@@ -29,14 +29,19 @@ fn setup() -> tempfile::TempDir {
 /// The roots to try, each with the base (relative to it) that names `<tmp>/root/named`.
 fn roots(tmp: &tempfile::TempDir) -> Vec<(ServedRoot, PathBuf)> {
     let root = tmp.path().join("root");
-    let mut v = vec![(
-        ServedRoot::open_with(&root, Resolver::NoSymlinks).unwrap(),
-        PathBuf::from("real"),
-    )];
-    let auto = ServedRoot::open(&root).unwrap();
-    if auto.resolver() == Resolver::Openat2 {
-        v.push((auto, PathBuf::from("named")));
-    } else {
+    // The no-symlinks walk cannot name the destination through its symlink; openat2 can.
+    let mut v: Vec<_> = ServedRoot::open_each(&root)
+        .unwrap()
+        .into_iter()
+        .map(|r| {
+            let base = match r.resolver() {
+                Resolver::NoSymlinks => "real",
+                _ => "named",
+            };
+            (r, PathBuf::from(base))
+        })
+        .collect();
+    if v.len() < 2 {
         eprintln!("SKIP openat2 resolver: openat2 not available on this kernel");
     }
     let slash = root.join("named");

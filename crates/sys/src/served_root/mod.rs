@@ -163,6 +163,18 @@ impl ServedRoot {
         Self::open_with(Path::new("/"), Resolver::Unconfined)
     }
 
+    /// `path` opened as a root with each confining resolver this kernel has: the
+    /// no-symlinks walk always, then `openat2`'s when the kernel allows it. What a
+    /// confinement test runs its cases through, so both resolvers keep the same rules.
+    pub fn open_each(path: &Path) -> io::Result<Vec<Self>> {
+        let mut each = vec![Self::open_with(path, Resolver::NoSymlinks)?];
+        let auto = Self::open(path)?;
+        if auto.resolver() == Resolver::Openat2 {
+            each.push(auto);
+        }
+        Ok(each)
+    }
+
     /// Opens `path` as a root with a given resolver (tests exercise both).
     pub fn open_with(path: &Path, resolver: Resolver) -> io::Result<Self> {
         let c = cstring(path.as_os_str().as_bytes(), path)?;
