@@ -543,7 +543,8 @@ fn on_bbr_the_held_rate_climbs_through_bbr_s_own_probing() {
 /// 100 ms, 1e-3 loss path jump-started from a stale record of 100 Mbit/s): on BBR every
 /// probe lasted BBR's eight-round cycle, and BBR's own probing climbs by a quarter per
 /// cycle: 100 -> 270 Mbit/s in 10 s. A probe larger than [`NEAR_PROBE`] restarts BBR,
-/// whose start-up fills the cap within round trips.
+/// whose start-up fills the cap within round trips, and a climbing probe that a round
+/// took whole ends there.
 #[test]
 fn on_bbr_a_held_rate_far_under_the_path_climbs_back_in_seconds() {
     let bottleneck = 1_000_000_000u64;
