@@ -81,10 +81,11 @@
 //! its ProbeRTT (4-6 % of a long run) are not needed: the sender cruises on CUBIC. If the
 //! held path then loses packets although nobody sends faster than the bottleneck, the loss
 //! is not congestion: the sender goes back to BBR, which does not mistake it for a full
-//! queue. On BBR an upward probe restarts BBR and lasts three rounds: BBR paces at its own
-//! estimate and sends more only in the one round of eight that probes (by a quarter), so
-//! a one-round probe of the cap above it never saw more delivered; restarted, its
-//! start-up fills the cap within a round trip or two.
+//! queue. On BBR an upward probe lasts BBR's eight-round cycle (BBR paces at its own
+//! estimate and sends more only in the one round of eight that probes, by a quarter, so
+//! a one-round probe of the cap above it never saw more delivered), and ends early when a
+//! round took it whole while climbing; a step over 4 % restarts BBR instead and lasts four
+//! rounds, its start-up filling the cap within round trips.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -542,15 +543,15 @@ impl RateProbe {
         }
     }
 
-    /// Rounds a probe paces at its gain: one, or [`RESTARTED_PROBE_ROUNDS`] when the
-    /// streams cruise on BBR (a path with loss of its own). BBR paces at its own estimate
-    /// of the path, which rises only in the one round of its eight that probes (by a
-    /// quarter): a one-round probe of the cap above it never saw more delivered (a
-    /// jump-started run on a 1e-3 loss path held its start to the end), and probes that
-    /// lasted BBR's cycle climbed from a stale record of 100 Mbit/s on a 1 Gbit/s path to
-    /// 270 Mbit/s in 10 s. So a probe restarts BBR (see [`RateProbe::start_probe`]): its
-    /// start-up doubles the window per round trip up to the cap, the first round ramps
-    /// and the next two show the step.
+    /// Rounds a probe paces at its gain: one, unless the streams cruise on BBR (a path
+    /// with loss of its own). BBR paces at its own estimate of the path, which rises only
+    /// in the one round of its eight that probes (by a quarter): a one-round probe of the
+    /// cap above it never saw more delivered (a jump-started run on a 1e-3 loss path held
+    /// its start to the end), so a probe lasts BBR's cycle. But probes that all lasted it
+    /// climbed from a stale record of 100 Mbit/s on a 1 Gbit/s path to 270 Mbit/s in
+    /// 10 s, so a step over [`NEAR_PROBE`] restarts BBR (see [`RateProbe::start_probe`])
+    /// and lasts [`RESTARTED_PROBE_ROUNDS`]: its start-up doubles the window per round
+    /// trip up to the cap (with two or three rounds the ramp was not done).
     pub(super) fn probe_rounds(&self) -> u32 {
         if self.probe_restarted {
             RESTARTED_PROBE_ROUNDS

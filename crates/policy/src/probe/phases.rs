@@ -159,11 +159,12 @@ impl RateProbe {
         // 0.9 s per 2-4 % step). Near the bottleneck probes keep their length: ended
         // early there, the next probe came sooner and went over it more often (steady
         // state -0.4 %).
+        let queued = qdelay.is_some_and(|q| q > self.standing_queue());
         let taken_early = rounds > 1
             && at >= since + self.round * 2
             && self.probe_best as f64 >= self.whole_probe(gain)
             && self.probe_best as f64 > self.paced(self.best_before_probe) as f64 * 1.01
-            && !qdelay.is_some_and(|q| q > self.standing_queue());
+            && !queued;
         if at >= since + self.round * (rounds + 1) || taken_early {
             let last = self.paced_round_rate().unwrap_or(0);
             let delivered = if rounds > 1 {
@@ -173,7 +174,6 @@ impl RateProbe {
             };
             let held = self.held.unwrap_or(1);
             let wanted = held as f64 * (1.0 + (gain - 1.0) * 0.75);
-            let queued = qdelay.is_some_and(|q| q > self.standing_queue());
             let probed = held as f64 * gain;
             if delivered as f64 >= self.whole_probe(gain) && !queued {
                 // The path took it all: hold it and try twice the step at once
@@ -502,7 +502,6 @@ impl RateProbe {
         };
     }
 
-    /// One round at `gain` x the held rate from `at`, then one to see what it delivered.
     /// What a probe at `gain` must deliver to be taken whole: 97 % of the probed rate,
     /// and at least three quarters of the step (for a 2 % step 97 % would be less than
     /// the held rate).
@@ -511,7 +510,9 @@ impl RateProbe {
         (held * gain * 0.97).max(held * (1.0 + (gain - 1.0) * 0.75))
     }
 
-    /// On BBR the probe restarts it (see [`Self::probe_rounds`]).
+    /// One round at `gain` x the held rate from `at` (several on BBR, see
+    /// [`Self::probe_rounds`]; a step over [`NEAR_PROBE`] restarts BBR), then one to see
+    /// what it delivered.
     pub(super) fn start_probe(&mut self, gain: f64, at: Duration) {
         self.best_before_probe = self.best_round;
         self.probe_best = 0;
