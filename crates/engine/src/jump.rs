@@ -403,10 +403,7 @@ impl ServerJump {
 
     /// No jump, and why (within the bound of a note on the wire).
     fn declined(mut note: String) -> Self {
-        let mut end = note.len().min(longhaul_proto::limits::MAX_TEXT);
-        while !note.is_char_boundary(end) {
-            end -= 1;
-        }
+        let end = longhaul_proto::cut_at_char(&note, longhaul_proto::limits::MAX_TEXT).len();
         note.truncate(end);
         Self {
             plan: None,

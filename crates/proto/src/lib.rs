@@ -46,7 +46,7 @@ pub mod stripe;
 pub mod ticket;
 pub mod transfer;
 mod wire;
-pub use wire::{is_unsafe_char, printable};
+pub use wire::{cut_at_char, is_unsafe_char, printable};
 
 pub use auth::{
     check_token, data_mac, ChannelBinding, ChunkKey, Keyring, Nonce, SessionSecret, Token,

@@ -32,6 +32,16 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// The longest prefix of `text` within `max` bytes that ends on a character boundary:
+/// what a bounded text field of a message holds of a longer text.
+pub fn cut_at_char(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// Appends big-endian fields to a frame body.
 pub(crate) struct Writer<'a>(pub(crate) &'a mut Vec<u8>);
 
@@ -70,12 +80,9 @@ impl Writer<'_> {
         }
     }
     pub(crate) fn str(&mut self, s: &str, max: usize) {
-        let mut end = s.len().min(max);
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        self.u16(end as u16);
-        self.bytes(&s.as_bytes()[..end]);
+        let s = cut_at_char(s, max);
+        self.u16(s.len() as u16);
+        self.bytes(s.as_bytes());
     }
 }
 

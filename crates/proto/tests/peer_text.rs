@@ -73,3 +73,14 @@ fn printable_escapes_what_a_terminal_would_obey() {
         "a\\u{1b}[2Jb\\u{a}c\\u{202e}d"
     );
 }
+
+#[test]
+fn cut_at_char_keeps_whole_characters_within_the_bound() {
+    use longhaul_proto::cut_at_char;
+    assert_eq!(cut_at_char("abc", 10), "abc");
+    assert_eq!(cut_at_char("abc", 2), "ab");
+    // "é" is two bytes: a bound inside it leaves it out.
+    assert_eq!(cut_at_char("aé", 2), "a");
+    assert_eq!(cut_at_char("aé", 3), "aé");
+    assert_eq!(cut_at_char("", 0), "");
+}

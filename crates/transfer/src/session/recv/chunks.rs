@@ -2,6 +2,7 @@
 //! the digest gate before a file is put in place, each file's finish, and the directories'
 //! times set before the last commit goes out.
 
+use longhaul_proto::cut_at_char;
 use longhaul_proto::transfer::{
     ChunkHeader, EntryKind, RejectReason, TransferMessage, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME,
     MAX_REASON_BYTES,
@@ -230,27 +231,19 @@ impl RecvSession {
         let Some(f) = self.file_mut(id).filter(|f| f.state == FileState::Open) else {
             return;
         };
-        let (Some(ours), Some(theirs)) = (f.hashes.result(), f.theirs.clone()) else {
+        let (Some(ours), Some(theirs)) = (f.hashes.result(), f.theirs.as_ref()) else {
             return;
         };
         f.state = FileState::Committing;
         let theirs = match theirs {
-            Theirs::Digest(digest) => digest,
+            Theirs::Digest(digest) => *digest,
             Theirs::Changed(what) => {
-                // Every chunk is in (none is still on its way to a removed file), and
-                // none of it is committed: the next run sends the file whole.
-                let discard = (!f.in_place && !checksum_only).then(|| RecvEvent::Discard {
-                    id,
-                    part_rel: f.part_rel.clone(),
-                    manifest_rel: f.manifest_rel.clone(),
-                    other_manifests: f.share.others.clone(),
-                });
-                self.events.extend(discard);
+                // Every chunk is in (none is still on its way to a removed file).
                 let why = format!(
                     "the source changed while it was read ({what}); nothing of it was \
                      committed: copy it again"
                 );
-                self.finish(id, Err(why));
+                self.fail_unplaced(id, why);
                 return;
             }
         };
@@ -266,21 +259,8 @@ impl RecvSession {
             .as_ref()
             .map(|rx| rx.verify_digest(&ours, &theirs));
         if let Some(Err(e)) = verdict {
-            if f.in_place {
-                // The destination itself: the next run compares it again.
-                self.finish(id, Err(e.to_string()));
-                return;
-            }
-            // Start the file over next time: its chunks disagree with the source as a
-            // whole.
-            let ev = RecvEvent::Discard {
-                id,
-                part_rel: f.part_rel.clone(),
-                manifest_rel: f.manifest_rel.clone(),
-                other_manifests: f.share.others.clone(),
-            };
-            self.events.push_back(ev);
-            self.finish(id, Err(e.to_string()));
+            // Its chunks disagree with the source as a whole.
+            self.fail_unplaced(id, e.to_string());
             return;
         }
         let in_place = f.in_place;
@@ -344,6 +324,24 @@ impl RecvSession {
         self.placed(id, Ok(()));
     }
 
+    /// File `id` fails without being placed: its part file and manifests go, so the next
+    /// run starts it over (a file written in place is the destination itself: it stays,
+    /// and the next run compares it again; `--checksum-only` made none).
+    fn fail_unplaced(&mut self, id: u32, why: String) {
+        let checksum_only = self.cfg.checksum_only;
+        let discard = self
+            .file_mut(id)
+            .filter(|f| !f.in_place && !checksum_only)
+            .map(|f| RecvEvent::Discard {
+                id,
+                part_rel: f.part_rel.clone(),
+                manifest_rel: f.manifest_rel.clone(),
+                other_manifests: f.share.others.clone(),
+            });
+        self.events.extend(discard);
+        self.finish(id, Err(why));
+    }
+
     pub(super) fn finish(&mut self, id: u32, verdict: Result<(), String>) {
         let Some(f) = self.file_mut(id) else { return };
         let was = std::mem::replace(&mut f.state, FileState::Finished);
@@ -356,11 +354,7 @@ impl RecvSession {
             Ok(()) => (true, String::new()),
             Err(why) => {
                 self.outcome.failed.push(format!("{name}: {why}"));
-                let mut end = why.len().min(MAX_REASON_BYTES);
-                while !why.is_char_boundary(end) {
-                    end -= 1;
-                }
-                (false, why[..end].to_string())
+                (false, cut_at_char(&why, MAX_REASON_BYTES).to_string())
             }
         };
         match (ok, left) {

@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use longhaul_proto::cut_at_char;
 use longhaul_proto::transfer::{TransferMessage, MAX_REASON_BYTES};
 
 use super::types::{SendEvent, Work};
@@ -142,17 +143,10 @@ impl SendSession {
                 file: entry,
                 blake3,
             },
-            Some(mut reason) => {
-                let mut end = reason.len().min(MAX_REASON_BYTES);
-                while !reason.is_char_boundary(end) {
-                    end -= 1;
-                }
-                reason.truncate(end);
-                TransferMessage::SourceChanged {
-                    file: entry,
-                    reason,
-                }
-            }
+            Some(reason) => TransferMessage::SourceChanged {
+                file: entry,
+                reason: cut_at_char(&reason, MAX_REASON_BYTES).to_string(),
+            },
         });
     }
 
