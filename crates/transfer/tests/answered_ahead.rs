@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use longhaul_proto::transfer::{EntryKind, FileEntry, SkipReason, TransferMessage};
-use longhaul_transfer::session::{SendConfig, SendSession, SessionError, Work};
+use longhaul_transfer::session::{SendConfig, SendInput, SendSession, SessionError, Work};
 use pair::*;
 use proptest::prelude::*;
 
@@ -116,7 +116,7 @@ fn sender() -> SendSession {
         link,
     ];
     let mut tx = session(entries, 2, false);
-    tx.answered_ahead().unwrap();
+    tx.handle(SendInput::AnsweredAhead).unwrap();
     tx
 }
 
@@ -228,7 +228,7 @@ fn a_sender_asked_after_an_answer_refuses() {
         reason: SkipReason::Exists,
     })
     .unwrap();
-    assert!(tx.answered_ahead().is_err());
+    assert!(tx.handle(SendInput::AnsweredAhead).is_err());
     let mut check = session(vec![entry("f", EntryKind::File, 4096)], 1, true);
-    assert!(check.answered_ahead().is_err());
+    assert!(check.handle(SendInput::AnsweredAhead).is_err());
 }

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry};
 use longhaul_transfer::session::{
-    LookResult, RecvEvent, RecvSession, SendConfig, SendSession, SessionError, Work,
+    LookResult, RecvEvent, RecvInput, RecvSession, SendConfig, SendSession, SessionError, Work,
 };
 
 const CHUNK: u64 = 4096;
@@ -50,8 +50,18 @@ fn open_file() -> (RecvSession, ChunkHeader) {
         while let Some(ev) = rx.poll_event() {
             busy = true;
             match ev {
-                RecvEvent::Look { id, .. } => rx.looked(id, LookResult::default()).unwrap(),
-                RecvEvent::Open { id, .. } => rx.opened(id, true).unwrap(),
+                RecvEvent::Look { id, .. } => rx
+                    .handle(RecvInput::Looked {
+                        file: id,
+                        found: LookResult::default(),
+                    })
+                    .unwrap(),
+                RecvEvent::Open { id, .. } => rx
+                    .handle(RecvInput::Opened {
+                        file: id,
+                        intact: true,
+                    })
+                    .unwrap(),
                 _ => {}
             }
         }

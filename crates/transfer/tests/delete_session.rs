@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use longhaul_proto::transfer::{EntryKind, FileEntry, TransferMessage};
-use longhaul_transfer::session::{LookResult, Meta, RecvConfig, RecvEvent, RecvSession};
+use longhaul_transfer::session::{LookResult, Meta, RecvConfig, RecvEvent, RecvInput, RecvSession};
 use longhaul_transfer::{DestEntry, DestKind, Filter};
 
 fn entry(path: &str, kind: EntryKind) -> FileEntry {
@@ -67,25 +67,29 @@ fn drive(s: &mut RecvSession, dest: &HashMap<PathBuf, Vec<DestEntry>>) -> Vec<St
                         mode: 0o644,
                         special: None,
                     };
-                    s.looked(
-                        id,
-                        LookResult {
+                    s.handle(RecvInput::Looked {
+                        file: id,
+                        found: LookResult {
                             existing: Some(m),
                             ..Default::default()
                         },
-                    )
+                    })
                     .unwrap();
                 }
                 RecvEvent::ListDest(l) => {
                     log.push(format!("list {}", l.path().display()));
                     let found = dest.get(&l.path()).cloned().ok_or("gone".to_string());
-                    s.dest_listed(&l, found);
+                    s.handle(RecvInput::DestListed { listing: l, found })
+                        .unwrap();
                 }
                 RecvEvent::Remove(rs) => {
                     let shown: Vec<String> =
                         rs.iter().map(|r| r.path().display().to_string()).collect();
                     log.push(format!("remove {}", shown.join(" ")));
-                    s.removed(rs.into_iter().map(|r| (r, Ok(()))).collect());
+                    s.handle(RecvInput::Removed(
+                        rs.into_iter().map(|r| (r, Ok(()))).collect(),
+                    ))
+                    .unwrap();
                 }
                 RecvEvent::FixDirs(_) => log.push("fixdirs".into()),
                 _ => {}

@@ -13,7 +13,8 @@ use std::time::Instant;
 use longhaul_proto::transfer::{EntryKind, FileEntry};
 use longhaul_transfer::session::recv::Arrival;
 use longhaul_transfer::session::{
-    LookResult, RecvConfig, RecvEvent, RecvSession, SendConfig, SendSession, Work,
+    LookResult, Placed, RecvConfig, RecvEvent, RecvInput, RecvSession, SendConfig, SendSession,
+    Work,
 };
 
 /// What the receiver asked for: (path, mode) of directories created, directories fixed
@@ -78,19 +79,38 @@ fn transfer_into(
             match ev {
                 RecvEvent::CreateDir { rel, mode } => {
                     modes.created.push((show(&rel), mode));
-                    rx.dirs_created(if top_existed { vec![] } else { vec![rel] });
+                    rx.handle(RecvInput::DirsCreated(if top_existed {
+                        vec![]
+                    } else {
+                        vec![rel]
+                    }))
+                    .unwrap();
                 }
-                RecvEvent::Look { id, .. } => rx.looked(id, LookResult::default()).unwrap(),
-                RecvEvent::Open { id, .. } => rx.opened(id, true).unwrap(),
+                RecvEvent::Look { id, .. } => rx
+                    .handle(RecvInput::Looked {
+                        file: id,
+                        found: LookResult::default(),
+                    })
+                    .unwrap(),
+                RecvEvent::Open { id, .. } => rx
+                    .handle(RecvInput::Opened {
+                        file: id,
+                        intact: true,
+                    })
+                    .unwrap(),
                 RecvEvent::Commit(job) => {
                     modes.committed.push((show(&job.final_rel), job.mode));
-                    rx.placed(job.id, Ok(()));
+                    rx.handle(RecvInput::Placed {
+                        file: job.id,
+                        result: Ok(Placed::Here),
+                    })
+                    .unwrap();
                 }
                 RecvEvent::FixDirs(dirs) => {
                     modes
                         .fixed
                         .extend(dirs.iter().filter_map(|d| Some((show(&d.rel), d.mode?))));
-                    rx.dirs_fixed();
+                    rx.handle(RecvInput::DirsFixed).unwrap();
                 }
                 _ => {}
             }
@@ -114,7 +134,13 @@ fn transfer_into(
             assert_eq!(arrival, Arrival::Write);
             rx.chunk_written(header.file, header.index, header.hash)
                 .unwrap();
-            rx.chunk_recorded(header.file, header.index, header.hash, c.len);
+            rx.handle(RecvInput::ChunkRecorded {
+                file: header.file,
+                index: header.index,
+                hash: header.hash,
+                len: c.len,
+            })
+            .unwrap();
         }
         pump(&mut tx, &mut rx, &mut modes);
     }

@@ -22,8 +22,8 @@ use std::time::Instant;
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry, SkipReason, TransferMessage};
 use longhaul_transfer::session::recv::Arrival;
 use longhaul_transfer::session::{
-    ExpectedList, HardLinkJob, LinkJob, LookResult, Meta, RecvConfig, RecvEvent, RecvSession, Room,
-    SendConfig, SendSession, SessionError, Work,
+    ExpectedList, HardLinkJob, LinkJob, LookResult, Meta, Placed, RecvConfig, RecvEvent, RecvInput,
+    RecvSession, Room, SendConfig, SendSession, SessionError, Work,
 };
 
 const CS: u64 = 4096;
@@ -146,12 +146,15 @@ fn run(
         }
         while let Some(ev) = rx.poll_event() {
             match ev {
-                RecvEvent::CreateDir { rel, .. } => rx.dirs_created(vec![rel]),
+                RecvEvent::CreateDir { rel, .. } => rx.handle(RecvInput::DirsCreated(vec![rel]))?,
                 RecvEvent::Look { id, .. } => {
                     let found = world.looks.get(&id).cloned().unwrap_or_default();
-                    rx.looked(id, found)?;
+                    rx.handle(RecvInput::Looked { file: id, found })?;
                 }
-                RecvEvent::Open { id, .. } => rx.opened(id, true)?,
+                RecvEvent::Open { id, .. } => rx.handle(RecvInput::Opened {
+                    file: id,
+                    intact: true,
+                })?,
                 RecvEvent::Commit(job) => {
                     world.placed += 1;
                     let r = if world.fail.contains(&job.id) {
@@ -159,12 +162,18 @@ fn run(
                     } else {
                         Ok(())
                     };
-                    rx.placed(job.id, r)
+                    rx.handle(RecvInput::Placed {
+                        file: job.id,
+                        result: r.map(|()| Placed::Here),
+                    })?
                 }
                 RecvEvent::MakeHardLink(job) => {
                     let id = job.id;
                     world.hard_links_made.push((job, world.placed));
-                    rx.hardlink_made(id, Ok(()));
+                    rx.handle(RecvInput::HardLinkMade {
+                        file: id,
+                        result: Ok(()),
+                    })?;
                 }
                 RecvEvent::MakeSymlink(job) => {
                     world.list_end_before_links.push(rx.is_listed());
@@ -175,7 +184,10 @@ fn run(
                     };
                     let id = job.id;
                     world.links_made.push(job);
-                    rx.symlink_made(id, r);
+                    rx.handle(RecvInput::SymlinkMade {
+                        file: id,
+                        result: r,
+                    })?;
                 }
                 RecvEvent::FixDirs(_) => {
                     // Answered once the sender heard all the receiver sent before it.
@@ -212,7 +224,7 @@ fn run(
         if fix_pending {
             fix_pending = false;
             world.commits_at_fix.get_or_insert(world.commits.len());
-            rx.dirs_fixed();
+            rx.handle(RecvInput::DirsFixed)?;
         }
         if rx.is_listed() {
             while let Work::Send(unit) = tx.next_work(0, now) {
@@ -226,7 +238,12 @@ fn run(
                     plan.hasher.update(&d);
                     if rx.chunk_arrived(&header, plan.hasher.finish())? == Arrival::Write {
                         rx.chunk_written(e, c.id.index, hash)?;
-                        rx.chunk_recorded(e, c.id.index, hash, c.len);
+                        rx.handle(RecvInput::ChunkRecorded {
+                            file: e,
+                            index: c.id.index,
+                            hash,
+                            len: c.len,
+                        })?;
                     }
                 }
             }
@@ -467,7 +484,11 @@ fn listed_receiver() -> RecvSession {
     .unwrap();
     while let Some(ev) = rx.poll_event() {
         if let RecvEvent::Look { id, .. } = ev {
-            rx.looked(id, LookResult::default()).unwrap();
+            rx.handle(RecvInput::Looked {
+                file: id,
+                found: LookResult::default(),
+            })
+            .unwrap();
         }
     }
     assert!(rx.is_listed());

@@ -22,7 +22,8 @@ use std::time::Instant;
 use longhaul_proto::transfer::{EntryKind, SkipReason, TransferMessage};
 use longhaul_transfer::session::recv::Arrival;
 use longhaul_transfer::session::{
-    LookResult, RecvEvent, RecvSession, SendConfig, SendSession, SessionError, Work,
+    LookResult, Placed, RecvEvent, RecvInput, RecvSession, SendConfig, SendInput, SendSession,
+    SessionError, Work,
 };
 use pair::*;
 use proptest::prelude::*;
@@ -240,10 +241,27 @@ fn last_commit_waits_for_dirs_fixed() {
     let answer = |rx: &mut RecvSession, fix_dirs: &mut usize| {
         while let Some(ev) = rx.poll_event() {
             match ev {
-                RecvEvent::Look { id, .. } => rx.looked(id, LookResult::default()).unwrap(),
-                RecvEvent::Open { id, .. } => rx.opened(id, true).unwrap(),
-                RecvEvent::CreateDir { rel, .. } => rx.dirs_created(vec![rel]),
-                RecvEvent::Commit(job) => rx.placed(job.id, Ok(())),
+                RecvEvent::Look { id, .. } => rx
+                    .handle(RecvInput::Looked {
+                        file: id,
+                        found: LookResult::default(),
+                    })
+                    .unwrap(),
+                RecvEvent::Open { id, .. } => rx
+                    .handle(RecvInput::Opened {
+                        file: id,
+                        intact: true,
+                    })
+                    .unwrap(),
+                RecvEvent::CreateDir { rel, .. } => {
+                    rx.handle(RecvInput::DirsCreated(vec![rel])).unwrap()
+                }
+                RecvEvent::Commit(job) => rx
+                    .handle(RecvInput::Placed {
+                        file: job.id,
+                        result: Ok(Placed::Here),
+                    })
+                    .unwrap(),
                 RecvEvent::FixDirs(dirs) => {
                     assert_eq!(dirs.len(), 1, "the one directory");
                     *fix_dirs += 1;
@@ -269,7 +287,13 @@ fn last_commit_waits_for_dirs_fixed() {
             );
             rx.chunk_written(header.file, header.index, header.hash)
                 .unwrap();
-            rx.chunk_recorded(header.file, header.index, header.hash, c.len);
+            rx.handle(RecvInput::ChunkRecorded {
+                file: header.file,
+                index: header.index,
+                hash: header.hash,
+                len: c.len,
+            })
+            .unwrap();
         }
     }
     pump_tx(&mut tx, &mut rx); // the digest
@@ -289,7 +313,7 @@ fn last_commit_waits_for_dirs_fixed() {
         tx.handle(m).unwrap();
     }
     assert!(!tx.is_done());
-    rx.dirs_fixed();
+    rx.handle(RecvInput::DirsFixed).unwrap();
     let after: Vec<_> = std::iter::from_fn(|| rx.poll_transmit()).collect();
     assert!(matches!(
         after.as_slice(),
@@ -369,9 +393,20 @@ fn losing_every_stream_gives_up() {
     for s in 0..3 {
         assert!(matches!(tx.next_work(s, now), Work::Send(_)));
     }
-    tx.stream_failed(0, "reset").unwrap();
-    tx.stream_failed(1, "reset").unwrap();
-    let r = tx.stream_failed(2, "timed out");
+    tx.handle(SendInput::StreamFailed {
+        stream: 0,
+        why: "reset".into(),
+    })
+    .unwrap();
+    tx.handle(SendInput::StreamFailed {
+        stream: 1,
+        why: "reset".into(),
+    })
+    .unwrap();
+    let r = tx.handle(SendInput::StreamFailed {
+        stream: 2,
+        why: "timed out".into(),
+    });
     assert!(matches!(r, Err(SessionError::GaveUp(_))), "{r:?}");
     assert!(matches!(tx.next_work(0, now), Work::Finished));
 }

@@ -19,8 +19,8 @@ use longhaul_transfer::chunk_hash;
 use longhaul_transfer::session::recv::SyncRules;
 use longhaul_transfer::session::recv::{Arrival, CommitJob};
 use longhaul_transfer::session::{
-    LookResult, Meta, OpenPlan, RecvEvent, RecvSession, SendConfig, SendEvent, SendSession,
-    SessionError, Work,
+    LookResult, Meta, OpenPlan, Placed, RecvEvent, RecvInput, RecvSession, SendConfig, SendEvent,
+    SendInput, SendSession, SessionError, Work,
 };
 use pair::{bytes, entry, send_chunk, Rng, MTIME};
 
@@ -132,7 +132,7 @@ fn step(
                     manifest: manifest_rel.and_then(|m| disk.manifests.get(&m).cloned()),
                     ..LookResult::default()
                 };
-                p.rx.looked(id, found)?;
+                p.rx.handle(RecvInput::Looked { file: id, found })?;
             }
             RecvEvent::Open {
                 id,
@@ -162,14 +162,20 @@ fn step(
                     _ => {}
                 }
                 p.manifest_of.insert(id, m);
-                p.rx.opened(id, true)?;
+                p.rx.handle(RecvInput::Opened {
+                    file: id,
+                    intact: true,
+                })?;
             }
             RecvEvent::GatherShares { id, manifests, .. } => {
                 let found = manifests
                     .iter()
                     .map(|m| disk.manifests.get(m).cloned())
                     .collect();
-                p.rx.shares_gathered(id, found)?;
+                p.rx.handle(RecvInput::SharesGathered {
+                    file: id,
+                    manifests: found,
+                })?;
             }
             // Put in place later, at a step of its own: another share's gather may come
             // between (the last two shares then both find every chunk recorded).
@@ -185,11 +191,11 @@ fn step(
         for i in chunks {
             let off = u64::from(i) * CHUNK;
             let end = (off + CHUNK).min(d.len() as u64);
-            p.tx.hashed(
-                entry,
-                i,
-                chunk_hash(&d[off as usize..end as usize], off, whole),
-            );
+            p.tx.handle(SendInput::Hashed {
+                file: entry,
+                index: i,
+                hash: chunk_hash(&d[off as usize..end as usize], off, whole),
+            })?;
         }
     }
     while let Some(m) = p.rx.poll_transmit() {
@@ -205,7 +211,7 @@ fn step(
     }
     if p.fix_dirs {
         p.fix_dirs = false;
-        p.rx.dirs_fixed();
+        p.rx.handle(RecvInput::DirsFixed)?;
         progressed = true;
     }
     if p.rx.is_listed() && (p.wire.is_empty() || rng.below(2) == 0) {
@@ -237,7 +243,12 @@ fn step(
                     .unwrap()
                     .extend_from_slice(&record);
             }
-            p.rx.chunk_recorded(h.file, h.index, h.hash, u64::from(h.len));
+            p.rx.handle(RecvInput::ChunkRecorded {
+                file: h.file,
+                index: h.index,
+                hash: h.hash,
+                len: u64::from(h.len),
+            })?;
         }
     }
     Ok(progressed)
@@ -253,13 +264,21 @@ fn commit(p: &mut Pair, disk: &mut Disk, job: &CommitJob) {
         Some(bytes) => {
             disk.placed.insert(job.id, (bytes, p.share.index()));
             disk.parts.remove(&job.id);
-            p.rx.placed(job.id, Ok(()));
+            p.rx.handle(RecvInput::Placed {
+                file: job.id,
+                result: Ok(Placed::Here),
+            })
+            .unwrap();
         }
         // Put in place by another share a moment ago: done too, and counted by that
         // share.
         None => {
             assert!(disk.placed.contains_key(&job.id) && !job.other_manifests.is_empty());
-            p.rx.placed_by_another_share(job.id);
+            p.rx.handle(RecvInput::Placed {
+                file: job.id,
+                result: Ok(Placed::ByAnotherShare),
+            })
+            .unwrap();
         }
     }
 }

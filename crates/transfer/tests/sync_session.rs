@@ -23,7 +23,8 @@ use longhaul_proto::transfer::{
 use longhaul_transfer::chunk_hash;
 use longhaul_transfer::session::recv::{Arrival, OldCopy, SyncRules};
 use longhaul_transfer::session::{
-    LookResult, Meta, RecvEvent, RecvSession, SendConfig, SendSession, SessionError, Work,
+    LookResult, Meta, Placed, RecvEvent, RecvInput, RecvSession, SendConfig, SendInput,
+    SendSession, SessionError, Work,
 };
 use longhaul_transfer::FileIdentity;
 use proptest::prelude::*;
@@ -102,13 +103,13 @@ fn run(old: &[u8], new: &[u8]) -> Result<Outcome, SessionError> {
                         mode: 0o644,
                         special: None,
                     };
-                    rx.looked(
-                        id,
-                        LookResult {
+                    rx.handle(RecvInput::Looked {
+                        file: id,
+                        found: LookResult {
                             existing: Some(existing),
                             ..LookResult::default()
                         },
-                    )?;
+                    })?;
                 }
                 RecvEvent::HashOld { id, size, .. } => {
                     assert_eq!(size, old.len() as u64);
@@ -119,9 +120,15 @@ fn run(old: &[u8], new: &[u8]) -> Result<Outcome, SessionError> {
                         },
                         hashes: hashes_of(old),
                     };
-                    rx.old_hashed(id, Ok(copy))?;
+                    rx.handle(RecvInput::OldHashed {
+                        file: id,
+                        old: Ok(copy),
+                    })?;
                 }
-                RecvEvent::Open { id, .. } => rx.opened(id, true)?,
+                RecvEvent::Open { id, .. } => rx.handle(RecvInput::Opened {
+                    file: id,
+                    intact: true,
+                })?,
                 RecvEvent::Commit(job) => {
                     match &job.reuse {
                         Some(r) if r.keep_old => {
@@ -137,9 +144,12 @@ fn run(old: &[u8], new: &[u8]) -> Result<Outcome, SessionError> {
                         }
                         None => out.result = part.clone(),
                     }
-                    rx.placed(job.id, Ok(()));
+                    rx.handle(RecvInput::Placed {
+                        file: job.id,
+                        result: Ok(Placed::Here),
+                    })?;
                 }
-                RecvEvent::FixDirs(_) => rx.dirs_fixed(),
+                RecvEvent::FixDirs(_) => rx.handle(RecvInput::DirsFixed)?,
                 _ => {}
             }
         }
@@ -167,18 +177,27 @@ fn run(old: &[u8], new: &[u8]) -> Result<Outcome, SessionError> {
                 let plan = rx.chunk_header(&header)?;
                 if same {
                     assert!(plan.same && plan.payload == 0);
-                    tx.chunk_reused(c, hash);
+                    tx.handle(SendInput::ChunkReused { chunk: *c, hash })?;
                     assert_eq!(rx.chunk_reused(&header)?, Arrival::Reused);
                     continue;
                 }
-                tx.chunk_sent(c, hash, c.len);
+                tx.handle(SendInput::ChunkSent {
+                    chunk: *c,
+                    hash,
+                    payload: c.len,
+                })?;
                 out.payload += c.len;
                 let mut hasher = plan.hasher;
                 hasher.update(bytes);
                 assert_eq!(rx.chunk_arrived(&header, hasher.finish())?, Arrival::Write);
                 part[c.offset as usize..(c.offset + c.len) as usize].copy_from_slice(bytes);
                 rx.chunk_written(header.file, header.index, hash)?;
-                rx.chunk_recorded(header.file, header.index, hash, c.len);
+                rx.handle(RecvInput::ChunkRecorded {
+                    file: header.file,
+                    index: header.index,
+                    hash,
+                    len: c.len,
+                })?;
             }
         }
     }
@@ -242,9 +261,9 @@ fn listed_receiver(old: &[u8], new_len: u64, rules: Option<SyncRules>) -> RecvSe
     while let Some(ev) = rx.poll_event() {
         match ev {
             RecvEvent::Look { id, .. } => rx
-                .looked(
-                    id,
-                    LookResult {
+                .handle(RecvInput::Looked {
+                    file: id,
+                    found: LookResult {
                         existing: Some(Meta {
                             is_file: true,
                             is_dir: false,
@@ -256,21 +275,26 @@ fn listed_receiver(old: &[u8], new_len: u64, rules: Option<SyncRules>) -> RecvSe
                         }),
                         ..LookResult::default()
                     },
-                )
+                })
                 .unwrap(),
             RecvEvent::HashOld { id, .. } => rx
-                .old_hashed(
-                    id,
-                    Ok(OldCopy {
+                .handle(RecvInput::OldHashed {
+                    file: id,
+                    old: Ok(OldCopy {
                         identity: FileIdentity {
                             size: old.len() as u64,
                             ..FileIdentity::default()
                         },
                         hashes: hashes_of(old),
                     }),
-                )
+                })
                 .unwrap(),
-            RecvEvent::Open { id, .. } => rx.opened(id, true).unwrap(),
+            RecvEvent::Open { id, .. } => rx
+                .handle(RecvInput::Opened {
+                    file: id,
+                    intact: true,
+                })
+                .unwrap(),
             _ => {}
         }
     }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferParams};
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::session::recv::SyncRules;
-use longhaul_transfer::session::ListCaps;
+use longhaul_transfer::session::{ListCaps, SendInput};
 use longhaul_transfer::{chunk_size_for, require_directory, Filter};
 
 use super::ServeError;
@@ -393,7 +393,7 @@ pub fn serve_transfer(
             // after it.
             sender
                 .session
-                .answered_ahead()
+                .handle(SendInput::AnsweredAhead)
                 .map_err(|e| ServeError::Refused {
                     reason: e.to_string(),
                 })?;

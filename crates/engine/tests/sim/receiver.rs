@@ -18,7 +18,7 @@ use longhaul_proto::transfer::{
 use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::session::recv::{Arrival, ChunkPlan};
-use longhaul_transfer::session::{RecvConfig, RecvEvent, RecvOutcome, RecvSession};
+use longhaul_transfer::session::{RecvConfig, RecvEvent, RecvInput, RecvOutcome, RecvSession};
 use longhaul_transfer::{ChunkHasher, FileHashes};
 
 use super::net::Net;
@@ -123,13 +123,13 @@ impl SimReceiver {
             for ev in events {
                 match self.store.perform(ev).map_err(|e| e.to_string())? {
                     Answer::Hash(id, chunks) => self.hash_jobs.push_back((id, chunks)),
+                    Answer::Give(input) => answers.push(input),
                     Answer::None => {}
-                    other => answers.push(other),
                 }
             }
             let s = &mut self.session;
-            for a in answers {
-                a.give(s).map_err(|e| e.to_string())?;
+            for input in answers {
+                s.handle(input).map_err(|e| e.to_string())?;
             }
         }
         Ok(())
@@ -150,8 +150,13 @@ impl SimReceiver {
                 .hash_chunks(id, &hashes, &chunks, &mut self.hash_buf)
                 .map_err(|e| format!("reading file {id} back: {e}"))?;
             self.with(net, |s| {
-                for (i, h) in list {
-                    s.hashed(id, i, h);
+                for (index, hash) in list {
+                    s.handle(RecvInput::Hashed {
+                        file: id,
+                        index,
+                        hash,
+                    })
+                    .map_err(|e| e.to_string())?;
                 }
                 Ok(())
             })?;
@@ -290,8 +295,13 @@ impl SimReceiver {
                 .map_err(|e| format!("appending a record: {e}"))?;
         }
         self.with(net, |s| {
-            s.chunk_recorded(h.file, h.index, computed, u64::from(h.len));
-            Ok(())
+            s.handle(RecvInput::ChunkRecorded {
+                file: h.file,
+                index: h.index,
+                hash: computed,
+                len: u64::from(h.len),
+            })
+            .map_err(|e| e.to_string())
         })
     }
 }

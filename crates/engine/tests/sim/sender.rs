@@ -20,7 +20,9 @@ use longhaul_proto::transfer::{
     decode_transfer_frame, encode_transfer_frame, ChunkHeader, TransferMessage,
 };
 use longhaul_transfer::scheduler::Chunk;
-use longhaul_transfer::session::{SendConfig, SendEvent, SendOutcome, SendSession, Work};
+use longhaul_transfer::session::{
+    SendConfig, SendEvent, SendInput, SendOutcome, SendSession, Work,
+};
 use longhaul_transfer::FileHashes;
 
 use super::net::Net;
@@ -117,7 +119,13 @@ impl SimSender {
                 let bytes = self.read(entry, off, len);
                 h.update(bytes);
                 let hash = h.finish();
-                self.session.hashed(entry, i, hash);
+                self.session
+                    .handle(SendInput::Hashed {
+                        file: entry,
+                        index: i,
+                        hash,
+                    })
+                    .expect("a hash is never refused");
             }
         }
     }
@@ -211,7 +219,13 @@ impl SimSender {
         net.flows[flow].write(&header.encode(&super::SIM_CHUNK_KEY));
         net.flows[flow].write(&self.buf);
         self.sent.insert((entry, c.id.index), c.len);
-        self.session.chunk_sent(c, header.hash, c.len);
+        self.session
+            .handle(SendInput::ChunkSent {
+                chunk: *c,
+                hash: header.hash,
+                payload: c.len,
+            })
+            .expect("a sent chunk is never refused");
         self.pump(net);
     }
 
@@ -222,7 +236,10 @@ impl SimSender {
         }
         self.streams[i].1 = StreamState::Failed;
         self.session
-            .stream_failed(i as u32, "connection reset (simulated cut)")
+            .handle(SendInput::StreamFailed {
+                stream: i as u32,
+                why: "connection reset (simulated cut)".into(),
+            })
             .map_err(|e| e.to_string())
     }
 }

@@ -11,7 +11,8 @@
 //!
 //! A session never touches a file, a socket or a clock. Where it needs the world (what
 //! is at the destination, a part file to prepare, chunks to hash from disk, a file to put
-//! in place) it asks with an event and the driver answers with a call. The drivers in
+//! in place) it asks with an event and the driver answers with an input
+//! ([`RecvInput`] to [`RecvSession::handle`]; the sending side's answers are calls). The drivers in
 //! `longhaul-engine` (threads and sockets) and the deterministic simulation (virtual time
 //! over `longhaul-linkem`) run the same sessions.
 
@@ -20,9 +21,9 @@ pub mod send;
 
 pub use recv::{
     CapsSetBy, CommitJob, DirFix, ExpectedList, HardLinkJob, LinkJob, ListCaps, LookResult, Meta,
-    OpenPlan, RecvConfig, RecvEvent, RecvOutcome, RecvSession, Room,
+    OpenPlan, Placed, RecvConfig, RecvEvent, RecvInput, RecvOutcome, RecvSession, Room,
 };
-pub use send::{SendConfig, SendEvent, SendOutcome, SendSession, Work, WouldSend};
+pub use send::{SendConfig, SendEvent, SendInput, SendOutcome, SendSession, Work, WouldSend};
 
 /// Why a session stopped.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

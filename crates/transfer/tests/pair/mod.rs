@@ -14,8 +14,8 @@ use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry, SkipReason, Tr
 use longhaul_transfer::scheduler::Chunk;
 use longhaul_transfer::session::recv::Arrival;
 use longhaul_transfer::session::{
-    LookResult, Meta, OpenPlan, RecvConfig, RecvEvent, RecvSession, SendConfig, SendSession,
-    SessionError, Work,
+    LookResult, Meta, OpenPlan, Placed, RecvConfig, RecvEvent, RecvInput, RecvSession, SendConfig,
+    SendInput, SendSession, SessionError, Work,
 };
 use longhaul_transfer::{chunk_hash, ResumeManifest, SourceIdentity};
 
@@ -124,7 +124,12 @@ pub fn send_chunk(tx: &mut SendSession, c: &Chunk, d: &[u8]) -> ChunkHeader {
     let mut h = tx.hasher(c);
     h.update(d);
     let hash = h.finish();
-    tx.chunk_sent(c, hash, c.len);
+    tx.handle(SendInput::ChunkSent {
+        chunk: *c,
+        hash,
+        payload: c.len,
+    })
+    .unwrap();
     ChunkHeader {
         file: tx.entry_of(c),
         index: c.id.index,
@@ -186,7 +191,7 @@ pub fn run_checked(
         tx.check_sources();
     }
     if ahead {
-        tx.answered_ahead()?;
+        tx.handle(SendInput::AnsweredAhead)?;
     }
     let rx = RecvSession::new(RecvConfig {
         no_clobber: case.no_clobber,
@@ -260,14 +265,14 @@ pub fn run_checked(
                             }
                         }
                     };
-                    rx.looked(id, found)?;
+                    rx.handle(RecvInput::Looked { file: id, found })?;
                 }
                 RecvEvent::Open { id, plan, .. } => {
                     let intact = match (&dest[id as usize], &plan) {
                         (Dest::Partial { intact, .. }, OpenPlan::Resume { .. }) => *intact,
                         _ => true,
                     };
-                    rx.opened(id, intact)?;
+                    rx.handle(RecvInput::Opened { file: id, intact })?;
                 }
                 RecvEvent::HashFromFile { id, .. } => {
                     panic!("the receiver hashes from disk only in --checksum-only (file {id})")
@@ -275,7 +280,10 @@ pub fn run_checked(
                 RecvEvent::HashOld { id, .. } | RecvEvent::SetMode { rel: _, mode: id } => {
                     panic!("sync events without sync ({id})")
                 }
-                RecvEvent::Commit(job) => rx.placed(job.id, Ok(())),
+                RecvEvent::Commit(job) => rx.handle(RecvInput::Placed {
+                    file: job.id,
+                    result: Ok(Placed::Here),
+                })?,
                 RecvEvent::MakeSymlink(job) => {
                     panic!("no symlink in this list: {job:?}")
                 }
@@ -302,7 +310,10 @@ pub fn run_checked(
                 }
                 longhaul_transfer::session::SendEvent::CheckSource { entry } => {
                     let why = changed.contains(&entry).then(|| "its mtime changed".into());
-                    tx.source_checked(entry, why);
+                    tx.handle(SendInput::SourceChecked {
+                        file: entry,
+                        changed: why,
+                    })?;
                     continue;
                 }
             };
@@ -311,11 +322,11 @@ pub fn run_checked(
             for i in chunks {
                 let off = u64::from(i) * cs;
                 let end = (off + cs).min(d.len() as u64);
-                tx.hashed(
-                    entry,
-                    i,
-                    chunk_hash(&d[off as usize..end as usize], off, whole),
-                );
+                tx.handle(SendInput::Hashed {
+                    file: entry,
+                    index: i,
+                    hash: chunk_hash(&d[off as usize..end as usize], off, whole),
+                })?;
             }
         }
         // Control, receiver -> sender.
@@ -341,7 +352,7 @@ pub fn run_checked(
             report.commits_before_dirs_fixed.get_or_insert(tx_commits);
             report.dirs_fixed_calls += 1;
             fix_dirs_pending = false;
-            rx.dirs_fixed();
+            rx.handle(RecvInput::DirsFixed)?;
             progressed = true;
         }
         // A random stream pulls work, or a random chunk on the wire arrives.
@@ -376,12 +387,12 @@ pub fn run_checked(
             match rx.chunk_arrived(&header, plan.hasher.finish())? {
                 Arrival::Write => {
                     rx.chunk_written(header.file, header.index, header.hash)?;
-                    rx.chunk_recorded(
-                        header.file,
-                        header.index,
-                        header.hash,
-                        u64::from(header.len),
-                    );
+                    rx.handle(RecvInput::ChunkRecorded {
+                        file: header.file,
+                        index: header.index,
+                        hash: header.hash,
+                        len: u64::from(header.len),
+                    })?;
                 }
                 Arrival::Duplicate | Arrival::Rejected => {}
                 Arrival::Reused => panic!("chunk_arrived never answers Reused"),

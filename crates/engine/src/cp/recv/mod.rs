@@ -24,7 +24,9 @@ use longhaul_proto::ChunkKey;
 use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::served_root::{LinkWhereDir, Resolver, ServedRoot};
 use longhaul_transfer::session::recv::{CommitJob, SyncRules};
-use longhaul_transfer::session::{ListCaps, RecvConfig, RecvEvent, RecvOutcome, RecvSession, Room};
+use longhaul_transfer::session::{
+    ListCaps, RecvConfig, RecvEvent, RecvInput, RecvOutcome, RecvSession, Room,
+};
 use longhaul_transfer::{FileHashes, SafeRelPath};
 use std::path::{Path, PathBuf};
 
@@ -143,16 +145,16 @@ impl Shared {
                             let _ = tx.send((id, chunks));
                         }
                     }
+                    Answer::Give(input) => answers.push(input),
                     Answer::None => {}
-                    other => answers.push(other),
                 }
             }
             if answers.is_empty() {
                 break;
             }
             let mut s = self.lock()?;
-            for a in answers {
-                a.give(&mut s)?;
+            for input in answers {
+                s.handle(input)?;
             }
             events = self.pump(&mut s)?;
         }
@@ -522,8 +524,12 @@ fn hash_loop(sh: &Shared, jobs: &mpsc::Receiver<HashJob>) {
         match sh.store.hash_chunks(id, &hashes, &chunks, &mut buf) {
             Ok(list) => {
                 let r = sh.with(|s| {
-                    for (i, h) in list {
-                        s.hashed(id, i, h);
+                    for (index, hash) in list {
+                        s.handle(RecvInput::Hashed {
+                            file: id,
+                            index,
+                            hash,
+                        })?;
                     }
                     Ok(())
                 });
@@ -568,7 +574,10 @@ fn commit_loop(sh: &Shared, jobs: &Mutex<mpsc::Receiver<CommitJob>>) {
         let placed = sh.store.commit_batch(&batch);
         if let Err(e) = sh.with(|s| {
             for (job, r) in batch.iter().zip(placed) {
-                Answer::Placed(job.id, r).give(s)?;
+                s.handle(RecvInput::Placed {
+                    file: job.id,
+                    result: r,
+                })?;
             }
             Ok(())
         }) {

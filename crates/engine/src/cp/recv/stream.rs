@@ -11,6 +11,7 @@ use longhaul_proto::transfer::ChunkHeader;
 use longhaul_proto::ChunkKey;
 use longhaul_sys::aligned::AlignedBuf;
 use longhaul_transfer::session::recv::Arrival;
+use longhaul_transfer::session::RecvInput;
 
 use super::Shared;
 use crate::cp::chunk_io::PIECE;
@@ -209,7 +210,11 @@ fn receive_chunk(
     });
     if let Err(e) = written {
         if let Ok(mut s) = sh.session.lock() {
-            s.chunk_write_failed(h.file, h.index);
+            // Never refused: the chunk is only taken back (it comes again).
+            let _ = s.handle(RecvInput::ChunkWriteFailed {
+                file: h.file,
+                index: h.index,
+            });
         }
         return Err(ChunkFail::Stop(format!(
             "writing {}: {e}{}",
@@ -222,8 +227,12 @@ fn receive_chunk(
         )));
     }
     sh.with(|s| {
-        s.chunk_recorded(h.file, h.index, computed, u64::from(h.len));
-        Ok(())
+        Ok(s.handle(RecvInput::ChunkRecorded {
+            file: h.file,
+            index: h.index,
+            hash: computed,
+            len: u64::from(h.len),
+        })?)
     })
     .map_err(stop)
 }

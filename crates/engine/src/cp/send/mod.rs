@@ -27,7 +27,7 @@ use longhaul_proto::ChunkKey;
 use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::file_io;
 use longhaul_sys::served_root::{Access, ServedRoot};
-use longhaul_transfer::session::{SendEvent, SendOutcome, SendSession, SessionError};
+use longhaul_transfer::session::{SendEvent, SendInput, SendOutcome, SendSession, SessionError};
 use longhaul_transfer::FileHashes;
 
 use super::chunk_io::hash_listed_chunks;
@@ -462,10 +462,14 @@ fn hash_loop(sh: &Shared, jobs: &mpsc::Receiver<SendEvent>) {
         match hashed {
             Ok(list) => {
                 let Ok(mut s) = sh.session.lock() else { return };
-                for (i, h) in list {
-                    s.hashed(entry, i, h);
-                }
-                if let Err(e) = sh.pump(&mut s) {
+                let r = list.into_iter().try_for_each(|(index, hash)| {
+                    s.handle(SendInput::Hashed {
+                        file: entry,
+                        index,
+                        hash,
+                    })
+                });
+                if let Err(e) = r.map_err(CpError::from).and_then(|()| sh.pump(&mut s)) {
                     drop(s);
                     sh.fail(e.to_string());
                 }
@@ -484,8 +488,11 @@ fn check_source(sh: &Shared, entry: u32) {
         Ok(md) => source_check::changed(&s.entries()[entry as usize], &md),
         Err(e) => Some(format!("it could not be opened again: {e}")),
     };
-    s.source_checked(entry, changed);
-    if let Err(e) = sh.pump(&mut s) {
+    let r = s.handle(SendInput::SourceChecked {
+        file: entry,
+        changed,
+    });
+    if let Err(e) = r.map_err(CpError::from).and_then(|()| sh.pump(&mut s)) {
         drop(s);
         sh.fail(e.to_string());
     }

@@ -14,11 +14,12 @@ use longhaul_proto::transfer::{
 use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::file_io;
 use longhaul_transfer::scheduler::Chunk;
-use longhaul_transfer::session::Work;
+use longhaul_transfer::session::{SendInput, Work};
 use longhaul_transfer::{sparse, ChunkHash, ChunkHasher};
 
 use super::Shared;
 use crate::cp::chunk_io::{hash_file_chunks, hash_range};
+use crate::cp::CpError;
 use crate::transport::secure::SecureStream;
 
 /// Most data segments looked up per sparse file (the rest is sent as data).
@@ -101,12 +102,17 @@ pub(super) fn stream_loop(sh: &Arc<Shared>, stream: u32, mut sock: SecureStream)
                     same,
                 }) => {
                     let Ok(mut s) = sh.session.lock() else { return };
-                    if same {
-                        s.chunk_reused(&chunk, hash);
+                    let done = if same {
+                        SendInput::ChunkReused { chunk, hash }
                     } else {
-                        s.chunk_sent(&chunk, hash, payload);
-                    }
-                    if let Err(e) = sh.pump(&mut s) {
+                        SendInput::ChunkSent {
+                            chunk,
+                            hash,
+                            payload,
+                        }
+                    };
+                    let r = s.handle(done).map_err(CpError::from);
+                    if let Err(e) = r.and_then(|()| sh.pump(&mut s)) {
                         drop(s);
                         sh.fail(e.to_string());
                         return;
@@ -119,7 +125,10 @@ pub(super) fn stream_loop(sh: &Arc<Shared>, stream: u32, mut sock: SecureStream)
                 Err(SendFail::Net(e)) => {
                     // The stream is gone: its chunks go to the others.
                     let last = match sh.session.lock() {
-                        Ok(mut s) => s.stream_failed(stream, &e.to_string()),
+                        Ok(mut s) => s.handle(SendInput::StreamFailed {
+                            stream,
+                            why: e.to_string(),
+                        }),
                         Err(_) => return,
                     };
                     if let Err(e) = last {

@@ -29,7 +29,7 @@ impl Store {
     /// complete by a rerun, so its data must be on disk first), then a link (unnamed) or a
     /// rename (part file), the directory flushed now with `--sync` or else with the last
     /// commit ([`Store::sync_dirs`]); the manifest goes last. The answer for
-    /// [`RecvSession::placed`](longhaul_transfer::session::RecvSession::placed).
+    /// [`RecvInput::Placed`](longhaul_transfer::session::RecvInput::Placed).
     ///
     /// [`RecvEvent::Commit`]: longhaul_transfer::session::RecvEvent::Commit
     pub fn commit_placed(&self, job: &CommitJob) -> Result<Placed, String> {

@@ -18,7 +18,7 @@ use super::Store;
 
 impl Store {
     /// Makes a received hard link (see the module docs); the answer for
-    /// [`RecvSession::hardlink_made`](longhaul_transfer::session::RecvSession::hardlink_made):
+    /// [`RecvInput::HardLinkMade`](longhaul_transfer::session::RecvInput::HardLinkMade):
     /// an error is that entry's failure, the transfer goes on.
     pub fn make_hard_link(&self, job: &HardLinkJob) -> Result<(), String> {
         match self.link_in_place(job) {

@@ -20,7 +20,7 @@ use super::Store;
 
 impl Store {
     /// Makes a received symlink (see the module docs); the answer for
-    /// [`RecvSession::symlink_made`](longhaul_transfer::session::RecvSession::symlink_made):
+    /// [`RecvInput::SymlinkMade`](longhaul_transfer::session::RecvInput::SymlinkMade):
     /// an error is that entry's failure, the transfer goes on.
     pub fn make_symlink(&self, job: &LinkJob) -> Result<(), String> {
         match self.make_link(job) {

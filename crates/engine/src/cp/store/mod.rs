@@ -39,9 +39,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use longhaul_sys::served_root::{Access, ServedRoot};
-use longhaul_transfer::session::recv::{LookResult, OldCopy};
-use longhaul_transfer::session::{RecvEvent, RecvSession, SessionError};
-use longhaul_transfer::{DestEntry, DestListing, Removal};
+pub use longhaul_transfer::session::Placed;
+use longhaul_transfer::session::{RecvEvent, RecvInput};
 
 use crate::cp::hash_ahead::HashedAhead;
 use crate::cp::hash_cache::HashCache;
@@ -147,68 +146,17 @@ pub struct Store {
     hashed_ahead: Option<Arc<HashedAhead>>,
 }
 
-/// Where a committed file was put in place.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Placed {
-    /// By this commit.
-    Here,
-    /// A striped copy's file another share put in place first (the last two shares to
-    /// finish may both find every chunk recorded): done, and counted by that share.
-    ByAnotherShare,
-}
-
-/// What answering an event needs from the session: the answer to give it.
+/// What performing an event leaves to do.
 #[derive(Debug)]
 pub enum Answer {
-    /// Nothing to answer.
+    /// Nothing.
     None,
-    /// [`longhaul_transfer::session::RecvSession::looked`].
-    Looked(u32, LookResult),
-    /// [`longhaul_transfer::session::RecvSession::opened`].
-    Opened(u32, bool),
-    /// [`longhaul_transfer::session::RecvSession::placed`] (or `placed_by_another_share`).
-    Placed(u32, Result<Placed, String>),
-    /// [`longhaul_transfer::session::RecvSession::symlink_made`].
-    LinkMade(u32, Result<(), String>),
-    /// [`longhaul_transfer::session::RecvSession::hardlink_made`].
-    HardLinkMade(u32, Result<(), String>),
-    /// [`longhaul_transfer::session::RecvSession::dirs_fixed`].
-    DirsFixed,
-    /// [`longhaul_transfer::session::RecvSession::dirs_created`].
-    DirsCreated(Vec<PathBuf>),
-    /// Hash these chunks (on the hashing thread) and answer `hashed`.
+    /// Give the session this input
+    /// ([`RecvSession::handle`](longhaul_transfer::session::RecvSession::handle)).
+    Give(RecvInput),
+    /// Hash these chunks of a file (on the hashing thread) and give the session
+    /// [`RecvInput::Hashed`] for each.
     Hash(u32, Vec<u32>),
-    /// [`longhaul_transfer::session::RecvSession::old_hashed`].
-    OldHashed(u32, Result<OldCopy, String>),
-    /// [`longhaul_transfer::session::RecvSession::dest_listed`].
-    Listed(DestListing, Result<Vec<DestEntry>, String>),
-    /// [`longhaul_transfer::session::RecvSession::removed`].
-    Removed(Vec<(Removal, Result<(), String>)>),
-    /// [`longhaul_transfer::session::RecvSession::shares_gathered`].
-    Gathered(u32, Vec<Option<Vec<u8>>>),
-}
-
-impl Answer {
-    /// Gives the answer to the session it is for (the one dispatch every receiving driver
-    /// uses); `None` and `Hash` (the driver's own work) give nothing.
-    pub fn give(self, s: &mut RecvSession) -> Result<(), SessionError> {
-        match self {
-            Answer::Looked(id, look) => s.looked(id, look)?,
-            Answer::Opened(id, intact) => s.opened(id, intact)?,
-            Answer::Placed(id, Ok(Placed::ByAnotherShare)) => s.placed_by_another_share(id),
-            Answer::Placed(id, r) => s.placed(id, r.map(|_| ())),
-            Answer::LinkMade(id, r) => s.symlink_made(id, r),
-            Answer::HardLinkMade(id, r) => s.hardlink_made(id, r),
-            Answer::DirsFixed => s.dirs_fixed(),
-            Answer::DirsCreated(made) => s.dirs_created(made),
-            Answer::OldHashed(id, old) => s.old_hashed(id, old)?,
-            Answer::Listed(listing, found) => s.dest_listed(&listing, found),
-            Answer::Removed(results) => s.removed(results),
-            Answer::Gathered(id, manifests) => s.shares_gathered(id, manifests)?,
-            Answer::None | Answer::Hash(..) => {}
-        }
-        Ok(())
-    }
 }
 
 impl Store {
@@ -263,7 +211,7 @@ impl Store {
                     .root
                     .create_dirs(&rel, mode)
                     .map_err(failed("creating directory", &rel))?;
-                Ok(Answer::DirsCreated(made))
+                Ok(Answer::Give(RecvInput::DirsCreated(made)))
             }
             RecvEvent::Look {
                 id,
@@ -280,7 +228,10 @@ impl Store {
                         manifest_limit,
                     )
                     .map_err(failed("looking at", &final_rel))?;
-                Ok(Answer::Looked(id, look))
+                Ok(Answer::Give(RecvInput::Looked {
+                    file: id,
+                    found: look,
+                }))
             }
             RecvEvent::Open {
                 id,
@@ -295,16 +246,16 @@ impl Store {
                 let intact = self
                     .open(id, names, size, plan, shared)
                     .map_err(failed("preparing", &part_rel))?;
-                Ok(Answer::Opened(id, intact))
+                Ok(Answer::Give(RecvInput::Opened { file: id, intact }))
             }
             RecvEvent::GatherShares {
                 id,
                 manifests,
                 limit,
-            } => Ok(Answer::Gathered(
-                id,
-                stripe::read_manifests(&self.root, &manifests, limit),
-            )),
+            } => Ok(Answer::Give(RecvInput::SharesGathered {
+                file: id,
+                manifests: stripe::read_manifests(&self.root, &manifests, limit),
+            })),
             RecvEvent::HashFromFile { id, chunks } => Ok(Answer::Hash(id, chunks)),
             RecvEvent::HashOld {
                 id,
@@ -322,7 +273,7 @@ impl Store {
                     ahead,
                 )
                 .map_err(|e| e.to_string());
-                Ok(Answer::OldHashed(id, old))
+                Ok(Answer::Give(RecvInput::OldHashed { file: id, old }))
             }
             RecvEvent::SetMode { rel, mode } => {
                 // Best effort, as rsync: the data is right; a mode that cannot be set
@@ -332,11 +283,18 @@ impl Store {
                 }
                 Ok(Answer::None)
             }
-            RecvEvent::Commit(job) => Ok(Answer::Placed(job.id, self.commit_placed(&job))),
-            RecvEvent::MakeSymlink(job) => Ok(Answer::LinkMade(job.id, self.make_symlink(&job))),
-            RecvEvent::MakeHardLink(job) => {
-                Ok(Answer::HardLinkMade(job.id, self.make_hard_link(&job)))
-            }
+            RecvEvent::Commit(job) => Ok(Answer::Give(RecvInput::Placed {
+                file: job.id,
+                result: self.commit_placed(&job),
+            })),
+            RecvEvent::MakeSymlink(job) => Ok(Answer::Give(RecvInput::SymlinkMade {
+                file: job.id,
+                result: self.make_symlink(&job),
+            })),
+            RecvEvent::MakeHardLink(job) => Ok(Answer::Give(RecvInput::HardLinkMade {
+                file: job.id,
+                result: self.make_hard_link(&job),
+            })),
             RecvEvent::Discard {
                 id,
                 part_rel,
@@ -363,7 +321,7 @@ impl Store {
             }
             RecvEvent::ListDest(listing) => {
                 let found = list_dest(&self.root, &listing);
-                Ok(Answer::Listed(listing, found))
+                Ok(Answer::Give(RecvInput::DestListed { listing, found }))
             }
             RecvEvent::Remove(removals) => {
                 let results = removals
@@ -373,13 +331,13 @@ impl Store {
                         (r, done)
                     })
                     .collect();
-                Ok(Answer::Removed(results))
+                Ok(Answer::Give(RecvInput::Removed(results)))
             }
             RecvEvent::FixDirs(mut dirs) => {
                 fix_dirs(&self.root, &mut dirs);
                 // The commits' names are durable before the sender hears of the last.
                 self.sync_dirs()?;
-                Ok(Answer::DirsFixed)
+                Ok(Answer::Give(RecvInput::DirsFixed))
             }
         }
     }

@@ -175,7 +175,9 @@ impl RecvSession {
     }
 
     /// The chunk's bytes are written: returns the manifest record to append (files of
-    /// several chunks) before [`RecvSession::chunk_recorded`].
+    /// several chunks) before [`RecvInput::ChunkRecorded`].
+    ///
+    /// [`RecvInput::ChunkRecorded`]: super::RecvInput::ChunkRecorded
     pub fn chunk_written(
         &mut self,
         file: u32,
@@ -196,7 +198,7 @@ impl RecvSession {
     }
 
     /// Writing a chunk failed (the driver stops the transfer with its own error).
-    pub fn chunk_write_failed(&mut self, file: u32, index: u32) {
+    pub(super) fn chunk_write_failed(&mut self, file: u32, index: u32) {
         if let Some(rx) = self.file_mut(file).and_then(|f| f.receiver.as_mut()) {
             rx.chunk_abandoned(index);
         }
@@ -204,7 +206,7 @@ impl RecvSession {
 
     /// The chunk and its record are written: ack it, and commit the file if this
     /// completed it.
-    pub fn chunk_recorded(&mut self, file: u32, index: u32, hash: ChunkHash, len: u64) {
+    pub(super) fn chunk_recorded(&mut self, file: u32, index: u32, hash: ChunkHash, len: u64) {
         self.outbox
             .push_back(TransferMessage::ChunkVerified { file, index });
         self.progress.done_bytes += len;
@@ -216,7 +218,7 @@ impl RecvSession {
     }
 
     /// The answer to [`RecvEvent::HashFromFile`] for one chunk.
-    pub fn hashed(&mut self, id: u32, index: u32, hash: ChunkHash) {
+    pub(super) fn hashed(&mut self, id: u32, index: u32, hash: ChunkHash) {
         if let Some(f) = self.file_mut(id) {
             f.hashes.offer(index, hash);
         }
@@ -305,7 +307,7 @@ impl RecvSession {
     }
 
     /// The driver's answer to [`RecvEvent::Commit`].
-    pub fn placed(&mut self, id: u32, result: Result<(), String>) {
+    pub(super) fn placed(&mut self, id: u32, result: Result<(), String>) {
         if self
             .file_mut(id)
             .is_some_and(|f| f.state == FileState::Committing)
@@ -317,7 +319,7 @@ impl RecvSession {
     /// The driver's answer to [`RecvEvent::Commit`] of a striped copy's file that another
     /// share put in place first (the last two shares to finish may both find every chunk
     /// recorded): finished, and counted as left to that share, not placed twice.
-    pub fn placed_by_another_share(&mut self, id: u32) {
+    pub(super) fn placed_by_another_share(&mut self, id: u32) {
         if let Some(f) = self.file_mut(id).filter(|f| !f.share.others.is_empty()) {
             f.share.left = true;
         }
@@ -385,7 +387,7 @@ impl RecvSession {
     }
 
     /// The driver's answer to [`RecvEvent::FixDirs`]: the held last commit goes out.
-    pub fn dirs_fixed(&mut self) {
+    pub(super) fn dirs_fixed(&mut self) {
         if let Some(m) = self.held_commit.take() {
             self.outbox.push_back(m);
         }
@@ -394,7 +396,7 @@ impl RecvSession {
     /// The driver's answer to [`RecvEvent::CreateDir`]: the directories it created (those
     /// that existed before keep their mode; only their times are set, as a rerun after
     /// an interruption finds the directories the first run made).
-    pub fn dirs_created(&mut self, made: Vec<std::path::PathBuf>) {
+    pub(super) fn dirs_created(&mut self, made: Vec<std::path::PathBuf>) {
         self.dirs_made.extend(made);
     }
 

@@ -85,7 +85,11 @@ impl RecvSession {
 
     /// The driver's answer to [`RecvEvent::ListDest`]: the directory's entries as `lstat`
     /// sees them, or why it could not be listed (it is then left as it is).
-    pub fn dest_listed(&mut self, listing: &DestListing, found: Result<Vec<DestEntry>, String>) {
+    pub(super) fn dest_listed(
+        &mut self,
+        listing: &DestListing,
+        found: Result<Vec<DestEntry>, String>,
+    ) {
         if let Some(d) = self.deletion.as_mut() {
             d.plan.listed(listing, found);
         }
@@ -93,7 +97,7 @@ impl RecvSession {
     }
 
     /// The driver's answer to [`RecvEvent::Remove`]: each removal's result, in any order.
-    pub fn removed(&mut self, results: Vec<(Removal, Result<(), String>)>) {
+    pub(super) fn removed(&mut self, results: Vec<(Removal, Result<(), String>)>) {
         let Some(d) = self.deletion.as_mut() else {
             return;
         };

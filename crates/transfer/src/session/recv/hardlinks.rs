@@ -3,7 +3,7 @@
 //! destination that already is its target's inode (the target itself left as found)
 //! alone (`--checksum-only` checks just that); `--no-clobber` leaves anything there. Otherwise the link waits until every file
 //! of the list is finished (committed, found complete or failed), then the driver makes it
-//! ([`RecvEvent::MakeHardLink`]) and its answer ([`RecvSession::hardlink_made`]) finishes
+//! ([`RecvEvent::MakeHardLink`]) and its answer ([`RecvInput::HardLinkMade`]) finishes
 //! the entry like a file's commit (so the last one still waits for the directories'
 //! times). A link whose target failed fails alone, with a message naming the target.
 //!
@@ -12,6 +12,8 @@
 //! error: a link can only ever be made to a file this transfer placed.
 //!
 //! [`parse_peer_path`]: crate::path::parse_peer_path
+//!
+//! [`RecvInput::HardLinkMade`]: super::RecvInput::HardLinkMade
 
 use longhaul_proto::transfer::{SkipReason, TransferMessage};
 
@@ -126,7 +128,7 @@ impl RecvSession {
 
     /// The driver's answer to [`RecvEvent::MakeHardLink`]: the link is in place, or why
     /// not (that entry fails alone; the transfer goes on).
-    pub fn hardlink_made(&mut self, id: u32, result: Result<(), String>) {
+    pub(super) fn hardlink_made(&mut self, id: u32, result: Result<(), String>) {
         if self
             .file_mut(id)
             .is_some_and(|f| f.state == FileState::HardLinking)

@@ -3,7 +3,7 @@
 //! already a symlink to the same target alone; `--no-clobber` leaves anything there;
 //! `--checksum-only` compares targets. Otherwise the driver makes the link
 //! ([`RecvEvent::MakeSymlink`]) once the room is checked and the list answered, and its
-//! answer ([`RecvSession::symlink_made`]) finishes the entry like a file's commit: a
+//! answer ([`RecvInput::SymlinkMade`]) finishes the entry like a file's commit: a
 //! `FileCommitted` to the sender, the entry counted among the files done, and the last
 //! one waits for the directories' times.
 //!
@@ -11,6 +11,8 @@
 //! root included, because making a link never follows it, and the receiver never writes
 //! through a symlink (part files, manifests and directory modes are opened with
 //! `O_NOFOLLOW`; a new file or link is renamed over the name, replacing the link itself).
+//!
+//! [`RecvInput::SymlinkMade`]: super::RecvInput::SymlinkMade
 
 use longhaul_proto::transfer::{SkipReason, TransferMessage};
 
@@ -81,7 +83,7 @@ impl RecvSession {
 
     /// The driver's answer to [`RecvEvent::MakeSymlink`]: the link is in place, or why
     /// not (that entry fails alone; the transfer goes on).
-    pub fn symlink_made(&mut self, id: u32, result: Result<(), String>) {
+    pub(super) fn symlink_made(&mut self, id: u32, result: Result<(), String>) {
         if self
             .file_mut(id)
             .is_some_and(|f| f.state == FileState::Linking)

@@ -254,7 +254,7 @@ impl RecvSession {
 
     /// The driver's answer to [`RecvEvent::Look`]: decides what to do with the file
     /// (once every file is decided, the room is checked and the files opened).
-    pub fn looked(&mut self, id: u32, found: LookResult) -> Result<(), SessionError> {
+    pub(super) fn looked(&mut self, id: u32, found: LookResult) -> Result<(), SessionError> {
         self.decide(id, found)?;
         self.release_opens()
     }
@@ -387,7 +387,7 @@ impl RecvSession {
 
     /// The driver's answer to [`RecvEvent::HashOld`]: the old copy's chunk hashes, or why
     /// it could not be read (the file is then sent whole).
-    pub fn old_hashed(
+    pub(super) fn old_hashed(
         &mut self,
         id: u32,
         old: Result<OldCopy, String>,
@@ -515,7 +515,7 @@ impl RecvSession {
     /// The driver's answer to [`RecvEvent::Open`]: `intact` is whether every recorded
     /// chunk of a resumed part file still has its hash (always true otherwise). A resume
     /// whose records do not hold starts the file over.
-    pub fn opened(&mut self, id: u32, intact: bool) -> Result<(), SessionError> {
+    pub(super) fn opened(&mut self, id: u32, intact: bool) -> Result<(), SessionError> {
         let cfg = self.cfg.clone();
         let Some(f) = self.file_mut(id).filter(|f| f.state == FileState::Opening) else {
             return Err(SessionError::GaveUp(format!(

@@ -15,7 +15,7 @@
 //! [`RecvSession::chunk_arrived`] whether to write it (a hash mismatch is refused and sent
 //! again; a duplicate is acked). After the write the session returns the manifest record
 //! to append ([`RecvSession::chunk_written`]); once it is appended the chunk is acked
-//! ([`RecvSession::chunk_recorded`]). A record is always on disk before its ack.
+//! ([`RecvInput::ChunkRecorded`]). A record is always on disk before its ack.
 //!
 //! **The commit.** When the file's own digest (merged from its chunk hashes) and the
 //! sender's digest are both known and equal, the session asks the driver to put the file
@@ -23,15 +23,15 @@
 //! the transfer waits until the directories' modes and times are set
 //! ([`RecvEvent::FixDirs`]), so the sender never reports success before the tree is final.
 //! Only directories this transfer created get a mode (the driver reports them:
-//! [`RecvSession::dirs_created`]); one that existed keeps its mode (its time is set). Every mode
+//! [`RecvInput::DirsCreated`]); one that existed keeps its mode (its time is set). Every mode
 //! set is [`received_mode`] without the receiver's umask ([`RecvConfig::umask`]).
 //!
 //! **Symlinks** (`links`) are placed and looked at like files but carry no data: the
 //! driver makes each one ([`RecvEvent::MakeSymlink`], answered by
-//! [`RecvSession::symlink_made`]) once the list is answered, and it commits like a file.
+//! [`RecvInput::SymlinkMade`]) once the list is answered, and it commits like a file.
 //! **Hard links** (`hardlinks`, `sync -H`): an entry naming an earlier file of the list
 //! is placed like a file and made by the driver ([`RecvEvent::MakeHardLink`], answered by
-//! [`RecvSession::hardlink_made`]) once every file of the list is finished.
+//! [`RecvInput::HardLinkMade`]) once every file of the list is finished.
 //! **`--delete`** ([`RecvSession::with_delete`]): once the list is settled and fits, the
 //! directories it sends are listed at the destination ([`RecvEvent::ListDest`]) and what
 //! the source lacks is removed ([`RecvEvent::Remove`]) before the list's end is answered.
@@ -39,6 +39,8 @@
 //! A destination that is a FIFO, socket or device ([`Meta::special`]) is refused: longhaul
 //! neither writes into nor replaces one.
 //!
+//! Every message and every answer of the driver arrives through one input
+//! ([`RecvSession::handle`] with a [`RecvInput`], `input`).
 //! The state machine ([`RecvSession`]: phases, the message handler, the outbox and the
 //! driver's events) lives here; its calls are split by stage: `list` (admission of the
 //! file list), `room` (caps and free space), `chunks` (chunks, the commit gate, directories),
@@ -52,6 +54,7 @@
 mod chunks;
 mod deletion;
 mod hardlinks;
+mod input;
 mod links;
 mod list;
 mod room;
@@ -67,6 +70,7 @@ use super::{ProgressSnapshot, SessionError};
 use crate::file_hashes::FileHashes;
 use crate::receiver::FileReceiver;
 
+pub use input::{Placed, RecvInput};
 pub use room::human_bytes;
 pub use types::{
     Arrival, CapsSetBy, ChunkPlan, CommitJob, DirFix, ExpectedList, HardLinkJob, LinkJob, ListCaps,
@@ -336,8 +340,8 @@ impl RecvSession {
         o
     }
 
-    /// One message from the sender.
-    pub fn handle(&mut self, msg: TransferMessage) -> Result<(), SessionError> {
+    /// One message from the sender ([`RecvInput::Message`]).
+    fn on_message(&mut self, msg: TransferMessage) -> Result<(), SessionError> {
         let r = match (self.phase, msg) {
             (Phase::Done | Phase::Failed, _) => Ok(()),
             (Phase::Listing, TransferMessage::FileEntries { first_id, entries }) => {

@@ -253,7 +253,7 @@ impl RecvSession {
     /// chunks, for this source and chunk size, complete the file's digest and the file is
     /// committed (by this share) once it equals the sender's; otherwise the file is left
     /// to the shares still running.
-    pub fn shares_gathered(
+    pub(super) fn shares_gathered(
         &mut self,
         id: u32,
         manifests: Vec<Option<Vec<u8>>>,

@@ -149,7 +149,9 @@ pub enum OpenPlan {
     InPlace,
     /// Resume: open the part file and the manifest (truncated to `manifest_len`,
     /// appending after it), and check that every recorded chunk still has its hash in the
-    /// part file. Answer [`RecvSession::opened`] with whether they all do.
+    /// part file. Answer [`RecvInput::Opened`] with whether they all do.
+    ///
+    /// [`RecvInput::Opened`]: super::RecvInput::Opened
     Resume {
         /// Valid bytes of the stored manifest.
         manifest_len: usize,
@@ -259,14 +261,18 @@ pub struct CommitJob {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecvEvent {
     /// Create this directory and its parents (no error if it exists); answer
-    /// [`RecvSession::dirs_created`] with those that did not exist.
+    /// [`RecvInput::DirsCreated`] with those that did not exist.
+    ///
+    /// [`RecvInput::DirsCreated`]: super::RecvInput::DirsCreated
     CreateDir {
         /// Path below the root.
         rel: PathBuf,
         /// Mode to create it with.
         mode: u32,
     },
-    /// Look at the destination of file `id`; answer [`RecvSession::looked`].
+    /// Look at the destination of file `id`; answer [`RecvInput::Looked`].
+    ///
+    /// [`RecvInput::Looked`]: super::RecvInput::Looked
     Look {
         /// The file's id.
         id: u32,
@@ -279,7 +285,9 @@ pub enum RecvEvent {
         /// Most manifest bytes a manifest of this file can hold.
         manifest_limit: u64,
     },
-    /// Open the data of file `id` as planned; answer [`RecvSession::opened`].
+    /// Open the data of file `id` as planned; answer [`RecvInput::Opened`].
+    ///
+    /// [`RecvInput::Opened`]: super::RecvInput::Opened
     Open {
         /// The file's id.
         id: u32,
@@ -300,7 +308,9 @@ pub enum RecvEvent {
     },
     /// A striped copy: this share's chunks of file `id` are all recorded. Read the
     /// other shares' manifests (each at most `limit` bytes) and answer
-    /// [`RecvSession::shares_gathered`] with their bytes, in this order.
+    /// [`RecvInput::SharesGathered`] with their bytes, in this order.
+    ///
+    /// [`RecvInput::SharesGathered`]: super::RecvInput::SharesGathered
     GatherShares {
         /// The file's id.
         id: u32,
@@ -310,7 +320,9 @@ pub enum RecvEvent {
         limit: u64,
     },
     /// Hash these chunks of file `id`'s data as they are on disk; answer each with
-    /// [`RecvSession::hashed`].
+    /// [`RecvInput::Hashed`].
+    ///
+    /// [`RecvInput::Hashed`]: super::RecvInput::Hashed
     HashFromFile {
         /// The file's id.
         id: u32,
@@ -318,7 +330,9 @@ pub enum RecvEvent {
         chunks: Vec<u32>,
     },
     /// Sync: hash the chunks of the regular file at `final_rel` (`size` bytes when looked
-    /// at) on the transfer's chunk grid; answer [`RecvSession::old_hashed`].
+    /// at) on the transfer's chunk grid; answer [`RecvInput::OldHashed`].
+    ///
+    /// [`RecvInput::OldHashed`]: super::RecvInput::OldHashed
     HashOld {
         /// The file's id.
         id: u32,
@@ -338,7 +352,9 @@ pub enum RecvEvent {
         /// The mode to set.
         mode: u32,
     },
-    /// Put a verified file in place; answer [`RecvSession::placed`].
+    /// Put a verified file in place; answer [`RecvInput::Placed`].
+    ///
+    /// [`RecvInput::Placed`]: super::RecvInput::Placed
     Commit(CommitJob),
     /// The file's chunks disagree with the source as a whole: remove its part file and
     /// manifest so the next run starts it over (only if the part name is still file
@@ -363,14 +379,18 @@ pub enum RecvEvent {
         manifest_rel: PathBuf,
     },
     /// Set these directories' modes and times, deepest first; answer
-    /// [`RecvSession::dirs_fixed`].
+    /// [`RecvInput::DirsFixed`].
+    ///
+    /// [`RecvInput::DirsFixed`]: super::RecvInput::DirsFixed
     FixDirs(Vec<DirFix>),
     /// Make symlink entry `id`: a link holding `target` at `temp_rel` (in the parent
     /// resolved beneath the root; whatever stale link sits there is removed first), its
     /// own mtime set (never its target's), then renamed over `final_rel`. An existing
     /// symlink or file there is replaced (the name, never what it points at); a directory
     /// is not, and that entry fails alone. The target is stored verbatim, wherever it
-    /// points: making a link never follows it. Answer [`RecvSession::symlink_made`].
+    /// points: making a link never follows it. Answer [`RecvInput::SymlinkMade`].
+    ///
+    /// [`RecvInput::SymlinkMade`]: super::RecvInput::SymlinkMade
     MakeSymlink(LinkJob),
     /// Make hard link entry `id` (`sync -H`), once every file of the list is finished: a
     /// hard link of the regular file at `target_rel` (never following a symlink, never
@@ -378,17 +398,23 @@ pub enum RecvEvent {
     /// there is removed first), then renamed over `final_rel`. An existing file or link
     /// there is replaced; a directory is not, and that entry fails alone. When `final_rel`
     /// already is `target_rel`'s inode nothing is made. Answer
-    /// [`RecvSession::hardlink_made`].
+    /// [`RecvInput::HardLinkMade`].
+    ///
+    /// [`RecvInput::HardLinkMade`]: super::RecvInput::HardLinkMade
     MakeHardLink(HardLinkJob),
     /// `--delete`: list this destination directory's entries as `lstat` sees them (never
     /// following a symlink below [`DestListing::sent`]); answer
-    /// [`RecvSession::dest_listed`].
+    /// [`RecvInput::DestListed`].
+    ///
+    /// [`RecvInput::DestListed`]: super::RecvInput::DestListed
     ListDest(DestListing),
     /// `--delete`: remove these, in this order (deepest first): a directory with
     /// `rmdir` (it is empty by then unless something appeared meanwhile: that is its
     /// failure), anything else with `unlink` (a symlink itself, never its target), all
     /// below the root without following a symlink below [`Removal::sent`]; answer
-    /// [`RecvSession::removed`].
+    /// [`RecvInput::Removed`].
+    ///
+    /// [`RecvInput::Removed`]: super::RecvInput::Removed
     Remove(Vec<Removal>),
 }
 

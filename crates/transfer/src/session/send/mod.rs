@@ -4,7 +4,8 @@
 //! it already has (resume) or does not want (`--no-clobber`, already complete). Then every
 //! data stream asks [`SendSession::next_work`] for its next work unit when it is free, so
 //! a slow stream never holds the transfer. The driver reads and hashes each chunk, sends
-//! it, and reports the chunk's hash ([`SendSession::chunk_sent`]); the hashes of a file
+//! it, and reports the chunk's hash ([`SendInput::ChunkSent`] to [`SendSession::handle`], the
+//! one input); the hashes of a file
 //! merge into its BLAKE3, which goes to the receiver as soon as the last chunk was read.
 //! The receiver's acks drive the scheduler until every file is committed; then the
 //! session says `TransferDone` and is finished. A symlink entry has no data: it is not
@@ -18,6 +19,7 @@
 
 mod acks;
 mod answers;
+mod input;
 mod streams;
 mod types;
 
@@ -30,6 +32,7 @@ use crate::file_hashes::FileHashes;
 use crate::integrity::ChunkHash;
 use crate::scheduler::ChunkScheduler;
 
+pub use input::SendInput;
 pub use types::{SendConfig, SendEvent, SendOutcome, Work, WouldSend};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +79,7 @@ pub struct SendSession {
     /// of each that differ so far (by scheduler file id).
     dry_run: Option<(usize, HashMap<u32, u64>)>,
     committed: u64,
-    /// The receiver answered the list ahead ([`SendSession::answered_ahead`]): whether
+    /// The receiver answered the list ahead ([`SendInput::AnsweredAhead`]): whether
     /// its `FileListEnd` has come since.
     ahead: Option<bool>,
     /// [`SendSession::check_sources`]: the digests of files read whole, by entry, each
@@ -127,7 +130,7 @@ impl SendSession {
     }
 
     /// Each file's source is checked once all of it was read: its digest waits for the
-    /// driver's answer to [`SendEvent::CheckSource`] ([`SendSession::source_checked`]),
+    /// driver's answer to [`SendEvent::CheckSource`] ([`SendInput::SourceChecked`]),
     /// and a source that changed meanwhile goes to the receiver as `SourceChanged`, which
     /// commits nothing of it. Only towards a receiver that announced
     /// `features::SOURCE_CHANGED`; not in `--checksum-only` (nothing is copied).
@@ -145,12 +148,8 @@ impl SendSession {
         self.dry_run = Some((0, HashMap::new()));
     }
 
-    /// The receiver answered the list before it was sent: its destination holds nothing
-    /// of it, so it takes every file whole (`transfer_flags::ANSWERED_AHEAD`). Chunks
-    /// flow at once, a round trip sooner than after its answers; it may still skip a
-    /// file or a link while they flow (`SkipFile`: the file's chunks stop), and its
-    /// `FileListEnd` comes when it has placed the list. Only before any answer.
-    pub fn answered_ahead(&mut self) -> Result<(), SessionError> {
+    /// [`SendInput::AnsweredAhead`].
+    fn answered_ahead(&mut self) -> Result<(), SessionError> {
         if !self.unanswered() || self.cfg.checksum_only || self.dry_run.is_some() {
             return Err(SessionError::Protocol(
                 "an answer ahead of the list, after answers or in a check".into(),
@@ -256,8 +255,8 @@ impl SendSession {
         }
     }
 
-    /// One message from the receiver.
-    pub fn handle(&mut self, msg: TransferMessage) -> Result<(), SessionError> {
+    /// One message from the receiver ([`SendInput::Message`]).
+    fn on_message(&mut self, msg: TransferMessage) -> Result<(), SessionError> {
         let r = match self.phase {
             Phase::Listing => self.handle_answer(msg),
             Phase::Sending => self.handle_ack(msg),

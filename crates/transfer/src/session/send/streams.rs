@@ -63,19 +63,19 @@ impl SendSession {
     }
 
     /// A chunk went out on a stream with this hash; `payload` bytes crossed (0 for a hole).
-    pub fn chunk_sent(&mut self, chunk: &Chunk, hash: ChunkHash, payload: u64) {
+    pub(super) fn chunk_sent(&mut self, chunk: &Chunk, hash: ChunkHash, payload: u64) {
         self.outcome.sent_bytes += payload;
         self.offer(chunk.id.file, chunk.id.index, hash);
     }
 
     /// Sync: a chunk went out as equal to the receiver's old copy (no bytes).
-    pub fn chunk_reused(&mut self, chunk: &Chunk, hash: ChunkHash) {
+    pub(super) fn chunk_reused(&mut self, chunk: &Chunk, hash: ChunkHash) {
         self.outcome.reused_bytes += chunk.len;
         self.offer(chunk.id.file, chunk.id.index, hash);
     }
 
     /// The answer to [`SendEvent::HashFromFile`] for one chunk.
-    pub fn hashed(&mut self, entry: u32, index: u32, hash: ChunkHash) {
+    pub(super) fn hashed(&mut self, entry: u32, index: u32, hash: ChunkHash) {
         let Some(&s) = self.by_entry.get(&entry) else {
             return;
         };
@@ -131,7 +131,7 @@ impl SendSession {
     /// The answer to [`SendEvent::CheckSource`]: `changed` says how the source of `entry`
     /// differs from its list entry now (`None`: it does not). Its digest goes out, or
     /// `SourceChanged`.
-    pub fn source_checked(&mut self, entry: u32, changed: Option<String>) {
+    pub(super) fn source_checked(&mut self, entry: u32, changed: Option<String>) {
         let Some(blake3) = self.source_checks.as_mut().and_then(|w| w.remove(&entry)) else {
             return;
         };
@@ -151,7 +151,7 @@ impl SendSession {
     }
 
     /// A data stream failed: its chunks go to the others. An error when it was the last.
-    pub fn stream_failed(&mut self, stream: u32, why: &str) -> Result<(), SessionError> {
+    pub(super) fn stream_failed(&mut self, stream: u32, why: &str) -> Result<(), SessionError> {
         if let Some(s) = self.sched.as_mut() {
             s.stream_failed(stream);
         }

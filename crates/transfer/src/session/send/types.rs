@@ -22,7 +22,7 @@ pub struct SendConfig {
 pub enum SendEvent {
     /// Hash these chunks of the source file of entry `entry` as they are on disk (chunks
     /// the receiver already has, or every chunk in `--checksum-only`) and answer each with
-    /// [`SendSession::hashed`].
+    /// [`SendInput::Hashed`](super::SendInput::Hashed).
     HashFromFile {
         /// The entry (index in the file list).
         entry: u32,
@@ -31,7 +31,7 @@ pub enum SendEvent {
     },
     /// Every chunk of entry `entry` was read ([`SendSession::check_sources`]): check that
     /// its source is still what the list says (size, mtime, device, inode and ctime) and
-    /// answer with [`SendSession::source_checked`].
+    /// answer with [`SendInput::SourceChecked`](super::SendInput::SourceChecked).
     CheckSource {
         /// The entry (index in the file list).
         entry: u32,
