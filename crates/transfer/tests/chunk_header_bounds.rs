@@ -13,7 +13,8 @@ use std::time::Instant;
 
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry};
 use longhaul_transfer::session::{
-    LookResult, RecvEvent, RecvInput, RecvSession, SendConfig, SendSession, SessionError, Work,
+    LookResult, PeerMisbehaved, RecvEvent, RecvInput, RecvSession, SendConfig, SendSession,
+    SessionError, Work,
 };
 
 const CHUNK: u64 = 4096;
@@ -90,7 +91,7 @@ fn open_file() -> (RecvSession, ChunkHeader) {
     (rx, header)
 }
 
-fn refused(h: ChunkHeader) -> String {
+fn refused(h: ChunkHeader) -> PeerMisbehaved {
     let (mut rx, _) = open_file();
     match rx.chunk_header(&h) {
         Err(SessionError::Protocol(why)) => why,
@@ -111,32 +112,39 @@ fn headers_off_the_chunk_grid_are_refused_before_hashing() {
         (good.index, good.offset, u64::from(good.len)),
         (0, 0, CHUNK)
     );
+    let off_grid = |why: PeerMisbehaved| matches!(why, PeerMisbehaved::ChunkOffGrid { .. });
     let why = refused(ChunkHeader { len: 0, ..good });
-    assert!(why.contains("chunk grid"), "{why}");
-    refused(ChunkHeader { len: 1, ..good });
-    refused(ChunkHeader {
-        index: 1,
-        offset: 0,
-        ..good
-    });
-    refused(ChunkHeader {
-        index: 2,
-        offset: 2 * CHUNK,
-        len: CHUNK as u32,
-        ..good
-    });
-    refused(ChunkHeader {
-        index: 3,
-        offset: 3 * CHUNK,
-        len: 1,
-        ..good
-    });
-    refused(ChunkHeader {
-        index: u32::MAX,
-        offset: u64::MAX - 5,
-        len: 4,
-        ..good
-    });
+    assert!(off_grid(why.clone()), "{why}");
+    assert!(why.to_string().contains("chunk grid"), "{why}");
+    for h in [
+        ChunkHeader { len: 1, ..good },
+        ChunkHeader {
+            index: 1,
+            offset: 0,
+            ..good
+        },
+        ChunkHeader {
+            index: 2,
+            offset: 2 * CHUNK,
+            len: CHUNK as u32,
+            ..good
+        },
+        ChunkHeader {
+            index: 3,
+            offset: 3 * CHUNK,
+            len: 1,
+            ..good
+        },
+        ChunkHeader {
+            index: u32::MAX,
+            offset: u64::MAX - 5,
+            len: 4,
+            ..good
+        },
+    ] {
+        let why = refused(h);
+        assert!(off_grid(why.clone()), "{h:?}: {why}");
+    }
     // The last chunk's own length is fine.
     let (mut rx, _) = open_file();
     let last = ChunkHeader {
@@ -158,7 +166,11 @@ fn a_transfer_done_before_the_files_are_whole_is_refused() {
     let done = longhaul_proto::transfer::TransferMessage::TransferDone { files: 1, bytes: 0 };
     match rx.handle(done) {
         Err(SessionError::Protocol(why)) => {
-            assert!(why.contains("1 entry not received whole"), "{why}")
+            assert_eq!(why, PeerMisbehaved::EndedEarly { unfinished: 1 });
+            assert!(
+                why.to_string().contains("1 entry not received whole"),
+                "{why}"
+            )
         }
         other => panic!("an early TransferDone was taken: {other:?}"),
     }

@@ -16,29 +16,17 @@
 //! `longhaul-engine` (threads and sockets) and the deterministic simulation (virtual time
 //! over `longhaul-linkem`) run the same sessions.
 
+mod error;
 pub mod recv;
 pub mod send;
+
+pub use error::{LocalFailure, PeerMisbehaved, SessionError};
 
 pub use recv::{
     CapsSetBy, CommitJob, DirFix, ExpectedList, HardLinkJob, LinkJob, ListCaps, LookResult, Meta,
     OpenPlan, Placed, RecvConfig, RecvEvent, RecvInput, RecvOutcome, RecvSession, Room,
 };
 pub use send::{SendConfig, SendEvent, SendInput, SendOutcome, SendSession, Work, WouldSend};
-
-/// Why a session stopped.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SessionError {
-    /// The peer broke the protocol (a message out of place, a file or chunk it cannot
-    /// name): tell it and stop.
-    #[error("protocol error: {0}")]
-    Protocol(String),
-    /// This end refuses what the peer asked for (a path, a placement): tell it and stop.
-    #[error("{0}")]
-    Refused(String),
-    /// This end gave up (a chunk refused too often, every stream lost, a local failure).
-    #[error("{0}")]
-    GaveUp(String),
-}
 
 /// Counters a progress display reads (bytes verified or found in place, of the total).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -14,7 +14,8 @@ use crate::integrity::ChunkHash;
 use crate::manifest::RECORD_LEN;
 use crate::mode::received_mode;
 use crate::receiver::ChunkCheck;
-use crate::session::SessionError;
+use crate::session::error::out_of_turn;
+use crate::session::{LocalFailure, PeerMisbehaved, SessionError};
 use crate::Error as TransferError;
 
 impl RecvSession {
@@ -23,27 +24,24 @@ impl RecvSession {
         let cfg_chunk = self.cfg.chunk_size;
         let share = self.share;
         if self.cfg.checksum_only {
-            return Err(SessionError::Protocol(
-                "a chunk arrived in a --checksum-only transfer".into(),
-            ));
+            return Err(PeerMisbehaved::ChunkInCheck.into());
         }
         let Some(f) = self
             .file_mut(h.file)
             .filter(|f| matches!(f.state, FileState::Open | FileState::Committing))
         else {
-            return Err(SessionError::Protocol(format!(
-                "a chunk for file {}, which is not being received",
-                h.file
-            )));
+            return Err(PeerMisbehaved::ChunkNotReceived { file: h.file }.into());
         };
         let len = u64::from(h.len);
         if len > cfg_chunk || h.flags & !(CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME) != 0 {
-            return Err(SessionError::Protocol(format!(
-                "chunk {} of {}: length {len} above the chunk size {cfg_chunk} or unknown flags {:#x}",
-                h.index,
-                f.final_rel.display(),
-                h.flags
-            )));
+            return Err(PeerMisbehaved::ChunkMalformed {
+                path: f.final_rel.display().to_string(),
+                index: h.index,
+                len,
+                chunk_size: cfg_chunk,
+                flags: h.flags,
+            }
+            .into());
         }
         // On the grid before anything is hashed: a chunk hasher of a multi-chunk file
         // given no bytes panics in blake3 (an empty subtree), and a hasher for an index
@@ -51,25 +49,25 @@ impl RecvSession {
         let on_grid =
             h.index < f.hashes.chunks() && f.hashes.chunk_range(h.index) == (h.offset, len);
         if !on_grid {
-            return Err(SessionError::Protocol(format!(
-                "chunk {} of {} at offset {} with length {len}: off the file's chunk grid \
-                 ({} chunks of {cfg_chunk} bytes, {} bytes in all)",
-                h.index,
-                f.final_rel.display(),
-                h.offset,
-                f.hashes.chunks(),
-                f.hashes.size()
-            )));
+            return Err(PeerMisbehaved::ChunkOffGrid {
+                path: f.final_rel.display().to_string(),
+                index: h.index,
+                offset: h.offset,
+                len,
+                chunks: f.hashes.chunks(),
+                chunk_size: cfg_chunk,
+                size: f.hashes.size(),
+            }
+            .into());
         }
         Self::check_share_chunk(share, f, h.index)?;
         let same = h.flags & CHUNK_FLAG_SAME != 0;
         if same && !old_chunk_is(f.old.as_ref(), h, cfg_chunk) {
-            return Err(SessionError::Protocol(format!(
-                "chunk {} of {}: the sender says it equals this end's copy, but this end \
-                 named no such chunk with that hash",
-                h.index,
-                f.final_rel.display()
-            )));
+            return Err(PeerMisbehaved::ReuseUnnamed {
+                path: f.final_rel.display().to_string(),
+                index: h.index,
+            }
+            .into());
         }
         let hole = h.flags & CHUNK_FLAG_HOLE != 0;
         Ok(ChunkPlan {
@@ -90,17 +88,11 @@ impl RecvSession {
         computed: ChunkHash,
     ) -> Result<Arrival, SessionError> {
         let Some(f) = self.file_mut(h.file) else {
-            return Err(SessionError::Protocol(format!(
-                "a chunk for file {}, which is not being received",
-                h.file
-            )));
+            return Err(PeerMisbehaved::ChunkNotReceived { file: h.file }.into());
         };
         let len = u64::from(h.len);
         let Some(rx) = f.receiver.as_mut() else {
-            return Err(SessionError::Protocol(format!(
-                "a chunk for file {} before it was opened",
-                h.file
-            )));
+            return Err(PeerMisbehaved::ChunkBeforeOpen { file: h.file }.into());
         };
         let check = rx.check_chunk(h.index, h.offset, len, h.hash, computed);
         let name = f.final_rel.display().to_string();
@@ -116,10 +108,12 @@ impl RecvSession {
                 });
                 Ok(Arrival::Rejected)
             }
-            Err(e) => Err(SessionError::Protocol(format!(
-                "chunk {} of {name}: {e}",
-                h.index
-            ))),
+            Err(cause) => Err(PeerMisbehaved::ChunkRefused {
+                path: name,
+                index: h.index,
+                cause: Box::new(cause),
+            }
+            .into()),
             Ok(ChunkCheck::Duplicate) => {
                 self.outbox.push_back(TransferMessage::ChunkVerified {
                     file: h.file,
@@ -138,26 +132,24 @@ impl RecvSession {
     pub fn chunk_reused(&mut self, h: &ChunkHeader) -> Result<Arrival, SessionError> {
         let len = u64::from(h.len);
         let Some(f) = self.file_mut(h.file) else {
-            return Err(SessionError::Protocol(format!(
-                "a chunk for file {}, which is not being received",
-                h.file
-            )));
+            return Err(PeerMisbehaved::ChunkNotReceived { file: h.file }.into());
         };
         let name = f.final_rel.display().to_string();
         let Some(rx) = f.receiver.as_mut() else {
-            return Err(SessionError::Protocol(format!(
-                "a chunk for file {} before it was opened",
-                h.file
-            )));
+            return Err(PeerMisbehaved::ChunkBeforeOpen { file: h.file }.into());
         };
         let check = rx
             .check_chunk(h.index, h.offset, len, h.hash, h.hash)
-            .map_err(|e| SessionError::Protocol(format!("chunk {} of {name}: {e}", h.index)))?;
+            .map_err(|cause| PeerMisbehaved::ChunkRefused {
+                path: name,
+                index: h.index,
+                cause: Box::new(cause),
+            })?;
         let fresh = check != ChunkCheck::Duplicate;
         if fresh {
             // Marked verified in memory only; the record it returns is not written.
             rx.chunk_durable(h.index, h.hash)
-                .map_err(|e| SessionError::GaveUp(e.to_string()))?;
+                .map_err(LocalFailure::record)?;
             f.reused.push(h.index);
             f.hashes.offer(h.index, h.hash);
         }
@@ -185,15 +177,15 @@ impl RecvSession {
         hash: ChunkHash,
     ) -> Result<Option<[u8; RECORD_LEN]>, SessionError> {
         let Some(f) = self.file_mut(file) else {
-            return Err(SessionError::GaveUp(format!("file {file} is not known")));
+            return Err(out_of_turn("a written chunk", file));
         };
         f.created = true;
         let Some(rx) = f.receiver.as_mut() else {
-            return Err(SessionError::GaveUp(format!("file {file} is not open")));
+            return Err(out_of_turn("a written chunk", file));
         };
         let record = rx
             .chunk_durable(index, hash)
-            .map_err(|e| SessionError::GaveUp(e.to_string()))?;
+            .map_err(LocalFailure::record)?;
         Ok(record.filter(|_| f.manifest_rel.is_some()))
     }
 

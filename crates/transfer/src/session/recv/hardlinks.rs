@@ -20,7 +20,7 @@ use longhaul_proto::transfer::{SkipReason, TransferMessage};
 use super::types::{HardLinkJob, LookResult, RecvEvent};
 use super::{FileState, Phase, RecvSession};
 use crate::path::{parse_peer_path, SafeRelPath};
-use crate::session::{show, SessionError};
+use crate::session::{show, PeerMisbehaved, SessionError};
 
 impl RecvSession {
     /// The id of the earlier file entry that hard link entry `path` names with `target`.
@@ -29,20 +29,16 @@ impl RecvSession {
         path: &SafeRelPath,
         target: &[u8],
     ) -> Result<u32, SessionError> {
-        let named = parse_peer_path(target).map_err(|e| {
-            SessionError::Protocol(format!(
-                "hard link {} names {}: {e}",
-                show(path.as_bytes()),
-                show(target)
-            ))
+        let named = parse_peer_path(target).map_err(|cause| PeerMisbehaved::HardLinkTarget {
+            link: show(path.as_bytes()),
+            target: show(target),
+            cause: Box::new(cause),
         })?;
-        self.file_ids.get(named.as_bytes()).copied().ok_or_else(|| {
-            SessionError::Protocol(format!(
-                "hard link {} names {}, which is not an earlier file of the list",
-                show(path.as_bytes()),
-                show(target)
-            ))
-        })
+        let earlier = self.file_ids.get(named.as_bytes()).copied();
+        Ok(earlier.ok_or_else(|| PeerMisbehaved::HardLinkNotEarlier {
+            link: show(path.as_bytes()),
+            target: show(target),
+        })?)
     }
 
     /// Decides hard link entry `id` from what the driver found at its destination.

@@ -16,7 +16,8 @@ use crate::mode::received_mode;
 use crate::path::{parse_peer_path, SafeRelPath};
 use crate::place::{is_work_name, link_name, part_name, place_entry};
 use crate::receiver::{FileReceiver, PartStart};
-use crate::session::{show, ProgressSnapshot, SessionError};
+use crate::session::error::out_of_turn;
+use crate::session::{show, LocalFailure, ProgressSnapshot, SessionError};
 use crate::SourceIdentity;
 
 impl RecvSession {
@@ -268,9 +269,7 @@ impl RecvSession {
             .file_mut(id)
             .is_some_and(|f| f.state == FileState::Looking)
         {
-            return Err(SessionError::GaveUp(format!(
-                "a look at file {id}, which is not waiting for one"
-            )));
+            return Err(out_of_turn("a look", id));
         }
         self.looking = self.looking.saturating_sub(1);
         if let Some(left) = self.leave_to_other_share(id) {
@@ -397,9 +396,7 @@ impl RecvSession {
             .file_mut(id)
             .filter(|f| f.state == FileState::HashingOld)
         else {
-            return Err(SessionError::GaveUp(format!(
-                "old chunk hashes of file {id}, which is not waiting for them"
-            )));
+            return Err(out_of_turn("old chunk hashes", id));
         };
         f.state = FileState::Looking;
         let found = f.look.take().unwrap_or_default();
@@ -518,9 +515,7 @@ impl RecvSession {
     pub(super) fn opened(&mut self, id: u32, intact: bool) -> Result<(), SessionError> {
         let cfg = self.cfg.clone();
         let Some(f) = self.file_mut(id).filter(|f| f.state == FileState::Opening) else {
-            return Err(SessionError::GaveUp(format!(
-                "file {id} opened, which was not being opened"
-            )));
+            return Err(out_of_turn("an open", id));
         };
         if cfg.checksum_only {
             let chunks = f.hashes.chunks();
@@ -542,9 +537,7 @@ impl RecvSession {
                 manifest_header, ..
             } = opened.start
             else {
-                return Err(SessionError::GaveUp(
-                    "a fresh start resumed (no manifest was given)".into(),
-                ));
+                return Err(LocalFailure::FreshStartResumed.into());
             };
             f.receiver = Some(opened.receiver);
             f.resume_have.clear();

@@ -66,7 +66,7 @@ use std::path::PathBuf;
 
 use longhaul_proto::transfer::{EntryKind, FileEntry, TransferMessage};
 
-use super::{ProgressSnapshot, SessionError};
+use super::{PeerMisbehaved, ProgressSnapshot, SessionError};
 use crate::file_hashes::FileHashes;
 use crate::receiver::FileReceiver;
 
@@ -371,9 +371,7 @@ impl RecvSession {
                         self.outcome.would_send.push(line);
                         Ok(())
                     }
-                    _ => Err(SessionError::Protocol(format!(
-                        "a dry-run report for file {file}, which is not a file of the list"
-                    ))),
+                    _ => Err(PeerMisbehaved::DryRunNotAFile { file }.into()),
                 }
             }
             (Phase::Receiving, TransferMessage::TransferDone { .. })
@@ -384,12 +382,7 @@ impl RecvSession {
                 let unfinished = (self.files.iter().flatten())
                     .filter(|f| f.state != FileState::Finished)
                     .count();
-                Err(SessionError::Protocol(format!(
-                    "the sender ended the transfer with {unfinished} entr{} not received \
-                     whole; nothing unfinished was committed (run the same command again to \
-                     resume)",
-                    if unfinished == 1 { "y" } else { "ies" }
-                )))
+                Err(PeerMisbehaved::EndedEarly { unfinished }.into())
             }
             (Phase::Receiving, TransferMessage::TransferDone { .. }) => {
                 self.outbox.push_back(TransferMessage::TransferDone {
@@ -399,14 +392,16 @@ impl RecvSession {
                 self.phase = Phase::Done;
                 Ok(())
             }
-            (Phase::Listing, other) => Err(SessionError::Protocol(format!(
-                "unexpected {} before the file list ended",
-                other.kind()
-            ))),
-            (_, other) => Err(SessionError::Protocol(format!(
-                "unexpected {} during the transfer",
-                other.kind()
-            ))),
+            (Phase::Listing, other) => Err(PeerMisbehaved::Unexpected {
+                message: other.kind(),
+                when: "before the file list ended",
+            }
+            .into()),
+            (_, other) => Err(PeerMisbehaved::Unexpected {
+                message: other.kind(),
+                when: "during the transfer",
+            }
+            .into()),
         };
         if r.is_err() {
             self.phase = Phase::Failed;
@@ -422,9 +417,7 @@ impl RecvSession {
                 self.try_commit(file);
                 Ok(())
             }
-            _ => Err(SessionError::Protocol(format!(
-                "a digest for file {file}, which is not being received (or twice)"
-            ))),
+            _ => Err(PeerMisbehaved::DigestOutOfPlace { file }.into()),
         }
     }
 

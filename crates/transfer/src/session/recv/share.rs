@@ -32,7 +32,8 @@ use super::{FileState, RecvFile, RecvSession};
 use crate::manifest::{ResumeManifest, HEADER_LEN, RECORD_LEN};
 use crate::path::SafeRelPath;
 use crate::place::{manifest_name, share_manifest_name};
-use crate::session::SessionError;
+use crate::session::error::out_of_turn;
+use crate::session::{LocalFailure, PeerMisbehaved, SessionError};
 
 /// A file's part in a striped copy.
 #[derive(Debug, Default)]
@@ -105,8 +106,7 @@ impl RecvSession {
         }
         let mut manifest = None;
         for i in 0..share.count() {
-            let s =
-                Share::new(i, share.count()).map_err(|e| SessionError::GaveUp(e.to_string()))?;
+            let s = Share::new(i, share.count()).map_err(|e| LocalFailure::Share(e.to_string()))?;
             let name = share_manifest_name(placed, s)
                 .map_err(refused)?
                 .to_path_buf();
@@ -193,11 +193,12 @@ impl RecvSession {
     ) -> Result<(), SessionError> {
         match share {
             Some(share) if !share.holds(f.share.first + u64::from(index)) => {
-                Err(SessionError::Protocol(format!(
-                    "chunk {index} of {} belongs to another share of this striped copy (this \
-                     end receives {share}); refused, nothing of it was written",
-                    f.final_rel.display()
-                )))
+                Err(PeerMisbehaved::OtherShare {
+                    path: f.final_rel.display().to_string(),
+                    index,
+                    share: share.to_string(),
+                }
+                .into())
             }
             _ => Ok(()),
         }
@@ -259,17 +260,13 @@ impl RecvSession {
         manifests: Vec<Option<Vec<u8>>>,
     ) -> Result<(), SessionError> {
         let Some(share) = self.share else {
-            return Err(SessionError::GaveUp(
-                "shares gathered on a copy without stripes".into(),
-            ));
+            return Err(LocalFailure::NoStripes.into());
         };
         let Some(f) = self.file_mut(id).filter(|f| f.state == FileState::Open) else {
-            return Err(SessionError::GaveUp(format!(
-                "shares gathered for file {id}, which is not being received"
-            )));
+            return Err(out_of_turn("shares gathered", id));
         };
         let Some(rx) = f.receiver.as_mut() else {
-            return Err(SessionError::GaveUp(format!("file {id} is not open")));
+            return Err(out_of_turn("shares gathered", id));
         };
         let ours = rx.manifest().header_bytes();
         for (k, bytes) in manifests.iter().enumerate() {
@@ -286,8 +283,8 @@ impl RecvSession {
             if m.header_bytes() != ours {
                 continue; // of another source or chunk size: not this copy's
             }
-            let theirs = Share::new(index, share.count())
-                .map_err(|e| SessionError::GaveUp(e.to_string()))?;
+            let theirs =
+                Share::new(index, share.count()).map_err(|e| LocalFailure::Share(e.to_string()))?;
             for (i, hash) in m.verified() {
                 if !theirs.holds(f.share.first + u64::from(i)) || rx.manifest().is_verified(i) {
                     continue;

@@ -5,7 +5,7 @@ use longhaul_proto::transfer::{RejectReason, SkipReason, TransferMessage};
 
 use super::{unexpected, SendSession};
 use crate::scheduler::{ChunkId, ChunkScheduler, Retry};
-use crate::session::{show, SessionError};
+use crate::session::{show, LocalFailure, PeerMisbehaved, SessionError};
 
 impl SendSession {
     pub(super) fn handle_ack(&mut self, msg: TransferMessage) -> Result<(), SessionError> {
@@ -24,7 +24,7 @@ impl SendSession {
                 if let Some(stream) = sched.holder(id) {
                     sched
                         .chunk_verified(stream, id)
-                        .map_err(|e| SessionError::Protocol(e.to_string()))?;
+                        .map_err(PeerMisbehaved::scheduler)?;
                     // Progress counts what the receiver verified, not what sits in
                     // socket buffers (a long path's window holds hundreds of MB).
                     let len = sched.chunk(id).map(|c| c.len).unwrap_or(0);
@@ -52,21 +52,22 @@ impl SendSession {
                 if let Some(stream) = sched.holder(id) {
                     let retry = sched
                         .chunk_failed(stream, id)
-                        .map_err(|e| SessionError::Protocol(e.to_string()))?;
+                        .map_err(PeerMisbehaved::scheduler)?;
                     if let Retry::GaveUp { attempts } = retry {
-                        return Err(SessionError::GaveUp(format!(
-                            "chunk {index} of {path} was refused {attempts} times ({}); giving up",
-                            reject_text(reason)
-                        )));
+                        return Err(LocalFailure::RefusedTooOften {
+                            path,
+                            index,
+                            attempts,
+                            reason: reject_text(reason).to_string(),
+                        }
+                        .into());
                     }
                 }
                 Ok(())
             }
             TransferMessage::FileCommitted { file, ok, reason } => {
                 if self.skipped.contains_key(&file) {
-                    return Err(SessionError::Protocol(format!(
-                        "the receiver committed file {file}, which it skipped"
-                    )));
+                    return Err(PeerMisbehaved::CommittedSkipped { file }.into());
                 }
                 // A symlink is committed once; any other commit names a file sent.
                 if !self.links.remove(&file) {
@@ -90,7 +91,7 @@ impl SendSession {
                 self.maybe_done();
                 Ok(())
             }
-            other => Err(unexpected(&other, "transferring")),
+            other => Err(unexpected(&other, "while transferring")),
         }
     }
 
@@ -99,15 +100,13 @@ impl SendSession {
     fn skip_while_sending(&mut self, file: u32, reason: SkipReason) -> Result<(), SessionError> {
         self.check_entry(file)?;
         if self.ahead == Some(true) || self.skipped.contains_key(&file) {
-            return Err(SessionError::Protocol(format!(
-                "the receiver skipped file {file} after its answers ended, or twice"
-            )));
+            return Err(PeerMisbehaved::SkippedLate { file }.into());
         }
         if !self.links.remove(&file) {
             let s = self.chunk_id(file, 0)?.file;
             self.sched_mut()?
                 .drop_file(s)
-                .map_err(|e| SessionError::Protocol(e.to_string()))?;
+                .map_err(PeerMisbehaved::scheduler)?;
         }
         self.skipped.insert(file, reason);
         self.committed += 1;
@@ -119,16 +118,12 @@ impl SendSession {
     fn sched_mut(&mut self) -> Result<&mut ChunkScheduler, SessionError> {
         self.sched
             .as_mut()
-            .ok_or_else(|| SessionError::Protocol("an ack before the list was answered".into()))
+            .ok_or(PeerMisbehaved::AckBeforeAnswers.into())
     }
 
     /// The scheduler's id of chunk `index` of entry `file`.
     fn chunk_id(&self, file: u32, index: u32) -> Result<ChunkId, SessionError> {
-        let s = self.by_entry.get(&file).copied().ok_or_else(|| {
-            SessionError::Protocol(format!(
-                "the receiver acked file {file}, which was not sent"
-            ))
-        })?;
+        let s = (self.by_entry.get(&file).copied()).ok_or(PeerMisbehaved::AckedUnsent { file })?;
         Ok(ChunkId { file: s, index })
     }
 }

@@ -9,7 +9,7 @@ use super::{unexpected, Phase, SendFile, SendSession};
 use crate::file_hashes::FileHashes;
 use crate::manifest::chunk_count;
 use crate::scheduler::{ChunkId, ChunkScheduler, SchedulerConfig};
-use crate::session::SessionError;
+use crate::session::{LocalFailure, PeerMisbehaved, SessionError};
 
 impl SendSession {
     pub(super) fn handle_answer(&mut self, msg: TransferMessage) -> Result<(), SessionError> {
@@ -31,10 +31,13 @@ impl SendSession {
                     match end {
                         Some(end) if first >= next_free => next_free = end,
                         _ => {
-                            return Err(SessionError::Protocol(format!(
-                                "the receiver claims chunks {first}+{count} of file {file} \
-                                 (with {chunks} chunks) out of order, overlapping or past its end"
-                            )))
+                            return Err(PeerMisbehaved::ClaimOutOfOrder {
+                                file,
+                                first,
+                                count,
+                                chunks,
+                            }
+                            .into())
                         }
                     }
                 }
@@ -52,11 +55,13 @@ impl SendSession {
                 let fits = first as usize == old.len()
                     && (first as u64 + hashes.len() as u64) <= u64::from(chunks);
                 if !fits {
-                    return Err(SessionError::Protocol(format!(
-                        "the receiver sent old chunk hashes {first}+{} of file {file} (with \
-                         {chunks} chunks) out of order or past its end",
-                        hashes.len()
-                    )));
+                    return Err(PeerMisbehaved::OldHashesOutOfOrder {
+                        file,
+                        first,
+                        count: hashes.len(),
+                        chunks,
+                    }
+                    .into());
                 }
                 old.extend(hashes.into_iter().map(Some));
                 Ok(())
@@ -65,7 +70,10 @@ impl SendSession {
                 self.outcome.deleted = u64::from(deleted);
                 self.start_sending()
             }
-            other => Err(unexpected(&other, "waiting for answers to the file list")),
+            other => Err(unexpected(
+                &other,
+                "while waiting for answers to the file list",
+            )),
         }
     }
 
@@ -84,9 +92,7 @@ impl SendSession {
             Some(e) if e.kind == EntryKind::File => {
                 Ok(chunk_count(e.size, self.cfg.chunk_size) as u32)
             }
-            _ => Err(SessionError::Protocol(format!(
-                "the receiver named file {file}, which is not a file of this transfer"
-            ))),
+            _ => Err(PeerMisbehaved::NotAFile { file }.into()),
         }
     }
 
@@ -101,8 +107,7 @@ impl SendSession {
             .map(|&i| self.entries[i as usize].size)
             .collect();
         let config = SchedulerConfig::for_chunk_size(self.cfg.chunk_size);
-        let mut sched = ChunkScheduler::new(&sizes, config)
-            .map_err(|e| SessionError::GaveUp(format!("planning the chunks: {e}")))?;
+        let mut sched = ChunkScheduler::new(&sizes, config).map_err(LocalFailure::planning)?;
         let mut resumed = 0;
         for (s, &e) in to_send.iter().enumerate() {
             let size = self.entries[e as usize].size;
@@ -115,23 +120,21 @@ impl SendSession {
                 let end = first
                     .checked_add(count)
                     .filter(|&end| end <= chunks)
-                    .ok_or_else(|| {
-                        SessionError::Protocol(format!(
-                            "the receiver claims chunks {first}+{count} of a file with {chunks}"
-                        ))
+                    .ok_or(PeerMisbehaved::ClaimPastEnd {
+                        first,
+                        count,
+                        chunks,
                     })?;
                 for index in first..end {
                     let id = ChunkId {
                         file: s as u32,
                         index,
                     };
-                    let chunk = sched
-                        .chunk(id)
-                        .map_err(|e| SessionError::Protocol(e.to_string()))?;
+                    let chunk = sched.chunk(id).map_err(PeerMisbehaved::scheduler)?;
                     if !self.cfg.checksum_only {
                         sched
                             .mark_already_verified(id)
-                            .map_err(|e| SessionError::Protocol(e.to_string()))?;
+                            .map_err(PeerMisbehaved::scheduler)?;
                     }
                     resumed += chunk.len;
                 }

@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use longhaul_proto::transfer::{pack_file_entries, FileEntry, SkipReason, TransferMessage};
 
-use super::{show, ProgressSnapshot, SessionError};
+use super::{show, LocalFailure, PeerMisbehaved, ProgressSnapshot, SessionError};
 use crate::file_hashes::FileHashes;
 use crate::integrity::ChunkHash;
 use crate::scheduler::ChunkScheduler;
@@ -95,7 +95,7 @@ impl SendSession {
     pub fn new(entries: Vec<FileEntry>, cfg: SendConfig) -> Result<Self, SessionError> {
         let total: u64 = entries.iter().map(|e| e.size).sum();
         let mut outbox: VecDeque<TransferMessage> = pack_file_entries(&entries, 0)
-            .map_err(|e| SessionError::GaveUp(format!("packing the file list: {e}")))?
+            .map_err(|e| LocalFailure::PackingList(e.to_string()))?
             .into();
         outbox.push_back(TransferMessage::FileListEnd {
             files: entries.len() as u32,
@@ -151,9 +151,7 @@ impl SendSession {
     /// [`SendInput::AnsweredAhead`].
     fn answered_ahead(&mut self) -> Result<(), SessionError> {
         if !self.unanswered() || self.cfg.checksum_only || self.dry_run.is_some() {
-            return Err(SessionError::Protocol(
-                "an answer ahead of the list, after answers or in a check".into(),
-            ));
+            return Err(PeerMisbehaved::LateAnswerAhead.into());
         }
         self.ahead = Some(false);
         self.start_sending()
@@ -193,10 +191,11 @@ impl SendSession {
             || chunk_size > self.cfg.chunk_size
             || !longhaul_proto::transfer::valid_chunk_size(chunk_size)
         {
-            return Err(SessionError::Protocol(format!(
-                "the receiver chose chunks of {chunk_size} bytes instead of {}",
-                self.cfg.chunk_size
-            )));
+            return Err(PeerMisbehaved::ChunkSize {
+                theirs: chunk_size,
+                ours: self.cfg.chunk_size,
+            }
+            .into());
         }
         self.cfg.chunk_size = chunk_size;
         Ok(())
@@ -283,6 +282,10 @@ impl SendSession {
     }
 }
 
-fn unexpected(m: &TransferMessage, while_: &str) -> SessionError {
-    SessionError::Protocol(format!("unexpected {} while {while_}", m.kind()))
+fn unexpected(m: &TransferMessage, when: &'static str) -> SessionError {
+    PeerMisbehaved::Unexpected {
+        message: m.kind(),
+        when,
+    }
+    .into()
 }

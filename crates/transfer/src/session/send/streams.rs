@@ -11,7 +11,7 @@ use super::types::{SendEvent, Work};
 use super::{Phase, SendSession};
 use crate::integrity::{ChunkHash, ChunkHasher};
 use crate::scheduler::Chunk;
-use crate::session::SessionError;
+use crate::session::{LocalFailure, SessionError};
 
 impl SendSession {
     /// What data stream `stream` does next.
@@ -158,9 +158,10 @@ impl SendSession {
         self.live_streams = self.live_streams.saturating_sub(1);
         if self.live_streams == 0 && !matches!(self.phase, Phase::Done) {
             self.phase = Phase::Failed;
-            return Err(SessionError::GaveUp(format!(
-                "every data stream failed; the last: {why}"
-            )));
+            return Err(LocalFailure::EveryStreamFailed {
+                last: why.to_string(),
+            }
+            .into());
         }
         Ok(())
     }
