@@ -9,8 +9,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use longhaul_engine::cp::chunk_io::hash_file_chunks;
+use longhaul_engine::cp::chunk_io::hash_all_chunks;
 use longhaul_engine::hash_cache::{snapshot, CacheLimits, HashCache, Stored};
+use longhaul_transfer::ChunkGrid;
 
 const CHUNK: u64 = 64 * 1024;
 
@@ -32,7 +33,7 @@ fn write_file(path: &Path, len: usize, seed: u8) -> File {
 /// Hashes and stores `file` as a sync would.
 fn hash_and_store(cache: &HashCache, file: &File, chunk: u64) -> (Vec<[u8; 32]>, Stored) {
     let before = snapshot(file).unwrap();
-    let h = hash_file_chunks(file, before.identity.size, chunk, 2).unwrap();
+    let h = hash_all_chunks(file, &ChunkGrid::new(before.identity.size, chunk), 2).unwrap();
     let s = cache.store(file, chunk, &h, &before).unwrap();
     (h, s)
 }
@@ -170,7 +171,7 @@ fn only_hashes_of_a_settled_unchanged_file_are_stored() {
     // Changed after its identity was taken: refused.
     let cache = cache.with_limits(no_settle());
     let before = snapshot(&file).unwrap();
-    let h = hash_file_chunks(&file, before.identity.size, CHUNK, 1).unwrap();
+    let h = hash_all_chunks(&file, &ChunkGrid::new(before.identity.size, CHUNK), 1).unwrap();
     next_tick();
     file.set_modified(old).unwrap();
     assert_eq!(

@@ -9,15 +9,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::grid::ChunkGrid;
 use crate::integrity::{file_digest, ChunkHash, ChunkHasher, Digest};
-use crate::manifest::chunk_count;
 
 /// The chunk hashes of one file, and its digest once all are in.
 #[derive(Debug, Clone)]
 pub struct FileHashes {
-    size: u64,
-    chunk_size: u64,
-    chunks: u32,
+    grid: ChunkGrid,
     hashes: BTreeMap<u32, ChunkHash>,
     ready: BTreeSet<u32>,
     result: Option<Digest>,
@@ -27,38 +25,41 @@ impl FileHashes {
     /// For a file of `size` bytes cut into `chunk_size` chunks (a power of two).
     pub fn new(size: u64, chunk_size: u64) -> Self {
         Self {
-            size,
-            chunk_size,
-            chunks: chunk_count(size, chunk_size) as u32,
+            grid: ChunkGrid::new(size, chunk_size),
             hashes: BTreeMap::new(),
             ready: BTreeSet::new(),
             result: None,
         }
     }
 
-    /// Offset and length of chunk `index`.
+    /// The file's chunk grid.
+    pub fn grid(&self) -> &ChunkGrid {
+        &self.grid
+    }
+
+    /// Offset and length of chunk `index` ([`ChunkGrid::chunk_range`]).
     pub fn chunk_range(&self, index: u32) -> (u64, u64) {
-        chunk_range(self.size, self.chunk_size, index)
+        self.grid.chunk_range(index)
     }
 
     /// The file is one chunk: that chunk's hash is the file's digest.
     pub fn whole_file(&self) -> bool {
-        self.chunks == 1
+        self.grid.whole_file()
     }
 
-    /// A hasher for chunk `index`.
+    /// A hasher for chunk `index` ([`ChunkGrid::hasher`]).
     pub fn hasher(&self, index: u32) -> ChunkHasher {
-        ChunkHasher::new(self.chunk_range(index).0, self.whole_file())
+        self.grid.hasher(index)
     }
 
     /// The file's size.
     pub fn size(&self) -> u64 {
-        self.size
+        self.grid.size()
     }
 
     /// Number of chunks.
     pub fn chunks(&self) -> u32 {
-        self.chunks
+        self.grid.chunks()
     }
 
     /// The digest, once every chunk is in.
@@ -68,12 +69,12 @@ impl FileHashes {
 
     /// Adds chunk `index`'s hash. Returns the digest if this completed the file (once).
     pub fn offer(&mut self, index: u32, hash: ChunkHash) -> Option<Digest> {
-        if index >= self.chunks || self.result.is_some() {
+        if index >= self.chunks() || self.result.is_some() {
             return None;
         }
         self.ready.remove(&index);
         self.hashes.insert(index, hash);
-        if self.hashes.len() as u32 != self.chunks {
+        if self.hashes.len() as u32 != self.chunks() {
             return None;
         }
         let all: Vec<ChunkHash> = self.hashes.values().copied().collect();
@@ -85,7 +86,7 @@ impl FileHashes {
 
     /// Marks chunks whose bytes are in the file already: the driver hashes them.
     pub fn mark_ready(&mut self, indices: impl IntoIterator<Item = u32>) {
-        let chunks = self.chunks;
+        let chunks = self.chunks();
         self.ready
             .extend(indices.into_iter().filter(|&i| i < chunks));
     }
@@ -94,12 +95,6 @@ impl FileHashes {
     pub fn take_ready(&mut self) -> Vec<u32> {
         std::mem::take(&mut self.ready).into_iter().collect()
     }
-}
-
-/// Offset and length of chunk `index` of a file of `size` bytes.
-pub fn chunk_range(size: u64, chunk_size: u64, index: u32) -> (u64, u64) {
-    let off = u64::from(index) * chunk_size;
-    (off, chunk_size.min(size.saturating_sub(off)))
 }
 
 #[cfg(test)]

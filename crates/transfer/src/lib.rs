@@ -13,6 +13,7 @@
 //! - [`mode`]: the permission bits a receiver sets (setuid and setgid dropped by default).
 //! - [`integrity`]: per-chunk BLAKE3 subtree hashes and the whole-file BLAKE3 they merge into.
 //! - [`file_hashes`]: a file's chunk hashes merged into its BLAKE3, in any order.
+//! - [`grid`]: a file's chunk grid (each chunk's range and hasher).
 //! - [`hash_cache`]: the chunk-hash cache's record (a file's chunk hashes with its
 //!   identity, trusted only while that identity holds).
 //! - [`session`]: both ends of a transfer as state machines (messages and chunk events
@@ -29,6 +30,7 @@ pub mod delete;
 pub mod error;
 pub mod file_hashes;
 pub mod filter;
+pub mod grid;
 pub mod hash_cache;
 pub mod integrity;
 mod le_bytes;
@@ -47,6 +49,7 @@ pub use delete::{dest_extras, DeletePlan, DestEntry, DestKind, DestListing, Remo
 pub use error::{Error, Result};
 pub use file_hashes::FileHashes;
 pub use filter::Filter;
+pub use grid::ChunkGrid;
 pub use hash_cache::{CachedHashes, FileIdentity};
 pub use integrity::{
     chunk_hash, digest_hex, file_digest, source_fingerprint, ChunkHash, ChunkHasher, Digest,

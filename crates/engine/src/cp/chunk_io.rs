@@ -1,13 +1,13 @@
-//! Reading and hashing chunk bytes from a file in cache-sized pieces, shared by both ends
-//! (the sender before it sends a chunk, either end re-hashing chunks already on disk,
-//! both ends of a sync hashing whole files on every core: [`hash_file_chunks`]).
+//! Reading and hashing chunk bytes from a file in cache-sized pieces, shared by both ends:
+//! the sender before it sends a chunk ([`hash_range`]), and every end hashing chunks that
+//! are on disk ([`hash_chunks`] on a file's [`ChunkGrid`], on as many threads as asked).
 
 use std::fs::File;
 use std::io;
 
 use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::file_io;
-use longhaul_transfer::{ChunkHash, ChunkHasher};
+use longhaul_transfer::{ChunkGrid, ChunkHash, ChunkHasher};
 
 use crate::stage_cpu::{timed, Stage};
 
@@ -15,7 +15,7 @@ use crate::stage_cpu::{timed, Stage};
 /// copy and the hash.
 pub const PIECE: usize = 256 * 1024;
 
-/// Bytes read and hashed at a time by [`hash_file_chunks`], which only hashes (nothing is
+/// Bytes read and hashed at a time by [`hash_chunks`], which only hashes (nothing is
 /// sent from the buffer): 1 MiB `pread`s cost fewer calls (1 GiB warm, 2 threads on this
 /// class of machine: 0.26-0.28 CPU s/GB against 0.28-0.30 with [`PIECE`]).
 pub const HASH_PIECE: usize = 1024 * 1024;
@@ -31,77 +31,74 @@ pub fn hash_range(
     hash_range_in(file, hasher, off, len, buf, PIECE)
 }
 
-/// Hashes the chunks `chunks` of `file` on the grid `hashes` describes, one after another
-/// through `buf` (the sender's chunks already at the receiver, the store's chunks of a
-/// resumed part file): each with its place in the file's BLAKE3 tree.
-pub fn hash_listed_chunks(
+/// Hashes chunks `indices` of `file`, cut by `grid`, on `threads` threads that each take
+/// the next (one thread hashes in this one): each with its place in the file's BLAKE3
+/// tree, as `(index, hash)` in the order asked. The one way every end hashes chunks that
+/// are on disk: the sender's chunks already at the receiver, the store's chunks of a
+/// resumed part file, both ends of a sync hashing whole files on every core
+/// ([`hash_all_chunks`]). A file shorter than the grid is an error (`UnexpectedEof`): it
+/// changed while it was read; so is a chunk size that is not a power of two.
+pub fn hash_chunks(
     file: &File,
-    hashes: &longhaul_transfer::FileHashes,
-    chunks: &[u32],
-    buf: &mut AlignedBuf,
+    grid: &ChunkGrid,
+    indices: &[u32],
+    threads: usize,
 ) -> io::Result<Vec<(u32, ChunkHash)>> {
-    chunks
-        .iter()
-        .map(|&i| {
-            let (off, len) = hashes.chunk_range(i);
-            Ok((i, hash_range(file, hashes.hasher(i), off, len, buf)?))
-        })
-        .collect()
+    hash_chunks_in(file, grid, indices, threads, HASH_PIECE)
 }
 
-/// Hashes every chunk of the first `size` bytes of `file` cut in `chunk_size` chunks (a
-/// power of two), on `threads` threads that each take the next unhashed chunk: what both
-/// ends of a sync do to a file whose size or mtime differs, at disk speed on every core.
-/// The hashes are [`longhaul_transfer::chunk_hash`]es in file order (one for an empty
-/// file), so [`longhaul_transfer::file_digest`] of them is the file's BLAKE3. A file
-/// shorter than `size` is an error (`UnexpectedEof`): it changed while it was read.
-pub fn hash_file_chunks(
+/// Every chunk's hash of `file` cut by `grid`, in file order ([`hash_chunks`] of all):
+/// [`longhaul_transfer::file_digest`] of them is the file's BLAKE3.
+pub fn hash_all_chunks(
     file: &File,
-    size: u64,
-    chunk_size: u64,
+    grid: &ChunkGrid,
     threads: usize,
 ) -> io::Result<Vec<ChunkHash>> {
-    hash_file_chunks_in(file, size, chunk_size, threads, HASH_PIECE)
+    let all: Vec<u32> = (0..grid.chunks()).collect();
+    let hashed = hash_chunks(file, grid, &all, threads)?;
+    Ok(hashed.into_iter().map(|(_, h)| h).collect())
 }
 
-fn hash_file_chunks_in(
+fn hash_chunks_in(
     file: &File,
-    size: u64,
-    chunk_size: u64,
+    grid: &ChunkGrid,
+    indices: &[u32],
     threads: usize,
     piece: usize,
-) -> io::Result<Vec<ChunkHash>> {
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+) -> io::Result<Vec<(u32, ChunkHash)>> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Mutex;
 
+    let chunk_size = grid.chunk_size();
     if chunk_size == 0 || !chunk_size.is_power_of_two() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("chunk size {chunk_size} is not a power of two"),
         ));
     }
-    let count = longhaul_transfer::manifest::chunk_count(size, chunk_size);
-    let whole_file = count == 1;
-    let next = AtomicU64::new(0);
+    let one = |i: u32, buf: &mut AlignedBuf| {
+        let (off, len) = grid.chunk_range(i);
+        hash_range_in(file, grid.hasher(i), off, len, buf, piece).map(|h| (i, h))
+    };
+    let threads = threads.clamp(1, indices.len().clamp(1, 256));
+    if threads == 1 {
+        let mut buf = AlignedBuf::zeroed(piece);
+        return indices.iter().map(|&i| one(i, &mut buf)).collect();
+    }
+    let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let first_error: Mutex<Option<io::Error>> = Mutex::new(None);
-    let threads = threads.clamp(1, count.min(256) as usize);
-    let parts: Vec<Vec<(u64, ChunkHash)>> = std::thread::scope(|s| {
+    let parts: Vec<Vec<(usize, (u32, ChunkHash))>> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
                     let mut buf = AlignedBuf::zeroed(piece);
                     let mut done = Vec::new();
                     while !failed.load(Ordering::Relaxed) {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= count {
-                            break;
-                        }
-                        let off = i * chunk_size;
-                        let len = chunk_size.min(size - off.min(size));
-                        let hasher = ChunkHasher::new(off, whole_file);
-                        match hash_range_in(file, hasher, off, len, &mut buf, piece) {
-                            Ok(h) => done.push((i, h)),
+                        let k = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&i) = indices.get(k) else { break };
+                        match one(i, &mut buf) {
+                            Ok(h) => done.push((k, h)),
                             Err(e) => {
                                 failed.store(true, Ordering::Relaxed);
                                 let mut slot =
@@ -123,11 +120,9 @@ fn hash_file_chunks_in(
     if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
-    let mut hashes = vec![[0u8; 32]; count as usize];
-    for (i, h) in parts.into_iter().flatten() {
-        hashes[i as usize] = h;
-    }
-    Ok(hashes)
+    let mut hashed: Vec<(usize, (u32, ChunkHash))> = parts.into_iter().flatten().collect();
+    hashed.sort_unstable_by_key(|&(k, _)| k);
+    Ok(hashed.into_iter().map(|(_, h)| h).collect())
 }
 
 fn hash_range_in(
@@ -167,8 +162,10 @@ mod tests {
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
             .collect();
         let f = file_of(&data);
+        let size = data.len() as u64;
         for (chunk, threads) in [(4096u64, 1usize), (65536, 3), (1 << 18, 8), (1 << 22, 2)] {
-            let got = hash_file_chunks(&f, data.len() as u64, chunk, threads).unwrap();
+            let grid = ChunkGrid::new(size, chunk);
+            let got = hash_all_chunks(&f, &grid, threads).unwrap();
             let n = data.len().div_ceil(chunk as usize);
             assert_eq!(got.len(), n);
             for (i, h) in got.iter().enumerate() {
@@ -178,19 +175,26 @@ mod tests {
             }
             assert_eq!(file_digest(&got), *blake3::hash(&data).as_bytes());
         }
+        let grid = ChunkGrid::new(size, 65536);
+        let all = hash_all_chunks(&f, &grid, 2).unwrap();
         // Pieces smaller than a chunk, and not dividing it: the same hashes.
-        let odd = hash_file_chunks_in(&f, data.len() as u64, 65536, 2, 10_000).unwrap();
-        assert_eq!(
-            odd,
-            hash_file_chunks(&f, data.len() as u64, 65536, 2).unwrap()
-        );
+        let every: Vec<u32> = (0..grid.chunks()).collect();
+        let odd = hash_chunks_in(&f, &grid, &every, 2, 10_000).unwrap();
+        assert!(odd.iter().map(|&(_, h)| h).eq(all.iter().copied()));
+        // Chunks named in any order come back in that order, on one thread or several.
+        let some = [7u32, 2, 15, 0, 2];
+        for threads in [1, 3] {
+            let got = hash_chunks(&f, &grid, &some, threads).unwrap();
+            let want: Vec<(u32, ChunkHash)> = some.iter().map(|&i| (i, all[i as usize])).collect();
+            assert_eq!(got, want, "{threads} thread(s)");
+        }
         let empty = file_of(b"");
-        let got = hash_file_chunks(&empty, 0, 4096, 4).unwrap();
+        let got = hash_all_chunks(&empty, &ChunkGrid::new(0, 4096), 4).unwrap();
         assert_eq!(file_digest(&got), *blake3::hash(b"").as_bytes());
         // A file shorter than claimed changed while it was read: an error, not a hash.
-        let err = hash_file_chunks(&f, data.len() as u64 + 1, 4096, 2).unwrap_err();
+        let err = hash_all_chunks(&f, &ChunkGrid::new(size + 1, 4096), 2).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
-        assert!(hash_file_chunks(&f, 10, 3000, 1).is_err());
+        assert!(hash_all_chunks(&f, &ChunkGrid::new(10, 3000), 1).is_err());
     }
 
     /// Hashing speed on a page-cache-warm file: `LONGHAUL_HASH_BENCH_FILE=PATH` (1 GiB
@@ -205,12 +209,14 @@ mod tests {
         let size = f.metadata().unwrap().len();
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let chunk = 8 << 20;
-        let _ = hash_file_chunks(&f, size, chunk, cores).unwrap(); // warm the page cache
+        let grid = ChunkGrid::new(size, chunk);
+        let every: Vec<u32> = (0..grid.chunks()).collect();
+        let _ = hash_all_chunks(&f, &grid, cores).unwrap(); // warm the page cache
         for piece in [PIECE, HASH_PIECE] {
             for threads in [1, cores] {
                 let cpu0 = cpu_seconds();
                 let t0 = std::time::Instant::now();
-                let h = hash_file_chunks_in(&f, size, chunk, threads, piece).unwrap();
+                let h = hash_chunks_in(&f, &grid, &every, threads, piece).unwrap();
                 let wall = t0.elapsed().as_secs_f64();
                 let cpu = cpu_seconds() - cpu0;
                 let gb = size as f64 / 1e9;

@@ -25,9 +25,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use longhaul_transfer::place::is_work_name;
-use longhaul_transfer::{ChunkHash, FileIdentity};
+use longhaul_transfer::{ChunkGrid, ChunkHash, FileIdentity};
 
-use super::chunk_io::hash_file_chunks;
+use super::chunk_io::hash_all_chunks;
 use super::old_copy::{hash_threads, identity};
 
 /// Most destination entries the walk looks at.
@@ -183,7 +183,8 @@ impl HashedAhead {
             }
             st.busy = Some(key);
         }
-        let hashes = hash_file_chunks(&f, before.size, self.chunk_size, hash_threads());
+        let grid = ChunkGrid::new(before.size, self.chunk_size);
+        let hashes = hash_all_chunks(&f, &grid, hash_threads());
         // Written to while being read: its hashes describe no version of it.
         let unchanged = identity(&f).is_ok_and(|after| after == before);
         let mut st = self.lock();
@@ -231,7 +232,8 @@ mod tests {
         let ahead = HashedAhead::start(dir.path(), 1 << 16);
         ahead.wait_ended();
         assert_eq!(ahead.counts().hashed, 2);
-        let fresh = hash_file_chunks(&File::open(&a).unwrap(), 300_000, 1 << 16, 2).unwrap();
+        let grid = ChunkGrid::new(300_000, 1 << 16);
+        let fresh = hash_all_chunks(&File::open(&a).unwrap(), &grid, 2).unwrap();
         assert_eq!(ahead.take(&id(&a), 1 << 16), Some(fresh));
         // Taken: a second ask hashes again.
         assert_eq!(ahead.take(&id(&a), 1 << 16), None);

@@ -30,10 +30,10 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use longhaul_transfer::hash_cache::{cache_key, decode, encode, MAX_RECORD_BYTES};
-use longhaul_transfer::{CachedHashes, ChunkHash, FileIdentity};
+use longhaul_transfer::{CachedHashes, ChunkGrid, ChunkHash, FileIdentity};
 
 use crate::cache_dir::{cache_base, private_dir, replace_private};
-use crate::cp::chunk_io::hash_file_chunks;
+use crate::cp::chunk_io::hash_all_chunks;
 
 /// Bounds of one cache directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,7 +186,7 @@ impl HashCache {
     /// The chunk hashes of `file` (`size` bytes as the caller saw it) at `chunk_size`:
     /// from the cache if it holds them, else hashed on `threads` threads and stored.
     /// Returns them and whether they came from the cache. `--checksum` does not call this
-    /// (it hashes with [`hash_file_chunks`] and leaves the cache alone).
+    /// (it hashes with [`hash_all_chunks`] and leaves the cache alone).
     pub fn chunk_hashes(
         &self,
         file: &File,
@@ -200,7 +200,7 @@ impl HashCache {
             }
         }
         let before = snapshot(file)?;
-        let hashes = hash_file_chunks(file, size, chunk_size, threads)?;
+        let hashes = hash_all_chunks(file, &ChunkGrid::new(size, chunk_size), threads)?;
         if before.identity.size == size {
             // A failure to cache costs only a hash next time.
             let _ = self.store(file, chunk_size, &hashes, &before);

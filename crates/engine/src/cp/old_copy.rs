@@ -16,9 +16,9 @@ use std::path::Path;
 use longhaul_sys::file_io;
 use longhaul_sys::served_root::{Access, ServedRoot};
 use longhaul_transfer::session::recv::{OldCopy, Reuse};
-use longhaul_transfer::FileIdentity;
+use longhaul_transfer::{ChunkGrid, FileIdentity};
 
-use super::chunk_io::hash_file_chunks;
+use super::chunk_io::hash_all_chunks;
 use crate::cp::hash_ahead::HashedAhead;
 use crate::cp::hash_cache::HashCache;
 
@@ -55,7 +55,7 @@ pub fn hash_old(
     let threads = hash_threads();
     let hashes = match cache {
         Some(c) => c.chunk_hashes(&f, before.size, chunk_size, threads)?.0,
-        None => hash_file_chunks(&f, before.size, chunk_size, threads)?,
+        None => hash_all_chunks(&f, &ChunkGrid::new(before.size, chunk_size), threads)?,
     };
     // Written to while being read: its hashes describe no version of it.
     if identity(&f)? != before {

@@ -15,11 +15,10 @@ use longhaul_engine::cp::store::{Answer, Store};
 use longhaul_proto::transfer::{
     decode_transfer_frame, encode_transfer_frame, ChunkHeader, TransferMessage,
 };
-use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::session::recv::{Arrival, ChunkPlan};
 use longhaul_transfer::session::{RecvConfig, RecvEvent, RecvInput, RecvOutcome, RecvSession};
-use longhaul_transfer::{ChunkHasher, FileHashes};
+use longhaul_transfer::{ChunkGrid, ChunkHasher};
 
 use super::net::Net;
 
@@ -48,7 +47,6 @@ pub struct SimReceiver {
     streams: Vec<(usize, Reading)>,
     inbox: Vec<u8>,
     hash_jobs: VecDeque<(u32, Vec<u32>)>,
-    hash_buf: AlignedBuf,
     /// When the sender's `TransferDone` was handled (virtual ns).
     pub done_at: Option<u64>,
 }
@@ -81,7 +79,6 @@ impl SimReceiver {
             streams: data.iter().map(|&f| (f, Reading::Header)).collect(),
             inbox: Vec::new(),
             hash_jobs: VecDeque::new(),
-            hash_buf: AlignedBuf::new(),
             done_at: None,
         }
     }
@@ -144,10 +141,10 @@ impl SimReceiver {
                 .and_then(|d| d.file().ok().and_then(|f| f.metadata().ok()))
                 .map(|m| m.len())
                 .ok_or_else(|| format!("file {id} has no data to hash"))?;
-            let hashes = FileHashes::new(size, self.chunk_size);
+            let grid = ChunkGrid::new(size, self.chunk_size);
             let list = self
                 .store
-                .hash_chunks(id, &hashes, &chunks, &mut self.hash_buf)
+                .hash_chunks(id, &grid, &chunks)
                 .map_err(|e| format!("reading file {id} back: {e}"))?;
             self.with(net, |s| {
                 for (index, hash) in list {

@@ -21,13 +21,12 @@ use std::time::Duration;
 
 use longhaul_proto::transfer::TransferMessage;
 use longhaul_proto::ChunkKey;
-use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::served_root::{LinkWhereDir, Resolver, ServedRoot};
 use longhaul_transfer::session::recv::{CommitJob, SyncRules};
 use longhaul_transfer::session::{
     ListCaps, RecvConfig, RecvEvent, RecvInput, RecvOutcome, RecvSession, Room,
 };
-use longhaul_transfer::{FileHashes, SafeRelPath};
+use longhaul_transfer::{ChunkGrid, SafeRelPath};
 use std::path::{Path, PathBuf};
 
 use super::store::{Answer, Store};
@@ -506,7 +505,6 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
 
 /// Hashes chunks already on disk (resumed, or the existing copy in `--checksum-only`).
 fn hash_loop(sh: &Shared, jobs: &mpsc::Receiver<HashJob>) {
-    let mut buf = AlignedBuf::new();
     while let Ok((id, chunks)) = jobs.recv() {
         if sh.stop.raised() {
             return;
@@ -520,8 +518,8 @@ fn hash_loop(sh: &Shared, jobs: &mpsc::Receiver<HashJob>) {
             sh.fail(format!("file {id} has no data to hash"));
             return;
         };
-        let hashes = FileHashes::new(size, sh.chunk_size);
-        match sh.store.hash_chunks(id, &hashes, &chunks, &mut buf) {
+        let grid = ChunkGrid::new(size, sh.chunk_size);
+        match sh.store.hash_chunks(id, &grid, &chunks) {
             Ok(list) => {
                 let r = sh.with(|s| {
                     for (index, hash) in list {

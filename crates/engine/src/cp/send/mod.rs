@@ -24,13 +24,12 @@ use std::time::{Duration, Instant};
 
 use longhaul_proto::transfer::FileEntry;
 use longhaul_proto::ChunkKey;
-use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::file_io;
 use longhaul_sys::served_root::{Access, ServedRoot};
 use longhaul_transfer::session::{SendEvent, SendInput, SendOutcome, SendSession, SessionError};
-use longhaul_transfer::FileHashes;
+use longhaul_transfer::ChunkGrid;
 
-use super::chunk_io::hash_listed_chunks;
+use super::chunk_io::hash_chunks;
 use super::{CpError, Progress, Stop};
 use crate::cp::hash_cache::HashCache;
 use crate::datarun::pacer::Pacer;
@@ -436,7 +435,6 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
 /// Hashes chunks already at the receiver from the source file, for the file digests, and
 /// checks each source once all of it was read ([`SendEvent::CheckSource`]).
 fn hash_loop(sh: &Shared, jobs: &mpsc::Receiver<SendEvent>) {
-    let mut buf = AlignedBuf::new();
     while let Ok(ev) = jobs.recv() {
         if sh.stop.raised() {
             return;
@@ -455,8 +453,7 @@ fn hash_loop(sh: &Shared, jobs: &mpsc::Receiver<SendEvent>) {
                 Ok(s) => (s.entries()[entry as usize].size, s.chunk_size()),
                 Err(_) => return Err(io::Error::other("poisoned")),
             };
-            let hashes = FileHashes::new(size, cs);
-            hash_listed_chunks(&file, &hashes, &chunks, &mut buf)
+            hash_chunks(&file, &ChunkGrid::new(size, cs), &chunks, 1)
         })();
         sh.progress.stages().take_thread();
         match hashed {

@@ -15,10 +15,10 @@ use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::file_io;
 use longhaul_transfer::scheduler::Chunk;
 use longhaul_transfer::session::{SendInput, Work};
-use longhaul_transfer::{sparse, ChunkHash, ChunkHasher};
+use longhaul_transfer::{sparse, ChunkGrid, ChunkHash, ChunkHasher};
 
 use super::Shared;
-use crate::cp::chunk_io::{hash_file_chunks, hash_range};
+use crate::cp::chunk_io::{hash_all_chunks, hash_range};
 use crate::cp::CpError;
 use crate::transport::secure::SecureStream;
 
@@ -305,7 +305,7 @@ fn source_hashes(sh: &Shared, entry: u32, file: &File, size: u64) -> Option<Arc<
         let threads = super::super::old_copy::hash_threads();
         let hashes = match &sh.hash_cache {
             Some((cache, true)) => cache.chunk_hashes(file, size, cs, threads).map(|h| h.0),
-            _ => hash_file_chunks(file, size, cs, threads),
+            _ => hash_all_chunks(file, &ChunkGrid::new(size, cs), threads),
         };
         hashes.ok().map(Arc::new)
     })

@@ -12,15 +12,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::served_root::{Access, ServedRoot};
 use longhaul_sys::{direct_io, file_io};
 use longhaul_transfer::session::recv::OpenPlan;
-use longhaul_transfer::{sparse, ChunkHash, FileHashes};
+use longhaul_transfer::{sparse, ChunkGrid, ChunkHash};
 
 use super::part::{claim_part, lock_part, remove_if_there, resume_part};
 use super::{poisoned, Store, StoreError};
-use crate::cp::chunk_io::{hash_listed_chunks, hash_range};
+use crate::cp::chunk_io::hash_chunks;
 
 /// Data files of one-chunk files open now, in this process (every session's): each
 /// waits, open, for its file's digest to commit it. Small files arrive faster than their
@@ -348,14 +347,13 @@ impl Store {
     pub fn hash_chunks(
         &self,
         id: u32,
-        hashes: &FileHashes,
+        grid: &ChunkGrid,
         chunks: &[u32],
-        buf: &mut AlignedBuf,
     ) -> io::Result<Vec<(u32, ChunkHash)>> {
         let f = self
             .data(id)
             .ok_or_else(|| io::Error::other(format!("file {id} has no data")))?;
-        hash_listed_chunks(f.file()?, hashes, chunks, buf)
+        hash_chunks(f.file()?, grid, chunks, 1)
     }
 }
 
@@ -365,13 +363,7 @@ pub(super) fn recorded_chunks_intact(
     verify: Vec<(u32, ChunkHash)>,
     chunk_size: u64,
 ) -> io::Result<bool> {
-    let hashes = FileHashes::new(size, chunk_size);
-    let mut buf = AlignedBuf::new();
-    for (index, hash) in verify {
-        let (off, len) = hashes.chunk_range(index);
-        if hash_range(part, hashes.hasher(index), off, len, &mut buf)? != hash {
-            return Ok(false);
-        }
-    }
-    Ok(true)
+    let indices: Vec<u32> = verify.iter().map(|&(i, _)| i).collect();
+    let found = hash_chunks(part, &ChunkGrid::new(size, chunk_size), &indices, 1)?;
+    Ok(found == verify)
 }
