@@ -252,10 +252,19 @@ pub struct RateProbe {
     exit: Option<StartUpExit>,
     /// Draining the start-up's queue (the held rate may still rise to what it delivers).
     startup_drain: bool,
+    /// The first hold round after the start-up's drain, in which the start-up's last
+    /// round still arrives ([`Self::catch_up`]).
+    catch_up: bool,
+    /// What the start-up had in flight at its exit, per minimum RTT: the most its last
+    /// round can deliver.
+    exit_sent_bps: u64,
     clean_rounds: u32,
     next_probe: f64,
     /// Upward probes taken whole in a row.
     successes: u32,
+    /// Probes whose round delivered less than the held rate itself (a stall's), in all:
+    /// the wait before the next alternates with it ([`Self::on_probe`]).
+    stalled_probes: u32,
     /// The largest held rate so far.
     peak_held: u64,
     /// The last held rate that proved itself: [`PROBE_EVERY`] clean rounds, or a probe
@@ -346,9 +355,12 @@ impl RateProbe {
             held: None,
             exit: None,
             startup_drain: false,
+            catch_up: false,
+            exit_sent_bps: 0,
             clean_rounds: 0,
             next_probe: FIRST_PROBE,
             successes: 0,
+            stalled_probes: 0,
             peak_held: 0,
             proven: 0,
             restore: None,
@@ -493,6 +505,8 @@ impl RateProbe {
                 let flight = Flight::of(in_flight, streams);
                 if let Some(exit) = self.on_startup(at, total, retransmits, app_limited, flight) {
                     let held = self.best_total().max(1);
+                    let base = self.base_rtt.unwrap_or(self.round).as_secs_f64();
+                    self.exit_sent_bps = (in_flight as f64 * 8.0 / base) as u64;
                     self.exit = Some(exit);
                     self.startup_drain = true;
                     self.hold(held);
