@@ -28,7 +28,8 @@
 //! - **Drain.** Pacing at [`DRAIN_GAIN`] x the held rate until the queue the start-up left
 //!   is gone: the bytes in flight fit the path (held rate x minimum RTT), or the RTT is
 //!   back within 1 % of the minimum (a round trip later), or the time a round of queue
-//!   needs has passed.
+//!   needs has passed. A drain that short may end before the start-up's last round
+//!   arrives: the first hold round after it raises the held rate to what it delivered.
 //! - **Hold.** The held rate, shared by the streams that have data to send (a stream whose
 //!   work is done gives its share to the others, so the last chunks of a transfer cross at
 //!   the full rate). A round whose RTT is more than 2.5 % over the minimum means the held
@@ -57,7 +58,8 @@
 //!   not counted but does not start the count again, a queue a drain did not empty and
 //!   the path delivers the held rate through counts as clean, and a probe whose watching
 //!   round delivered less than the held rate itself (no bottleneck between the two rates
-//!   does that) is tried again after one clean round. What the streams' delivery counters
+//!   does that) is tried again after one clean round or two in turn (a fixed wait locks
+//!   onto stalls that come as often as the cycle). What the streams' delivery counters
 //!   show of a paced rate (1-2 % less on a real path: the pacing counts bytes the
 //!   delivered payload does not) is learned from clean rounds without a queue, and the
 //!   rounds are judged in pacing's terms; else no 2 % probe shows three quarters of its
