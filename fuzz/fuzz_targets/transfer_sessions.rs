@@ -10,7 +10,8 @@ use libfuzzer_sys::fuzz_target;
 use longhaul_fuzz::{check_frames, TRANSFER_FRAMES};
 use longhaul_proto::transfer::{EntryKind, FileEntry};
 use longhaul_transfer::session::{
-    ExpectedList, LookResult, RecvConfig, RecvEvent, RecvSession, SendConfig, SendSession,
+    ExpectedList, LookResult, Placed, RecvConfig, RecvEvent, RecvInput, RecvSession, SendConfig,
+    SendSession,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -37,30 +38,37 @@ fuzz_target!(|data: &[u8]| {
             break;
         }
         while let Some(ev) = rx.poll_event() {
-            let answered = match ev {
-                RecvEvent::Look { id, .. } => rx.looked(id, LookResult::default()),
-                RecvEvent::Open { id, .. } => rx.opened(id, true),
+            let input = match ev {
+                RecvEvent::Look { id, .. } => RecvInput::Looked {
+                    file: id,
+                    found: LookResult::default(),
+                },
+                RecvEvent::Open { id, .. } => RecvInput::Opened {
+                    file: id,
+                    intact: true,
+                },
                 RecvEvent::Commit(job) => {
                     assert!(job.mode <= 0o7777);
-                    rx.placed(job.id, Ok(()));
-                    Ok(())
+                    RecvInput::Placed {
+                        file: job.id,
+                        result: Ok(Placed::Here),
+                    }
                 }
-                RecvEvent::FixDirs(_) => {
-                    rx.dirs_fixed();
-                    Ok(())
-                }
+                RecvEvent::FixDirs(_) => RecvInput::DirsFixed,
                 RecvEvent::MakeSymlink(job) => {
                     assert!(!job.target.is_empty() && !job.target.contains(&0));
-                    rx.symlink_made(job.id, Ok(()));
-                    Ok(())
+                    RecvInput::SymlinkMade {
+                        file: job.id,
+                        result: Ok(()),
+                    }
                 }
-                RecvEvent::MakeHardLink(job) => {
-                    rx.hardlink_made(job.id, Ok(()));
-                    Ok(())
-                }
-                _ => Ok(()),
+                RecvEvent::MakeHardLink(job) => RecvInput::HardLinkMade {
+                    file: job.id,
+                    result: Ok(()),
+                },
+                _ => continue,
             };
-            if answered.is_err() {
+            if rx.handle(input).is_err() {
                 break;
             }
         }

@@ -13,8 +13,7 @@ use std::time::Instant;
 
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry};
 use longhaul_transfer::session::{
-    LookResult, PeerMisbehaved, RecvEvent, RecvInput, RecvSession, SendConfig, SendSession,
-    SessionError, Work,
+    PeerMisbehaved, RecvEvent, RecvSession, SendConfig, SendSession, SessionError, Work,
 };
 
 const CHUNK: u64 = 4096;
@@ -50,20 +49,8 @@ fn open_file() -> (RecvSession, ChunkHeader) {
         }
         while let Some(ev) = rx.poll_event() {
             busy = true;
-            match ev {
-                RecvEvent::Look { id, .. } => rx
-                    .handle(RecvInput::Looked {
-                        file: id,
-                        found: LookResult::default(),
-                    })
-                    .unwrap(),
-                RecvEvent::Open { id, .. } => rx
-                    .handle(RecvInput::Opened {
-                        file: id,
-                        intact: true,
-                    })
-                    .unwrap(),
-                _ => {}
+            if matches!(ev, RecvEvent::Look { .. } | RecvEvent::Open { .. }) {
+                rx.handle(pair::plain_answer(&ev).unwrap()).unwrap();
             }
         }
         while let Some(m) = rx.poll_transmit() {

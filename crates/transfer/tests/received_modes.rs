@@ -11,10 +11,8 @@ mod pair;
 use std::time::Instant;
 
 use longhaul_proto::transfer::{EntryKind, FileEntry};
-use longhaul_transfer::session::recv::Arrival;
 use longhaul_transfer::session::{
-    LookResult, Placed, RecvConfig, RecvEvent, RecvInput, RecvSession, SendConfig, SendSession,
-    Work,
+    RecvConfig, RecvEvent, RecvInput, RecvSession, SendConfig, SendSession, Work,
 };
 
 /// What the receiver asked for: (path, mode) of directories created, directories fixed
@@ -86,33 +84,20 @@ fn transfer_into(
                     }))
                     .unwrap();
                 }
-                RecvEvent::Look { id, .. } => rx
-                    .handle(RecvInput::Looked {
-                        file: id,
-                        found: LookResult::default(),
-                    })
-                    .unwrap(),
-                RecvEvent::Open { id, .. } => rx
-                    .handle(RecvInput::Opened {
-                        file: id,
-                        intact: true,
-                    })
-                    .unwrap(),
-                RecvEvent::Commit(job) => {
-                    modes.committed.push((show(&job.final_rel), job.mode));
-                    rx.handle(RecvInput::Placed {
-                        file: job.id,
-                        result: Ok(Placed::Here),
-                    })
-                    .unwrap();
+                ev => {
+                    match &ev {
+                        RecvEvent::Commit(job) => {
+                            modes.committed.push((show(&job.final_rel), job.mode))
+                        }
+                        RecvEvent::FixDirs(dirs) => modes
+                            .fixed
+                            .extend(dirs.iter().filter_map(|d| Some((show(&d.rel), d.mode?)))),
+                        _ => {}
+                    }
+                    if let Some(input) = pair::plain_answer(&ev) {
+                        rx.handle(input).unwrap();
+                    }
                 }
-                RecvEvent::FixDirs(dirs) => {
-                    modes
-                        .fixed
-                        .extend(dirs.iter().filter_map(|d| Some((show(&d.rel), d.mode?))));
-                    rx.handle(RecvInput::DirsFixed).unwrap();
-                }
-                _ => {}
             }
         }
         while let Some(m) = rx.poll_transmit() {
@@ -128,19 +113,7 @@ fn transfer_into(
         for c in &unit.chunks {
             let d = &data[c.offset as usize..(c.offset + c.len) as usize];
             let header = pair::send_chunk(&mut tx, c, d);
-            let mut plan = rx.chunk_header(&header).unwrap();
-            plan.hasher.update(d);
-            let arrival = rx.chunk_arrived(&header, plan.hasher.finish()).unwrap();
-            assert_eq!(arrival, Arrival::Write);
-            rx.chunk_written(header.file, header.index, header.hash)
-                .unwrap();
-            rx.handle(RecvInput::ChunkRecorded {
-                file: header.file,
-                index: header.index,
-                hash: header.hash,
-                len: c.len,
-            })
-            .unwrap();
+            pair::receive_new_chunk(&mut rx, &header, d);
         }
         pump(&mut tx, &mut rx, &mut modes);
     }

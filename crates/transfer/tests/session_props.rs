@@ -20,10 +20,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use longhaul_proto::transfer::{EntryKind, SkipReason, TransferMessage};
-use longhaul_transfer::session::recv::Arrival;
 use longhaul_transfer::session::{
-    LookResult, Placed, RecvEvent, RecvInput, RecvSession, SendConfig, SendInput, SendSession,
-    SessionError, Work,
+    RecvEvent, RecvInput, RecvSession, SendConfig, SendInput, SendSession, SessionError, Work,
 };
 use pair::*;
 use proptest::prelude::*;
@@ -241,32 +239,15 @@ fn last_commit_waits_for_dirs_fixed() {
     let answer = |rx: &mut RecvSession, fix_dirs: &mut usize| {
         while let Some(ev) = rx.poll_event() {
             match ev {
-                RecvEvent::Look { id, .. } => rx
-                    .handle(RecvInput::Looked {
-                        file: id,
-                        found: LookResult::default(),
-                    })
-                    .unwrap(),
-                RecvEvent::Open { id, .. } => rx
-                    .handle(RecvInput::Opened {
-                        file: id,
-                        intact: true,
-                    })
-                    .unwrap(),
-                RecvEvent::CreateDir { rel, .. } => {
-                    rx.handle(RecvInput::DirsCreated(vec![rel])).unwrap()
-                }
-                RecvEvent::Commit(job) => rx
-                    .handle(RecvInput::Placed {
-                        file: job.id,
-                        result: Ok(Placed::Here),
-                    })
-                    .unwrap(),
                 RecvEvent::FixDirs(dirs) => {
                     assert_eq!(dirs.len(), 1, "the one directory");
                     *fix_dirs += 1;
                 }
-                _ => {}
+                ev => {
+                    if let Some(input) = pair::plain_answer(&ev) {
+                        rx.handle(input).unwrap();
+                    }
+                }
             }
         }
     };
@@ -279,21 +260,7 @@ fn last_commit_waits_for_dirs_fixed() {
         for c in &unit.chunks {
             let d = &data[c.offset as usize..(c.offset + c.len) as usize];
             let header = pair::send_chunk(&mut tx, c, d);
-            let mut plan = rx.chunk_header(&header).unwrap();
-            plan.hasher.update(d);
-            assert_eq!(
-                rx.chunk_arrived(&header, plan.hasher.finish()).unwrap(),
-                Arrival::Write
-            );
-            rx.chunk_written(header.file, header.index, header.hash)
-                .unwrap();
-            rx.handle(RecvInput::ChunkRecorded {
-                file: header.file,
-                index: header.index,
-                hash: header.hash,
-                len: c.len,
-            })
-            .unwrap();
+            pair::receive_new_chunk(&mut rx, &header, d);
         }
     }
     pump_tx(&mut tx, &mut rx); // the digest

@@ -289,12 +289,7 @@ fn listed_receiver(old: &[u8], new_len: u64, rules: Option<SyncRules>) -> RecvSe
                     }),
                 })
                 .unwrap(),
-            RecvEvent::Open { id, .. } => rx
-                .handle(RecvInput::Opened {
-                    file: id,
-                    intact: true,
-                })
-                .unwrap(),
+            ev @ RecvEvent::Open { .. } => rx.handle(pair::plain_answer(&ev).unwrap()).unwrap(),
             _ => {}
         }
     }

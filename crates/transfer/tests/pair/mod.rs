@@ -118,6 +118,48 @@ pub fn recv_config(chunk_size: u64) -> RecvConfig {
     }
 }
 
+/// The answer of an empty destination where every step succeeds, for the events that
+/// have one: nothing at the destination, every open intact, every directory made by this
+/// transfer, every commit placed, the directories fixed. A test's driver answers the rest
+/// (and these, when it models something else).
+pub fn plain_answer(ev: &RecvEvent) -> Option<RecvInput> {
+    Some(match ev {
+        RecvEvent::Look { id, .. } => RecvInput::Looked {
+            file: *id,
+            found: LookResult::default(),
+        },
+        RecvEvent::Open { id, .. } => RecvInput::Opened {
+            file: *id,
+            intact: true,
+        },
+        RecvEvent::CreateDir { rel, .. } => RecvInput::DirsCreated(vec![rel.clone()]),
+        RecvEvent::Commit(job) => RecvInput::Placed {
+            file: job.id,
+            result: Ok(Placed::Here),
+        },
+        RecvEvent::FixDirs(_) => RecvInput::DirsFixed,
+        _ => return None,
+    })
+}
+
+/// Receives chunk `header` whose bytes are `d` as a data stream's driver does when it is
+/// written: checked, hashed, found new, written and its record appended (acked).
+pub fn receive_new_chunk(rx: &mut RecvSession, header: &ChunkHeader, d: &[u8]) {
+    let mut plan = rx.chunk_header(header).unwrap();
+    plan.hasher.update(d);
+    let arrival = rx.chunk_arrived(header, plan.hasher.finish()).unwrap();
+    assert_eq!(arrival, Arrival::Write);
+    rx.chunk_written(header.file, header.index, header.hash)
+        .unwrap();
+    rx.handle(RecvInput::ChunkRecorded {
+        file: header.file,
+        index: header.index,
+        hash: header.hash,
+        len: d.len() as u64,
+    })
+    .unwrap();
+}
+
 /// Sends chunk `c` whose bytes are `d` as a sending driver does: hashed with the session's
 /// own hasher and counted as sent. Returns its header.
 pub fn send_chunk(tx: &mut SendSession, c: &Chunk, d: &[u8]) -> ChunkHeader {
