@@ -49,7 +49,10 @@ fn pull(top: Option<&str>, recursive: bool) -> RecvSession {
 
 fn refused(r: Result<(), SessionError>, why: &str) {
     match r {
-        Err(SessionError::Refused(text)) => assert!(text.contains(why), "{text}"),
+        Err(SessionError::Refused(refusal)) => {
+            let text = refusal.to_string();
+            assert!(text.contains(why), "{text}")
+        }
         other => panic!("expected a refusal mentioning {why:?}, got {other:?}"),
     }
 }

@@ -3,6 +3,7 @@
 //! (a sentence for the user that says what to do), or this end gave up
 //! ([`LocalFailure`]). Drivers and tests match the variants; the texts are for people.
 
+use super::recv::human_bytes;
 use crate::Error as TransferError;
 
 /// Why a session stopped.
@@ -15,7 +16,7 @@ pub enum SessionError {
     /// This end refuses what the peer asked for (a path, a placement, more than the caps
     /// or the room allow): tell it and stop. The text names the remedy.
     #[error("{0}")]
-    Refused(String),
+    Refused(#[from] Refusal),
     /// This end gave up (a chunk refused too often, every stream lost, a local failure).
     #[error("{0}")]
     GaveUp(#[from] LocalFailure),
@@ -244,6 +245,179 @@ pub enum PeerMisbehaved {
     /// or one not in flight).
     #[error("{0}")]
     Scheduler(Box<TransferError>),
+}
+
+/// What this end refuses of the peer's list, and why; each text says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// File entries out of order, or more than announced.
+    #[error("file entries out of order or too many (first id {first_id}, expected {expected})")]
+    EntriesOutOfOrder {
+        /// The first id of the batch.
+        first_id: u32,
+        /// The id expected.
+        expected: usize,
+    },
+    /// A path this end does not take (`..`, absolute, too long, ...).
+    #[error("refused path {path}: {cause}")]
+    Path {
+        /// The path as sent.
+        path: String,
+        /// What is wrong with it.
+        cause: Box<TransferError>,
+    },
+    /// A path of a source's contents (`dir/`) that this end does not take.
+    #[error("refused path: {0}")]
+    ContentsPath(Box<TransferError>),
+    /// A path naming one of longhaul's own work files.
+    #[error(
+        "refused path {path}: it names a longhaul work file (.NAME.longhaul-part or \
+         .NAME.longhaul-manifest)"
+    )]
+    WorkFile {
+        /// The path.
+        path: String,
+    },
+    /// A pull's answer outside what was asked for.
+    #[error(
+        "the sender named {path}, which is not inside what was asked for ({asked}); refused, \
+         nothing of it was written"
+    )]
+    NotAsked {
+        /// The path.
+        path: String,
+        /// What was asked for.
+        asked: String,
+    },
+    /// A directory or a file inside one, without `-r`.
+    #[error(
+        "the sender named {path}, a directory or a file inside one, but -r was not given; \
+         refused, nothing of it was written"
+    )]
+    NotRecursive {
+        /// The path.
+        path: String,
+    },
+    /// A source's contents (`dir/`) beside other sources.
+    #[error("a source named with a trailing slash (its contents) must be the only one")]
+    ContentsNotAlone,
+    /// A source's contents (`dir/`) that is a file.
+    #[error("{path}/ names the contents of a directory, but it is a file")]
+    ContentsOfAFile {
+        /// The path.
+        path: String,
+    },
+    /// Sizes that add up past what any list of real files holds.
+    #[error(
+        "the file list's sizes add up to more than {} bytes at {path} ({size} bytes): not a \
+         list of real files",
+        u64::MAX
+    )]
+    SizesOverflow {
+        /// The entry where the sum overflowed.
+        path: String,
+        /// Its size.
+        size: u64,
+    },
+    /// The destination is a FIFO, socket or device.
+    #[error(
+        "the destination {path} is {what}, not a regular file: longhaul copies regular files, \
+         directories and symlinks; remove it or name another destination"
+    )]
+    SpecialDestination {
+        /// The destination.
+        path: String,
+        /// What it is.
+        what: &'static str,
+    },
+    /// A directory where a file goes.
+    #[error("the destination {path} is a directory; a file cannot replace it")]
+    DirectoryInTheWay {
+        /// The destination.
+        path: String,
+    },
+    /// A striped copy with an option it does not take.
+    #[error("a striped copy takes no {what}: run it as one copy")]
+    NotStriped {
+        /// The option ("sync", "--delete", "hard links (sync -H)", ...).
+        what: &'static str,
+    },
+    /// More files than a daemon's cap on one transfer.
+    #[error(
+        "the transfer names more than {max} files and directories, and this server takes at \
+         most {max} per transfer ({setting}); copy fewer at a time {AGAIN}"
+    )]
+    TooManyFiles {
+        /// The cap.
+        max: u64,
+        /// Where it is set.
+        setting: String,
+    },
+    /// More bytes than a daemon's cap on one transfer.
+    #[error(
+        "the transfer's files hold more than {} ({total} bytes so far), and this server takes \
+         at most {} per transfer ({setting}); copy less at a time {AGAIN}",
+        human_bytes(*max),
+        human_bytes(*max)
+    )]
+    TooManyBytes {
+        /// The cap.
+        max: u64,
+        /// The list's bytes so far.
+        total: u64,
+        /// Where it is set.
+        setting: String,
+    },
+    /// Not enough free space at the destination.
+    #[error(
+        "not enough space on {on}: the transfer needs {}, {} free; free some space and run \
+         the same command again, or copy less",
+        human_bytes(*needs),
+        human_bytes(*free)
+    )]
+    NoSpace {
+        /// The file system.
+        on: String,
+        /// Bytes the list writes.
+        needs: u64,
+        /// Bytes free.
+        free: u64,
+    },
+    /// Not enough free inodes at the destination.
+    #[error(
+        "not enough inodes on {on}: the transfer creates {needs} files and directories, \
+         {free} free; remove some files and run the same command again, or copy fewer"
+    )]
+    NoInodes {
+        /// The file system.
+        on: String,
+        /// Inodes the list creates.
+        needs: u64,
+        /// Inodes free.
+        free: u64,
+    },
+    /// A placement or work-file name the transfer core refuses.
+    #[error("{0}")]
+    Placement(Box<TransferError>),
+    /// A destination's data file that cannot be planned (`path`: the destination).
+    #[error("{path}: {cause}")]
+    Data {
+        /// The destination.
+        path: String,
+        /// Why.
+        cause: Box<TransferError>,
+    },
+}
+
+/// Said of a cap, whose refusal a rerun meets again (its words also keep the driver from
+/// adding its advice to rerun).
+const AGAIN: &str = "(do not just run the same command again: it is refused the same way)";
+
+impl Refusal {
+    /// [`Refusal::Placement`].
+    pub(crate) fn placement(e: TransferError) -> Self {
+        Self::Placement(Box::new(e))
+    }
 }
 
 /// Why this end gave up.

@@ -20,7 +20,7 @@ mod error;
 pub mod recv;
 pub mod send;
 
-pub use error::{LocalFailure, PeerMisbehaved, SessionError};
+pub use error::{LocalFailure, PeerMisbehaved, Refusal, SessionError};
 
 pub use recv::{
     CapsSetBy, CommitJob, DirFix, ExpectedList, HardLinkJob, LinkJob, ListCaps, LookResult, Meta,

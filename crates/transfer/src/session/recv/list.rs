@@ -17,7 +17,7 @@ use crate::path::{parse_peer_path, SafeRelPath};
 use crate::place::{is_work_name, link_name, part_name, place_entry};
 use crate::receiver::{FileReceiver, PartStart};
 use crate::session::error::out_of_turn;
-use crate::session::{show, LocalFailure, ProgressSnapshot, SessionError};
+use crate::session::{show, LocalFailure, ProgressSnapshot, Refusal, SessionError};
 use crate::SourceIdentity;
 
 impl RecvSession {
@@ -29,10 +29,11 @@ impl RecvSession {
         if first_id as usize != self.files.len()
             || self.files.len() + entries.len() > MAX_FILE_ID as usize + 1
         {
-            return Err(SessionError::Refused(format!(
-                "file entries out of order or too many (first id {first_id}, expected {})",
-                self.files.len()
-            )));
+            return Err(Refusal::EntriesOutOfOrder {
+                first_id,
+                expected: self.files.len(),
+            }
+            .into());
         }
         if self.files.is_empty() {
             self.check_share_rules()?;
@@ -52,10 +53,7 @@ impl RecvSession {
     fn admissible(&self, path: &SafeRelPath, kind: EntryKind) -> Result<(), SessionError> {
         let shown = show(path.as_bytes());
         if path.components().any(is_work_name) {
-            return Err(SessionError::Refused(format!(
-                "refused path {shown}: it names a longhaul work file (.NAME.longhaul-part or \
-                 .NAME.longhaul-manifest)"
-            )));
+            return Err(Refusal::WorkFile { path: shown }.into());
         }
         let Some(expect) = &self.cfg.expect else {
             return Ok(());
@@ -67,17 +65,14 @@ impl RecvSession {
             (None, None) => None,
         };
         if let Some(asked) = asked.filter(|a| *a != top) {
-            return Err(SessionError::Refused(format!(
-                "the sender named {shown}, which is not inside what was asked for ({}); \
-                 refused, nothing of it was written",
-                show(asked)
-            )));
+            return Err(Refusal::NotAsked {
+                path: shown,
+                asked: show(asked),
+            }
+            .into());
         }
         if !expect.recursive && (kind == EntryKind::Dir || path.depth() > 1) {
-            return Err(SessionError::Refused(format!(
-                "the sender named {shown}, a directory or a file inside one, but -r was not \
-                 given; refused, nothing of it was written"
-            )));
+            return Err(Refusal::NotRecursive { path: shown }.into());
         }
         Ok(())
     }
@@ -100,15 +95,13 @@ impl RecvSession {
             return Ok(Some((self.cfg.target_is_dir || tree, path)));
         }
         if self.multiple {
-            return Err(SessionError::Refused(
-                "a source named with a trailing slash (its contents) must be the only one".into(),
-            ));
+            return Err(Refusal::ContentsNotAlone.into());
         }
         if path.depth() == 1 && kind != EntryKind::Dir {
-            return Err(SessionError::Refused(format!(
-                "{}/ names the contents of a directory, but it is a file",
-                show(path.as_bytes())
-            )));
+            return Err(Refusal::ContentsOfAFile {
+                path: show(path.as_bytes()),
+            }
+            .into());
         }
         if self.cfg.target.is_some() {
             // The target is the source directory's new name (merged if it exists).
@@ -119,15 +112,16 @@ impl RecvSession {
         if rest.is_empty() {
             return Ok(None);
         }
-        let stripped = parse_peer_path(&rest.join(&b'/'))
-            .map_err(|e| SessionError::Refused(format!("refused path: {e}")))?;
+        let stripped =
+            parse_peer_path(&rest.join(&b'/')).map_err(|e| Refusal::ContentsPath(Box::new(e)))?;
         Ok(Some((true, stripped)))
     }
 
     /// Places one entry: a directory is created at once; a file is looked at.
     fn accept(&mut self, id: u32, entry: FileEntry) -> Result<Option<RecvFile>, SessionError> {
-        let path = parse_peer_path(&entry.path).map_err(|e| {
-            SessionError::Refused(format!("refused path {}: {e}", show(&entry.path)))
+        let path = parse_peer_path(&entry.path).map_err(|e| Refusal::Path {
+            path: show(&entry.path),
+            cause: Box::new(e),
         })?;
         self.admissible(&path, entry.kind)?;
         let link_of = match entry.kind {
@@ -155,7 +149,7 @@ impl RecvSession {
             self.multiple,
             &path,
         )
-        .map_err(|e| SessionError::Refused(e.to_string()))?;
+        .map_err(Refusal::placement)?;
         let final_rel = placed.to_path_buf();
         self.plan_entry(&entry.path, &placed, entry.kind == EntryKind::Dir);
         let mtime = (entry.mtime_secs, entry.mtime_nanos);
@@ -197,14 +191,9 @@ impl RecvSession {
             .outcome
             .total_bytes
             .checked_add(entry.size)
-            .ok_or_else(|| {
-                SessionError::Refused(format!(
-                    "the file list's sizes add up to more than {} bytes at {} ({} bytes): \
-                     not a list of real files",
-                    u64::MAX,
-                    show(path.as_bytes()),
-                    entry.size
-                ))
+            .ok_or_else(|| Refusal::SizesOverflow {
+                path: show(path.as_bytes()),
+                size: entry.size,
             })?;
         let chunks = chunk_count(entry.size, self.cfg.chunk_size);
         let work = if matches!(entry.kind, EntryKind::Symlink | EntryKind::HardLink) {
@@ -212,9 +201,7 @@ impl RecvSession {
         } else {
             part_name(&placed)
         };
-        let part_rel = work
-            .map_err(|e| SessionError::Refused(e.to_string()))?
-            .to_path_buf();
+        let part_rel = work.map_err(Refusal::placement)?.to_path_buf();
         let (share, manifest_rel) = self.number_entry(entry.kind, chunks, &placed)?;
         let lazy = chunks == 1 && !self.cfg.checksum_only && entry.kind == EntryKind::File;
         let want_manifest = !lazy && !self.cfg.checksum_only;
@@ -281,11 +268,11 @@ impl RecvSession {
         // Never written into (a FIFO would block) nor replaced: what it is matters to
         // whoever made it there.
         if let Some(what) = found.existing.and_then(|m| m.special) {
-            return Err(SessionError::Refused(format!(
-                "the destination {} is {what}, not a regular file: longhaul copies regular \
-                 files, directories and symlinks; remove it or name another destination",
-                f.final_rel.display()
-            )));
+            return Err(Refusal::SpecialDestination {
+                path: f.final_rel.display().to_string(),
+                what,
+            }
+            .into());
         }
         let e = &f.entry;
         if e.kind == EntryKind::Symlink {
@@ -297,10 +284,10 @@ impl RecvSession {
         // A one-chunk file whose name a directory holds fails alone, at its commit; a
         // larger one is refused before its part file is made next to the directory.
         if found.existing.is_some_and(|m| m.is_dir) && !f.lazy {
-            return Err(SessionError::Refused(format!(
-                "the destination {} is a directory; a file cannot replace it",
-                f.final_rel.display()
-            )));
+            return Err(Refusal::DirectoryInTheWay {
+                path: f.final_rel.display().to_string(),
+            }
+            .into());
         }
         let existing = found.existing;
         let source = source_of(e);
@@ -357,8 +344,8 @@ impl RecvSession {
                 self.missing.push(line);
                 return self.decided(id, skip(SkipReason::Missing), true);
             }
-            let opened = FileReceiver::open(source, cfg.chunk_size, None)
-                .map_err(|e| SessionError::Refused(e.to_string()))?;
+            let opened =
+                FileReceiver::open(source, cfg.chunk_size, None).map_err(Refusal::placement)?;
             f.receiver = Some(opened.receiver);
             return self.open(id, OpenPlan::Existing);
         }
@@ -438,8 +425,8 @@ impl RecvSession {
         if let Some((old_size, _)) = f.old.as_ref().filter(|_| !f.lazy && inplace) {
             // The destination file is the data file; no part file, no manifest.
             let grows = size.saturating_sub(*old_size);
-            let opened = FileReceiver::open(source, cfg.chunk_size, None)
-                .map_err(|e| SessionError::Refused(e.to_string()))?;
+            let opened =
+                FileReceiver::open(source, cfg.chunk_size, None).map_err(Refusal::placement)?;
             f.receiver = Some(opened.receiver);
             f.in_place = true;
             f.manifest_rel = None;
@@ -447,8 +434,8 @@ impl RecvSession {
             return self.open(id, OpenPlan::InPlace);
         }
         if f.lazy {
-            let opened = FileReceiver::open(source, cfg.chunk_size, None)
-                .map_err(|e| SessionError::Refused(e.to_string()))?;
+            let opened =
+                FileReceiver::open(source, cfg.chunk_size, None).map_err(Refusal::placement)?;
             f.receiver = Some(opened.receiver);
             self.need(size, 1);
             return self.open(id, OpenPlan::Lazy);
@@ -457,8 +444,11 @@ impl RecvSession {
         // (Not when the list was answered ahead: the sender sends every chunk.)
         let part_ok = found.part.is_some_and(|m| m.is_file && m.len == size) && !ahead;
         let stored = found.manifest.as_deref().filter(|_| part_ok);
-        let opened = FileReceiver::open(source, cfg.chunk_size, stored)
-            .map_err(|e| SessionError::Refused(format!("{}: {e}", f.final_rel.display())))?;
+        let opened =
+            FileReceiver::open(source, cfg.chunk_size, stored).map_err(|e| Refusal::Data {
+                path: f.final_rel.display().to_string(),
+                cause: Box::new(e),
+            })?;
         let (plan, needs) = match opened.start {
             PartStart::Resume { manifest_len } => {
                 let m = opened.receiver.manifest();
@@ -531,8 +521,8 @@ impl RecvSession {
             // A power cut can keep a record whose data never reached the disk: start over.
             let e = &f.entry;
             let source = source_of(e);
-            let opened = FileReceiver::open(source, cfg.chunk_size, None)
-                .map_err(|e| SessionError::Refused(e.to_string()))?;
+            let opened =
+                FileReceiver::open(source, cfg.chunk_size, None).map_err(Refusal::placement)?;
             let PartStart::Fresh {
                 manifest_header, ..
             } = opened.start
@@ -646,7 +636,7 @@ fn source_of(e: &FileEntry) -> SourceIdentity {
 mod tests {
     use longhaul_proto::transfer::{EntryKind, FileEntry, TransferMessage};
 
-    use crate::session::{RecvConfig, RecvSession, SessionError};
+    use crate::session::{RecvConfig, RecvSession, Refusal, SessionError};
 
     fn file(path: &str, size: u64) -> FileEntry {
         FileEntry {
@@ -683,9 +673,10 @@ mod tests {
         let Err(SessionError::Refused(why)) = r else {
             panic!("accepted: {r:?}")
         };
-        assert!(
-            why.contains("add up to more than") && why.contains('b'),
-            "{why}"
-        );
+        let Refusal::SizesOverflow { path, .. } = &why else {
+            panic!("{why}")
+        };
+        assert_eq!(path, "b");
+        assert!(why.to_string().contains("add up to more than"), "{why}");
     }
 }

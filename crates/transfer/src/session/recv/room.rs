@@ -15,11 +15,7 @@
 
 use super::types::{CapsSetBy, ListCaps, RecvEvent, Room};
 use super::RecvSession;
-use crate::session::SessionError;
-
-/// Said of a cap, whose refusal a rerun meets again (its words also keep the driver from
-/// adding its advice to rerun).
-const AGAIN: &str = "(do not just run the same command again: it is refused the same way)";
+use crate::session::{Refusal, SessionError};
 
 /// What the list asks of the destination's file system so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -57,21 +53,20 @@ impl RecvSession {
             CapsSetBy::Area => format!("this area's {key} = {max} in the server's config"),
         };
         if let Some(max) = max_files.filter(|&m| entries > m) {
-            return Err(SessionError::Refused(format!(
-                "the transfer names more than {max} files and directories, and this server \
-                 takes at most {max} per transfer ({}); copy fewer at a time {AGAIN}",
-                setting("max_files", max)
-            )));
+            return Err(Refusal::TooManyFiles {
+                max,
+                setting: setting("max_files", max),
+            }
+            .into());
         }
         let total = self.outcome.total_bytes;
         if let Some(max) = max_bytes.filter(|&m| total > m) {
-            return Err(SessionError::Refused(format!(
-                "the transfer's files hold more than {} ({total} bytes so far), and this \
-                 server takes at most {} per transfer ({}); copy less at a time {AGAIN}",
-                human_bytes(max),
-                human_bytes(max),
-                setting("max_bytes", max)
-            )));
+            return Err(Refusal::TooManyBytes {
+                max,
+                total,
+                setting: setting("max_bytes", max),
+            }
+            .into());
         }
         Ok(())
     }
@@ -114,20 +109,20 @@ impl RecvSession {
 /// Whether `needs` fits in `room`; the refusal names both and what to do.
 fn check_room(room: &Room, needs: Needs) -> Result<(), SessionError> {
     if needs.bytes > room.free_bytes {
-        return Err(SessionError::Refused(format!(
-            "not enough space on {}: the transfer needs {}, {} free; free some space and \
-             run the same command again, or copy less",
-            room.on,
-            human_bytes(needs.bytes),
-            human_bytes(room.free_bytes)
-        )));
+        return Err(Refusal::NoSpace {
+            on: room.on.to_string(),
+            needs: needs.bytes,
+            free: room.free_bytes,
+        }
+        .into());
     }
     if let Some(free) = room.free_inodes.filter(|&f| needs.inodes > f) {
-        return Err(SessionError::Refused(format!(
-            "not enough inodes on {}: the transfer creates {} files and directories, {free} \
-             free; remove some files and run the same command again, or copy fewer",
-            room.on, needs.inodes
-        )));
+        return Err(Refusal::NoInodes {
+            on: room.on.to_string(),
+            needs: needs.inodes,
+            free,
+        }
+        .into());
     }
     Ok(())
 }
@@ -229,6 +224,14 @@ mod tests {
         };
         assert_eq!(
             why,
+            Refusal::NoSpace {
+                on: "/dst".into(),
+                needs: 7_000_100,
+                free: 5_000_000
+            }
+        );
+        assert_eq!(
+            why.to_string(),
             "not enough space on /dst: the transfer needs 7.0 MB, 5.0 MB free; free some \
              space and run the same command again, or copy less"
         );
@@ -261,7 +264,11 @@ mod tests {
         let Err(SessionError::Refused(why)) = r else {
             panic!("not refused: {r:?}")
         };
-        assert!(why.starts_with("not enough inodes on /dst"), "{why}");
+        assert!(matches!(why, Refusal::NoInodes { free: 2, .. }), "{why}");
+        assert!(
+            why.to_string().starts_with("not enough inodes on /dst"),
+            "{why}"
+        );
     }
 
     #[test]
@@ -276,13 +283,15 @@ mod tests {
         let Err(SessionError::Refused(why)) = r else {
             panic!("not refused: {r:?}")
         };
-        assert!(why.contains("--max-files 2"), "{why}");
+        assert!(matches!(why, Refusal::TooManyFiles { max: 2, .. }), "{why}");
+        assert!(why.to_string().contains("--max-files 2"), "{why}");
         let mut rx = RecvSession::new(cfg()).with_caps(caps(Some(5), None));
         let (r, _) = list(&mut rx, &[1, 2, 3]);
         let Err(SessionError::Refused(why)) = r else {
             panic!("not refused: {r:?}")
         };
-        assert!(why.contains("--max-bytes 5"), "{why}");
+        assert!(matches!(why, Refusal::TooManyBytes { max: 5, .. }), "{why}");
+        assert!(why.to_string().contains("--max-bytes 5"), "{why}");
         let mut rx = RecvSession::new(cfg()).with_caps(caps(Some(6), Some(3)));
         list(&mut rx, &[1, 2, 3]).0.unwrap();
     }

@@ -33,7 +33,7 @@ use crate::manifest::{ResumeManifest, HEADER_LEN, RECORD_LEN};
 use crate::path::SafeRelPath;
 use crate::place::{manifest_name, share_manifest_name};
 use crate::session::error::out_of_turn;
-use crate::session::{LocalFailure, PeerMisbehaved, SessionError};
+use crate::session::{LocalFailure, PeerMisbehaved, Refusal, SessionError};
 
 /// A file's part in a striped copy.
 #[derive(Debug, Default)]
@@ -69,9 +69,7 @@ impl RecvSession {
             (self.ahead, "a list answered ahead"),
         ];
         match clash.iter().find(|(set, _)| *set) {
-            Some((_, what)) => Err(SessionError::Refused(format!(
-                "a striped copy takes no {what}: run it as one copy"
-            ))),
+            Some(&(_, what)) => Err(Refusal::NotStriped { what }.into()),
             None => Ok(()),
         }
     }
@@ -85,7 +83,7 @@ impl RecvSession {
         chunks: u64,
         placed: &SafeRelPath,
     ) -> Result<(FileShare, Option<PathBuf>), SessionError> {
-        let refused = |e: crate::Error| SessionError::Refused(e.to_string());
+        let refused = Refusal::placement;
         let mut part = FileShare::default();
         let Some(share) = self.share else {
             let manifest = (chunks > 1)
@@ -95,9 +93,10 @@ impl RecvSession {
             return Ok((part, manifest));
         };
         if kind == EntryKind::HardLink {
-            return Err(SessionError::Refused(
-                "a striped copy takes no hard links (sync -H): run it as one copy".into(),
-            ));
+            return Err(Refusal::NotStriped {
+                what: "hard links (sync -H)",
+            }
+            .into());
         }
         part.first = self.share_next;
         self.share_next = self.share_next.saturating_add(chunks.max(1));
