@@ -82,7 +82,8 @@ fn hash_chunks_in(
     };
     let threads = threads.clamp(1, indices.len().clamp(1, 256));
     if threads == 1 {
-        let mut buf = AlignedBuf::zeroed(piece);
+        // Grown to the first read (a small file's size, at most a piece), as the workers'.
+        let mut buf = AlignedBuf::new();
         return indices.iter().map(|&i| one(i, &mut buf)).collect();
     }
     let next = AtomicUsize::new(0);
@@ -92,7 +93,7 @@ fn hash_chunks_in(
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
-                    let mut buf = AlignedBuf::zeroed(piece);
+                    let mut buf = AlignedBuf::new();
                     let mut done = Vec::new();
                     while !failed.load(Ordering::Relaxed) {
                         let k = next.fetch_add(1, Ordering::Relaxed);

@@ -598,20 +598,16 @@ fn the_first_hold_round_takes_what_the_start_ups_last_round_delivered() {
             queue = Duration::ZERO;
         }
         delivered += (rate * every.as_secs_f64() / 8.0) as u64;
+        // A start-up sends twice what it delivers.
+        let sending = if exit.is_none() { 2.0 * rate } else { rate };
         let s = StreamSample {
             delivery_bps: rate as u64,
             delivered_bytes: delivered,
-            held_back_us: 0,
-            // A start-up sends twice what it delivers.
-            in_flight_bytes: (rate * if exit.is_none() { 2.0 } else { 1.0 } * base.as_secs_f64()
-                / 8.0) as u64,
-            app_limited: false,
+            in_flight_bytes: (sending * base.as_secs_f64() / 8.0) as u64,
             srtt: base + queue,
             min_rtt: base,
-            retransmits: 0,
-            acks: 0,
             busy: true,
-            mss: 0,
+            ..StreamSample::default()
         };
         p.on_sample(at, &[s]);
         if exit.is_some_and(|e| at >= e + base * 3) {

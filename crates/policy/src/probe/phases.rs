@@ -155,8 +155,7 @@ impl RateProbe {
         if rate <= held {
             return false;
         }
-        self.held = Some(rate);
-        self.peak_held = self.peak_held.max(rate);
+        self.hold(rate);
         self.clean_rounds = 0;
         true
     }
@@ -291,7 +290,7 @@ impl RateProbe {
         let held = self.held.unwrap_or(1);
         let counted = self.round_rate().unwrap_or(0);
         let delivered = self.paced(counted);
-        if qdelay.is_some_and(|q| q > self.standing_queue()) {
+        if queued {
             // The path delivered less than the held rate that the streams did send: the
             // rate is above the bottleneck. A rate the path delivers whole is not; its
             // queue is one a probe or a burst left (a drain empties it), or a busy host's

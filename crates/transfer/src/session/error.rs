@@ -396,9 +396,10 @@ pub enum Refusal {
         /// Inodes free.
         free: u64,
     },
-    /// A placement or work-file name the transfer core refuses.
+    /// What the transfer core refuses of an entry: its placement, its work files' names,
+    /// its data file's plan.
     #[error("{0}")]
-    Placement(Box<TransferError>),
+    Entry(Box<TransferError>),
     /// A destination's data file that cannot be planned (`path`: the destination).
     #[error("{path}: {cause}")]
     Data {
@@ -414,9 +415,9 @@ pub enum Refusal {
 const AGAIN: &str = "(do not just run the same command again: it is refused the same way)";
 
 impl Refusal {
-    /// [`Refusal::Placement`].
-    pub(crate) fn placement(e: TransferError) -> Self {
-        Self::Placement(Box::new(e))
+    /// [`Refusal::Entry`].
+    pub(crate) fn entry(e: TransferError) -> Self {
+        Self::Entry(Box::new(e))
     }
 }
 

@@ -363,7 +363,13 @@ pub(super) fn recorded_chunks_intact(
     verify: Vec<(u32, ChunkHash)>,
     chunk_size: u64,
 ) -> io::Result<bool> {
-    let indices: Vec<u32> = verify.iter().map(|&(i, _)| i).collect();
-    let found = hash_chunks(part, &ChunkGrid::new(size, chunk_size), &indices, 1)?;
-    Ok(found == verify)
+    // One at a time: the first chunk that differs ends the check (the part file is
+    // started over), without reading the rest of a large file.
+    let grid = ChunkGrid::new(size, chunk_size);
+    for (index, hash) in verify {
+        if hash_chunks(part, &grid, &[index], 1)? != [(index, hash)] {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }

@@ -149,7 +149,7 @@ impl RecvSession {
             self.multiple,
             &path,
         )
-        .map_err(Refusal::placement)?;
+        .map_err(Refusal::entry)?;
         let final_rel = placed.to_path_buf();
         self.plan_entry(&entry.path, &placed, entry.kind == EntryKind::Dir);
         let mtime = (entry.mtime_secs, entry.mtime_nanos);
@@ -201,7 +201,7 @@ impl RecvSession {
         } else {
             part_name(&placed)
         };
-        let part_rel = work.map_err(Refusal::placement)?.to_path_buf();
+        let part_rel = work.map_err(Refusal::entry)?.to_path_buf();
         let (share, manifest_rel) = self.number_entry(entry.kind, chunks, &placed)?;
         let lazy = chunks == 1 && !self.cfg.checksum_only && entry.kind == EntryKind::File;
         let want_manifest = !lazy && !self.cfg.checksum_only;
@@ -345,7 +345,7 @@ impl RecvSession {
                 return self.decided(id, skip(SkipReason::Missing), true);
             }
             let opened =
-                FileReceiver::open(source, cfg.chunk_size, None).map_err(Refusal::placement)?;
+                FileReceiver::open(source, cfg.chunk_size, None).map_err(Refusal::entry)?;
             f.receiver = Some(opened.receiver);
             return self.open(id, OpenPlan::Existing);
         }
@@ -426,7 +426,7 @@ impl RecvSession {
             // The destination file is the data file; no part file, no manifest.
             let grows = size.saturating_sub(*old_size);
             let opened =
-                FileReceiver::open(source, cfg.chunk_size, None).map_err(Refusal::placement)?;
+                FileReceiver::open(source, cfg.chunk_size, None).map_err(Refusal::entry)?;
             f.receiver = Some(opened.receiver);
             f.in_place = true;
             f.manifest_rel = None;
@@ -435,7 +435,7 @@ impl RecvSession {
         }
         if f.lazy {
             let opened =
-                FileReceiver::open(source, cfg.chunk_size, None).map_err(Refusal::placement)?;
+                FileReceiver::open(source, cfg.chunk_size, None).map_err(Refusal::entry)?;
             f.receiver = Some(opened.receiver);
             self.need(size, 1);
             return self.open(id, OpenPlan::Lazy);
@@ -522,7 +522,7 @@ impl RecvSession {
             let e = &f.entry;
             let source = source_of(e);
             let opened =
-                FileReceiver::open(source, cfg.chunk_size, None).map_err(Refusal::placement)?;
+                FileReceiver::open(source, cfg.chunk_size, None).map_err(Refusal::entry)?;
             let PartStart::Fresh {
                 manifest_header, ..
             } = opened.start

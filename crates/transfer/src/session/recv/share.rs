@@ -83,7 +83,7 @@ impl RecvSession {
         chunks: u64,
         placed: &SafeRelPath,
     ) -> Result<(FileShare, Option<PathBuf>), SessionError> {
-        let refused = Refusal::placement;
+        let refused = Refusal::entry;
         let mut part = FileShare::default();
         let Some(share) = self.share else {
             let manifest = (chunks > 1)
