@@ -89,18 +89,28 @@ pub(super) fn ticker(
     );
     let mut next = Instant::now() + every;
     let mut rate = 0.0f64;
-    // Wake for the next interval, and at least every 200 ms for the bar.
-    let tick = |next: Instant| {
-        next.saturating_duration_since(Instant::now())
-            .min(Duration::from_millis(200))
-    };
-    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = done.recv_timeout(tick(next)) {
+    let mut ready = false;
+    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = done.recv_timeout(tick_wait(
+        next.saturating_duration_since(Instant::now()),
+        ready,
+    )) {
         let (bytes, total, files, files_total) = progress.snapshot();
         // Intervals start once the file list is settled (and, with --json, the start line
         // is out); the first one runs from the set-up.
-        let ready = progress.is_listed() && (!json || emit_start(shared, progress, every));
-        if ready && Instant::now() >= next {
+        let was_ready = ready;
+        ready = progress.is_listed() && (!json || emit_start(shared, progress, every));
+        let now = Instant::now();
+        if ready && !was_ready && now >= next {
+            // A set-up longer than an interval (a long path's round trips): the first
+            // interval runs a whole one from here, not a sliver now and more to catch up.
+            next = now + every;
+        }
+        if ready && now >= next {
             next += every;
+            if next <= now {
+                // Behind by more than an interval (a stalled host): start afresh.
+                next = now + every;
+            }
             let view = shared
                 .lock()
                 .ok()
@@ -122,4 +132,40 @@ pub(super) fn ticker(
         }
     }
     pb.finish_and_clear();
+}
+
+/// How often the bar is redrawn at least.
+const BAR_EVERY: Duration = Duration::from_millis(200);
+/// How often an overdue interval looks again whether the set-up is done.
+const NOT_READY_EVERY: Duration = Duration::from_millis(10);
+
+/// How long the ticker sleeps, `until_next` before the next interval is due: to that
+/// interval, and at least every [`BAR_EVERY`] for the bar. An interval that is due while the
+/// set-up is not done (no file list or no `start` line yet, for seconds on a long path)
+/// waits [`NOT_READY_EVERY`], not zero: a zero wait is a loop that spins a core.
+fn tick_wait(until_next: Duration, ready: bool) -> Duration {
+    let wait = if until_next.is_zero() && !ready {
+        NOT_READY_EVERY
+    } else {
+        until_next
+    };
+    wait.min(BAR_EVERY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_overdue_interval_before_the_set_up_is_done_does_not_spin() {
+        assert_eq!(tick_wait(Duration::ZERO, false), NOT_READY_EVERY);
+        // Once ready, a due interval is written at once; otherwise the ticker sleeps to it,
+        // at most a bar's redraw.
+        assert_eq!(tick_wait(Duration::ZERO, true), Duration::ZERO);
+        assert_eq!(
+            tick_wait(Duration::from_millis(70), false),
+            Duration::from_millis(70)
+        );
+        assert_eq!(tick_wait(Duration::from_secs(1), true), BAR_EVERY);
+    }
 }
