@@ -1,7 +1,8 @@
 //! Drivers that move real bytes: the transport under bench and cp (connections,
 //! handshake, data streams, the control link), bench streams, cp's file ends, pacing,
-//! telemetry sampling, the emulator's packet loop, starting the far end over ssh, the
-//! chunk-hash cache of sync, and jump-start's path cache and route metrics.
+//! telemetry sampling, starting the far end over ssh, the chunk-hash cache of sync, and
+//! jump-start's path cache and route metrics. The emulator is its own crate,
+//! `longhaul-emulate`.
 #![forbid(unsafe_code)]
 
 pub mod bench;
@@ -10,7 +11,6 @@ pub mod client_start;
 pub mod cp;
 pub mod daemon;
 pub mod datarun;
-pub mod emulate;
 pub mod host;
 pub mod jump;
 pub mod path_cache;

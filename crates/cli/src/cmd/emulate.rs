@@ -5,19 +5,18 @@ use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
 use super::common::{emit_text as emit, say, say_text};
-use longhaul_engine::emulate::{
-    self, state, Emulator, EmulatorConfig, EmulatorStats, End, PathDefaults,
+use longhaul_emulate::{
+    self as emulate, control, state, Emulator, EmulatorConfig, EmulatorStats, End, PathDefaults,
 };
 use longhaul_linkem::{parse_buffer, parse_loss, Jitter, LinkConfig, QueueLimit, Reorder};
 use longhaul_model::units::{
     format_bytes, format_duration, format_rate_bps, parse_duration, parse_rate_bps,
 };
-use serde::{Deserialize, Serialize};
 
 /// Emulate a long fat network path between two network namespaces.
 #[derive(clap::Args)]
@@ -182,19 +181,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
 }
 
-/// What the stats file holds.
-#[derive(Serialize, Deserialize)]
-struct StatsFile {
-    #[serde(rename = "type")]
-    kind: String,
-    name: String,
-    pid: u32,
-    mtu: u32,
-    a_to_b: LinkConfig,
-    b_to_a: LinkConfig,
-    stats: EmulatorStats,
-}
-
 /// A duration as the exact option value that means it: "0ms", "1ms", "100us".
 fn duration_arg(d: Duration) -> String {
     if d.as_nanos() % 1_000_000 == 0 {
@@ -326,7 +312,7 @@ fn run_up(up: UpArgs) -> Result<ExitCode> {
             .context("create the daemon log")?;
         longhaul_sys::process::redirect_stdio(&log).context("redirect output")?;
     }
-    let outcome = serve(&emu, &cfg, &signals);
+    let outcome = control::publish_until_stopped(&emu, &cfg, &signals);
     let final_stats = emu.shutdown();
     state::remove(&up.name);
     outcome?;
@@ -343,34 +329,6 @@ fn run_up(up: UpArgs) -> Result<ExitCode> {
         eprintln!("longhaul: {} packets lost outside the model (kernel TUN ring drops or failed writes): raise --txqueuelen", stats.faults());
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Publishes stats until a termination signal or a failed packet loop.
-fn serve(
-    emu: &Emulator,
-    cfg: &EmulatorConfig,
-    signals: &longhaul_sys::process::TerminationSignals,
-) -> Result<()> {
-    loop {
-        let file = StatsFile {
-            kind: "stats".into(),
-            name: cfg.name.clone(),
-            pid: std::process::id(),
-            mtu: cfg.mtu,
-            a_to_b: cfg.a_to_b.clone(),
-            b_to_a: cfg.b_to_a.clone(),
-            stats: emu.stats(),
-        };
-        let bytes = serde_json::to_vec(&file)?;
-        state::write_atomic(&state::stats_path(&cfg.name), &bytes)
-            .context("write the stats file")?;
-        if signals.wait(Duration::from_millis(250)).is_some() {
-            return Ok(());
-        }
-        if !emu.is_running() {
-            return Ok(()); // shutdown() reports the loop's error
-        }
-    }
 }
 
 /// Starts `up` again in the background and returns once it printed "ready".
@@ -438,41 +396,7 @@ fn describe(cfg: &EmulatorConfig) -> String {
 }
 
 fn run_down(name: &str) -> Result<ExitCode> {
-    emulate::topology::check_name(name)?;
-    let mut did = Vec::new();
-    // Only the process that wrote the pid file: a pid reused since is someone else's.
-    let daemon = state::running_pid(name);
-    if longhaul_sys::process::is_root() {
-        // Before the emulator goes: it deletes the namespaces on its way out, and a
-        // process left in a deleted namespace runs on, unreachable, holding it.
-        let n = emulate::topology::stop_processes(name, daemon);
-        if n > 0 {
-            did.push(format!(
-                "stopped {} in its namespaces",
-                emulate::topology::processes(n)
-            ));
-        }
-    }
-    if let Some(pid) = daemon {
-        longhaul_sys::process::terminate(pid)
-            .with_context(|| format!("stop emulator process {pid}"))?;
-        let start = Instant::now();
-        while longhaul_sys::process::process_alive(pid) && start.elapsed() < Duration::from_secs(15)
-        {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if longhaul_sys::process::process_alive(pid) {
-            bail!("emulator process {pid} did not stop within 15 s; kill it and run `longhaul emulate down {name}` again");
-        }
-        did.push(format!("stopped pid {pid}"));
-    }
-    if !longhaul_sys::process::is_root() {
-        return Err(emulate::EmulateError::NotRoot.into());
-    }
-    for ns in emulate::topology::remove_leftovers(name)? {
-        did.push(format!("removed namespace {ns}"));
-    }
-    state::remove(name);
+    let did = control::take_down(name)?;
     if did.is_empty() {
         say(&format!("emulator {name} was not up; nothing to remove"));
     } else {
@@ -516,19 +440,7 @@ fn run_addr(name: &str, end: End, ipv6: bool) -> Result<ExitCode> {
 }
 
 fn run_stats(name: &str, json: bool) -> Result<ExitCode> {
-    emulate::topology::check_name(name)?;
-    let path = state::stats_path(name);
-    let text = std::fs::read(&path).with_context(|| {
-        format!(
-            "emulator {name:?} is not running (no {}); start it with `longhaul emulate up`",
-            path.display()
-        )
-    })?;
-    let file: StatsFile =
-        serde_json::from_slice(&text).with_context(|| format!("parse {}", path.display()))?;
-    if !longhaul_sys::process::process_alive(file.pid) {
-        bail!("emulator {name:?} is not running (pid {} is gone); clean up with `longhaul emulate down {name}`", file.pid);
-    }
+    let (file, text) = control::read_stats(name)?;
     if json {
         emit(&format!("{}\n", String::from_utf8_lossy(&text)))?;
     } else {

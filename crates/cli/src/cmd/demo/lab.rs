@@ -14,10 +14,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context as _};
+use longhaul_emulate::{Emulator, EmulatorConfig, End, PathDefaults};
 use longhaul_engine::bench::report::{EndReport, IntervalView, StartReport};
 use longhaul_engine::bench::{run_bench, BenchConfig, BenchObserver};
 use longhaul_engine::daemon::{ServeConfig, Server};
-use longhaul_engine::emulate::{Emulator, EmulatorConfig, End, PathDefaults};
 use longhaul_linkem::{LinkConfig, QueueLimit};
 use longhaul_proto::{SendMode, Token};
 use longhaul_sys::netns;
@@ -70,7 +70,7 @@ impl Cleanup {
         }
         let mut removed = Vec::new();
         for name in names {
-            if let Ok(r) = longhaul_engine::emulate::topology::remove_leftovers(&name) {
+            if let Ok(r) = longhaul_emulate::topology::remove_leftovers(&name) {
                 removed.extend(r);
             }
         }
@@ -109,7 +109,7 @@ impl Path {
         let mut cfg = EmulatorConfig::symmetric(name, link);
         cfg.mtu = mtu;
         // Left over from a demo that was killed (SIGKILL) with the same pid: remove it.
-        let _ = longhaul_engine::emulate::topology::remove_leftovers(name);
+        let _ = longhaul_emulate::topology::remove_leftovers(name);
         cleanup.add_emulator(name);
         let emulator = Emulator::start(cfg).with_context(|| format!("emulator {name}"))?;
         // A new connection must not start from the previous run's cached ssthresh/RTT.

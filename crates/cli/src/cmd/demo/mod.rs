@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use longhaul_engine::emulate::End;
+use longhaul_emulate::End;
 use longhaul_model::lsr::history::IpVersion;
 use longhaul_model::scenario::{self, Scenario};
 use longhaul_sys::process::TerminationSignals;

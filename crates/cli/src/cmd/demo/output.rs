@@ -5,7 +5,7 @@ use std::path::Path as FsPath;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use longhaul_engine::emulate::PathDefaults;
+use longhaul_emulate::PathDefaults;
 use longhaul_model::lsr::format_bit_meters;
 use longhaul_model::lsr::history::{history, IpVersion};
 use longhaul_model::route::Route;

@@ -29,6 +29,22 @@ pub enum EmulateError {
     /// A link parameter is out of range.
     #[error("{0}")]
     Config(String),
+    /// No emulator of that name runs.
+    #[error("emulator {name:?} is not running ({why}); start it with `longhaul emulate up {name} ...`, or clean up with `longhaul emulate down {name}`")]
+    NotRunning {
+        /// The name given.
+        name: String,
+        /// What shows it.
+        why: String,
+    },
+    /// A signalled emulator did not end.
+    #[error("emulator process {pid} did not stop within 15 s; kill it and run `longhaul emulate down {name}` again")]
+    DidNotStop {
+        /// The emulator's name.
+        name: String,
+        /// Its process.
+        pid: u32,
+    },
     /// A system call or `ip` command failed while building or running the path.
     #[error("cannot {what}: {source}")]
     Setup {

@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use longhaul_engine::emulate::{EmulateError, Emulator, EmulatorConfig, End};
+use longhaul_emulate::{EmulateError, Emulator, EmulatorConfig, End};
 use longhaul_linkem::{Jitter, LinkConfig, LossModel, QueueLimit, Reorder};
 use longhaul_sys::netns;
 use longhaul_sys::timer::monotonic_ns;
@@ -301,10 +301,7 @@ fn udp_flood_gets_the_rate_and_the_queueing_delay() {
 }
 
 /// Sends 1e5 small datagrams through a lossy link; returns (sent, received, stats).
-fn lossy_flood(
-    tag: &str,
-    loss: LossModel,
-) -> (u64, Vec<Got>, longhaul_engine::emulate::EmulatorStats) {
+fn lossy_flood(tag: &str, loss: LossModel) -> (u64, Vec<Got>, longhaul_emulate::EmulatorStats) {
     let link = LinkConfig {
         loss,
         ..LinkConfig::default()

@@ -2,9 +2,12 @@
 //! packet loop per direction between them that applies the link model of
 //! `longhaul-linkem` (rate, drop-tail queue, delay, jitter, loss, reordering) per wire
 //! segment of each offload super-packet. Reading super-packets and cutting them into runs
-//! is pure and lives in `longhaul_linkem::gso` and `longhaul_linkem::wire`; this module
-//! owns the devices, namespaces, threads and clocks.
+//! is pure and lives in `longhaul_linkem::gso` and `longhaul_linkem::wire`; this crate
+//! owns the devices, namespaces, threads and clocks; `control` is the running emulator as
+//! other processes see it (its stats file, taking it down).
+#![forbid(unsafe_code)]
 
+pub mod control;
 mod defaults;
 mod emulator;
 mod error;
