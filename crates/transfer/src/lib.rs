@@ -40,6 +40,7 @@ pub mod mode;
 pub mod path;
 pub mod place;
 pub mod receiver;
+pub mod request;
 pub mod requested;
 pub mod scheduler;
 pub mod session;

@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferParams};
 use longhaul_sys::served_root::ServedRoot;
+use longhaul_transfer::request::{answer_chunk_size, check_request};
 use longhaul_transfer::session::recv::SyncRules;
 use longhaul_transfer::session::{ListCaps, SendInput};
-use longhaul_transfer::{chunk_size_for, require_directory, Filter};
+use longhaul_transfer::{require_directory, Filter};
 
 use super::ServeError;
 use crate::cp::recv::{run_receiver, RecvTarget};
@@ -27,7 +28,6 @@ use crate::transport::attach::AttachError;
 use crate::transport::control::ControlLink;
 use crate::transport::framed::{Frame, FramedConn};
 use crate::transport::sockopts;
-use longhaul_model::buffers::bdp_bytes;
 use longhaul_policy::{MemoryNeed, Role, TransportRequest, Window};
 
 /// How often a pull's walk of its source tells the client it is still at work.
@@ -139,25 +139,14 @@ pub fn serve_transfer(
             Ok(l) => (l.root, l.path, l.dir_required, l.caps, l.area),
             Err(why) => return refuse(&mut conn, why),
         };
-    if params.streams == 0 || params.streams > longhaul_proto::limits::MAX_STREAMS {
-        return refuse(
-            &mut conn,
-            format!("{} streams is outside 1..=256", params.streams),
-        );
+    if let Err(why) = check_request(&params) {
+        return refuse(&mut conn, why.to_string());
     }
     let opts = params.options;
     let checksum_only = opts.checksum_only;
     let recursive = opts.recursive;
     let hard_links = opts.hard_links;
     let rtt = Duration::from_micros(u64::from(params.rtt_us));
-    if push && opts.answered_ahead {
-        return refuse(
-            &mut conn,
-            "a push's list cannot be answered ahead: this server receives, and answers it \
-             itself"
-                .into(),
-        );
-    }
     // `dir/` must be an existing directory: a push's destination, or a pull's source
     // (a missing source is the walk's to report, as for any source).
     if let (true, Some(p)) = (dir_required, &path) {
@@ -258,29 +247,7 @@ pub fn serve_transfer(
             Err(e) => return refuse(&mut conn, e.to_string()),
         }
     };
-    if !longhaul_proto::transfer::valid_chunk_size(params.chunk_size) {
-        return refuse(
-            &mut conn,
-            format!(
-                "chunk size {} is not a power of two in 4 KiB..=1 GiB",
-                params.chunk_size
-            ),
-        );
-    }
-    let chunk_size = if !push && opts.auto_chunk {
-        // The client chose from the path alone; with the total known, keep at least 4
-        // chunks per stream (never above the client's choice).
-        let total: u64 = items.iter().map(|i| i.entry.size).sum();
-        let rate = if params.rate_bps > 0 {
-            params.rate_bps
-        } else {
-            1_000_000_000
-        };
-        chunk_size_for(bdp_bytes(rate, rtt), u32::from(params.streams), total)
-            .min(params.chunk_size)
-    } else {
-        params.chunk_size
-    };
+    let chunk_size = answer_chunk_size(&params, items.iter().map(|i| i.entry.size).sum());
     // A receiving stream holds a whole chunk: a push's chunks count, and may be cut.
     let need = MemoryNeed {
         streams: params.streams,

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferOptions, TransferParams};
+use longhaul_transfer::request::{check_answer, path_chunk_size};
 use longhaul_transfer::session::ExpectedList;
-use longhaul_transfer::{chunk_size_for, names_a_directory, require_directory, RequestedPath};
+use longhaul_transfer::{names_a_directory, require_directory, RequestedPath};
 
 use super::recv::run_receiver;
 use super::send::{run_sender, Sender, SourceRoot};
@@ -23,7 +24,6 @@ use crate::telemetry::StreamCounters;
 use crate::transport::control::ControlLink;
 use crate::transport::dial::flush;
 use crate::transport::sockopts;
-use longhaul_model::buffers::bdp_bytes;
 use longhaul_policy::{JumpValidator, RateProbe, Role, TransportRequest, Window};
 
 mod config;
@@ -134,22 +134,17 @@ pub fn run_cp(
         (None, Some(cc)) => cc.clone(),
         (None, None) => "server's choice".to_string(),
     };
+    let rate = cfg.rate_bps.unwrap_or(0);
     let chunk_request = match (&cfg.job, cfg.chunk_size) {
         (_, Some(c)) => c,
         (CpJob::Push { items }, None) => {
             let total: u64 = items.iter().map(|i| i.entry.size).sum();
-            chunk_size_for(
-                bdp_bytes(cfg.rate_bps.unwrap_or(1_000_000_000), rtt),
-                u32::from(streams),
-                total,
-            )
+            path_chunk_size(rate, rtt, streams, total)
         }
         // The server knows the total and may lower this (AUTO_CHUNK).
-        (CpJob::Pull { .. } | CpJob::Relay { .. }, None) => chunk_size_for(
-            bdp_bytes(cfg.rate_bps.unwrap_or(1_000_000_000), rtt),
-            u32::from(streams),
-            u64::MAX,
-        ),
+        (CpJob::Pull { .. } | CpJob::Relay { .. }, None) => {
+            path_chunk_size(rate, rtt, streams, u64::MAX)
+        }
     };
     // What the pull will hold, checked (and perhaps its chunks made smaller) before the
     // request: a daemon's relayed pull reserves it from its memory budget.
@@ -216,12 +211,13 @@ pub fn run_cp(
     // A share's answers name the other shares' chunks: never ahead.
     let answered_ahead = answered_ahead && share.is_none();
     options.answered_ahead = answered_ahead;
+    let params_direction = if push {
+        CopyDirection::Push
+    } else {
+        CopyDirection::Pull
+    };
     let params = TransferParams {
-        direction: if push {
-            CopyDirection::Push
-        } else {
-            CopyDirection::Pull
-        },
+        direction: params_direction,
         streams,
         chunk_size: chunk_request,
         rate_bps: cfg.rate_bps.unwrap_or(0),
@@ -319,18 +315,13 @@ pub fn run_cp(
     if !push {
         jump.server_answered(true, ready.jump_start_bps, &ready.jump_note);
     }
-    if share.is_some() && chunk_size != chunk_request {
-        return Err(CpError::Protocol(format!(
-            "the source chose chunks of {chunk_size} bytes for a share of a striped copy cut \
-             in chunks of {chunk_request}: every pair must use the same"
-        )));
-    }
-    if push && chunk_size != chunk_request {
-        // A server may lower a push's chunks to fit its memory budget, never raise them.
-        let adopted = match sender.as_mut() {
-            Some(s) if chunk_size < chunk_request => s.session.adopt_chunk_size(chunk_size).ok(),
-            _ => None,
-        };
+    // A server may lower a push's chunks to fit its memory budget, never raise them.
+    let lowered = check_answer(params_direction, share.is_some(), chunk_request, chunk_size)
+        .map_err(|e| CpError::Protocol(e.to_string()))?;
+    if lowered.is_some() {
+        let adopted = sender
+            .as_mut()
+            .and_then(|s| s.session.adopt_chunk_size(chunk_size).ok());
         if adopted.is_none() {
             return Err(CpError::Protocol(format!(
                 "the server chose chunks of {chunk_size} bytes for a push of {chunk_request}"

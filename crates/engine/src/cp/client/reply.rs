@@ -4,13 +4,14 @@
 
 use std::time::Duration;
 
-use longhaul_proto::transfer::{valid_chunk_size, TransferMessage};
+use longhaul_proto::transfer::TransferMessage;
 use longhaul_proto::{ClientSession, Message};
 
 use super::CpError;
 use crate::transport::framed::{Frame, FramedConn};
 
-/// The server's `TransferReady`: the chunk size, and what it did with a jump ask.
+/// The server's `TransferReady`: the chunk size (checked against the request's by
+/// `longhaul_transfer::request::check_answer`), and what it did with a jump ask.
 pub(super) struct Ready {
     pub(super) chunk_size: u64,
     pub(super) jump_start_bps: u64,
@@ -41,11 +42,6 @@ pub(super) fn await_ready(
                 jump_start_bps,
                 jump_note,
             })) => {
-                if !valid_chunk_size(chunk_size) {
-                    return Err(CpError::Protocol(format!(
-                        "the server chose a chunk size of {chunk_size} bytes"
-                    )));
-                }
                 if !welcomed {
                     return Err(CpError::Protocol("TransferReady before the welcome".into()));
                 }
