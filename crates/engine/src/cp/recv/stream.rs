@@ -5,6 +5,7 @@
 
 use std::io::{self, Read};
 use std::net::Shutdown;
+use std::ops::Range;
 use std::sync::Arc;
 
 use longhaul_proto::transfer::ChunkHeader;
@@ -112,6 +113,32 @@ fn read_header(sock: &mut SecureStream, hdr: &mut [u8]) -> io::Result<bool> {
     Ok(true)
 }
 
+/// The smallest part a piece is cut into (the record layer reads parts this large
+/// straight into the chunk's buffer).
+const MIN_PART: usize = 32 * 1024;
+
+/// The parts a piece of `len` bytes is read in, each with the bytes sure to follow it in
+/// the chunk (`after` follow the piece): the whole piece when at least as much follows
+/// it, else halves down to [`MIN_PART`]. A read's low-water mark may only wait for what
+/// is sure to come after it ([`SecureStream::expect_bulk`]), so the chunk's last piece,
+/// read whole, woke every few packets: through a delay line at MTU 1500, sixty wake-ups
+/// for its 256 KiB, a third of the receiver's system calls. Halving keeps half of
+/// what is left to come behind each read.
+fn read_parts(len: usize, after: usize) -> impl Iterator<Item = (Range<usize>, usize)> {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        let rest = len.checked_sub(start).filter(|&r| r > 0)?;
+        let take = if after >= rest || rest <= MIN_PART {
+            rest
+        } else {
+            rest / 2
+        };
+        let part = start..start + take;
+        start += take;
+        Some((part, len - start + after))
+    })
+}
+
 fn receive_chunk(
     sh: &Shared,
     stream: usize,
@@ -167,11 +194,14 @@ fn receive_chunk(
         buf.resize(plan.payload as usize);
         let mut left = buf.len();
         for piece in buf.chunks_mut(PIECE) {
-            // What follows this piece is sure to come while any read of it waits (a
-            // read of the piece may take the piece's own bytes with it).
             left -= piece.len();
-            sock.expect_bulk(left);
-            sock.read_exact(piece).map_err(|e| read_failed(stream, e))?;
+            for (part, after) in read_parts(piece.len(), left) {
+                // What follows this part is sure to come while any read of it waits (a
+                // read of the part may take the part's own bytes with it).
+                sock.expect_bulk(after);
+                sock.read_exact(&mut piece[part])
+                    .map_err(|e| read_failed(stream, e))?;
+            }
             sh.progress.stream_bytes(stream, piece.len() as u64);
             timed(Stage::Hash, || hasher.update(piece));
         }
@@ -235,4 +265,43 @@ fn receive_chunk(
         })?)
     })
     .map_err(stop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_piece_with_enough_after_it_is_read_whole_and_the_last_in_halves() {
+        let k = 1024;
+        let whole: Vec<_> = read_parts(256 * k, 256 * k).collect();
+        assert_eq!(whole, vec![(0..256 * k, 256 * k)]);
+        // The chunk's last piece: each read has as much sure to come behind it as it
+        // takes itself, down to the smallest part.
+        let last: Vec<_> = read_parts(256 * k, 0).collect();
+        assert_eq!(
+            last,
+            vec![
+                (0..128 * k, 128 * k),
+                (128 * k..192 * k, 64 * k),
+                (192 * k..224 * k, 32 * k),
+                (224 * k..256 * k, 0),
+            ]
+        );
+        // A short last piece, and one with a little after it.
+        assert_eq!(
+            read_parts(20 * k, 0).collect::<Vec<_>>(),
+            vec![(0..20 * k, 0)]
+        );
+        let some: Vec<_> = read_parts(100 * k, 10 * k).collect();
+        assert_eq!(
+            some,
+            vec![
+                (0..50 * k, 60 * k),
+                (50 * k..75 * k, 35 * k),
+                (75 * k..100 * k, 10 * k)
+            ]
+        );
+        assert_eq!(read_parts(0, 0).count(), 0);
+    }
 }
