@@ -55,7 +55,10 @@ pub fn publish_until_stopped(
             b_to_a: cfg.b_to_a.clone(),
             stats: emu.stats(),
         };
-        let bytes = serde_json::to_vec(&file).map_err(|e| EmulateError::Config(e.to_string()))?;
+        let bytes = serde_json::to_vec(&file).map_err(|e| EmulateError::Setup {
+            what: "encode the stats file",
+            source: e.into(),
+        })?;
         state::write_atomic(&state::stats_path(&cfg.name), &bytes)
             .map_err(EmulateError::setup("write the stats file"))?;
         if signals.wait(STATS_EVERY).is_some() || !emu.is_running() {

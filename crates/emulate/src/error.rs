@@ -38,7 +38,10 @@ pub enum EmulateError {
         why: String,
     },
     /// A signalled emulator did not end.
-    #[error("emulator process {pid} did not stop within 15 s; kill it and run `longhaul emulate down {name}` again")]
+    #[error(
+        "emulator process {pid} did not stop within {} s; kill it and run `longhaul emulate down {name}` again",
+        crate::control::STOP_WAIT.as_secs()
+    )]
     DidNotStop {
         /// The emulator's name.
         name: String,

@@ -318,10 +318,10 @@ pub fn run_cp(
     // A server may lower a push's chunks to fit its memory budget, never raise them.
     let lowered = check_answer(params_direction, share.is_some(), chunk_request, chunk_size)
         .map_err(|e| CpError::Protocol(e.to_string()))?;
-    if lowered.is_some() {
+    if let Some(lowered) = lowered {
         let adopted = sender
             .as_mut()
-            .and_then(|s| s.session.adopt_chunk_size(chunk_size).ok());
+            .and_then(|s| s.session.adopt_chunk_size(lowered).ok());
         if adopted.is_none() {
             return Err(CpError::Protocol(format!(
                 "the server chose chunks of {chunk_size} bytes for a push of {chunk_request}"
