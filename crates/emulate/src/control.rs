@@ -116,6 +116,7 @@ pub fn take_down(name: &str) -> Result<Vec<String>, EmulateError> {
             return Err(EmulateError::DidNotStop {
                 name: name.to_string(),
                 pid,
+                waited_secs: STOP_WAIT.as_secs(),
             });
         }
         did.push(format!("stopped pid {pid}"));

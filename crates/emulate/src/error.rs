@@ -38,15 +38,14 @@ pub enum EmulateError {
         why: String,
     },
     /// A signalled emulator did not end.
-    #[error(
-        "emulator process {pid} did not stop within {} s; kill it and run `longhaul emulate down {name}` again",
-        crate::control::STOP_WAIT.as_secs()
-    )]
+    #[error("emulator process {pid} did not stop within {waited_secs} s; kill it and run `longhaul emulate down {name}` again")]
     DidNotStop {
         /// The emulator's name.
         name: String,
         /// Its process.
         pid: u32,
+        /// How long it was waited for.
+        waited_secs: u64,
     },
     /// A system call or `ip` command failed while building or running the path.
     #[error("cannot {what}: {source}")]
