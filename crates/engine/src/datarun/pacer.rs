@@ -172,7 +172,7 @@ impl Pacer {
                         let cc = self
                             .probe
                             .resume_at(at, rate_bps, sample.retransmits, path_loss);
-                        self.switch(cc, false);
+                        self.switch(cc, false, false);
                     }
                     Some(JumpAction::Retreat {
                         rate_bps, drain, ..
@@ -199,12 +199,14 @@ impl Pacer {
                 }
             }
         }
+        let (refills, refilling) = (self.probe.times_refilled(), self.probe.refilling());
         let pacing = self.probe.on_sample(at, &samples);
         if self.trace {
             self.trace_sample(at, &samples, &pacing);
         }
         self.apply(pacing.per_stream_bps);
-        self.switch(pacing.congestion, pacing.restart_congestion);
+        let refill = refilling || self.probe.times_refilled() > refills;
+        self.switch(pacing.congestion, pacing.restart_congestion, refill);
     }
 
     /// Sets each socket's pacing cap where it changed by more than half a percent.
@@ -237,8 +239,10 @@ impl Pacer {
     }
 
     /// Switches every stream's congestion control.
-    /// `restart`: from the algorithm's first state (see [`restart`]).
-    fn switch(&mut self, cc: Option<&'static str>, restart_it: bool) {
+    /// `restart`: from the algorithm's first state (see [`restart`]). `refill`: for a
+    /// refill of the windows (BBR's start-up, then back to the cruise), which leaves the
+    /// cruise as it was.
+    fn switch(&mut self, cc: Option<&'static str>, restart_it: bool, refill: bool) {
         let Some(cc) = cc else { return };
         for s in &self.socks {
             if restart_it {
@@ -246,6 +250,13 @@ impl Pacer {
             } else {
                 let _ = longhaul_sys::socket::set_congestion(&**s, cc);
             }
+        }
+        if refill {
+            if self.trace {
+                let what = if restart_it { "restarted" } else { "back" };
+                eprintln!("pacer: windows short of the held rate: {cc} {what}");
+            }
+            return;
         }
         let phase = self.probe.phase();
         if phase == longhaul_policy::probe::Phase::StartUp {
@@ -267,7 +278,7 @@ impl Pacer {
         let rtt = samples.iter().filter(|s| s.busy).map(|s| s.srtt).min();
         let sent: Option<u64> = pacing.per_stream_bps.iter().copied().sum();
         eprintln!(
-            "pacer {:.3} {:?} held {:?} pacing {:?} rtt {:?} delivery {} in flight {}",
+            "pacer {:.3} {:?} held {:?} pacing {:?} rtt {:?} delivery {} in flight {} resent {}",
             at.as_secs_f64(),
             self.probe.phase(),
             self.probe.held_bps(),
@@ -275,6 +286,7 @@ impl Pacer {
             rtt,
             samples.iter().map(|s| s.delivery_bps).sum::<u64>(),
             samples.iter().map(|s| s.in_flight_bytes).sum::<u64>(),
+            samples.iter().map(|s| s.retransmits).sum::<u64>(),
         );
     }
 }

@@ -55,6 +55,12 @@ pub(super) struct Path {
     /// The receiver's delayed-ack wait for a flight's odd last segment: one ack in n/2 of
     /// a stream with n segments out carries it (mean-field, no smoothing of its own).
     pub(super) delayed_ack: Duration,
+    /// Where CUBIC's window stays once the start-up's cruise begins on it, as a share of
+    /// each stream's share of the rate (the losses of a start-up into a shallow buffer
+    /// cut it, and its curve is flat near the size of its last loss), until a restart.
+    pub(super) plateau: Option<f64>,
+    /// The ceiling [`Self::plateau`] set on every stream's rate (bit/s), while it lasts.
+    pub(super) stuck: Option<f64>,
 }
 
 impl Path {
@@ -87,6 +93,8 @@ impl Path {
             foreign_cut: Duration::ZERO,
             shortfall: 0.0,
             delayed_ack: Duration::ZERO,
+            plateau: None,
+            stuck: None,
         }
     }
 
@@ -182,7 +190,7 @@ impl Path {
         } else {
             2f64.powf(dt / self.base.as_secs_f64())
         };
-        let ceiling = 3.0 * self.rate / n;
+        let ceiling = self.stuck.unwrap_or(3.0 * self.rate / n);
         for k in &mut self.kernel {
             *k = (*k * grow).min(ceiling);
         }
@@ -241,6 +249,12 @@ impl Path {
                 self.caps = pacing.per_stream_bps;
                 if let Some(cc) = pacing.congestion {
                     self.switches.push((cc, pacing.restart_congestion));
+                    let share = self.rate / self.kernel.len() as f64;
+                    if pacing.restart_congestion {
+                        self.stuck = None;
+                    } else if cc == "cubic" {
+                        self.stuck = self.plateau.take().map(|p| p * share);
+                    }
                 }
                 next += every;
             }

@@ -627,3 +627,37 @@ fn the_first_hold_round_takes_what_the_start_ups_last_round_delivered() {
         "held {held}: above what the path delivered"
     );
 }
+
+/// A bench at 150 ms into a 1 MB buffer (1/19 of the BDP; models (b) and (d)): the
+/// start-up's losses left CUBIC's windows at 0.6-0.85 of the held rate, on the flat of its
+/// curve, and with no queue and no loss nothing moved them for ten seconds. The windows
+/// are refilled through BBR's start-up, and the cruise goes on on CUBIC.
+#[test]
+fn windows_a_start_up_s_losses_cut_are_refilled() {
+    let mut path = Path::new(1e9, 150, 16);
+    path.plateau = Some(0.8);
+    let mut p = RateProbe::new(path.base, false);
+    let delivered = |path: &Path| path.delivered.iter().sum::<f64>();
+    path.run(&mut p, secs(3));
+    let before = delivered(&path);
+    path.run(&mut p, secs(4));
+    let rate = delivered(&path) - before;
+    assert!(
+        rate >= 0.95e9,
+        "delivered {rate:.4e} bit/s in the fourth second"
+    );
+    let restarts: Vec<_> = path.switches.iter().skip(1).collect();
+    assert_eq!(
+        restarts,
+        [&("bbr", true), &("cubic", false)],
+        "switches {:?}",
+        path.switches
+    );
+    assert!(path.stuck.is_none());
+    // Windows the start-up left whole are not refilled.
+    let mut path = Path::new(1e9, 150, 16);
+    let mut p = RateProbe::new(path.base, false);
+    path.run(&mut p, secs(6));
+    assert_eq!(path.switches, [("cubic", false)]);
+    assert_eq!(p.times_refilled(), 0);
+}

@@ -43,7 +43,9 @@
 //!   (by at most 10 % per probe, the next step at once after each taken whole): a host or
 //!   emulator that stalls for part of a round costs the path a round of capacity, not its
 //!   rate. Lowerings in a row come back to the highest. A try that falls short is not
-//!   repeated.
+//!   repeated. Streams whose windows keep them under the held rate with neither queue nor
+//!   loss for three rounds (a start-up's losses cut CUBIC's) are refilled through BBR's
+//!   start-up (`probe/refill.rs`).
 //! - **Probe up.** After [`PROBE_EVERY`] clean rounds in which the streams sent all the
 //!   held rate allowed, one round paces higher (2 %, doubling after each success up to
 //!   4 %, or up to 100 % after three whole successes or while the rate is under half the
@@ -321,6 +323,8 @@ pub struct RateProbe {
     compete_bps: u64,
     /// Bursts of loss the start-up waited out ([`repair`]).
     repair: repair::Repair,
+    /// Windows short of the held rate, refilled ([`refill`]).
+    refill: refill::Refill,
     /// Competing streams slow-start on reno: their retransmits then (`Some(None)`: not yet).
     compete_slow_start: Option<Option<u64>>,
     /// A congestion control a phase change asks for, handed out with the next pacing, and
@@ -386,6 +390,7 @@ impl RateProbe {
             compete_bps: 0,
             compete_slow_start: None,
             repair: repair::Repair::default(),
+            refill: refill::Refill::default(),
             yield_ratio: 1.0,
             switch_to: None,
             competed: 0,
@@ -521,7 +526,7 @@ impl RateProbe {
                 }
             }
             Phase::Drain { until } => self.on_drain(at, until, qdelay, in_flight),
-            Phase::Hold => self.on_hold(at, qdelay, app_limited),
+            Phase::Hold => self.on_hold(at, qdelay, app_limited, in_flight, retransmits),
             Phase::ProbeUp { gain, since } => self.on_probe(at, gain, since, qdelay),
             Phase::Compete { check } => self.on_compete(at, check, qdelay, retransmits),
         }
@@ -673,6 +678,7 @@ impl RateProbe {
 }
 
 mod phases;
+mod refill;
 mod repair;
 mod startup;
 use startup::Flight;

@@ -278,12 +278,22 @@ impl RateProbe {
         }
     }
 
-    pub(super) fn on_hold(&mut self, at: Duration, qdelay: Option<Duration>, app_limited: bool) {
+    pub(super) fn on_hold(
+        &mut self,
+        at: Duration,
+        qdelay: Option<Duration>,
+        app_limited: bool,
+        in_flight: u64,
+        retransmits: u64,
+    ) {
         if at < self.round_end {
             return;
         }
         self.round_end = at + self.round;
         let queued = qdelay.is_some_and(|q| q > self.standing_queue());
+        if self.refill_windows(at, queued, app_limited, in_flight, retransmits) {
+            return;
+        }
         if std::mem::take(&mut self.catch_up) && !app_limited && !queued && self.catch_up() {
             return;
         }
