@@ -61,6 +61,20 @@ pub enum TlsError {
         /// What went wrong.
         why: String,
     },
+    /// The server closed the connection before anything of TLS came back: a server at
+    /// its cap of connections that have not proved themselves closes the stalest, which
+    /// under a flood may be a client's in the instant before its first bytes arrive
+    /// (`dial` tries again).
+    #[error(
+        "TLS handshake with {peer}: the server closed the connection before answering \
+         ({why}); a server at its limit of waiting connections closes the stalest: try again"
+    )]
+    Closed {
+        /// Who.
+        peer: String,
+        /// How the connection ended.
+        why: String,
+    },
     /// A pinned certificate changed (the message is ssh's kind of warning).
     #[error("{0}")]
     Changed(String),
@@ -325,6 +339,19 @@ impl ClientTls {
                     said,
                 };
             }
+        }
+        let closed = matches!(
+            e.kind(),
+            io::ErrorKind::UnexpectedEof
+                | io::ErrorKind::ConnectionReset
+                | io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::BrokenPipe
+        );
+        if first.is_empty() && closed {
+            return TlsError::Closed {
+                peer: peer.to_string(),
+                why: e.to_string(),
+            };
         }
         if let (ServerTrust::KnownServers { file }, Some(seen)) = (&self.trust, self.seen()) {
             if let Ok(Some((known, line))) =
