@@ -136,7 +136,7 @@ pub fn dial(
 /// an [`AUTO_STREAMS`] plan (a jump-start sets its routes' initial windows there, before
 /// any data connection exists). A server that closed the control connection before its
 /// TLS began (its door full, see [`TlsError::Closed`]) is dialed again, [`DIALS`] times in
-/// all, after a pause that doubles from [`REDIAL_PAUSE`].
+/// all, after a pause that doubles from 100 ms.
 pub fn dial_with(
     target: &str,
     credential: &Credential,
@@ -387,37 +387,58 @@ impl DataDialer {
                 let credential = credential.clone();
                 std::thread::spawn(move || -> Result<SecureStream, BenchError> {
                     let what = format!("opening data stream {i} to {addr}");
-                    let stream = match super::connect_back::connect(&addr, plan.receiving) {
-                        Some(back) => back.map_err(io_err(what.clone()))?,
-                        None => {
-                            let sock = Socket::new(
-                                Domain::for_address(addr),
-                                Type::STREAM,
-                                Some(Protocol::TCP),
-                            )
-                            .map_err(io_err(what.clone()))?;
-                            if prewiden {
-                                longhaul_sys::socket::set_receive_buffer(&sock, MAX_WINDOW, true)
-                                    .map_err(io_err(what.clone()))?;
-                            }
-                            sock.connect_timeout(&addr.into(), CONNECT_TIMEOUT)
+                    let connect = || -> Result<TcpStream, BenchError> {
+                        let sock = Socket::new(
+                            Domain::for_address(addr),
+                            Type::STREAM,
+                            Some(Protocol::TCP),
+                        )
+                        .map_err(io_err(what.clone()))?;
+                        if prewiden {
+                            longhaul_sys::socket::set_receive_buffer(&sock, MAX_WINDOW, true)
                                 .map_err(io_err(what.clone()))?;
-                            sock.into()
                         }
+                        sock.connect_timeout(&addr.into(), CONNECT_TIMEOUT)
+                            .map_err(io_err(what.clone()))?;
+                        let stream = TcpStream::from(sock);
+                        // Without it the hello would wait behind the TLS Finished for
+                        // its ACK (Nagle): one RTT.
+                        stream.set_nodelay(true).map_err(io_err(what.clone()))?;
+                        Ok(stream)
                     };
-                    // Without it the hello would wait behind the TLS Finished for its
-                    // ACK (Nagle): one RTT.
-                    stream.set_nodelay(true).map_err(io_err(what.clone()))?;
+                    let (mut stream, back) =
+                        match super::connect_back::connect(&addr, plan.receiving) {
+                            Some(back) => {
+                                let s = back.map_err(io_err(what.clone()))?;
+                                s.set_nodelay(true).map_err(io_err(what.clone()))?;
+                                (s, true)
+                            }
+                            None => (connect()?, false),
+                        };
                     let tls = rx.recv_timeout(HANDSHAKE_TIMEOUT).map_err(|_| {
                         BenchError::Refused(format!("{what}: the control connection failed"))
                     })?;
-                    match tls {
-                        Some(tls) => {
-                            let s = tls.connect(stream, &addr.to_string(), HANDSHAKE_TIMEOUT)?.0;
-                            read_server_hello(s, &credential, &what)
+                    let Some(tls) = tls else {
+                        return Ok(SecureStream::plain(stream));
+                    };
+                    // A data connection waits silent at the door until the control
+                    // connection's connect gives it its TLS: under a flood the door may
+                    // close it as it would a bare one, and it connects again (as
+                    // `dial_with` does; a connection back over ssh cannot).
+                    let mut pause = REDIAL_PAUSE;
+                    for _ in 1..DIALS {
+                        match tls.connect(stream, &addr.to_string(), HANDSHAKE_TIMEOUT) {
+                            Ok((s, _)) => return read_server_hello(s, &credential, &what),
+                            Err(TlsError::Closed { .. }) if !back => {
+                                std::thread::sleep(pause);
+                                pause *= 2;
+                                stream = connect()?;
+                            }
+                            Err(e) => return Err(e.into()),
                         }
-                        None => Ok(SecureStream::plain(stream)),
                     }
+                    let s = tls.connect(stream, &addr.to_string(), HANDSHAKE_TIMEOUT)?.0;
+                    read_server_hello(s, &credential, &what)
                 })
             })
             .collect();
