@@ -27,7 +27,8 @@ mkdir -p "$out"
 work=$(mktemp -d /var/tmp/shallow-jump.XXXXXX)
 server=
 cleanup() {
-  [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
+  # Every step, whatever the one before did (errexit is on).
+  if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
   "$bin" emulate down "$name" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
@@ -53,6 +54,6 @@ for i in $(seq "$runs"); do
   seconds=$(grep 'SUM' "$out/run$i.out" | head -8 | awk '{printf "%s ", $6}')
   cruise=$(grep 'Bottleneck probe' "$out/run$i.out" | sed 's/.*then ran on //')
   refilled=$(grep -c 'windows short of the held rate: bbr restarted' "$out/run$i.trace" || true)
-  jump=$(grep '^jump-start' "$out/run$i.out" | sed 's/.*initcwnd [0-9]*, //')
+  jump=$(grep -A1 '^jump-start' "$out/run$i.out" | grep -o 'not used\|confirmed\|retreated ([a-z ]*)' | head -1 || true)
   echo "run $i: $total; Mbit/s each second: $seconds; jump $jump; cruise $cruise; refills $refilled"
 done
