@@ -37,6 +37,7 @@ mod le_bytes;
 pub mod location;
 pub mod manifest;
 pub mod mode;
+pub mod opening;
 pub mod path;
 pub mod place;
 pub mod receiver;

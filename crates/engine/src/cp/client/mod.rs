@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferOptions, TransferParams};
+use longhaul_transfer::opening::{CopyOpening, OpeningError};
 use longhaul_transfer::request::{check_answer, path_chunk_size};
 use longhaul_transfer::session::ExpectedList;
 use longhaul_transfer::{names_a_directory, require_directory, RequestedPath};
@@ -22,7 +23,6 @@ use super::{CpError, Progress};
 use crate::host;
 use crate::telemetry::StreamCounters;
 use crate::transport::control::ControlLink;
-use crate::transport::dial::flush;
 use crate::transport::sockopts;
 use longhaul_policy::{JumpValidator, RateProbe, Role, TransportRequest, Window};
 
@@ -37,7 +37,7 @@ use report::RunFacts;
 pub use report::{CpReport, CpStart};
 
 use paths::{local_target, remote_refused, requested_top};
-use reply::{await_ready, server_refusal};
+use reply::{await_answer, opening_error, send_flight};
 
 /// Runs a copy; `progress` is updated as it goes, `on_start` called once set up.
 pub fn run_cp(
@@ -87,7 +87,7 @@ pub fn run_cp(
     let probing = cfg.window.is_none() && cfg.rate_bps.is_none();
     let crate::client_start::Started {
         mut conn,
-        mut session,
+        session,
         rtt,
         pinned_now,
         ends,
@@ -236,19 +236,12 @@ pub fn run_cp(
         // server only receives, and its listener's buffers are wide.
         jump: if push { None } else { jump.ask() },
     };
-    session
-        .begin_transfer()
-        .map_err(|e| CpError::Protocol(e.to_string()))?;
-    flush(&mut session, &mut conn)?;
-    if let Err(e) = conn
-        .send_transfer(&TransferMessage::TransferParams(params))
-        .and_then(|()| conn.send_transfer(&rules))
-    {
-        // The server may have refused our proof and closed: its reason beats our
-        // write error.
-        return Err(server_refusal(&mut conn)
-            .unwrap_or_else(|| CpError::io("sending the transfer request", e)));
-    }
+    // Our proof, the request and its rules leave in one flight (the set-up's machine).
+    let mut opening = CopyOpening::new(session, params, rules).map_err(|e| match e {
+        OpeningError::Session(e) => CpError::Protocol(e.to_string()),
+        other => opening_error(other),
+    })?;
+    send_flight(&mut conn, &mut opening, "sending the transfer request")?;
     // A push sends its file list right behind the request: the server answers it while
     // the data streams connect.
     let (mut sender, dest) = match cfg.job {
@@ -271,13 +264,9 @@ pub fn run_cp(
                     .map(|c| (c, !rules.checksum));
             }
             while let Some(frame) = sender.session.poll_transmit() {
-                if let Err(e) = conn.send_transfer(&frame) {
-                    // The server may have refused the request and closed: its reason
-                    // beats our write error.
-                    return Err(server_refusal(&mut conn)
-                        .unwrap_or_else(|| CpError::io("sending the file list", e)));
-                }
+                opening.queue(frame);
             }
+            send_flight(&mut conn, &mut opening, "sending the file list")?;
             (Some(sender), None)
         }
         CpJob::Pull { dest } => (None, Some(Dest::Local(dest))),
@@ -286,18 +275,18 @@ pub fn run_cp(
     // The data hellos, in the same flight: a pull's server starts once they attach. A
     // jumping pull's connections leave now, right behind the request: the server sets its
     // route as it reads the request, a round trip before their handshakes complete there.
-    let mut socks = data
-        .after_request()
-        .attach(&session, plan.side, &plan.buffer, None)?;
+    let mut socks =
+        data.after_request()
+            .attach(opening.session(), plan.side, &plan.buffer, None)?;
     // A push's streams would idle the round trip to the server's answer: they fill their
     // initial windows meanwhile (cp::warmup), in parallel, and the answer is awaited.
     let warm = push
         && jump.plan.is_none()
         && !cfg.checksum_only
-        && session.features() & longhaul_proto::features::WARMUP != 0;
+        && opening.session().features() & longhaul_proto::features::WARMUP != 0;
     // The server's receiver takes chunks' hashes after their bytes.
-    let hash_after = session.features() & longhaul_proto::features::HASH_AFTER != 0;
-    let key = session.chunk_key().filter(|_| warm);
+    let hash_after = opening.session().features() & longhaul_proto::features::HASH_AFTER != 0;
+    let key = opening.session().chunk_key().filter(|_| warm);
     let (ready, warm_spans) = std::thread::scope(|scope| {
         let runs: Vec<_> = match &key {
             Some(key) => socks
@@ -306,11 +295,12 @@ pub fn run_cp(
                 .collect(),
             None => Vec::new(),
         };
-        let ready = await_ready(&mut conn, &mut session);
+        let ready = await_answer(&mut conn, &mut opening);
         let spans: Vec<_> = runs.into_iter().map(|r| r.join().ok().flatten()).collect();
         (ready, spans)
     });
     let ready = ready?;
+    let session = opening.into_session();
     let chunk_size = ready.chunk_size;
     if !push {
         jump.server_answered(true, ready.jump_start_bps, &ready.jump_note);

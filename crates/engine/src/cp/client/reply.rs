@@ -1,75 +1,68 @@
-//! What the server answers on the control connection while the copy is set up: the
-//! welcome and its `TransferReady` (the chunk size, and what it did with a jump ask), or
-//! its refusal.
+//! The driver of a copy's opening on the control connection
+//! ([`longhaul_transfer::opening::CopyOpening`]): sends its flight (proof, request, rules, a
+//! push's list) and waits for the server's welcome and `TransferReady`, or its refusal.
 
 use std::time::Duration;
 
-use longhaul_proto::transfer::TransferMessage;
-use longhaul_proto::{ClientSession, Message};
+use longhaul_transfer::opening::{ControlFrame, CopyOpening, OpeningError, ServerAnswer};
 
 use super::CpError;
 use crate::transport::framed::{Frame, FramedConn};
 
-/// The server's `TransferReady`: the chunk size (checked against the request's by
-/// `longhaul_transfer::request::check_answer`), and what it did with a jump ask.
-pub(super) struct Ready {
-    pub(super) chunk_size: u64,
-    pub(super) jump_start_bps: u64,
-    pub(super) jump_note: String,
+/// Sends every frame the opening has queued; `what` names them for an error. A write that
+/// fails may be the server refusing our proof and closing: its reason beats our error.
+pub(super) fn send_flight(
+    conn: &mut FramedConn,
+    opening: &mut CopyOpening,
+    what: &str,
+) -> Result<(), CpError> {
+    while let Some(frame) = opening.poll_transmit() {
+        let sent = match &frame {
+            ControlFrame::Session(m) => conn.send(m),
+            ControlFrame::Transfer(m) => conn.send_transfer(m),
+        };
+        if let Err(e) = sent {
+            return Err(server_refusal(conn).unwrap_or_else(|| CpError::io(what, e)));
+        }
+    }
+    Ok(())
 }
 
-/// Waits for the welcome (our proof accepted) and the server's `TransferReady`.
-pub(super) fn await_ready(
+/// Waits for the welcome (our proof accepted) and the server's `TransferReady`. (A
+/// keepalive's answer is not sent here: it leaves with the next flight.)
+pub(super) fn await_answer(
     conn: &mut FramedConn,
-    session: &mut ClientSession,
-) -> Result<Ready, CpError> {
-    let mut welcomed = false;
+    opening: &mut CopyOpening,
+) -> Result<ServerAnswer, CpError> {
     loop {
-        match conn.recv_any() {
-            Ok(Frame::Bench(Message::Error { message, .. })) => {
-                return Err(CpError::Refused(message))
-            }
-            Ok(Frame::Bench(m)) => {
-                session.handle(m).map_err(|e| CpError::Setup(e.into()))?;
-                while let Some(ev) = session.poll_event() {
-                    if matches!(ev, longhaul_proto::ClientEvent::Authenticated { .. }) {
-                        welcomed = true;
-                    }
-                }
-            }
-            Ok(Frame::Transfer(TransferMessage::TransferReady {
-                chunk_size,
-                jump_start_bps,
-                jump_note,
-            })) => {
-                if !welcomed {
-                    return Err(CpError::Protocol("TransferReady before the welcome".into()));
-                }
-                return Ok(Ready {
-                    chunk_size,
-                    jump_start_bps,
-                    jump_note,
-                });
-            }
-            Ok(Frame::Transfer(other)) => {
-                return Err(CpError::Protocol(format!(
-                    "expected TransferReady, got {}",
-                    other.kind()
-                )))
-            }
+        let frame = match conn.recv_any() {
+            Ok(Frame::Bench(m)) => ControlFrame::Session(m),
+            Ok(Frame::Transfer(m)) => ControlFrame::Transfer(m),
             Err(e) => return Err(CpError::Lost(format!("waiting for the server: {e}"))),
+        };
+        opening.handle(frame).map_err(opening_error)?;
+        if let Some(answer) = opening.answer() {
+            return Ok(answer.clone());
         }
     }
 }
 
+/// A failed opening as the copy reports it.
+pub(super) fn opening_error(e: OpeningError) -> CpError {
+    match e {
+        OpeningError::Refused(message) => CpError::Refused(message),
+        OpeningError::Session(e) => CpError::Setup(e.into()),
+        other => CpError::Protocol(other.to_string()),
+    }
+}
+
 /// The server's error message, if one is waiting on the control connection.
-pub(super) fn server_refusal(conn: &mut crate::transport::framed::FramedConn) -> Option<CpError> {
+pub(super) fn server_refusal(conn: &mut FramedConn) -> Option<CpError> {
     let _ = conn.stream().set_read_timeout(Some(Duration::from_secs(2)));
     match conn.recv_any() {
-        Ok(crate::transport::framed::Frame::Bench(longhaul_proto::Message::Error {
-            message,
-            ..
-        })) => Some(CpError::Refused(message)),
+        Ok(Frame::Bench(longhaul_proto::Message::Error { message, .. })) => {
+            Some(CpError::Refused(message))
+        }
         _ => None,
     }
 }
