@@ -26,6 +26,7 @@
 #![forbid(unsafe_code)]
 
 pub mod adler32;
+pub mod answering;
 pub mod delete;
 pub mod error;
 pub mod file_hashes;

@@ -1,21 +1,22 @@
-//! The client's opening of a copy ([`CopyOpening`]) against the server's own pieces on a
-//! simulated link: proto's [`ServerSession`] checks the proof and welcomes, the request
-//! rules of [`longhaul_transfer::request`] answer it, every frame goes through the wire
-//! codecs and crosses the link in half a round trip. The round trips from the client's
+//! The client's opening of a copy ([`CopyOpening`]) against the server's own machines on
+//! a simulated link: proto's [`ServerSession`] checks the proof and welcomes, the server's
+//! opening ([`CopyAnswering`]) takes the rules, keeps the client waiting through a long
+//! walk and answers with the request rules of [`longhaul_transfer::request`]; every frame
+//! goes through the wire codecs and crosses the link in half a round trip. The round trips from the client's
 //! flight to the answer are counted exactly, and a message lost or out of order at each
 //! step ends in the opening's documented error, never a hang.
 
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use longhaul_proto::transfer::{
     decode_transfer_frame, encode_transfer_frame, CopyDirection, TransferMessage, TransferOptions,
     TransferParams,
 };
 use longhaul_proto::{
-    decode_frame, encode_frame, ChannelBinding, ClientSession, ErrorCode, Message, ServerSession,
-    Token,
+    decode_frame, encode_frame, ChannelBinding, ClientSession, Message, ServerSession, Token,
 };
+use longhaul_transfer::answering::{CopyAnswering, KEEPALIVE};
 use longhaul_transfer::opening::{ControlFrame, CopyOpening, OpeningError};
 use longhaul_transfer::request::{answer_chunk_size, check_request};
 
@@ -61,7 +62,7 @@ fn dialed(token: Token) -> Result<(ClientSession, Server), OpeningError> {
     let mut c = ClientSession::new(token, [7; 32], binding());
     let mut server = Server::new();
     while let Some(hello) = c.poll_transmit() {
-        server.take(ControlFrame::Session(hello));
+        server.take(ControlFrame::Session(hello), Duration::ZERO);
     }
     for hello in ServerSession::hello(&self::token().into(), [9; 32], &CERT) {
         c.handle(hello)?;
@@ -84,59 +85,103 @@ fn wire(frame: ControlFrame) -> ControlFrame {
     }
 }
 
-/// The server's end of the opening: its control session, and the request's answer
-/// (a pull of a 2 GiB source).
+/// The server's end of the opening: its control session, the opening's machine and the
+/// request rules the daemon applies; its walk of the source (2 GiB) takes `walk`.
 struct Server {
     session: ServerSession,
+    answering: Option<CopyAnswering>,
+    walk: Duration,
+    /// When the walk ends (the rules came).
+    walked_at: Option<Duration>,
 }
 
 impl Server {
     fn new() -> Self {
         Self {
             session: ServerSession::new(token().into(), [9; 32], binding()),
+            answering: None,
+            walk: Duration::ZERO,
+            walked_at: None,
         }
     }
 
-    /// What the server sends back for one frame, in order.
-    fn take(&mut self, frame: ControlFrame) -> Vec<ControlFrame> {
-        match frame {
-            ControlFrame::Session(m) => {
+    /// Takes one frame at `now`; returns what leaves at once.
+    fn take(&mut self, frame: ControlFrame, now: Duration) -> Vec<ControlFrame> {
+        match (frame, self.answering.as_mut()) {
+            (ControlFrame::Transfer(TransferMessage::TransferParams(p)), None) => {
+                self.session.begin_transfer().unwrap();
+                self.answering = Some(CopyAnswering::new(p));
+            }
+            (ControlFrame::Session(m), None) => {
                 let _ = self.session.handle(m);
             }
-            ControlFrame::Transfer(TransferMessage::TransferParams(p)) => {
-                self.session.begin_transfer().unwrap();
-                let mut out = self.flight();
-                let answer = match check_request(&p) {
-                    Ok(()) => ControlFrame::Transfer(TransferMessage::TransferReady {
-                        chunk_size: answer_chunk_size(&p, 2 << 30),
-                        jump_start_bps: 0,
-                        jump_note: String::new(),
-                    }),
-                    Err(why) => ControlFrame::Session(Message::Error {
-                        code: ErrorCode::Params,
-                        message: why.to_string(),
-                    }),
-                };
-                out.push(answer);
-                return out;
+            (ControlFrame::Transfer(other), None) => panic!("{} before the request", other.kind()),
+            (frame, Some(answering)) => {
+                if answering.handle(frame, epoch() + now).is_ok() {
+                    let p = answering.params().clone();
+                    match check_request(&p) {
+                        Ok(()) => self.walked_at = Some(now + self.walk),
+                        Err(why) => {
+                            answering.refuse(why.to_string());
+                        }
+                    }
+                }
             }
-            ControlFrame::Transfer(_) => {}
+        }
+        self.flight()
+    }
+
+    /// When the server acts next on its own: a keepalive, or the walk's end.
+    fn next_timer(&self) -> Option<Duration> {
+        let keepalive = self
+            .answering
+            .as_ref()
+            .and_then(|a| a.poll_timeout())
+            .map(|t| t - epoch());
+        match (keepalive, self.walked_at) {
+            (Some(k), Some(w)) => Some(k.min(w)),
+            (k, w) => k.or(w),
+        }
+    }
+
+    /// Its timers at `now`: the walk ends (the answer), or a keepalive is due.
+    fn on_timer(&mut self, now: Duration) -> Vec<ControlFrame> {
+        if let Some(answering) = self.answering.as_mut() {
+            if self.walked_at.is_some_and(|w| now >= w) {
+                self.walked_at = None;
+                let chunk = answer_chunk_size(answering.params(), 2 << 30);
+                answering.answer(chunk, 0, String::new());
+            } else {
+                answering.handle_timeout(epoch() + now);
+            }
         }
         self.flight()
     }
 
     fn flight(&mut self) -> Vec<ControlFrame> {
-        std::iter::from_fn(|| self.session.poll_transmit())
+        let mut out: Vec<ControlFrame> = std::iter::from_fn(|| self.session.poll_transmit())
             .map(ControlFrame::Session)
-            .collect()
+            .collect();
+        if let Some(a) = self.answering.as_mut() {
+            out.extend(std::iter::from_fn(|| a.poll_transmit()));
+        }
+        out
     }
+}
+
+/// The instant the simulation's time counts from (the machines take `Instant`s).
+#[allow(clippy::disallowed_methods)] // Some instant to offset from; nothing reads the clock after.
+fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
 }
 
 /// What became of an opening on the link.
 #[derive(Debug)]
 enum Outcome {
-    /// The answer came this long after the client's flight left.
-    Answered(Duration, u64),
+    /// The answer came this long after the client's flight left, with its chunk size,
+    /// after this many keepalives.
+    Answered(Duration, u64, usize),
     Failed(Duration, OpeningError),
     /// Nothing more in flight and no answer: the driver would wait on its socket's
     /// timeout (the simulation stops instead).
@@ -155,43 +200,60 @@ fn run(
     // (arrival, to the server?, frame)
     let mut link: VecDeque<(Duration, bool, ControlFrame)> = VecDeque::new();
     let mut sent_to_client = 0usize;
+    let mut keepalives = 0usize;
     let mut now = Duration::ZERO;
     while let Some(f) = opening.poll_transmit() {
         link.push_back((now + half, true, wire(f)));
     }
     for _ in 0..1000 {
-        let Some(first) = link.iter().map(|l| l.0).min() else {
-            return Outcome::Stuck;
-        };
-        // The first frame due (frames to the client that arrive together go last first
-        // when swapping).
-        let forward = |i: &usize| link[*i].0 == first && (!swap || link[*i].1);
-        let i = match (0..link.len()).find(forward) {
-            Some(i) => i,
-            None => (0..link.len()).rfind(|&i| link[i].0 == first).unwrap(),
-        };
-        let (at, to_server, frame) = link.remove(i).unwrap();
-        now = at;
-        if to_server {
-            for f in server.take(frame) {
-                if !drop_to_client(sent_to_client) {
-                    link.push_back((now + half, false, wire(f)));
+        let first = link.iter().map(|l| l.0).min();
+        let flight = match (first, server.next_timer()) {
+            (None, None) => return Outcome::Stuck,
+            (Some(f), Some(t)) if t < f => {
+                now = t;
+                server.on_timer(now)
+            }
+            (None, Some(t)) => {
+                now = t;
+                server.on_timer(now)
+            }
+            (Some(first), _) => {
+                // The first frame due (frames to the client that arrive together go
+                // last first when swapping).
+                let forward = |i: &usize| link[*i].0 == first && (!swap || link[*i].1);
+                let i = match (0..link.len()).find(forward) {
+                    Some(i) => i,
+                    None => (0..link.len()).rfind(|&i| link[i].0 == first).unwrap(),
+                };
+                let (at, to_server, frame) = link.remove(i).unwrap();
+                now = at;
+                if to_server {
+                    server.take(frame, now)
+                } else {
+                    if matches!(frame, ControlFrame::Session(Message::Pong { .. })) {
+                        keepalives += 1;
+                    }
+                    if let Err(e) = opening.handle(frame) {
+                        return Outcome::Failed(now, e);
+                    }
+                    if let Some(a) = opening.answer() {
+                        return Outcome::Answered(now, a.chunk_size, keepalives);
+                    }
+                    while let Some(f) = opening.poll_transmit() {
+                        link.push_back((now + half, true, wire(f)));
+                    }
+                    Vec::new()
                 }
-                sent_to_client += 1;
             }
-        } else {
-            if let Err(e) = opening.handle(frame) {
-                return Outcome::Failed(now, e);
+        };
+        for f in flight {
+            if !drop_to_client(sent_to_client) {
+                link.push_back((now + half, false, wire(f)));
             }
-            if let Some(a) = opening.answer() {
-                return Outcome::Answered(now, a.chunk_size);
-            }
-            while let Some(f) = opening.poll_transmit() {
-                link.push_back((now + half, true, wire(f)));
-            }
+            sent_to_client += 1;
         }
     }
-    panic!("the opening did not settle in 1000 deliveries");
+    panic!("the opening did not settle in 1000 events");
 }
 
 /// The opening of [`params`] on a dialed client, and its server.
@@ -208,7 +270,7 @@ fn opening() -> (CopyOpening, Server) {
 #[test]
 fn the_answer_comes_one_round_trip_after_the_flight() {
     match run(opening(), |_| false, false) {
-        Outcome::Answered(at, chunk) => {
+        Outcome::Answered(at, chunk, 0) => {
             assert_eq!(at, RTT, "the answer came at {at:?}");
             // The server's own rule, from the path and the 2 GiB source.
             assert_eq!(chunk, answer_chunk_size(&params(), 2 << 30));
@@ -294,5 +356,40 @@ fn a_server_that_proves_another_token_is_refused_before_anything_is_sent() {
         Err(OpeningError::Session(_)) => {}
         Err(e) => panic!("{e}"),
         Ok(_) => panic!("a server proving another token was taken"),
+    }
+}
+
+/// A pull whose source takes 12 s to walk: keepalives every [`KEEPALIVE`] keep the client
+/// waiting, and the answer leaves when the walk ends.
+#[test]
+fn a_long_walk_keeps_the_client_waiting_and_answers_at_its_end() {
+    let (opening, mut server) = opening();
+    server.walk = Duration::from_secs(12);
+    match run((opening, server), |_| false, false) {
+        Outcome::Answered(at, _, keepalives) => {
+            // The rules arrive at RTT/2, the walk ends 12 s later, the answer lands at RTT.
+            assert_eq!(at, RTT + Duration::from_secs(12));
+            assert_eq!(keepalives, (12 / KEEPALIVE.as_secs()) as usize);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A request whose rules do not follow it is refused in the server's words.
+#[test]
+fn a_request_without_its_rules_is_refused() {
+    let (client, server) = dialed(token()).unwrap();
+    let not_rules = TransferMessage::FileListEnd {
+        files: 0,
+        bytes: 0,
+        deleted: 0,
+    };
+    let opening = CopyOpening::new(client, params(), not_rules).unwrap();
+    match run((opening, server), |_| false, false) {
+        Outcome::Failed(at, OpeningError::Refused(why)) => {
+            assert_eq!(at, RTT);
+            assert!(why.contains("expected FilterRules"), "{why}");
+        }
+        other => panic!("{other:?}"),
     }
 }

@@ -8,14 +8,16 @@
 use crate::transport::secure::SecureStream;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferParams};
+use longhaul_proto::transfer::{CopyDirection, TransferParams};
 use longhaul_sys::served_root::ServedRoot;
+use longhaul_transfer::answering::{AnsweringError, CopyAnswering, KEEPALIVE};
+use longhaul_transfer::opening::ControlFrame;
 use longhaul_transfer::request::{answer_chunk_size, check_request};
+use longhaul_transfer::require_directory;
 use longhaul_transfer::session::recv::SyncRules;
 use longhaul_transfer::session::{ListCaps, SendInput};
-use longhaul_transfer::{require_directory, Filter};
 
 use super::ServeError;
 use crate::cp::recv::{run_receiver, RecvTarget};
@@ -29,9 +31,6 @@ use crate::transport::control::ControlLink;
 use crate::transport::framed::{Frame, FramedConn};
 use crate::transport::sockopts;
 use longhaul_policy::{MemoryNeed, Role, TransportRequest, Window};
-
-/// How often a pull's walk of its source tells the client it is still at work.
-const WALK_KEEPALIVE: Duration = Duration::from_secs(5);
 
 /// How the server connects a session's data streams (implemented by the bench server).
 pub trait StreamAttach {
@@ -95,52 +94,44 @@ pub fn serve_transfer(
     caps: ListCaps,
     attach: &mut dyn StreamAttach,
 ) -> Result<String, ServeError> {
-    let refuse = |conn: &mut FramedConn, why: String| -> Result<String, ServeError> {
-        let _ = conn.send(&longhaul_proto::Message::Error {
-            code: longhaul_proto::ErrorCode::Params,
-            message: why.clone(),
-        });
+    // The opening's machine: the rules, the keepalives of a long walk, the answer.
+    let mut answering = CopyAnswering::new(params.clone());
+    let refuse = |conn: &mut FramedConn,
+                  answering: &mut CopyAnswering,
+                  why: String|
+     -> Result<String, ServeError> {
+        let AnsweringError::Refused(reason) = answering.refuse(why);
+        let _ = send_answering(conn, answering);
         // The client may still be sending its file list: read it away so the refusal
         // is not destroyed by a reset.
         crate::transport::control::close_gracefully(conn.stream(), Duration::from_secs(2));
-        Err(ServeError::Refused { reason: why })
+        Err(ServeError::Refused { reason })
     };
     // The rules come right behind the request (empty when there are none).
-    let filter = match conn.recv_any() {
-        Ok(Frame::Transfer(TransferMessage::FilterRules { rules })) => match Filter::new(rules) {
-            Ok(f) => f,
-            Err(e) => return refuse(&mut conn, e.to_string()),
-        },
-        Ok(Frame::Transfer(other)) => {
-            return refuse(
-                &mut conn,
-                format!(
-                    "expected FilterRules after the request, got {}",
-                    other.kind()
-                ),
-            )
-        }
-        Ok(Frame::Bench(m)) => {
-            return refuse(
-                &mut conn,
-                format!("expected FilterRules after the request, got {}", m.kind()),
-            )
-        }
+    let frame = match conn.recv_any() {
+        Ok(Frame::Transfer(m)) => ControlFrame::Transfer(m),
+        Ok(Frame::Bench(m)) => ControlFrame::Session(m),
         Err(e) => {
             return Err(ServeError::Refused {
                 reason: format!("reading the filter rules: {e}"),
             })
         }
     };
+    if let Err(AnsweringError::Refused(reason)) = answering.handle(frame, Instant::now()) {
+        let _ = send_answering(&mut conn, &mut answering);
+        crate::transport::control::close_gracefully(conn.stream(), Duration::from_secs(2));
+        return Err(ServeError::Refused { reason });
+    }
+    let filter = answering.filter().cloned().unwrap_or_default();
     let push = params.direction == CopyDirection::Push;
     // The path asked for, and whether a trailing `/` requires a directory there.
     let (root, path, dir_required, caps, area) =
         match super::reach::land(files, token, &params.path, push, caps) {
             Ok(l) => (l.root, l.path, l.dir_required, l.caps, l.area),
-            Err(why) => return refuse(&mut conn, why),
+            Err(why) => return refuse(&mut conn, &mut answering, why),
         };
     if let Err(why) = check_request(&params) {
-        return refuse(&mut conn, why.to_string());
+        return refuse(&mut conn, &mut answering, why.to_string());
     }
     let opts = params.options;
     let checksum_only = opts.checksum_only;
@@ -156,7 +147,7 @@ pub fn serve_transfer(
             Err(_) => None,
         };
         if let Some(Err(e)) = is_dir.map(|d| require_directory(true, d, p.as_bytes())) {
-            return refuse(&mut conn, e.to_string());
+            return refuse(&mut conn, &mut answering, e.to_string());
         }
     }
 
@@ -173,7 +164,7 @@ pub fn serve_transfer(
         rtt,
     ) {
         Ok(planned) => planned,
-        Err(e) => return refuse(&mut conn, format!("on the server, {e}")),
+        Err(e) => return refuse(&mut conn, &mut answering, format!("on the server, {e}")),
     };
     let (plan, facts) = plan;
     let (side, choice) = (plan.side, plan.buffer.clone());
@@ -199,8 +190,7 @@ pub fn serve_transfer(
         Vec::new()
     } else {
         // The client waits for TransferReady with a read timeout (15 s) while a large
-        // tree is walked: an unsolicited Pong every few seconds keeps it waiting (a
-        // client in a transfer takes a Pong at any time).
+        // tree is walked: the opening's keepalives keep it waiting.
         let walked = std::sync::mpsc::channel();
         let listed = std::thread::scope(|scope| {
             let (warnings, path, filter) = (&mut warnings, &path, &filter);
@@ -220,10 +210,14 @@ pub fn serve_transfer(
                 let _ = walked.0.send(listed);
             });
             loop {
-                match walked.1.recv_timeout(WALK_KEEPALIVE) {
+                let wait = answering
+                    .poll_timeout()
+                    .map_or(KEEPALIVE, |t| t.saturating_duration_since(Instant::now()));
+                match walked.1.recv_timeout(wait) {
                     Ok(listed) => break listed,
                     Err(_) => {
-                        let _ = conn.send(&longhaul_proto::Message::Pong { seq: 0 });
+                        answering.handle_timeout(Instant::now());
+                        let _ = send_answering(&mut conn, &mut answering);
                     }
                 }
             }
@@ -235,7 +229,7 @@ pub fn serve_transfer(
                 } else {
                     warnings.join("; ")
                 };
-                return refuse(&mut conn, why);
+                return refuse(&mut conn, &mut answering, why);
             }
             Ok(v) => v
                 .into_iter()
@@ -244,7 +238,7 @@ pub fn serve_transfer(
                     origin: s.origin,
                 })
                 .collect(),
-            Err(e) => return refuse(&mut conn, e.to_string()),
+            Err(e) => return refuse(&mut conn, &mut answering, e.to_string()),
         }
     };
     let chunk_size = answer_chunk_size(&params, items.iter().map(|i| i.entry.size).sum());
@@ -257,19 +251,19 @@ pub fn serve_transfer(
     let chunk_size = match attach.reserve_memory(need, push) {
         Ok(fitted) if push => fitted,
         Ok(_) => chunk_size,
-        Err(why) => return refuse(&mut conn, why),
+        Err(why) => return refuse(&mut conn, &mut answering, why),
     };
     let congestion = plan.congestion.clone().unwrap_or_default();
     attach.expect(
         params.streams,
         push.then(|| longhaul_policy::choice_bytes(&choice)),
     )?;
-    conn.send_transfer(&TransferMessage::TransferReady {
+    answering.answer(
         chunk_size,
-        jump_start_bps: jump.as_ref().map_or(0, |j| j.start_bps),
-        jump_note: jump.as_ref().map(|j| j.note.clone()).unwrap_or_default(),
-    })
-    .map_err(ServeError::io("sending TransferReady"))?;
+        jump.as_ref().map_or(0, |j| j.start_bps),
+        jump.as_ref().map(|j| j.note.clone()).unwrap_or_default(),
+    );
+    send_answering(&mut conn, &mut answering).map_err(ServeError::io("sending TransferReady"))?;
     let chunk_key = attach.chunk_key();
     // The data connections attach while the file list crosses, either way: a push's
     // receiver and a pull's sender take them once the list is out (its answer and the
@@ -420,4 +414,15 @@ pub fn serve_transfer(
             progress.stages().split().seconds_text()
         ))
     }
+}
+
+/// Sends what the opening's machine has queued (a refusal, a keepalive, the answer).
+fn send_answering(conn: &mut FramedConn, answering: &mut CopyAnswering) -> std::io::Result<()> {
+    while let Some(frame) = answering.poll_transmit() {
+        match &frame {
+            ControlFrame::Session(m) => conn.send(m)?,
+            ControlFrame::Transfer(m) => conn.send_transfer(m)?,
+        }
+    }
+    Ok(())
 }
