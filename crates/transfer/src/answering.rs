@@ -145,3 +145,100 @@ impl CopyAnswering {
         self.outbox.pop_front()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[allow(clippy::disallowed_methods)] // Some instant to offset from; the code never reads it.
+    fn epoch() -> Instant {
+        Instant::now()
+    }
+
+    fn params() -> TransferParams {
+        TransferParams {
+            direction: longhaul_proto::transfer::CopyDirection::Pull,
+            streams: 4,
+            chunk_size: 1 << 22,
+            rate_bps: 0,
+            window_bytes: 0,
+            rtt_us: 100_000,
+            options: Default::default(),
+            congestion: String::new(),
+            path: b"data".to_vec(),
+            jump: None,
+        }
+    }
+
+    fn rules() -> ControlFrame {
+        ControlFrame::Transfer(TransferMessage::FilterRules {
+            rules: vec![(false, b"*.tmp".to_vec())],
+        })
+    }
+
+    #[test]
+    fn keepalives_leave_every_interval_while_the_request_is_worked_on() {
+        let t0 = epoch();
+        let mut a = CopyAnswering::new(params());
+        assert_eq!(a.poll_timeout(), None, "no keepalive before the rules");
+        a.handle(rules(), t0).unwrap();
+        assert!(a.filter().is_some());
+        assert_eq!(a.poll_timeout(), Some(t0 + KEEPALIVE));
+        // Early: nothing.
+        a.handle_timeout(t0 + KEEPALIVE / 2);
+        assert_eq!(a.poll_transmit(), None);
+        a.handle_timeout(t0 + KEEPALIVE);
+        assert_eq!(
+            a.poll_transmit(),
+            Some(ControlFrame::Session(Message::Pong { seq: 0 }))
+        );
+        assert_eq!(a.poll_timeout(), Some(t0 + KEEPALIVE * 2));
+        a.answer(1 << 20, 0, String::new());
+        assert_eq!(a.poll_timeout(), None, "no keepalive after the answer");
+        assert!(matches!(
+            a.poll_transmit(),
+            Some(ControlFrame::Transfer(TransferMessage::TransferReady {
+                chunk_size: 1048576,
+                ..
+            }))
+        ));
+    }
+
+    #[test]
+    fn anything_but_the_rules_behind_the_request_is_refused_in_words() {
+        let mut a = CopyAnswering::new(params());
+        let list_end = ControlFrame::Transfer(TransferMessage::FileListEnd {
+            files: 0,
+            bytes: 0,
+            deleted: 0,
+        });
+        let e = a.handle(list_end, epoch()).unwrap_err();
+        assert_eq!(
+            e,
+            AnsweringError::Refused(
+                "expected FilterRules after the request, got FileListEnd".into()
+            )
+        );
+        assert!(matches!(
+            a.poll_transmit(),
+            Some(ControlFrame::Session(Message::Error {
+                code: ErrorCode::Params,
+                ..
+            }))
+        ));
+        assert_eq!(a.poll_timeout(), None);
+    }
+
+    #[test]
+    fn rules_that_do_not_compile_are_refused() {
+        let mut a = CopyAnswering::new(params());
+        let empty_pattern = ControlFrame::Transfer(TransferMessage::FilterRules {
+            rules: vec![(true, Vec::new())],
+        });
+        assert!(a.handle(empty_pattern, epoch()).is_err());
+        assert!(matches!(
+            a.poll_transmit(),
+            Some(ControlFrame::Session(Message::Error { .. }))
+        ));
+    }
+}
