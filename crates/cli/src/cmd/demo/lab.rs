@@ -32,33 +32,57 @@ pub const STOCK_SERVE_PORT: u16 = SERVE_PORT + 1;
 pub const IPERF_PORT: u16 = 5201;
 
 /// What must be undone if the process is told to stop while guards cannot run: emulator
-/// names (their namespaces) and child process ids.
+/// names (their namespaces) and child process ids. Once it has run ([`Cleanup::run_now`])
+/// nothing more is started: a child spawned while the signal's clean-up ran was missed by
+/// it and outlived the demo (an `iperf3 -s` left in a deleted namespace after
+/// `demo_cli`'s SIGTERM test, whose signal came while the stock run was starting).
 #[derive(Debug, Clone, Default)]
 pub struct Cleanup {
-    inner: Arc<Mutex<(Vec<String>, Vec<u32>)>>,
+    inner: Arc<Mutex<Registry>>,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    emulators: Vec<String>,
+    children: Vec<u32>,
+    /// The clean-up has run: nothing more may start.
+    stopped: bool,
 }
 
 impl Cleanup {
-    /// Remembers an emulator by name.
-    pub fn add_emulator(&self, name: &str) {
-        if let Ok(mut g) = self.inner.lock() {
-            g.0.push(name.to_owned());
-        }
+    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Remembers a child process.
-    pub fn add_child(&self, pid: u32) {
-        if let Ok(mut g) = self.inner.lock() {
-            g.1.push(pid);
+    /// Remembers an emulator by name, before it is built; refused once stopped.
+    pub fn add_emulator(&self, name: &str) -> anyhow::Result<()> {
+        let mut g = self.registry();
+        if g.stopped {
+            return Err(anyhow!("stopping: emulator {name} not started"));
         }
+        g.emulators.push(name.to_owned());
+        Ok(())
     }
 
-    /// Kills every child still alive and removes every emulator's namespaces. Returns what
-    /// it removed, for the message.
+    /// Spawns `cmd` and remembers the child, both under the registry's lock, so that a
+    /// clean-up running meanwhile waits for the child and kills it; refused once stopped.
+    pub fn spawn_child(&self, cmd: &mut Command, what: &str) -> anyhow::Result<Child> {
+        let mut g = self.registry();
+        if g.stopped {
+            return Err(anyhow!("stopping: {what} not started"));
+        }
+        let child = cmd.spawn().with_context(|| format!("starting {what}"))?;
+        g.children.push(child.id());
+        Ok(child)
+    }
+
+    /// Kills every child still alive and removes every emulator's namespaces; nothing
+    /// starts after it. Returns what it removed, for the message.
     pub fn run_now(&self) -> Vec<String> {
-        let (names, pids) = match self.inner.lock() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
+        let (names, pids) = {
+            let mut g = self.registry();
+            g.stopped = true;
+            (g.emulators.clone(), g.children.clone())
         };
         for pid in pids {
             if longhaul_sys::process::process_alive(pid) {
@@ -110,7 +134,7 @@ impl Path {
         cfg.mtu = mtu;
         // Left over from a demo that was killed (SIGKILL) with the same pid: remove it.
         let _ = longhaul_emulate::topology::remove_leftovers(name);
-        cleanup.add_emulator(name);
+        cleanup.add_emulator(name)?;
         let emulator = Emulator::start(cfg).with_context(|| format!("emulator {name}"))?;
         // A new connection must not start from the previous run's cached ssthresh/RTT.
         for end in [End::A, End::B] {
@@ -346,8 +370,7 @@ pub struct ChildGuard {
 impl ChildGuard {
     /// Spawns `cmd`, registering it with `cleanup`.
     pub fn spawn(mut cmd: Command, what: &str, cleanup: &Cleanup) -> anyhow::Result<ChildGuard> {
-        let child = cmd.spawn().with_context(|| format!("starting {what}"))?;
-        cleanup.add_child(child.id());
+        let child = cleanup.spawn_child(&mut cmd, what)?;
         Ok(ChildGuard { child })
     }
 
@@ -443,4 +466,26 @@ fn random_token() -> anyhow::Result<Token> {
         .context("reading /dev/urandom for the demo's token")?;
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     Token::new(hex.as_bytes()).map_err(|e| anyhow!("token: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child started before the clean-up is killed by it; after it nothing starts, so a
+    /// demo told to stop while it was starting its stock run leaves no process behind.
+    #[test]
+    fn after_the_clean_up_nothing_starts_and_what_started_is_killed() {
+        let cleanup = Cleanup::default();
+        let mut sleep = Command::new("sleep");
+        sleep.arg("30");
+        let mut before = cleanup.spawn_child(&mut sleep, "sleep").unwrap();
+        cleanup.run_now();
+        // SIGKILL: reaped within a moment.
+        let status = before.wait().unwrap();
+        assert!(!status.success(), "the child outlived the clean-up");
+        let err = cleanup.spawn_child(&mut sleep, "sleep").unwrap_err();
+        assert!(err.to_string().contains("stopping"), "{err}");
+        assert!(cleanup.add_emulator("late").is_err());
+    }
 }
