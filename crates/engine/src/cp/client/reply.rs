@@ -28,8 +28,9 @@ pub(super) fn send_flight(
     Ok(())
 }
 
-/// Waits for the welcome (our proof accepted) and the server's `TransferReady`. (A
-/// keepalive's answer is not sent here: it leaves with the next flight.)
+/// Waits for the welcome (our proof accepted) and the server's `TransferReady`; the
+/// keepalives of a long walk (unsolicited `Pong`s) are taken by the session and need no
+/// answer.
 pub(super) fn await_answer(
     conn: &mut FramedConn,
     opening: &mut CopyOpening,
