@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use longhaul_proto::transfer::{CopyDirection, TransferParams};
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::answering::{AnsweringError, CopyAnswering, KEEPALIVE};
-use longhaul_transfer::opening::ControlFrame;
 use longhaul_transfer::request::{answer_chunk_size, check_request};
 use longhaul_transfer::require_directory;
 use longhaul_transfer::session::recv::SyncRules;
@@ -28,7 +27,7 @@ use crate::host;
 use crate::jump::ServerJump;
 use crate::transport::attach::AttachError;
 use crate::transport::control::ControlLink;
-use crate::transport::framed::{Frame, FramedConn};
+use crate::transport::framed::FramedConn;
 use crate::transport::sockopts;
 use longhaul_policy::{MemoryNeed, Role, TransportRequest, Window};
 
@@ -96,31 +95,16 @@ pub fn serve_transfer(
 ) -> Result<String, ServeError> {
     // The opening's machine: the rules, the keepalives of a long walk, the answer.
     let mut answering = CopyAnswering::new(params.clone());
-    let refuse = |conn: &mut FramedConn,
-                  answering: &mut CopyAnswering,
-                  why: String|
-     -> Result<String, ServeError> {
-        let AnsweringError::Refused(reason) = answering.refuse(why);
-        let _ = send_answering(conn, answering);
-        // The client may still be sending its file list: read it away so the refusal
-        // is not destroyed by a reset.
-        crate::transport::control::close_gracefully(conn.stream(), Duration::from_secs(2));
-        Err(ServeError::Refused { reason })
+    let refuse = |conn: &mut FramedConn, answering: &mut CopyAnswering, why: String| {
+        let refused = answering.refuse(why);
+        send_refusal(conn, answering, refused)
     };
     // The rules come right behind the request (empty when there are none).
-    let frame = match conn.recv_any() {
-        Ok(Frame::Transfer(m)) => ControlFrame::Transfer(m),
-        Ok(Frame::Bench(m)) => ControlFrame::Session(m),
-        Err(e) => {
-            return Err(ServeError::Refused {
-                reason: format!("reading the filter rules: {e}"),
-            })
-        }
-    };
-    if let Err(AnsweringError::Refused(reason)) = answering.handle(frame, Instant::now()) {
-        let _ = send_answering(&mut conn, &mut answering);
-        crate::transport::control::close_gracefully(conn.stream(), Duration::from_secs(2));
-        return Err(ServeError::Refused { reason });
+    let frame = conn.recv_any().map_err(|e| ServeError::Refused {
+        reason: format!("reading the filter rules: {e}"),
+    })?;
+    if let Err(refused) = answering.handle(frame.into(), Instant::now()) {
+        return send_refusal(&mut conn, &mut answering, refused);
     }
     let filter = answering.filter().cloned().unwrap_or_default();
     let push = params.direction == CopyDirection::Push;
@@ -419,10 +403,20 @@ pub fn serve_transfer(
 /// Sends what the opening's machine has queued (a refusal, a keepalive, the answer).
 fn send_answering(conn: &mut FramedConn, answering: &mut CopyAnswering) -> std::io::Result<()> {
     while let Some(frame) = answering.poll_transmit() {
-        match &frame {
-            ControlFrame::Session(m) => conn.send(m)?,
-            ControlFrame::Transfer(m) => conn.send_transfer(m)?,
-        }
+        conn.send_control(&frame)?;
     }
     Ok(())
+}
+
+/// Sends the refusal the opening's machine queued and ends the session with it.
+fn send_refusal(
+    conn: &mut FramedConn,
+    answering: &mut CopyAnswering,
+    AnsweringError::Refused(reason): AnsweringError,
+) -> Result<String, ServeError> {
+    let _ = send_answering(conn, answering);
+    // The client may still be sending its file list: read it away so the refusal is not
+    // destroyed by a reset.
+    crate::transport::control::close_gracefully(conn.stream(), Duration::from_secs(2));
+    Err(ServeError::Refused { reason })
 }

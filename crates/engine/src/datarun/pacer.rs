@@ -199,13 +199,14 @@ impl Pacer {
                 }
             }
         }
-        let (refills, refilling) = (self.probe.times_refilled(), self.probe.refilling());
+        let refilling = self.probe.refilling();
         let pacing = self.probe.on_sample(at, &samples);
         if self.trace {
             self.trace_sample(at, &samples, &pacing);
         }
         self.apply(pacing.per_stream_bps);
-        let refill = refilling || self.probe.times_refilled() > refills;
+        // A refill's switches: its restart (under way after) and its return (before).
+        let refill = refilling || self.probe.refilling();
         self.switch(pacing.congestion, pacing.restart_congestion, refill);
     }
 

@@ -135,8 +135,8 @@ pub fn dial(
 /// then known by its pinned certificate alone), with `start` choosing the stream count of
 /// an [`AUTO_STREAMS`] plan (a jump-start sets its routes' initial windows there, before
 /// any data connection exists). A server that closed the control connection before its
-/// TLS began (its door full, see [`TlsError::Closed`]) is dialed again, [`DIALS`] times in
-/// all, after a pause that doubles from 100 ms.
+/// TLS began (its door full, see [`TlsError::Closed`]) is dialed again ([`DIALS`] times in
+/// all).
 pub fn dial_with(
     target: &str,
     credential: &Credential,
@@ -144,17 +144,24 @@ pub fn dial_with(
     data: DataPlan,
     start: &mut dyn DataStart,
 ) -> Result<Dialed, BenchError> {
-    let mut pause = REDIAL_PAUSE;
-    for _ in 1..DIALS {
-        match dial_once(target, credential, security, data, start) {
-            Err(BenchError::Tls(TlsError::Closed { .. })) => {
+    redialing(|_| dial_once(target, credential, security, data, start))
+}
+
+/// Runs `attempt` (given its number, from 0) again while the server closed the
+/// connection before its TLS began ([`TlsError::Closed`]), [`DIALS`] times in all, after a
+/// pause that doubles from [`REDIAL_PAUSE`].
+fn redialing<T>(mut attempt: impl FnMut(u32) -> Result<T, BenchError>) -> Result<T, BenchError> {
+    let (mut n, mut pause) = (0, REDIAL_PAUSE);
+    loop {
+        match attempt(n) {
+            Err(BenchError::Tls(TlsError::Closed { .. })) if n + 1 < DIALS => {
                 std::thread::sleep(pause);
                 pause *= 2;
+                n += 1;
             }
-            dialed => return dialed,
+            done => return done,
         }
     }
-    dial_once(target, credential, security, data, start)
 }
 
 /// Dials in all when the server closes the control connection before its TLS begins:
@@ -406,15 +413,14 @@ impl DataDialer {
                         stream.set_nodelay(true).map_err(io_err(what.clone()))?;
                         Ok(stream)
                     };
-                    let (mut stream, back) =
-                        match super::connect_back::connect(&addr, plan.receiving) {
-                            Some(back) => {
-                                let s = back.map_err(io_err(what.clone()))?;
-                                s.set_nodelay(true).map_err(io_err(what.clone()))?;
-                                (s, true)
-                            }
-                            None => (connect()?, false),
-                        };
+                    let (stream, back) = match super::connect_back::connect(&addr, plan.receiving) {
+                        Some(back) => {
+                            let s = back.map_err(io_err(what.clone()))?;
+                            s.set_nodelay(true).map_err(io_err(what.clone()))?;
+                            (s, true)
+                        }
+                        None => (connect()?, false),
+                    };
                     let tls = rx.recv_timeout(HANDSHAKE_TIMEOUT).map_err(|_| {
                         BenchError::Refused(format!("{what}: the control connection failed"))
                     })?;
@@ -425,20 +431,20 @@ impl DataDialer {
                     // connection's connect gives it its TLS: under a flood the door may
                     // close it as it would a bare one, and it connects again (as
                     // `dial_with` does; a connection back over ssh cannot).
-                    let mut pause = REDIAL_PAUSE;
-                    for _ in 1..DIALS {
-                        match tls.connect(stream, &addr.to_string(), HANDSHAKE_TIMEOUT) {
-                            Ok((s, _)) => return read_server_hello(s, &credential, &what),
-                            Err(TlsError::Closed { .. }) if !back => {
-                                std::thread::sleep(pause);
-                                pause *= 2;
-                                stream = connect()?;
-                            }
-                            Err(e) => return Err(e.into()),
-                        }
+                    let mut first = Some(stream);
+                    let mut attempt = |_| {
+                        let stream = match first.take() {
+                            Some(s) => s,
+                            None => connect()?,
+                        };
+                        let s = tls.connect(stream, &addr.to_string(), HANDSHAKE_TIMEOUT)?.0;
+                        read_server_hello(s, &credential, &what)
+                    };
+                    if back {
+                        attempt(0)
+                    } else {
+                        redialing(attempt)
                     }
-                    let s = tls.connect(stream, &addr.to_string(), HANDSHAKE_TIMEOUT)?.0;
-                    read_server_hello(s, &credential, &what)
                 })
             })
             .collect();

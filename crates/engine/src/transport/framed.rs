@@ -9,6 +9,7 @@ use longhaul_proto::transfer::{
     decode_transfer_frame, encode_transfer_frame, is_transfer_frame, TransferMessage,
 };
 use longhaul_proto::{decode_frame, encode_frame, Message, ProtoError};
+use longhaul_transfer::opening::ControlFrame;
 
 /// Why reading a message failed.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +32,15 @@ pub enum Frame {
     Bench(Message),
     /// A file-transfer message.
     Transfer(TransferMessage),
+}
+
+impl From<Frame> for ControlFrame {
+    fn from(frame: Frame) -> Self {
+        match frame {
+            Frame::Bench(m) => ControlFrame::Session(m),
+            Frame::Transfer(m) => ControlFrame::Transfer(m),
+        }
+    }
 }
 
 /// A connection carrying protocol frames.
@@ -93,6 +103,14 @@ impl FramedConn {
                 state: "a bench session",
             }
             .into()),
+        }
+    }
+
+    /// Sends a frame of either family.
+    pub fn send_control(&mut self, frame: &ControlFrame) -> io::Result<()> {
+        match frame {
+            ControlFrame::Session(m) => self.send(m),
+            ControlFrame::Transfer(m) => self.send_transfer(m),
         }
     }
 

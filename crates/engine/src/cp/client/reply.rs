@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use longhaul_transfer::opening::{ControlFrame, CopyOpening, OpeningError, ServerAnswer};
+use longhaul_transfer::opening::{CopyOpening, OpeningError, ServerAnswer};
 
 use super::CpError;
 use crate::transport::framed::{Frame, FramedConn};
@@ -17,11 +17,7 @@ pub(super) fn send_flight(
     what: &str,
 ) -> Result<(), CpError> {
     while let Some(frame) = opening.poll_transmit() {
-        let sent = match &frame {
-            ControlFrame::Session(m) => conn.send(m),
-            ControlFrame::Transfer(m) => conn.send_transfer(m),
-        };
-        if let Err(e) = sent {
+        if let Err(e) = conn.send_control(&frame) {
             return Err(server_refusal(conn).unwrap_or_else(|| CpError::io(what, e)));
         }
     }
@@ -36,12 +32,10 @@ pub(super) fn await_answer(
     opening: &mut CopyOpening,
 ) -> Result<ServerAnswer, CpError> {
     loop {
-        let frame = match conn.recv_any() {
-            Ok(Frame::Bench(m)) => ControlFrame::Session(m),
-            Ok(Frame::Transfer(m)) => ControlFrame::Transfer(m),
-            Err(e) => return Err(CpError::Lost(format!("waiting for the server: {e}"))),
-        };
-        opening.handle(frame).map_err(opening_error)?;
+        let frame = conn
+            .recv_any()
+            .map_err(|e| CpError::Lost(format!("waiting for the server: {e}")))?;
+        opening.handle(frame.into()).map_err(opening_error)?;
         if let Some(answer) = opening.answer() {
             return Ok(answer.clone());
         }
