@@ -105,6 +105,8 @@ pub const DRAIN_GAIN: f64 = 0.75;
 /// BBR's bandwidth-probing cycle, in rounds (one round at 1.25 of its estimate in
 /// eight).
 const BBR_CYCLE_ROUNDS: u32 = 8;
+/// Rounds after a switch to CUBIC (at least a second) whose retransmits are the switch's.
+const CRUISE_GRACE_ROUNDS: u32 = 4;
 /// Rounds a probe that restarted BBR paces at its gain.
 const RESTARTED_PROBE_ROUNDS: u32 = 4;
 /// Clean rounds at the held rate before it is probed upward.
@@ -520,8 +522,7 @@ impl RateProbe {
                     self.start_drain(at, qdelay);
                     if self.bbr {
                         congestion = Some("cubic");
-                        let grace = (self.round * 4).max(Duration::from_secs(1));
-                        self.cruising = Some((retransmits, at + grace));
+                        self.cruise_from(at, retransmits, CRUISE_GRACE_ROUNDS);
                     }
                 }
             }

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::{
     Phase, RateProbe, StartUpExit, StreamSample, CHECK_GAIN, COMPETE_CHECK_MIN,
-    COMPETE_CHECK_ROUNDS, DRAIN_GAIN, FIRST_PROBE, FOREIGN_ROUNDS, MAX_PROBE, MAX_RESTORE,
-    NEAR_PROBE, PROBE_EVERY, RESTORE_AFTER,
+    COMPETE_CHECK_ROUNDS, CRUISE_GRACE_ROUNDS, DRAIN_GAIN, FIRST_PROBE, FOREIGN_ROUNDS, MAX_PROBE,
+    MAX_RESTORE, NEAR_PROBE, PROBE_EVERY, RESTORE_AFTER,
 };
 
 impl RateProbe {
@@ -34,12 +34,19 @@ impl RateProbe {
             self.cruising = None;
             Some("bbr")
         } else if self.bbr {
-            let grace = (self.round * 4).max(Duration::from_secs(1));
-            self.cruising = Some((retransmits, at + grace));
+            self.cruise_from(at, retransmits, CRUISE_GRACE_ROUNDS);
             Some("cubic")
         } else {
             None
         }
+    }
+
+    /// Cruising on CUBIC from `at`, with `retransmits` so far: for `rounds` (at least a
+    /// second) its retransmits are the switch's (a start-up's or a refill's recovery), not
+    /// the path's ([`Self::check_cruise`]).
+    pub(super) fn cruise_from(&mut self, at: Duration, retransmits: u64, rounds: u32) {
+        let grace = (self.round * rounds).max(Duration::from_secs(1));
+        self.cruising = Some((retransmits, at + grace));
     }
 
     /// Cruising on CUBIC: after the grace period, a retransmission means loss that is not
@@ -485,8 +492,7 @@ impl RateProbe {
             self.round_end = at + self.round;
             self.next_probe = FIRST_PROBE;
             if self.bbr {
-                let grace = (self.round * 4).max(Duration::from_secs(1));
-                self.cruising = Some((retransmits, at + grace));
+                self.cruise_from(at, retransmits, CRUISE_GRACE_ROUNDS);
             }
         } else {
             self.compete_bps = 0;

@@ -159,8 +159,7 @@ impl RateProbe {
                 // The cruise's losses while BBR's start-up refills are the refill's, not
                 // the path's: no return to BBR for them.
                 if self.cruising.is_some() {
-                    let grace = (self.round * (REFILL_ROUNDS + 2)).max(Duration::from_secs(1));
-                    self.cruising = Some((retransmits, at + grace));
+                    self.cruise_from(at, retransmits, REFILL_ROUNDS + 2);
                 }
             }
             RefillStep::Refilling => {}
@@ -168,8 +167,7 @@ impl RateProbe {
                 if let Some(cc) = back {
                     self.switch_to = Some((cc, false));
                     // As after the start-up: the refill's own losses are not the path's.
-                    let grace = (self.round * 4).max(Duration::from_secs(1));
-                    self.cruising = Some((retransmits, at + grace));
+                    self.cruise_from(at, retransmits, super::CRUISE_GRACE_ROUNDS);
                 }
             }
         }
