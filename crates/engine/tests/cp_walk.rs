@@ -20,6 +20,7 @@ use longhaul_engine::cp::walk::{
 };
 use longhaul_proto::transfer::EntryKind;
 use longhaul_sys::served_root::{Resolver, ServedRoot};
+use longhaul_testkit::served::each_resolver;
 use longhaul_transfer::{parse_peer_path, source_fingerprint};
 
 /// `<tmp>/root/src`: files of 0 and 5 bytes, an empty directory, a sub-directory listed
@@ -66,15 +67,6 @@ const ORDER: &[&[u8]] = &[
 
 fn paths(list: &[SourceFile]) -> Vec<&[u8]> {
     list.iter().map(|f| f.entry.path.as_slice()).collect()
-}
-
-/// The root at `<tmp>/root` with each resolver this kernel has.
-fn roots(tmp: &Path) -> Vec<ServedRoot> {
-    let each = ServedRoot::open_each(&tmp.join("root")).unwrap();
-    if each.len() < 2 {
-        eprintln!("SKIP openat2 resolver: openat2 not available on this kernel");
-    }
-    each
 }
 
 #[test]
@@ -285,7 +277,7 @@ fn served_walk_matches_the_local_one() {
     let (tmp, _sock) = tree();
     let src = tmp.path().join("root/src");
     let local = walk_local(&[src], true, &mut |_| {}).unwrap();
-    for root in roots(tmp.path()) {
+    for root in each_resolver(&tmp.path().join("root")) {
         let mut warnings = Vec::new();
         let served = walk_served(&root, &parse_peer_path(b"src").unwrap(), true, &mut |w| {
             warnings.push(w)
@@ -335,7 +327,7 @@ fn served_walk_never_leaves_the_root() {
     let root_dir = tmp.path().join("root");
     symlink(tmp.path().join("outside"), root_dir.join("out")).unwrap();
     symlink("../outside/secret", root_dir.join("secret_link")).unwrap();
-    for root in roots(tmp.path()) {
+    for root in each_resolver(&tmp.path().join("root")) {
         // A symlink out, named as the source (with or without -r) or met in the tree:
         // one symlink entry with its target as text, never followed.
         let out = tmp.path().join("outside");
@@ -433,7 +425,7 @@ fn hard_links_are_listed_only_when_asked() {
         kept
     );
     assert_eq!(kinds(&walk_local(srcs, true, nop).unwrap()), apart);
-    for root in roots(tmp.path()) {
+    for root in each_resolver(&tmp.path().join("root")) {
         let p = parse_peer_path(b"src").unwrap();
         let served = walk_served_filtered(&root, &p, true, &none, true, nop).unwrap();
         assert_eq!(kinds(&served), kept, "{:?}", root.resolver());

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use longhaul_sys::file_io;
 use longhaul_sys::served_root::{Access, Resolver, ServedRoot};
+use longhaul_testkit::served::each_resolver;
 
 const RW: Access = Access::ReadWriteCreate { mode: 0o644 };
 
@@ -28,19 +29,10 @@ fn setup() -> tempfile::TempDir {
     tmp
 }
 
-/// The root at `<tmp>/root` with each resolver this kernel has.
-fn both(tmp: &tempfile::TempDir) -> Vec<ServedRoot> {
-    let each = ServedRoot::open_each(&tmp.path().join("root")).unwrap();
-    if each.len() < 2 {
-        eprintln!("SKIP openat2 resolver: openat2 not available on this kernel");
-    }
-    each
-}
-
 #[test]
 fn escapes_are_refused() {
     let tmp = setup();
-    for r in both(&tmp) {
+    for r in each_resolver(&tmp.path().join("root")) {
         for bad in [
             "../secret",
             "sub/../../secret",
@@ -100,7 +92,10 @@ fn inside_symlinks_depend_on_the_resolver() {
 #[test]
 fn write_then_rename_into_place() {
     let tmp = setup();
-    for (n, r) in both(&tmp).into_iter().enumerate() {
+    for (n, r) in each_resolver(&tmp.path().join("root"))
+        .into_iter()
+        .enumerate()
+    {
         let dir = format!("tree{n}/a/é/deep");
         r.create_dirs(Path::new(&dir), 0o755).unwrap();
         r.create_dirs(Path::new(&dir), 0o755).unwrap(); // idempotent
@@ -146,7 +141,7 @@ fn unnamed_files_appear_only_when_linked_and_never_replace() {
     use std::io::Write;
     let tmp = setup();
     let root = tmp.path().join("root");
-    for r in both(&tmp) {
+    for r in each_resolver(&tmp.path().join("root")) {
         let mut f = r.create_unnamed(Path::new("sub"), 0o600).unwrap();
         f.write_all(b"new bytes").unwrap();
         let before: Vec<_> = fs::read_dir(root.join("sub")).unwrap().collect();
@@ -287,7 +282,7 @@ fn unconfined_root_follows_symlinks_from_slash() {
 #[test]
 fn listing_and_removing_below_a_directory_never_follow_symlinks() {
     let tmp = setup();
-    for root in both(&tmp) {
+    for root in each_resolver(&tmp.path().join("root")) {
         let base = tmp.path().join("root/sub");
         fs::create_dir_all(base.join("d/e")).unwrap();
         fs::write(base.join("d/e/f"), b"x").unwrap();

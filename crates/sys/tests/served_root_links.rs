@@ -9,7 +9,7 @@ use std::io;
 use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::Path;
 
-use longhaul_sys::served_root::ServedRoot;
+use longhaul_testkit::served::each_resolver;
 
 /// `<tmp>/root` with `sub/`, a secret file beside the root, and `up` -> the parent (out).
 fn setup() -> tempfile::TempDir {
@@ -21,21 +21,15 @@ fn setup() -> tempfile::TempDir {
     tmp
 }
 
-/// The root at `<tmp>/root` with each resolver this kernel has.
-fn both(tmp: &tempfile::TempDir) -> Vec<ServedRoot> {
-    let each = ServedRoot::open_each(&tmp.path().join("root")).unwrap();
-    if each.len() < 2 {
-        eprintln!("SKIP openat2 resolver: openat2 not available on this kernel");
-    }
-    each
-}
-
 #[test]
 fn links_are_made_and_read_as_text_never_followed() {
     let tmp = setup();
     let secret = tmp.path().join("secret");
     let secret_mtime = fs::metadata(&secret).unwrap().mtime();
-    for (n, r) in both(&tmp).into_iter().enumerate() {
+    for (n, r) in each_resolver(&tmp.path().join("root"))
+        .into_iter()
+        .enumerate()
+    {
         let out = format!("sub/out{n}");
         let abs = format!("sub/abs{n}");
         let dangling = format!("sub/dangling{n}");
@@ -81,7 +75,7 @@ fn no_link_is_made_read_or_timed_through_a_parent_out_of_the_root() {
     let tmp = setup();
     let secret = tmp.path().join("secret");
     let before = fs::symlink_metadata(&secret).unwrap();
-    for r in both(&tmp) {
+    for r in each_resolver(&tmp.path().join("root")) {
         for bad in ["up/planted", "../planted", "/tmp/planted", "up/secret"] {
             assert!(
                 r.create_symlink(b"x", Path::new(bad)).is_err(),
@@ -106,7 +100,10 @@ fn no_link_is_made_read_or_timed_through_a_parent_out_of_the_root() {
 fn a_new_link_renamed_over_replaces_links_and_files_but_not_directories() {
     let tmp = setup();
     let root = tmp.path().join("root");
-    for (n, r) in both(&tmp).into_iter().enumerate() {
+    for (n, r) in each_resolver(&tmp.path().join("root"))
+        .into_iter()
+        .enumerate()
+    {
         // Over a link that points out: the old link goes, its target stays.
         let old = format!("sub/old{n}");
         symlink(tmp.path().join("secret"), root.join(&old)).unwrap();
@@ -151,7 +148,7 @@ fn hard_links_are_made_only_to_regular_files_beneath_the_root() {
     let root = tmp.path().join("root");
     fs::write(root.join("sub/f"), b"data").unwrap();
     symlink("f", root.join("sub/to_f")).unwrap();
-    let roots = both(&tmp);
+    let roots = each_resolver(&tmp.path().join("root"));
     let names = 1 + roots.len() as u64;
     for (n, r) in roots.into_iter().enumerate() {
         let name = format!("sub/g{n}");

@@ -10,6 +10,7 @@ use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::Path;
 
 use longhaul_sys::served_root::{Resolver, ServedRoot};
+use longhaul_testkit::served::each_resolver;
 
 /// `<tmp>/root` holding a file, an empty directory, a non-UTF-8 name, a fifo and
 /// symlinks in and out; `<tmp>/outside` a directory beside the root.
@@ -28,19 +29,10 @@ fn setup() -> tempfile::TempDir {
     tmp
 }
 
-/// The root at `<tmp>/root` with each resolver this kernel has.
-fn both(tmp: &tempfile::TempDir) -> Vec<ServedRoot> {
-    let each = ServedRoot::open_each(&tmp.path().join("root")).unwrap();
-    if each.len() < 2 {
-        eprintln!("SKIP openat2 resolver: openat2 not available on this kernel");
-    }
-    each
-}
-
 #[test]
 fn lists_entries_with_lstat_attributes() {
     let tmp = setup();
-    for r in both(&tmp) {
+    for r in each_resolver(&tmp.path().join("root")) {
         let mut names: Vec<Vec<u8>> = r
             .read_dir(Path::new("sub"))
             .unwrap()
@@ -88,7 +80,7 @@ fn lists_entries_with_lstat_attributes() {
 #[test]
 fn listing_and_stat_stay_below_the_root() {
     let tmp = setup();
-    for r in both(&tmp) {
+    for r in each_resolver(&tmp.path().join("root")) {
         for bad in [
             "..",
             "../outside",

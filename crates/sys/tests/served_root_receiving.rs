@@ -10,6 +10,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use longhaul_sys::served_root::{Access, LinkWhereDir, Resolver, ServedRoot};
+use longhaul_testkit::served::each_resolver;
 
 const NEW: Access = Access::CreateNew { mode: 0o644 };
 
@@ -30,8 +31,7 @@ fn setup() -> tempfile::TempDir {
 fn roots(tmp: &tempfile::TempDir) -> Vec<(ServedRoot, PathBuf)> {
     let root = tmp.path().join("root");
     // The no-symlinks walk cannot name the destination through its symlink; openat2 can.
-    let mut v: Vec<_> = ServedRoot::open_each(&root)
-        .unwrap()
+    let mut v: Vec<_> = each_resolver(&root)
         .into_iter()
         .map(|r| {
             let base = match r.resolver() {
@@ -41,9 +41,6 @@ fn roots(tmp: &tempfile::TempDir) -> Vec<(ServedRoot, PathBuf)> {
             (r, PathBuf::from(base))
         })
         .collect();
-    if v.len() < 2 {
-        eprintln!("SKIP openat2 resolver: openat2 not available on this kernel");
-    }
     let slash = root.join("named");
     v.push((
         ServedRoot::open_unconfined().unwrap(),
