@@ -7,6 +7,7 @@
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::Duration;
 
+use longhaul_policy::data_start::{AtConnect, DataSchedule, DataWish, Decided, PathBefore};
 use longhaul_policy::jump_start::{self, bound_request, JumpAction, Retreat};
 use longhaul_policy::{JumpInputs, JumpPlan, JumpRequest, JumpValidator, NoJump, ServerView};
 use longhaul_proto::{JumpAsk, JumpOutcome};
@@ -525,15 +526,11 @@ pub fn decide_client(
 ///   measured at the connect keeps the path's count of them.
 pub struct ClientStart {
     wish: JumpWish,
-    receiving: bool,
+    /// When the data connections leave, and how many (the pure schedule).
+    schedule: DataSchedule,
     /// The path looked up before the connect (peer, local) and its record, fresh or not.
     looked_up: Option<((IpAddr, IpAddr), Option<PathRecord>)>,
-    /// A run whose server sends and may jump: no data connection before the request.
-    hold: bool,
     guess: Option<Guess>,
-    /// A path not remembered, no `-P`: as many connections as the longest path needs
-    /// went at t = 0; the RTT keeps some of them ([`Count::Trim`]).
-    wide_guess: bool,
     decided: Option<(ClientJump, u16)>,
 }
 
@@ -547,13 +544,20 @@ impl ClientStart {
     /// `receiving`: this end receives on the data connections (the server sends, and
     /// jumps with its own route).
     pub fn new(wish: JumpWish, receiving: bool) -> Self {
+        let schedule = DataSchedule::new(DataWish {
+            user_streams: wish.user_count(),
+            receiving,
+            jump_enabled: wish.enabled,
+            // Asked only where it matters (a receiving run that may jump).
+            can_force_buffers: receiving
+                && wish.enabled
+                && longhaul_sys::socket::can_force_buffers(),
+        });
         Self {
             wish,
-            receiving,
+            schedule,
             looked_up: None,
-            hold: false,
             guess: None,
-            wide_guess: false,
             decided: None,
         }
     }
@@ -568,103 +572,99 @@ impl ClientStart {
 impl DataStart for ClientStart {
     fn before_connect(&mut self, peer: SocketAddr) -> u16 {
         let Some(local) = longhaul_sys::route::source_toward(peer) else {
-            return self.wish.user_count().unwrap_or(0);
+            // Nothing to look up: the schedule decides nothing with a record.
+            let no_record = |_| Decided {
+                streams: 0,
+                jumps: false,
+            };
+            return self
+                .schedule
+                .before_connect(PathBefore::Unroutable, no_record);
         };
         let record = lookup(peer.ip(), local);
         self.looked_up = Some(((peer.ip(), local), record));
-        let Some(record) = record.filter(|r| r.memory(now_unix()).age <= jump_start::MAX_AGE)
-        else {
-            return self.wish.user_count().unwrap_or_else(|| {
-                // Closing the extra ones at the connect costs the server an accept each;
-                // waiting for the RTT to open them costs every stream a round trip.
-                self.wide_guess = true;
-                longhaul_policy::MAX_PATH_STREAMS
-            });
+        let fresh = record.filter(|r| r.memory(now_unix()).age <= jump_start::MAX_AGE);
+        let known = PathBefore::LookedUp {
+            remembered_rtt: fresh.map(|r| Duration::from_micros(r.min_rtt_us)),
         };
-        if self.receiving && self.wish.enabled && longhaul_sys::socket::can_force_buffers() {
-            self.hold = true;
-            return 0;
-        }
-        let path = PathNow {
-            peer: peer.ip(),
-            local,
-            rtt: Duration::from_micros(record.min_rtt_us),
-        };
-        let decided = decide_client(&self.wish, 0, path, Some(record));
-        let n = decided.1;
-        self.guess = Some(Guess { path, decided });
+        let (wish, mut guess) = (self.wish, None);
+        let n = self.schedule.before_connect(known, |rtt| {
+            let path = PathNow {
+                peer: peer.ip(),
+                local,
+                rtt,
+            };
+            let decided = decide_client(&wish, 0, path, fresh);
+            let d = Decided {
+                streams: decided.1,
+                jumps: decided.0.plan.is_some(),
+            };
+            guess = Some(Guess { path, decided });
+            d
+        });
+        self.guess = guess;
         n
     }
 
     fn at_connect(&mut self, rtt: Duration, tcp: &TcpStream, opened: u16) -> Count {
         let ends = (tcp.peer_addr(), tcp.local_addr());
-        let guess = self.guess.take();
-        if let Some(g) = guess.as_ref() {
-            let same_path = matches!(ends, (Ok(p), Ok(l))
-                if p.ip() == g.path.peer && l.ip() == g.path.local);
-            if opened > 0 && same_path && jump_start::rtt_matches(g.path.rtt, rtt) {
-                self.decided = guess.map(|g| g.decided);
-                return Count::Keep;
-            }
-        }
-        // A guess for another path than this one is decided again (its route goes with
-        // it); without a guess, the user's count on its way stands (made before any route,
-        // it cannot jump), or none went yet.
-        let (carried_route, decide_opened) = match guess {
-            Some(g) => (g.decided.0.plan.is_some(), 0),
-            None if self.wide_guess => (false, 0),
-            None => (false, opened),
+        let same_path = match (&self.guess, &ends) {
+            (Some(g), (Ok(p), Ok(l))) => p.ip() == g.path.peer && l.ip() == g.path.local,
+            _ => false,
         };
-        let (jump, n) = self.decide_at_connect(rtt, ends, decide_opened);
-        let jumps = jump.as_ref().is_some_and(|j| j.plan.is_some());
-        self.decided = jump.map(|j| (j, n));
-        if self.hold && jumps {
-            // The server's route first: they leave behind the request (client_start).
-            return Count::New(0);
-        }
-        // Connections on their way stand if as many are wanted and none carries a route's
-        // initial windows the run no longer has (a dropped guess's) or lacks a new jump's.
-        if opened > 0 && n == opened && !carried_route && !jumps {
-            Count::Keep
-        } else if self.wide_guess && n <= opened && !jumps {
-            Count::Trim(n)
-        } else {
-            Count::New(n)
-        }
+        let (wish, looked_up) = (self.wish, self.looked_up);
+        let mut guess = self.guess.take();
+        let mut decided = None;
+        let at = AtConnect {
+            rtt,
+            opened,
+            same_path,
+        };
+        let (count, held) = self.schedule.at_connect(at, |opened| {
+            // A guess not kept takes its route with it before a new one is set.
+            drop(guess.take());
+            let (jump, n) = decide_at_connect(&wish, looked_up, rtt, &ends, opened);
+            let jumps = jump.as_ref().is_some_and(|j| j.plan.is_some());
+            decided = jump.map(|j| (j, n));
+            Decided { streams: n, jumps }
+        });
+        self.decided = match held {
+            true => guess.map(|g| g.decided),
+            false => decided,
+        };
+        count
     }
 }
 
-impl ClientStart {
-    /// [`decide_client`] at the control connection's connect, whose `ends` (peer, local)
-    /// name the path: `None` for the jump when they cannot be read (the count is then the
-    /// user's or the path's).
-    fn decide_at_connect(
-        &self,
-        rtt: Duration,
-        ends: (std::io::Result<SocketAddr>, std::io::Result<SocketAddr>),
-        opened: u16,
-    ) -> (Option<ClientJump>, u16) {
-        let (Ok(peer), Ok(local)) = ends else {
-            let n = match opened {
-                0 => self
-                    .wish
-                    .user_count()
-                    .unwrap_or_else(|| longhaul_policy::streams_for_path(rtt)),
-                n => n,
-            };
-            return (None, n);
+/// [`decide_client`] at the control connection's connect, whose `ends` (peer, local)
+/// name the path: `None` for the jump when they cannot be read (the count is then the
+/// user's or the path's). `looked_up` is the record read before the connect, used when
+/// it was this path's.
+fn decide_at_connect(
+    wish: &JumpWish,
+    looked_up: Option<((IpAddr, IpAddr), Option<PathRecord>)>,
+    rtt: Duration,
+    ends: &(std::io::Result<SocketAddr>, std::io::Result<SocketAddr>),
+    opened: u16,
+) -> (Option<ClientJump>, u16) {
+    let (Ok(peer), Ok(local)) = ends else {
+        let n = match opened {
+            0 => wish
+                .user_count()
+                .unwrap_or_else(|| longhaul_policy::streams_for_path(rtt)),
+            n => n,
         };
-        let path = PathNow {
-            peer: peer.ip(),
-            local: local.ip(),
-            rtt,
-        };
-        // The record read before the connect, if that was this path.
-        let record = match self.looked_up {
-            Some((key, record)) if key == (path.peer, path.local) => record,
-            _ => path.record(),
-        };
-        let (jump, n) = decide_client(&self.wish, opened, path, record);
-        (Some(jump), n)
-    }
+        return (None, n);
+    };
+    let path = PathNow {
+        peer: peer.ip(),
+        local: local.ip(),
+        rtt,
+    };
+    let record = match looked_up {
+        Some((key, record)) if key == (path.peer, path.local) => record,
+        _ => path.record(),
+    };
+    let (jump, n) = decide_client(wish, opened, path, record);
+    (Some(jump), n)
 }

@@ -16,6 +16,7 @@
 
 pub mod admission;
 pub mod congestion;
+pub mod data_start;
 mod error;
 pub mod jump_start;
 pub mod log_limit;

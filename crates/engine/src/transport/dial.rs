@@ -69,20 +69,7 @@ pub trait DataStart {
     fn at_connect(&mut self, rtt: Duration, tcp: &TcpStream, opened: u16) -> Count;
 }
 
-/// What becomes of the data connections opened before the connect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Count {
-    /// They stand (the guess held).
-    Keep,
-    /// They are dropped and this many opened instead, also when it is as many: a dropped
-    /// guess's connections may carry its route's initial windows.
-    New(u16),
-    /// The first this many stand, the rest are closed before their TLS starts: a path not
-    /// remembered opens as many as the longest path needs at t = 0 and keeps what its RTT
-    /// asks for ([`longhaul_policy::streams_for_path`]), one round trip sooner than
-    /// opening them at the connect.
-    Trim(u16),
-}
+pub use longhaul_policy::data_start::Count;
 
 /// The path's count ([`longhaul_policy::streams_for_path`]) at the connect, no guess.
 pub struct PathStreams;
