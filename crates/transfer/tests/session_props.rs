@@ -204,7 +204,11 @@ fn everything_skipped_still_fixes_dirs_and_finishes() {
         no_clobber: false,
         files: vec![(bytes(100, 1), Dest::Same)],
         corrupt: BTreeMap::new(),
-        seed: 5,
+        // An order where the driver answers FixDirs before the sender's TransferDone
+        // reaches the receiver (5 was one with the xorshift the pair drove before
+        // testkit's Rng). In about 4 orders in 10 it answers later, and the receiver is
+        // done without the answer: nothing is held when every file was skipped.
+        seed: 1,
     };
     let r = run(&case).unwrap();
     assert!(r.sent.is_empty() && r.committed.is_empty());

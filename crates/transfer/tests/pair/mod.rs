@@ -11,6 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry, SkipReason, TransferMessage};
+/// The delivery order, reproducible from the case's seed: the workspace's one test RNG.
+pub use longhaul_testkit::Rng;
 use longhaul_transfer::scheduler::Chunk;
 use longhaul_transfer::session::recv::Arrival;
 use longhaul_transfer::session::{
@@ -81,24 +83,6 @@ pub fn identity(e: &FileEntry) -> SourceIdentity {
         mtime_secs: e.mtime_secs,
         mtime_nanos: e.mtime_nanos,
         fingerprint: e.fingerprint,
-    }
-}
-
-/// A tiny xorshift: the delivery order, reproducible from the case's seed.
-pub struct Rng(u64);
-
-impl Rng {
-    /// Seeded (never 0).
-    pub fn new(seed: u64) -> Self {
-        Self(seed | 1)
-    }
-
-    /// A number below `n`.
-    pub fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
     }
 }
 
@@ -240,7 +224,7 @@ pub fn run_checked(
         ..recv_config(cs)
     });
     let mut rx = if ahead { rx.with_answered_ahead() } else { rx };
-    let mut rng = Rng(case.seed | 1);
+    let mut rng = Rng::new(case.seed);
     let mut report = Report::default();
     let mut corrupt = case.corrupt.clone();
     let mut wire: Vec<InFlight> = Vec::new();
