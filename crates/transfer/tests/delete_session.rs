@@ -5,23 +5,15 @@
 
 mod pair;
 
+use pair::listed;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use longhaul_proto::transfer::{EntryKind, FileEntry, TransferMessage};
-use longhaul_transfer::session::{LookResult, Meta, RecvConfig, RecvEvent, RecvInput, RecvSession};
+use longhaul_proto::transfer::{EntryKind, TransferMessage};
+use longhaul_transfer::session::{LookResult, RecvConfig, RecvEvent, RecvInput, RecvSession};
 use longhaul_transfer::{DestEntry, DestKind, Filter};
-
-fn entry(path: &str, kind: EntryKind) -> FileEntry {
-    FileEntry {
-        mtime_secs: 1,
-        mtime_nanos: 0,
-        mode: 0o644,
-        fingerprint: 0,
-        ..pair::entry(path, kind, if kind == EntryKind::File { 10 } else { 0 })
-    }
-}
 
 fn session(filter: &[(bool, &str)]) -> RecvSession {
     let f = Filter::new(filter.iter().map(|&(i, p)| (i, p.as_bytes()))).unwrap();
@@ -58,15 +50,7 @@ fn drive(s: &mut RecvSession, dest: &HashMap<PathBuf, Vec<DestEntry>>) -> Vec<St
             match ev {
                 RecvEvent::Look { id, .. } => {
                     // Every file already complete: nothing will be committed.
-                    let m = Meta {
-                        is_file: true,
-                        is_dir: false,
-                        len: 10,
-                        mtime_secs: 1,
-                        mtime_nanos: 0,
-                        mode: 0o644,
-                        special: None,
-                    };
+                    let m = pair::meta_of(&listed("", EntryKind::File));
                     s.handle(RecvInput::Looked {
                         file: id,
                         found: LookResult {
@@ -107,10 +91,10 @@ fn extras_go_before_the_list_is_answered_and_excluded_ones_stay() {
     s.handle(TransferMessage::FileEntries {
         first_id: 0,
         entries: vec![
-            entry("src", EntryKind::Dir),
-            entry("src/a", EntryKind::File),
-            entry("src/sub", EntryKind::Dir),
-            entry("src/sub/b", EntryKind::File),
+            listed("src", EntryKind::Dir),
+            listed("src/a", EntryKind::File),
+            listed("src/sub", EntryKind::Dir),
+            listed("src/sub/b", EntryKind::File),
         ],
     })
     .unwrap();
@@ -169,7 +153,7 @@ fn without_directories_nothing_is_listed() {
     let mut s = session(&[]);
     s.handle(TransferMessage::FileEntries {
         first_id: 0,
-        entries: vec![entry("f", EntryKind::File)],
+        entries: vec![listed("f", EntryKind::File)],
     })
     .unwrap();
     s.handle(TransferMessage::FileListEnd {

@@ -6,18 +6,10 @@
 
 mod pair;
 
+use pair::listed;
+
 use longhaul_proto::transfer::{EntryKind, FileEntry, TransferMessage};
 use longhaul_transfer::session::{ExpectedList, RecvConfig, RecvEvent, RecvSession, SessionError};
-
-fn entry(path: &str, kind: EntryKind) -> FileEntry {
-    FileEntry {
-        mtime_secs: 1,
-        mtime_nanos: 0,
-        mode: 0o644,
-        fingerprint: 0,
-        ..pair::entry(path, kind, if kind == EntryKind::File { 10 } else { 0 })
-    }
-}
 
 fn session(expect: Option<ExpectedList>) -> RecvSession {
     RecvSession::new(RecvConfig {
@@ -61,13 +53,13 @@ fn refused(r: Result<(), SessionError>, why: &str) {
 fn a_pull_of_one_file_takes_only_that_file() {
     let (r, _) = offer(
         &mut pull(Some("big.h5"), false),
-        vec![entry("big.h5", EntryKind::File)],
+        vec![listed("big.h5", EntryKind::File)],
     );
     assert_eq!(r, Ok(()));
     for evil in [".bashrc", ".ssh/authorized_keys", "big.h5x", "other"] {
         let (r, touched) = offer(
             &mut pull(Some("big.h5"), false),
-            vec![entry(evil, EntryKind::File)],
+            vec![listed(evil, EntryKind::File)],
         );
         refused(r, "not inside what was asked for");
         assert_eq!(touched, 0, "{evil}: nothing may be looked at or created");
@@ -76,8 +68,8 @@ fn a_pull_of_one_file_takes_only_that_file() {
     let (r, _) = offer(
         &mut pull(Some("big.h5"), false),
         vec![
-            entry("big.h5", EntryKind::File),
-            entry(".bashrc", EntryKind::File),
+            listed("big.h5", EntryKind::File),
+            listed(".bashrc", EntryKind::File),
         ],
     );
     refused(r, "not inside what was asked for");
@@ -87,13 +79,13 @@ fn a_pull_of_one_file_takes_only_that_file() {
 fn without_r_no_directory_and_nothing_inside_one() {
     let (r, touched) = offer(
         &mut pull(Some("data"), false),
-        vec![entry("data", EntryKind::Dir)],
+        vec![listed("data", EntryKind::Dir)],
     );
     refused(r, "-r was not given");
     assert_eq!(touched, 0);
     let (r, _) = offer(
         &mut pull(Some("data"), false),
-        vec![entry("data/x", EntryKind::File)],
+        vec![listed("data/x", EntryKind::File)],
     );
     refused(r, "-r was not given");
 }
@@ -101,16 +93,16 @@ fn without_r_no_directory_and_nothing_inside_one() {
 #[test]
 fn with_r_the_tree_below_the_asked_name_is_taken_and_nothing_beside_it() {
     let tree = vec![
-        entry("runs", EntryKind::Dir),
-        entry("runs/a", EntryKind::File),
-        entry("runs/sub", EntryKind::Dir),
-        entry("runs/sub/b", EntryKind::File),
+        listed("runs", EntryKind::Dir),
+        listed("runs/a", EntryKind::File),
+        listed("runs/sub", EntryKind::Dir),
+        listed("runs/sub/b", EntryKind::File),
     ];
     let (r, touched) = offer(&mut pull(Some("runs"), true), tree.clone());
     assert_eq!(r, Ok(()));
     assert!(touched > 0);
     let mut evil = tree;
-    evil.push(entry(".profile", EntryKind::File));
+    evil.push(listed(".profile", EntryKind::File));
     refused(
         offer(&mut pull(Some("runs"), true), evil).0,
         "not inside what was asked for",
@@ -120,13 +112,13 @@ fn with_r_the_tree_below_the_asked_name_is_taken_and_nothing_beside_it() {
 #[test]
 fn a_pull_of_the_root_keeps_one_top() {
     let ok = vec![
-        entry("served", EntryKind::Dir),
-        entry("served/a", EntryKind::File),
+        listed("served", EntryKind::Dir),
+        listed("served/a", EntryKind::File),
     ];
     assert_eq!(offer(&mut pull(None, true), ok).0, Ok(()));
     let evil = vec![
-        entry("served/a", EntryKind::File),
-        entry(".bashrc", EntryKind::File),
+        listed("served/a", EntryKind::File),
+        listed(".bashrc", EntryKind::File),
     ];
     refused(
         offer(&mut pull(None, true), evil).0,
@@ -142,15 +134,15 @@ fn work_file_names_are_refused_on_push_and_pull() {
         "a/.b.longhaul-part/c",
     ] {
         let kind = EntryKind::File;
-        let (r, touched) = offer(&mut session(None), vec![entry(name, kind)]);
+        let (r, touched) = offer(&mut session(None), vec![listed(name, kind)]);
         refused(r, "longhaul work file");
         assert_eq!(touched, 0, "{name}");
         let top = name.split('/').next().map(str::to_string);
-        let (r, _) = offer(&mut pull(top.as_deref(), true), vec![entry(name, kind)]);
+        let (r, _) = offer(&mut pull(top.as_deref(), true), vec![listed(name, kind)]);
         refused(r, "longhaul work file");
     }
     // An ordinary dotfile is fine on a push.
-    let (r, touched) = offer(&mut session(None), vec![entry(".bashrc", EntryKind::File)]);
+    let (r, touched) = offer(&mut session(None), vec![listed(".bashrc", EntryKind::File)]);
     assert_eq!(r, Ok(()));
     assert!(touched > 0);
 }
@@ -161,7 +153,7 @@ fn a_legitimate_pull_proceeds_to_look_at_the_destination() {
     let (r, _) = (
         s.handle(TransferMessage::FileEntries {
             first_id: 0,
-            entries: vec![entry("big.h5", EntryKind::File)],
+            entries: vec![listed("big.h5", EntryKind::File)],
         }),
         (),
     );

@@ -24,15 +24,6 @@ struct Modes {
     committed: Vec<(String, u32)>,
 }
 
-fn entry(path: &str, kind: EntryKind, size: u64, mode: u32) -> FileEntry {
-    FileEntry {
-        mtime_nanos: 0,
-        mode,
-        fingerprint: 7,
-        ..pair::entry(path, kind, size)
-    }
-}
-
 /// Sends `top/` (mode `dir_mode`) holding `top/tool` (mode `file_mode`) through both
 /// sessions and collects every mode the receiver asked its driver to set.
 fn transfer(dir_mode: u32, file_mode: u32, keep_setuid: bool) -> Modes {
@@ -50,8 +41,14 @@ fn transfer_into(
 ) -> Modes {
     let data = vec![0x5a_u8; 3000];
     let entries = vec![
-        entry("top", EntryKind::Dir, 0, dir_mode),
-        entry("top/tool", EntryKind::File, data.len() as u64, file_mode),
+        FileEntry {
+            mode: dir_mode,
+            ..pair::entry("top", EntryKind::Dir, 0)
+        },
+        FileEntry {
+            mode: file_mode,
+            ..pair::entry("top/tool", EntryKind::File, data.len() as u64)
+        },
     ];
     let cfg = SendConfig {
         chunk_size: 4096,

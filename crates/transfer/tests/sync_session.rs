@@ -17,9 +17,7 @@ mod pair;
 
 use std::time::Instant;
 
-use longhaul_proto::transfer::{
-    ChunkHeader, EntryKind, FileEntry, TransferMessage, CHUNK_FLAG_SAME,
-};
+use longhaul_proto::transfer::{ChunkHeader, EntryKind, TransferMessage, CHUNK_FLAG_SAME};
 use longhaul_transfer::chunk_hash;
 use longhaul_transfer::session::recv::{Arrival, OldCopy, SyncRules};
 use longhaul_transfer::session::{
@@ -30,15 +28,6 @@ use longhaul_transfer::FileIdentity;
 use proptest::prelude::*;
 
 const CS: u64 = 4096;
-
-fn entry(size: u64) -> FileEntry {
-    FileEntry {
-        mtime_secs: 2_000_000_000,
-        mtime_nanos: 0,
-        fingerprint: 7,
-        ..pair::entry("f", EntryKind::File, size)
-    }
-}
 
 fn rx_session(rules: Option<SyncRules>) -> RecvSession {
     let rx = RecvSession::new(pair::recv_config(CS));
@@ -70,7 +59,7 @@ struct Outcome {
 /// Runs a sync of `new` over `old` (present at the destination with another mtime).
 fn run(old: &[u8], new: &[u8]) -> Result<Outcome, SessionError> {
     let mut tx = SendSession::new(
-        vec![entry(new.len() as u64)],
+        vec![pair::entry("f", EntryKind::File, new.len() as u64)],
         SendConfig {
             chunk_size: CS,
             checksum_only: false,
@@ -249,7 +238,7 @@ fn listed_receiver(old: &[u8], new_len: u64, rules: Option<SyncRules>) -> RecvSe
     let mut rx = rx_session(rules);
     rx.handle(TransferMessage::FileEntries {
         first_id: 0,
-        entries: vec![entry(new_len)],
+        entries: vec![pair::entry("f", EntryKind::File, new_len)],
     })
     .unwrap();
     rx.handle(TransferMessage::FileListEnd {
@@ -338,7 +327,7 @@ fn a_same_chunk_the_receiver_did_not_name_stops_the_transfer() {
 fn old_chunk_hashes_out_of_order_or_past_the_end_stop_the_sender() {
     let sender = || {
         let mut tx = SendSession::new(
-            vec![entry(3 * CS)],
+            vec![pair::entry("f", EntryKind::File, 3 * CS)],
             SendConfig {
                 chunk_size: CS,
                 checksum_only: false,

@@ -77,6 +77,26 @@ pub fn entry(path: &str, kind: EntryKind, size: u64) -> FileEntry {
     }
 }
 
+/// An entry as the listing tests offer it: a file of 10 bytes, or a directory (or a link)
+/// of none, with [`entry`]'s times, modes and fingerprint.
+pub fn listed(path: &str, kind: EntryKind) -> FileEntry {
+    entry(path, kind, if kind == EntryKind::File { 10 } else { 0 })
+}
+
+/// What a look at the destination finds where it holds a file as `e` describes it (the
+/// same size, mtime and mode).
+pub fn meta_of(e: &FileEntry) -> Meta {
+    Meta {
+        is_file: true,
+        is_dir: false,
+        len: e.size,
+        mtime_secs: e.mtime_secs,
+        mtime_nanos: i64::from(e.mtime_nanos),
+        mode: e.mode,
+        special: None,
+    }
+}
+
 pub fn identity(e: &FileEntry) -> SourceIdentity {
     SourceIdentity {
         size: e.size,
@@ -255,13 +275,8 @@ pub fn run_checked(
                 RecvEvent::Look { id, .. } => {
                     let e = &entries[id as usize];
                     let meta = |mtime_secs| Meta {
-                        is_file: true,
-                        is_dir: false,
-                        len: e.size,
                         mtime_secs,
-                        mtime_nanos: i64::from(e.mtime_nanos),
-                        mode: e.mode,
-                        special: None,
+                        ..meta_of(e)
                     };
                     let found = match &dest[id as usize] {
                         Dest::Empty => LookResult::default(),
