@@ -547,11 +547,6 @@ impl ClientStart {
         let schedule = DataSchedule::new(DataWish {
             user_streams: wish.user_count(),
             receiving,
-            jump_enabled: wish.enabled,
-            // Asked only where it matters (a receiving run that may jump).
-            can_force_buffers: receiving
-                && wish.enabled
-                && longhaul_sys::socket::can_force_buffers(),
         });
         Self {
             wish,
@@ -584,8 +579,24 @@ impl DataStart for ClientStart {
         let record = lookup(peer.ip(), local);
         self.looked_up = Some(((peer.ip(), local), record));
         let fresh = record.filter(|r| r.memory(now_unix()).age <= jump_start::MAX_AGE);
-        let known = PathBefore::LookedUp {
-            remembered_rtt: fresh.map(|r| Duration::from_micros(r.min_rtt_us)),
+        let known = match fresh {
+            None => PathBefore::NotRemembered,
+            Some(r) => {
+                let rtt = Duration::from_micros(r.min_rtt_us);
+                let path = PathNow {
+                    peer: peer.ip(),
+                    local,
+                    rtt,
+                };
+                // Whether a run from the record would jump (no route is touched): a
+                // receiving run then holds its data connections for the server's route.
+                let streams = self
+                    .wish
+                    .user_count()
+                    .unwrap_or(longhaul_policy::JUMP_STREAMS);
+                let would_jump = ClientJump::decide(&self.wish, path, streams, Some(&r)).is_ok();
+                PathBefore::Remembered { rtt, would_jump }
+            }
         };
         let (wish, mut guess) = (self.wish, None);
         let n = self.schedule.before_connect(known, |rtt| {

@@ -8,7 +8,8 @@
 //!   record's count (and jump, its route set first when this end sends); a path not
 //!   remembered sends the user's `-P`, or as many as the longest path needs
 //!   ([`MAX_PATH_STREAMS`]), to keep the RTT's count of them at the connect; a run whose
-//!   server sends and may jump sends none, to send them behind the request.
+//!   server sends and would jump from the record sends none, to send them behind the
+//!   request (a run that would not jump, e.g. at a `--rate`, guesses like a sender).
 //! - **at the connect**, the RTT measured ([`DataSchedule::at_connect`]): whether those
 //!   connections stand ([`Count::Keep`]), some of them stand ([`Count::Trim`]), or they
 //!   are replaced ([`Count::New`]; `New(0)` behind a jump's request: the server's route
@@ -30,11 +31,6 @@ pub struct DataWish {
     /// This end receives on the data connections (a pull, `bench --reverse`): the server
     /// sends, and a jump is its own route's.
     pub receiving: bool,
-    /// Jump-start allowed (`--no-jump-start` not given).
-    pub jump_enabled: bool,
-    /// This end may force its sockets' buffers (root): a receiving end's window scale is
-    /// then fixed before connect, which a server's jump needs.
-    pub can_force_buffers: bool,
 }
 
 /// What is known of the path before the connect.
@@ -42,11 +38,16 @@ pub struct DataWish {
 pub enum PathBefore {
     /// No route toward the server: nothing is looked up.
     Unroutable,
-    /// Looked up: the RTT of the path's record when it is fresh (younger than
+    /// Looked up, and not remembered (no record, or one older than
     /// [`crate::jump_start::MAX_AGE`]).
-    LookedUp {
-        /// The remembered RTT.
-        remembered_rtt: Option<Duration>,
+    NotRemembered,
+    /// Remembered: a fresh record.
+    Remembered {
+        /// Its RTT.
+        rtt: Duration,
+        /// A run from it would jump ([`crate::decide_jump`] says so: jump-start allowed,
+        /// the probe runs, this end may set routes and force its buffers).
+        would_jump: bool,
     },
 }
 
@@ -130,19 +131,20 @@ impl DataSchedule {
         path: PathBefore,
         decide: impl FnOnce(Duration) -> Decided,
     ) -> u16 {
-        let remembered = match path {
+        let (rtt, would_jump) = match path {
             PathBefore::Unroutable => return self.wish.user_streams.unwrap_or(0),
-            PathBefore::LookedUp { remembered_rtt } => remembered_rtt,
+            PathBefore::NotRemembered => {
+                return self.wish.user_streams.unwrap_or_else(|| {
+                    // Closing the extra ones at the connect costs the server an accept
+                    // each; waiting for the RTT to open them costs every stream a round
+                    // trip.
+                    self.wide_guess = true;
+                    MAX_PATH_STREAMS
+                });
+            }
+            PathBefore::Remembered { rtt, would_jump } => (rtt, would_jump),
         };
-        let Some(rtt) = remembered else {
-            return self.wish.user_streams.unwrap_or_else(|| {
-                // Closing the extra ones at the connect costs the server an accept each;
-                // waiting for the RTT to open them costs every stream a round trip.
-                self.wide_guess = true;
-                MAX_PATH_STREAMS
-            });
-        };
-        if self.wish.receiving && self.wish.jump_enabled && self.wish.can_force_buffers {
+        if self.wish.receiving && would_jump {
             self.hold = true;
             return 0;
         }
@@ -213,14 +215,13 @@ mod tests {
         DataWish {
             user_streams: None,
             receiving,
-            jump_enabled: true,
-            can_force_buffers: true,
         }
     }
 
     fn remembered(rtt: Duration) -> PathBefore {
-        PathBefore::LookedUp {
-            remembered_rtt: Some(rtt),
+        PathBefore::Remembered {
+            rtt,
+            would_jump: true,
         }
     }
 
@@ -272,9 +273,7 @@ mod tests {
     #[test]
     fn a_path_not_remembered_sends_the_longest_path_s_count_and_keeps_the_rtt_s() {
         let mut s = DataSchedule::new(wish(false));
-        let looked = PathBefore::LookedUp {
-            remembered_rtt: None,
-        };
+        let looked = PathBefore::NotRemembered;
         assert_eq!(
             s.before_connect(looked, |_| unreachable!()),
             MAX_PATH_STREAMS
@@ -293,9 +292,7 @@ mod tests {
             user_streams: Some(4),
             ..wish(false)
         });
-        let looked = PathBefore::LookedUp {
-            remembered_rtt: None,
-        };
+        let looked = PathBefore::NotRemembered;
         assert_eq!(s.before_connect(looked, |_| unreachable!()), 4);
         let (count, _) = s.at_connect(connect(150 * MS, 4), |opened| decided(opened, false));
         assert_eq!(count, Count::Keep);
@@ -321,15 +318,14 @@ mod tests {
     }
 
     #[test]
-    fn a_receiving_run_that_cannot_fix_its_window_scale_guesses_like_a_sender() {
-        let mut s = DataSchedule::new(DataWish {
-            can_force_buffers: false,
-            ..wish(true)
-        });
-        assert_eq!(
-            s.before_connect(remembered(150 * MS), |_| decided(16, false)),
-            16
-        );
+    fn a_receiving_run_that_would_not_jump_guesses_like_a_sender() {
+        // At a `--rate`, without root, with `--no-jump-start`: no hold, no round trip lost.
+        let mut s = DataSchedule::new(wish(true));
+        let path = PathBefore::Remembered {
+            rtt: 150 * MS,
+            would_jump: false,
+        };
+        assert_eq!(s.before_connect(path, |_| decided(16, false)), 16);
         assert_eq!(
             s.at_connect(connect(150 * MS, 16), |_| unreachable!()).0,
             Count::Keep
