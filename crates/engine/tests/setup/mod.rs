@@ -1,0 +1,236 @@
+//! A simulation of a run's set-up, from the control connection's SYN to the first data
+//! byte, for cp and bench alike: both ends' machines ([`client`], [`server`]) on a
+//! simulated link whose kernels and TLS are modelled ([`net`], which states the model).
+//! The machines are the real ones: when the data connections leave (the policy's
+//! `DataSchedule`), the hellos, proofs and data hellos (proto's sessions and
+//! `DataAttachments`), the copy's opening and answer (transfer's `CopyOpening` and
+//! `CopyAnswering` with the request rules) and the transfer sessions that decide when a
+//! chunk may leave. What is modelled: the wire, TCP's and TLS's flights, and the
+//! drivers' glue (every frame a machine queued goes at once).
+
+pub mod client;
+pub mod net;
+pub mod server;
+
+use std::time::Instant;
+
+use longhaul_policy::data_start::Leave;
+use longhaul_proto::transfer::{EntryKind, FileEntry};
+use longhaul_proto::Token;
+use longhaul_transfer::session::{
+    LookResult, Placed, RecvConfig, RecvEvent, RecvInput, RecvSession,
+};
+
+use client::Client;
+use net::{rtts, Conn, Side, Wire, RTT};
+use server::Server;
+
+/// The server certificate's SHA-256.
+pub const CERT: [u8; 32] = [5; 32];
+/// The pulled or pushed source: one file of this size.
+pub const SOURCE_BYTES: u64 = 64 << 20;
+
+/// What the run does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `cp` to the server.
+    Push,
+    /// `cp` from the server, the list answered after it arrives.
+    Pull,
+    /// `cp` from the server into a fresh destination: the list answered ahead.
+    PullAhead,
+    /// `bench`.
+    Bench,
+    /// `bench --reverse`.
+    BenchReverse,
+}
+
+impl Mode {
+    /// The client receives on the data connections.
+    pub fn receiving(self) -> bool {
+        matches!(self, Self::Pull | Self::PullAhead | Self::BenchReverse)
+    }
+}
+
+/// What the client's path cache knows of the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    /// Nothing (a first run).
+    NotRemembered,
+    /// A record whose run does not jump (the user fixed the rate, or this end may not set
+    /// routes).
+    Remembered,
+    /// A record the run jumps from.
+    RememberedJump,
+}
+
+/// One simulated set-up.
+#[derive(Debug, Clone)]
+pub struct Case {
+    /// What runs.
+    pub mode: Mode,
+    /// The path cache.
+    pub path: Path,
+    /// The first contact with a server of the known-servers file: the data connections'
+    /// TLS waits for the control connection's to pin the certificate.
+    pub first_contact: bool,
+    /// `-P`.
+    pub user_streams: Option<u16>,
+    /// Packets the link loses: `(to, connection, name)`, each once.
+    pub lose: Vec<(Side, Option<Conn>, &'static str)>,
+}
+
+impl Case {
+    /// `mode` on `path`, a known server, nothing lost.
+    pub fn new(mode: Mode, path: Path) -> Self {
+        Self {
+            mode,
+            path,
+            first_contact: false,
+            user_streams: None,
+            lose: Vec::new(),
+        }
+    }
+}
+
+/// What a simulated set-up did, in round trips from the control connection's SYN.
+#[derive(Debug)]
+pub struct Timeline {
+    /// The first data byte: sent by a pushing or benching client, received by a pulling
+    /// one or `bench -R`'s.
+    pub first_byte: Option<f64>,
+    /// When the run's data connections were dialed (each generation).
+    pub data_dialed: Vec<f64>,
+    /// When they left, as the schedule says.
+    pub leave: Option<Leave>,
+    /// When the server set a jump's route.
+    pub server_route: Option<f64>,
+    /// When the client set a jump's route.
+    pub client_route: Option<f64>,
+    /// When each data connection's handshake completed at the server.
+    pub accepted: Vec<f64>,
+    /// The first machine error at either end.
+    pub error: Option<String>,
+    /// What was lost.
+    pub lost: Vec<String>,
+    /// Every delivery.
+    pub trace: Vec<String>,
+}
+
+/// Runs `case` until the first data byte, an error, or nothing left on the wire (then
+/// a driver's timeout would end the run; the simulation stops).
+pub fn run(case: Case) -> Timeline {
+    let mut wire = Wire::new(case.lose.clone());
+    let mut client = Client::new(case);
+    let mut server = Server::new();
+    client.start(&mut wire);
+    while client.first_byte.is_none() && client.error.is_none() && server.error.is_none() {
+        let Some((to, conn, packet)) = wire.next() else {
+            break;
+        };
+        assert!(
+            wire.now() < 60 * RTT,
+            "a set-up of a minute: {:#?}",
+            wire.trace
+        );
+        match to {
+            Side::Client => client.on(conn, packet, &mut wire),
+            Side::Server => server.on(conn, packet, &mut wire),
+        }
+    }
+    Timeline {
+        first_byte: client.first_byte.map(rtts),
+        data_dialed: client.data_dialed.iter().copied().map(rtts).collect(),
+        leave: client.leave(),
+        server_route: server.route_set_at.map(rtts),
+        client_route: client.route_set_at.map(rtts),
+        accepted: server.accepted.iter().map(|(_, t)| rtts(*t)).collect(),
+        error: client.error.or(server.error),
+        lost: wire
+            .lost
+            .iter()
+            .map(|(t, to, c, n)| format!("{n} to {to:?} on {c:?} at {:.2} RTT", rtts(*t)))
+            .collect(),
+        trace: wire.trace,
+    }
+}
+
+/// The token both ends hold.
+pub fn token() -> Token {
+    Token::new(b"9a6bc8cdba84f761976ff4030011e843").unwrap()
+}
+
+/// A connection's TLS exporter (each connection its own).
+pub fn exporter(conn: Conn) -> [u8; 32] {
+    let mut e = [0; 32];
+    match conn {
+        Conn::Control => e[0] = 1,
+        Conn::Data(g, s) => {
+            e[0] = 2;
+            e[1..3].copy_from_slice(&g.to_le_bytes());
+            e[3..5].copy_from_slice(&s.to_le_bytes());
+        }
+    }
+    e
+}
+
+/// The instant the simulation's time counts from (the machines take `Instant`s).
+#[allow(clippy::disallowed_methods)] // Some instant to offset from; nothing reads the clock after.
+pub fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// The source: one file.
+pub fn source() -> Vec<FileEntry> {
+    vec![FileEntry {
+        path: b"data".to_vec(),
+        kind: EntryKind::File,
+        size: SOURCE_BYTES,
+        mtime_secs: 1_700_000_000,
+        mtime_nanos: 0,
+        mode: 0o644,
+        fingerprint: 0,
+        link_target: Vec::new(),
+    }]
+}
+
+/// A receiver's configuration: the source lands in the destination directory.
+pub fn recv_config(chunk_size: u64) -> RecvConfig {
+    RecvConfig {
+        chunk_size,
+        target: None,
+        target_is_dir: true,
+        no_clobber: false,
+        checksum_only: false,
+        sync: false,
+        expect: None,
+        keep_setuid: false,
+        umask: 0o022,
+    }
+}
+
+/// Answers what a receiver asks of an empty destination at once: nothing there, every
+/// open intact, directories made, commits placed.
+pub fn empty_destination(recv: &mut RecvSession) {
+    while let Some(ev) = recv.poll_event() {
+        let answer = match ev {
+            RecvEvent::Look { id, .. } => RecvInput::Looked {
+                file: id,
+                found: LookResult::default(),
+            },
+            RecvEvent::Open { id, .. } => RecvInput::Opened {
+                file: id,
+                intact: true,
+            },
+            RecvEvent::CreateDir { rel, .. } => RecvInput::DirsCreated(vec![rel]),
+            RecvEvent::Commit(job) => RecvInput::Placed {
+                file: job.id,
+                result: Ok(Placed::Here),
+            },
+            RecvEvent::FixDirs(_) => RecvInput::DirsFixed,
+            _ => continue,
+        };
+        recv.handle(answer).expect("an empty destination's answer");
+    }
+}
