@@ -113,30 +113,89 @@ fn the_user_s_stream_count_goes_with_the_syn() {
     assert_eq!((t.first_byte, t.data_dialed), (Some(3.0), vec![0.0]));
 }
 
-/// A lost packet of each step, and what the run does: the machines' error, or nothing
-/// more on the wire (the driver's timeout ends the run: the dial's and the opening's
-/// read timeout, or the server's wait for a data hello).
-#[test]
-fn a_lost_message_at_each_step_ends_in_an_error_or_a_driver_s_timeout_never_a_first_byte() {
-    let lost = |to, conn, name| Case {
+/// What a lost packet leads to: a machine's error (its text, as the run reports it),
+/// or `None`: nothing more on the wire, the run waits on a driver's timeout (named in
+/// each case).
+type Expected = Option<&'static str>;
+
+/// Loses `name` on the way to `to` in a run of `mode`, and checks what follows.
+fn lose(mode: Mode, to: Side, conn: Option<Conn>, name: &'static str, expected: Expected) {
+    let case = Case {
         lose: vec![(to, conn, name)],
-        ..Case::new(Mode::Pull, Path::Remembered)
+        ..Case::new(mode, Path::Remembered)
     };
-    for case in [
-        lost(Side::Client, Some(Conn::Control), "ServerHello"),
-        lost(Side::Server, Some(Conn::Control), "ClientProof"),
-        lost(Side::Server, Some(Conn::Control), "TransferParams"),
-        lost(Side::Client, Some(Conn::Control), "Welcome"),
-        lost(Side::Client, Some(Conn::Control), "TransferReady"),
-        lost(Side::Server, None, "DataHello"),
-    ] {
-        let t = run(case.clone());
-        assert_eq!(t.lost.len(), 1, "{case:?}: nothing lost? {:#?}", t.trace);
-        assert!(
-            t.first_byte.is_none(),
-            "{case:?}: a first byte at {:?}",
-            t.first_byte
-        );
-        eprintln!("{:?} lost: {:?}", case.lose, t.error);
-    }
+    let t = run(case.clone());
+    assert_eq!(t.lost.len(), 1, "{case:?}: nothing lost? {:#?}", t.trace);
+    assert_eq!(t.first_byte, None, "{case:?}: {:#?}", t.trace);
+    assert_eq!(t.error.as_deref(), expected, "{case:?}: {:#?}", t.trace);
+}
+
+#[test]
+fn a_lost_message_at_each_step_of_a_copy_ends_in_its_error_or_a_driver_s_timeout() {
+    use Side::{Client, Server};
+    let control = Some(Conn::Control);
+    // The server's proof: the client's dial waits for it (`HANDSHAKE_TIMEOUT`, 15 s).
+    lose(Mode::Pull, Client, control, "ServerHello", None);
+    // Our proof: the server's session refuses what follows it (and tells the client).
+    lose(
+        Mode::Pull,
+        Server,
+        control,
+        "ClientProof",
+        Some("unexpected TransferParams message while waiting for the client's proof"),
+    );
+    // The request: its rules come first.
+    lose(
+        Mode::Pull,
+        Server,
+        control,
+        "TransferParams",
+        Some("unexpected Transfer(FilterRules { rules: [] })"),
+    );
+    // The welcome, then the answer: the opening's errors.
+    lose(
+        Mode::Pull,
+        Client,
+        control,
+        "Welcome",
+        Some("the server sent TransferReady before its welcome"),
+    );
+    lose(
+        Mode::Pull,
+        Client,
+        control,
+        "TransferReady",
+        Some("expected TransferReady, got FileEntries"),
+    );
+    // A push's: the receiver's answer to the list follows it.
+    lose(
+        Mode::Push,
+        Client,
+        control,
+        "TransferReady",
+        Some("expected TransferReady, got FileListEnd"),
+    );
+    // A data hello: the server's session waits for its stream (the attach wait, 15 s),
+    // and sends nothing before every stream is there.
+    lose(Mode::Pull, Server, None, "DataHello", None);
+    lose(Mode::PullAhead, Server, None, "DataHello", None);
+    // A pull's answer to the list: the sender waits for it (the session's idle timeout).
+    lose(Mode::Pull, Server, control, "FileListEnd", None);
+}
+
+#[test]
+fn a_lost_message_at_each_step_of_a_bench_ends_in_its_error_or_a_driver_s_timeout() {
+    use Side::{Client, Server};
+    let control = Some(Conn::Control);
+    lose(Mode::Bench, Server, control, "BenchParams", None);
+    lose(
+        Mode::Bench,
+        Client,
+        control,
+        "BenchReady",
+        Some("unexpected Start message while waiting for the server to accept the parameters"),
+    );
+    // Start: the client waits for it (bench's read timeout).
+    lose(Mode::Bench, Client, control, "Start", None);
+    lose(Mode::BenchReverse, Server, None, "DataHello", None);
 }
