@@ -3,19 +3,16 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
 use std::time::Duration;
 
 use longhaul_engine::bench::report::{IntervalView, StartReport};
 use longhaul_engine::bench::{run_bench, BenchConfig, BenchObserver};
-use longhaul_engine::daemon::{ServeConfig, Server};
 use longhaul_engine::transport::dial::{dial, flush, recv, DataPlan};
-use longhaul_engine::transport::tls::Security;
 use longhaul_proto::{encode_frame, BenchParams, Direction, Message, SendMode, Token};
 
 mod support;
 
-use support::{server_tls, token, TestServer};
+use support::{pinned, token, TestServer};
 
 /// A server without files listening on `listen`.
 fn bench_server(listen: &str) -> TestServer {
@@ -52,7 +49,7 @@ fn config(target: String) -> BenchConfig {
         send_mode: SendMode::Sendfile,
         read_rate_bps: None,
         token: token(),
-        security: Security::pinned(server_tls().fingerprint()),
+        security: pinned(),
         jump_start: false,
     }
 }
@@ -360,22 +357,11 @@ fn data_streams_go_without_tls_only_when_the_client_asked() {
 #[test]
 fn a_second_server_on_the_same_port_says_the_port_is_in_use() {
     let server = bench_server("127.0.0.1:0");
-    let err = Server::bind(
-        ServeConfig {
-            listen: server.addr,
-            keyring: token().into(),
-            once: false,
-            rx_rate_bps: None,
-            files: Default::default(),
-            tls: server_tls(),
-            keep_setuid: false,
-            caps: Default::default(),
-            relay_from: Default::default(),
-        },
-        Arc::new(|_: &str| {}),
-    )
-    .err()
-    .expect("second bind succeeded");
+    let err = TestServer::setup()
+        .listen(&server.target())
+        .try_start()
+        .err()
+        .expect("second bind succeeded");
     assert!(err.to_string().contains("in use"), "{err}");
 }
 

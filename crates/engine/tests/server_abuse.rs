@@ -22,12 +22,12 @@ const NO_DATA: DataPlan = DataPlan {
     streams: 0,
     receiving: false,
 };
-use longhaul_engine::transport::tls::{ClientTls, Security, ServerTrust};
+use longhaul_engine::transport::tls::{ClientTls, ServerTrust};
 use longhaul_proto::SendMode;
 
 mod support;
 
-use support::{cp_config, server_tls, token, TestServer};
+use support::{cp_config, pinned, server_tls, token, TestServer};
 
 /// The file every cp client pulls, and its bytes.
 const FILE: &str = "payload.bin";
@@ -68,7 +68,7 @@ fn bench(addr: SocketAddr, reverse: bool) -> BenchConfig {
         send_mode: SendMode::Write,
         read_rate_bps: None,
         token: token(),
-        security: Security::pinned(server_tls().fingerprint()),
+        security: pinned(),
         jump_start: false,
     }
 }
@@ -213,7 +213,7 @@ fn a_full_line_is_told_busy_and_an_unproved_connection_holds_no_slot() {
         ..ServeLimits::default()
     });
     let addr = server.addr;
-    let security = Security::pinned(server_tls().fingerprint());
+    let security = pinned();
     // Said hello but never proved the token: holds no slot.
     let unproved = dial(&addr.to_string(), &token(), &security, NO_DATA).unwrap();
     run_bench(&bench(addr, false), &mut Quiet).expect("a run beside an unproved client");

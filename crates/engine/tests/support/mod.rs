@@ -113,6 +113,11 @@ impl Setup {
 
     /// Binds and serves.
     pub fn start(self) -> TestServer {
+        self.try_start().unwrap()
+    }
+
+    /// Binds and serves, or says why it cannot bind (the port is taken, say).
+    pub fn try_start(self) -> std::io::Result<TestServer> {
         let root = self.fill.map(|fill| {
             let root = tempfile::tempdir().unwrap();
             fill(root.path());
@@ -137,8 +142,7 @@ impl Setup {
                 relay_from: Default::default(),
             },
             Arc::new(move |line: &str| l2.lock().unwrap().push(line.to_string())),
-        )
-        .unwrap()
+        )?
         .with_limits(self.limits);
         let addr = server.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
@@ -146,14 +150,14 @@ impl Setup {
         let handle = std::thread::spawn(move || {
             server.serve(Some(s2)).unwrap().unwrap();
         });
-        TestServer {
+        Ok(TestServer {
             addr,
             tls: server_tls(),
             root,
             log,
             stop,
             handle: Some(handle),
-        }
+        })
     }
 }
 
