@@ -25,8 +25,7 @@ pub mod transport;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +33,7 @@ use longhaul_engine::cp::walk::{walk_local, SourceFile};
 use longhaul_linkem::rng::{derive_seed, Rng};
 use longhaul_linkem::{Direction, DuplexStats, LinkConfig, LossModel, QueueLimit};
 use longhaul_sys::served_root::ServedRoot;
+use longhaul_testkit::tree::{assert_same_tree, names_under, TreeCheck};
 use longhaul_transfer::session::{RecvOutcome, SendOutcome};
 
 use net::Net;
@@ -458,72 +458,22 @@ pub fn transfer(sc: &Scenario, dirs: &Dirs) -> Vec<RunResult> {
     runs
 }
 
-/// Every source file is at the destination with the same bytes, and no work file is left.
+/// Every source file is at the destination (`data/` in it) with the same bytes, the
+/// destination holds nothing else, and no work file is left.
 pub fn assert_identical(dirs: &Dirs) {
-    let mut seen = 0;
-    for entry in walk(&dirs.src) {
-        let rel = entry.strip_prefix(&dirs.src).expect("below the source");
-        let there = dirs.dst.join("data").join(rel);
-        assert!(
-            same_bytes(&entry, &there),
-            "{} differs from its source",
-            there.display()
-        );
-        seen += 1;
-    }
-    let copied = walk(&dirs.dst);
-    for p in &copied {
-        let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
-        assert!(
-            !name.is_some_and(|n| n.contains(".longhaul-")),
-            "work file {} left behind",
-            p.display()
-        );
-    }
-    assert_eq!(copied.len(), seen, "the destination holds other files");
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).expect("a readable directory") {
-            let p = e.expect("an entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-fn same_bytes(a: &Path, b: &Path) -> bool {
-    let (Ok(mut fa), Ok(mut fb)) = (fs::File::open(a), fs::File::open(b)) else {
-        return false;
+    let work: Vec<String> = (names_under(&dirs.dst).into_iter())
+        .filter(|n| n.contains(".longhaul-"))
+        .collect();
+    assert!(work.is_empty(), "work files left behind: {work:?}");
+    let top: Vec<_> = fs::read_dir(&dirs.dst)
+        .expect("a readable destination")
+        .map(|e| e.expect("an entry").file_name())
+        .collect();
+    assert_eq!(top, ["data"], "the destination holds other files");
+    let bytes_only = TreeCheck {
+        modes: false,
+        file_mtimes: false,
+        dir_mtimes: false,
     };
-    let (mut ba, mut bb) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
-    loop {
-        let na = read_full(&mut fa, &mut ba);
-        let nb = read_full(&mut fb, &mut bb);
-        if na != nb || ba[..na] != bb[..nb] {
-            return false;
-        }
-        if na == 0 {
-            return true;
-        }
-    }
-}
-
-fn read_full(f: &mut fs::File, buf: &mut [u8]) -> usize {
-    let mut got = 0;
-    while got < buf.len() {
-        match f.read(&mut buf[got..]).expect("a readable file") {
-            0 => break,
-            n => got += n,
-        }
-    }
-    got
+    assert_same_tree(&dirs.src, &dirs.dst.join("data"), bytes_only);
 }
