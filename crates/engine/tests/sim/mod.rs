@@ -33,7 +33,7 @@ use longhaul_engine::cp::walk::{walk_local, SourceFile};
 use longhaul_linkem::rng::{derive_seed, Rng};
 use longhaul_linkem::{Direction, DuplexStats, LinkConfig, LossModel, QueueLimit};
 use longhaul_sys::served_root::ServedRoot;
-use longhaul_testkit::tree::{assert_same_tree, names_under, TreeCheck};
+use longhaul_testkit::tree::{assert_same_tree, names_under, EXACT};
 use longhaul_transfer::session::{RecvOutcome, SendOutcome};
 
 use net::Net;
@@ -458,7 +458,8 @@ pub fn transfer(sc: &Scenario, dirs: &Dirs) -> Vec<RunResult> {
     runs
 }
 
-/// Every source file is at the destination (`data/` in it) with the same bytes, the
+/// Every source file is at the destination (`data/` in it) with the same bytes, mode and
+/// mtime (directories too: the simulated receiver runs the real store), the
 /// destination holds nothing else, and no work file is left.
 pub fn assert_identical(dirs: &Dirs) {
     let work: Vec<String> = (names_under(&dirs.dst).into_iter())
@@ -470,10 +471,5 @@ pub fn assert_identical(dirs: &Dirs) {
         .map(|e| e.expect("an entry").file_name())
         .collect();
     assert_eq!(top, ["data"], "the destination holds other files");
-    let bytes_only = TreeCheck {
-        modes: false,
-        file_mtimes: false,
-        dir_mtimes: false,
-    };
-    assert_same_tree(&dirs.src, &dirs.dst.join("data"), bytes_only);
+    assert_same_tree(&dirs.src, &dirs.dst.join("data"), EXACT);
 }
