@@ -16,23 +16,16 @@ use support::*;
 
 /// Every path below `dir` (directories with a trailing `/`), sorted.
 fn tree(dir: &Path) -> BTreeSet<String> {
-    fn walk(base: &Path, dir: &Path, out: &mut BTreeSet<String>) {
-        for e in fs::read_dir(dir).unwrap() {
-            let e = e.unwrap();
-            let p = e.path();
-            let rel = p.strip_prefix(base).unwrap().display().to_string();
-            let ft = e.file_type().unwrap();
-            if ft.is_dir() {
-                out.insert(format!("{rel}/"));
-                walk(base, &p, out);
+    (list_tree(dir).into_iter())
+        .map(|(rel, md)| {
+            let rel = String::from_utf8_lossy(&rel).into_owned();
+            if md.is_dir() {
+                format!("{rel}/")
             } else {
-                out.insert(rel);
+                rel
             }
-        }
-    }
-    let mut out = BTreeSet::new();
-    walk(dir, dir, &mut out);
-    out
+        })
+        .collect()
 }
 
 fn set(items: &[&str]) -> BTreeSet<String> {
