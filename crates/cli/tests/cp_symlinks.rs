@@ -99,8 +99,8 @@ fn links_are_pushed_and_pulled_as_links_and_left_alone_on_a_rerun() {
     assert_eq!(fs::read_link(&one).unwrap(), outside.join("secret"));
     // No work file left anywhere.
     for dir in [&root, &pulled] {
-        let names = names_under(dir);
-        assert!(!names.iter().any(|n| n.contains(".longhaul-")), "{names:?}");
+        let left = work_files(dir);
+        assert!(left.is_empty(), "{left:?} in {}", dir.display());
     }
 }
 
@@ -227,7 +227,8 @@ fn a_link_onto_a_directory_fails_alone() {
     );
     assert!(root.join("t/l/inner").is_dir());
     assert_eq!(fs::read(root.join("t/a")).unwrap(), b"a");
-    assert!(!names_under(&root).iter().any(|n| n.contains(".longhaul-")));
+    let left = work_files(&root);
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// `longhaul sync` pushes and pulls links as links; a second run leaves them alone (the

@@ -20,23 +20,6 @@ fn striped(servers: &[&Server], path: &str) -> String {
     format!("longhaul://{}/{path}", hosts.join(","))
 }
 
-/// Work files (part files, manifests) anywhere below `dir`.
-fn work_files(dir: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if e.file_type().unwrap().is_dir() {
-                stack.push(e.path());
-            } else if name.contains(".longhaul-") {
-                found.push(e.path().display().to_string());
-            }
-        }
-    }
-    found
-}
-
 /// A paced striped copy of 48 MiB from `src` to `dst` (about 6 s for each pair's share),
 /// returned running about half way.
 fn half_way(home: &Path, src: String, dst: String) -> Running {
@@ -96,11 +79,8 @@ fn a_file_and_a_tree_striped_over_two_pairs() {
             "each pair its share: {end}"
         );
     }
-    assert!(
-        work_files(&s.join("b")).is_empty(),
-        "{:?}",
-        work_files(&s.join("b"))
-    );
+    let left = work_files(&s.join("b"));
+    assert!(left.is_empty(), "{left:?}");
 
     let run = cp!(&home; "--json", "-r", "--chunk", "1MiB",
         striped(&[&a1, &a2], "tree"), striped(&[&b1, &b2], ""));
@@ -116,11 +96,8 @@ fn a_file_and_a_tree_striped_over_two_pairs() {
     }
     let end = run.json_of("end");
     assert_eq!(end["files"], 32, "each file put in place once: {end}");
-    assert!(
-        work_files(&s.join("b")).is_empty(),
-        "{:?}",
-        work_files(&s.join("b"))
-    );
+    let left = work_files(&s.join("b"));
+    assert!(left.is_empty(), "{left:?}");
     // Each destination wrote some of the small files whole, and left the others to its peer.
     assert!(b1.log().contains("pulled from") && b2.log().contains("pulled from"));
 
@@ -174,11 +151,8 @@ fn a_destination_killed_mid_copy_leaves_its_share_to_the_other_pair() {
     );
     // What share 2 verified before the kill was not sent again.
     assert!(pairs[1]["resumed_bytes"].as_u64().unwrap() > 0, "{end}");
-    assert!(
-        work_files(&s.join("b")).is_empty(),
-        "{:?}",
-        work_files(&s.join("b"))
-    );
+    let left = work_files(&s.join("b"));
+    assert!(left.is_empty(), "{left:?}");
 }
 
 #[test]
@@ -214,11 +188,8 @@ fn a_copy_whose_destinations_died_is_finished_by_the_rerun() {
         .sum();
     // Each share resumed what it had verified of its own chunks.
     assert!(resumed >= 4 << 20, "{end}");
-    assert!(
-        work_files(&s.join("b")).is_empty(),
-        "{:?}",
-        work_files(&s.join("b"))
-    );
+    let left = work_files(&s.join("b"));
+    assert!(left.is_empty(), "{left:?}");
 }
 
 #[test]

@@ -239,6 +239,20 @@ pub fn names_under(root: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The work files left under `root` (part files, manifests, anything whose name holds
+/// `.longhaul-`), by relative path (lossy); empty when a copy cleaned up after itself.
+pub fn work_files(root: &Path) -> Vec<String> {
+    (list_tree(root).into_keys())
+        .filter(|rel| {
+            let name = Path::new(OsStr::from_bytes(rel))
+                .file_name()
+                .unwrap_or_default();
+            name.as_bytes().windows(10).any(|w| w == b".longhaul-")
+        })
+        .map(|rel| String::from_utf8_lossy(&rel).into_owned())
+        .collect()
+}
+
 /// True if some regular file under `root` contains `needle`.
 pub fn any_file_contains(root: &Path, needle: &[u8]) -> bool {
     list_tree(root).iter().any(|(rel, md)| {

@@ -33,7 +33,7 @@ use longhaul_engine::cp::walk::{walk_local, SourceFile};
 use longhaul_linkem::rng::{derive_seed, Rng};
 use longhaul_linkem::{Direction, DuplexStats, LinkConfig, LossModel, QueueLimit};
 use longhaul_sys::served_root::ServedRoot;
-use longhaul_testkit::tree::{assert_same_tree, names_under, EXACT};
+use longhaul_testkit::tree::{assert_same_tree, work_files, EXACT};
 use longhaul_transfer::session::{RecvOutcome, SendOutcome};
 
 use net::Net;
@@ -462,9 +462,7 @@ pub fn transfer(sc: &Scenario, dirs: &Dirs) -> Vec<RunResult> {
 /// mtime (directories too: the simulated receiver runs the real store), the
 /// destination holds nothing else, and no work file is left.
 pub fn assert_identical(dirs: &Dirs) {
-    let work: Vec<String> = (names_under(&dirs.dst).into_iter())
-        .filter(|n| n.contains(".longhaul-"))
-        .collect();
+    let work = work_files(&dirs.dst);
     assert!(work.is_empty(), "work files left behind: {work:?}");
     let top: Vec<_> = fs::read_dir(&dirs.dst)
         .expect("a readable destination")
