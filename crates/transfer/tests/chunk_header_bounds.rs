@@ -41,26 +41,11 @@ fn open_file() -> (RecvSession, ChunkHeader) {
     )
     .unwrap();
     let mut rx = RecvSession::new(pair::recv_config(CHUNK));
-    loop {
-        let mut busy = false;
-        while let Some(m) = tx.poll_transmit() {
-            rx.handle(m).unwrap();
-            busy = true;
+    pair::exchange(&mut tx, &mut rx, |rx, ev| {
+        if matches!(ev, RecvEvent::Look { .. } | RecvEvent::Open { .. }) {
+            rx.handle(pair::plain_answer(&ev).unwrap()).unwrap();
         }
-        while let Some(ev) = rx.poll_event() {
-            busy = true;
-            if matches!(ev, RecvEvent::Look { .. } | RecvEvent::Open { .. }) {
-                rx.handle(pair::plain_answer(&ev).unwrap()).unwrap();
-            }
-        }
-        while let Some(m) = rx.poll_transmit() {
-            tx.handle(m).unwrap();
-            busy = true;
-        }
-        if !busy {
-            break;
-        }
-    }
+    });
     let Work::Send(unit) = tx.next_work(0, Instant::now()) else {
         panic!("the sender has work once the file is open");
     };

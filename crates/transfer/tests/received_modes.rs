@@ -63,47 +63,32 @@ fn transfer_into(
     });
     let mut modes = Modes::default();
     let show = |p: &std::path::Path| p.display().to_string();
-    let pump = |tx: &mut SendSession, rx: &mut RecvSession, modes: &mut Modes| loop {
-        let mut busy = false;
-        while let Some(m) = tx.poll_transmit() {
-            rx.handle(m).unwrap();
-            busy = true;
-        }
-        while let Some(ev) = rx.poll_event() {
-            busy = true;
-            match ev {
-                RecvEvent::CreateDir { rel, mode } => {
-                    modes.created.push((show(&rel), mode));
-                    rx.handle(RecvInput::DirsCreated(if top_existed {
-                        vec![]
-                    } else {
-                        vec![rel]
-                    }))
-                    .unwrap();
+    let pump = |tx: &mut SendSession, rx: &mut RecvSession, modes: &mut Modes| {
+        pair::exchange(tx, rx, |rx, ev| match ev {
+            RecvEvent::CreateDir { rel, mode } => {
+                modes.created.push((show(&rel), mode));
+                rx.handle(RecvInput::DirsCreated(if top_existed {
+                    vec![]
+                } else {
+                    vec![rel]
+                }))
+                .unwrap();
+            }
+            ev => {
+                match &ev {
+                    RecvEvent::Commit(job) => {
+                        modes.committed.push((show(&job.final_rel), job.mode))
+                    }
+                    RecvEvent::FixDirs(dirs) => modes
+                        .fixed
+                        .extend(dirs.iter().filter_map(|d| Some((show(&d.rel), d.mode?)))),
+                    _ => {}
                 }
-                ev => {
-                    match &ev {
-                        RecvEvent::Commit(job) => {
-                            modes.committed.push((show(&job.final_rel), job.mode))
-                        }
-                        RecvEvent::FixDirs(dirs) => modes
-                            .fixed
-                            .extend(dirs.iter().filter_map(|d| Some((show(&d.rel), d.mode?)))),
-                        _ => {}
-                    }
-                    if let Some(input) = pair::plain_answer(&ev) {
-                        rx.handle(input).unwrap();
-                    }
+                if let Some(input) = pair::plain_answer(&ev) {
+                    rx.handle(input).unwrap();
                 }
             }
-        }
-        while let Some(m) = rx.poll_transmit() {
-            tx.handle(m).unwrap();
-            busy = true;
-        }
-        if !busy {
-            break;
-        }
+        })
     };
     pump(&mut tx, &mut rx, &mut modes);
     while let Work::Send(unit) = tx.next_work(0, Instant::now()) {

@@ -186,6 +186,34 @@ pub fn send_chunk(tx: &mut SendSession, c: &Chunk, d: &[u8]) -> ChunkHeader {
     }
 }
 
+/// Control both ways until neither end has more to say: the sender's messages go to the
+/// receiver, each receiver event to `answer`, the receiver's messages back to the sender.
+/// For the drivers that move the chunks themselves, in order, between exchanges.
+pub fn exchange(
+    tx: &mut SendSession,
+    rx: &mut RecvSession,
+    mut answer: impl FnMut(&mut RecvSession, RecvEvent),
+) {
+    loop {
+        let mut busy = false;
+        while let Some(m) = tx.poll_transmit() {
+            rx.handle(m).unwrap();
+            busy = true;
+        }
+        while let Some(ev) = rx.poll_event() {
+            busy = true;
+            answer(rx, ev);
+        }
+        while let Some(m) = rx.poll_transmit() {
+            tx.handle(m).unwrap();
+            busy = true;
+        }
+        if !busy {
+            return;
+        }
+    }
+}
+
 /// A chunk on a data stream: its header and the bytes as they arrive.
 struct InFlight {
     header: ChunkHeader,
