@@ -20,6 +20,7 @@ use longhaul_transfer::session::{RecvSession, SendConfig, SendSession, Work};
 use super::net::{Conn, Packet, Side, Wire, RTT};
 use super::{
     empty_destination, epoch, exporter, recv_config, source, token, Case, Mode, Path, CERT,
+    CONTROL_EXPORTER,
 };
 
 /// A data connection of the client's.
@@ -67,7 +68,7 @@ impl Client {
     pub fn new(case: Case) -> Self {
         let binding = ChannelBinding {
             cert: CERT,
-            exporter: exporter(Conn::Control),
+            exporter: CONTROL_EXPORTER,
         };
         let session = ClientSession::proving(
             Credential::Token(token()),
@@ -153,10 +154,12 @@ impl Client {
             }
             (Conn::Data(g, s), Packet::SynAck) if g == self.generation => {
                 to(wire, Packet::Ack);
-                let early_tls = !self.case.first_contact;
+                let (tls, early_tls) = (self.case.encrypted_data, !self.case.first_contact);
                 if let Some(d) = self.data.get_mut(&s) {
                     d.connected = true;
-                    if early_tls {
+                    // Without TLS its hello may follow the ACK.
+                    d.tls_up = !tls;
+                    if tls && early_tls {
                         d.tls_started = true;
                         to(wire, Packet::ClientHello);
                     }
@@ -175,7 +178,7 @@ impl Client {
                 // First contact: the certificate is pinned now; the data connections'
                 // TLS starts.
                 for (s, d) in self.data.iter_mut() {
-                    if d.connected && !d.tls_started {
+                    if d.connected && !d.tls_started && self.case.encrypted_data {
                         d.tls_started = true;
                         wire.send(
                             Side::Server,
@@ -377,7 +380,8 @@ impl Client {
                 if !d.tls_up || d.hello_sent {
                     continue;
                 }
-                if let Some(hello) = session.data_hello(*s, &exporter(conn)) {
+                let conn_exporter = exporter(conn, self.case.encrypted_data);
+                if let Some(hello) = session.data_hello(*s, &conn_exporter) {
                     d.hello_sent = true;
                     wire.send(Side::Server, conn, Packet::session(hello));
                 }

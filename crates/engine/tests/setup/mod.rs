@@ -27,6 +27,8 @@ use server::Server;
 
 /// The server certificate's SHA-256.
 pub const CERT: [u8; 32] = [5; 32];
+/// The control connection's TLS exporter.
+pub const CONTROL_EXPORTER: [u8; 32] = [1; 32];
 /// The pulled or pushed source: one file of this size.
 pub const SOURCE_BYTES: u64 = 64 << 20;
 
@@ -76,6 +78,9 @@ pub struct Case {
     pub first_contact: bool,
     /// `-P`.
     pub user_streams: Option<u16>,
+    /// TLS on the data connections (`--encryption`): cp's default; bench's data goes
+    /// without it (each data hello is still bound to the session's secret).
+    pub encrypted_data: bool,
     /// Packets the link loses: `(to, connection, name)`, each once.
     pub lose: Vec<(Side, Option<Conn>, &'static str)>,
 }
@@ -88,6 +93,7 @@ impl Case {
             path,
             first_contact: false,
             user_streams: None,
+            encrypted_data: !matches!(mode, Mode::Bench | Mode::BenchReverse),
             lose: Vec::new(),
         }
     }
@@ -121,8 +127,8 @@ pub struct Timeline {
 /// a driver's timeout would end the run; the simulation stops).
 pub fn run(case: Case) -> Timeline {
     let mut wire = Wire::new(case.lose.clone());
+    let mut server = Server::new(case.encrypted_data);
     let mut client = Client::new(case);
-    let mut server = Server::new();
     client.start(&mut wire);
     while client.first_byte.is_none() && client.error.is_none() && server.error.is_none() {
         let Some((to, conn, packet)) = wire.next() else {
@@ -160,11 +166,14 @@ pub fn token() -> Token {
     Token::new(b"9a6bc8cdba84f761976ff4030011e843").unwrap()
 }
 
-/// A connection's TLS exporter (each connection its own).
-pub fn exporter(conn: Conn) -> [u8; 32] {
-    let mut e = [0; 32];
+/// A connection's TLS exporter (each connection its own; empty without TLS).
+pub fn exporter(conn: Conn, tls: bool) -> Vec<u8> {
+    if !tls {
+        return Vec::new();
+    }
+    let mut e = vec![0; 32];
     match conn {
-        Conn::Control => e[0] = 1,
+        Conn::Control => return CONTROL_EXPORTER.to_vec(),
         Conn::Data(g, s) => {
             e[0] = 2;
             e[1..3].copy_from_slice(&g.to_le_bytes());

@@ -18,7 +18,10 @@ use longhaul_transfer::request::{answer_chunk_size, check_request};
 use longhaul_transfer::session::{RecvSession, SendConfig, SendInput, SendSession, Work};
 
 use super::net::{Conn, Packet, Side, Wire};
-use super::{empty_destination, epoch, exporter, recv_config, source, token, CERT, SOURCE_BYTES};
+use super::{
+    empty_destination, epoch, exporter, recv_config, source, token, CERT, CONTROL_EXPORTER,
+    SOURCE_BYTES,
+};
 
 /// What the server does with a request.
 enum Run {
@@ -60,14 +63,16 @@ pub struct Server {
     pub accepted: Vec<(Conn, std::time::Duration)>,
     /// A machine's error, as the daemon would log it.
     pub error: Option<String>,
+    /// The data connections have TLS.
+    data_tls: bool,
 }
 
 impl Server {
-    /// A server holding the test's token.
-    pub fn new() -> Self {
+    /// A server holding the test's token; `data_tls`: its data connections have TLS.
+    pub fn new(data_tls: bool) -> Self {
         let binding = ChannelBinding {
             cert: CERT,
-            exporter: exporter(Conn::Control),
+            exporter: CONTROL_EXPORTER,
         };
         Self {
             session: ServerSession::new(token().into(), [9; 32], binding),
@@ -81,6 +86,7 @@ impl Server {
             route_set_at: None,
             accepted: Vec::new(),
             error: None,
+            data_tls,
         }
     }
 
@@ -101,11 +107,7 @@ impl Server {
                     to(wire, Packet::session(m));
                 }
             }
-            Packet::Finished => {
-                if conn != Conn::Control {
-                    self.data.insert(conn, None);
-                }
-            }
+            Packet::Finished => {}
             Packet::Frame(frame) if conn == Conn::Control => self.control(frame, wire),
             Packet::Frame(ControlFrame::Session(hello)) => {
                 self.early.push((conn, hello));
@@ -232,7 +234,7 @@ impl Server {
                 self.error = Some(format!("{} on a data connection", hello.kind()));
                 continue;
             };
-            match attach.attach(session_id, stream, &mac, &exporter(conn)) {
+            match attach.attach(session_id, stream, &mac, &exporter(conn, self.data_tls)) {
                 Ok(()) => {
                     self.data.insert(conn, Some(stream));
                 }
