@@ -181,6 +181,10 @@ fn send_loop(
         let mut done = 0usize;
         while done < n {
             let at = offset + done;
+            // The first byte leaves as the first write begins: a blocking write of a
+            // whole piece returns only once the socket took all of it, round trips later
+            // in slow start.
+            crate::startup::note_first_data();
             let r = match mode {
                 SendMode::Write => (&*sock).write(&payload.bytes[at..offset + n]),
                 SendMode::Sendfile => match &payload.file {
@@ -219,7 +223,6 @@ fn send_loop(
                     ));
                 }
                 Ok(k) => {
-                    crate::startup::note_first_data();
                     done += k;
                     *sent += k as u64;
                     counter.fetch_add(k as u64, Ordering::Relaxed);
@@ -252,10 +255,10 @@ pub fn receive(
     // The sender half-closes at the end, and nothing in between waits for this end: a
     // read may wait for 128 KiB to be queued (a FIN wakes it sooner), not wake at every
     // few packets of a path that delivers them one at a time. Not when reading slowly on
-    // purpose.
-    if read_rate_bps == 0 {
-        let _ = longhaul_sys::socket::set_rcvlowat(sock.tcp(), BULK_READ_LOWAT);
-    }
+    // purpose, and not for the first read: it tells the first byte's arrival (a first
+    // flight of slow start is smaller than the mark, whose wait would count one more
+    // round trip).
+    let mut bulk = read_rate_bps > 0;
     let mut buf = longhaul_sys::aligned::AlignedBuf::zeroed(CHUNK);
     let mut got = 0u64;
     let mut last_byte = start.elapsed();
@@ -269,6 +272,10 @@ pub fn receive(
             Ok(0) => break Ok(()),
             Ok(n) => {
                 crate::startup::note_first_data();
+                if !bulk {
+                    bulk = true;
+                    let _ = longhaul_sys::socket::set_rcvlowat(sock.tcp(), BULK_READ_LOWAT);
+                }
                 got += n as u64;
                 counter.fetch_add(n as u64, Ordering::Relaxed);
                 last_byte = start.elapsed();
