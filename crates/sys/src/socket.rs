@@ -174,9 +174,23 @@ pub fn can_force_buffers() -> bool {
 /// Waits until `sock` is readable (for a listening socket: a connection is waiting), at
 /// most `timeout`; `false` when the time ran out. An interrupted wait counts as not ready.
 pub fn wait_readable(sock: &impl AsRawFd, timeout: std::time::Duration) -> io::Result<bool> {
+    wait_for(sock, libc::POLLIN, timeout)
+}
+
+/// Waits until `sock` is writable (for a connecting socket: its handshake ended, well or
+/// not), at most `timeout`; `false` when the time ran out or the wait was interrupted.
+pub fn wait_writable(sock: &impl AsRawFd, timeout: std::time::Duration) -> io::Result<bool> {
+    wait_for(sock, libc::POLLOUT, timeout)
+}
+
+fn wait_for(
+    sock: &impl AsRawFd,
+    events: libc::c_short,
+    timeout: std::time::Duration,
+) -> io::Result<bool> {
     let mut pfd = libc::pollfd {
         fd: sock.as_raw_fd(),
-        events: libc::POLLIN,
+        events,
         revents: 0,
     };
     let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;

@@ -190,21 +190,26 @@ fn dial_once(
     if auto {
         data.streams = start.before_connect(addrs[0]);
     }
-    let mut dialer = DataDialer::start(addrs[0], data, credential.clone());
+    // The control connection's SYN leaves first: the data connections' threads take tens
+    // of milliseconds to start on a small host (64 of them on a path not remembered).
     let t_connect = Instant::now();
-    let (stream, addr) = connect_any(&addrs)?;
-    let rtt = match super::connect_back::is_registered(&addr) {
-        // A connection back took a request over ssh and the far end's connect: the
-        // kernel's own sample of its handshake is the path's round trip.
-        true => longhaul_sys::tcp_info::tcp_info(&stream)
-            .ok()
-            .filter(|i| i.rtt_us > 0)
-            .map_or_else(
-                || t_connect.elapsed(),
-                |i| Duration::from_micros(u64::from(i.rtt_us)),
-            ),
-        false => t_connect.elapsed(),
+    let syn = ControlSyn::send(addrs[0]);
+    let mut dialer = DataDialer::start(addrs[0], data, credential.clone());
+    let (stream, addr) = match syn.map(ControlSyn::finish) {
+        Some(Ok(stream)) => (stream, addrs[0]),
+        // Refused, or not begun (a connection back over ssh): each address in turn.
+        Some(Err(_)) | None => connect_any(&addrs)?,
     };
+    // The kernel's own sample of the handshake is the path's round trip (the wait for it
+    // began after the data connections' threads; a connection back took a request over
+    // ssh and the far end's connect).
+    let rtt = longhaul_sys::tcp_info::tcp_info(&stream)
+        .ok()
+        .filter(|i| i.rtt_us > 0)
+        .map_or_else(
+            || t_connect.elapsed(),
+            |i| Duration::from_micros(u64::from(i.rtt_us)),
+        );
     let opened = if addr == addrs[0] { data.streams } else { 0 };
     let count = if auto {
         start.at_connect(rtt, &stream, opened)
@@ -597,6 +602,41 @@ pub fn split_target(target: &str, default_port: u16) -> Result<(String, u16), Be
         return Err(err("empty host"));
     }
     Ok((host, port))
+}
+
+/// A control connection's SYN on its way, the handshake not waited for.
+struct ControlSyn(Socket);
+
+impl ControlSyn {
+    /// Sends the SYN to `addr`; `None` when its address is reached through a connection
+    /// back (ssh) or the connect failed at once.
+    fn send(addr: SocketAddr) -> Option<Self> {
+        if super::connect_back::is_registered(&addr) {
+            return None;
+        }
+        let sock =
+            Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).ok()?;
+        sock.set_nonblocking(true).ok()?;
+        match sock.connect(&addr.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(_) => return None,
+        }
+        Some(Self(sock))
+    }
+
+    /// Waits for the handshake, at most [`CONNECT_TIMEOUT`].
+    fn finish(self) -> std::io::Result<TcpStream> {
+        let Self(sock) = self;
+        if !longhaul_sys::socket::wait_writable(&sock, CONNECT_TIMEOUT)? {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        if let Some(e) = sock.take_error()? {
+            return Err(e);
+        }
+        sock.set_nonblocking(false)?;
+        Ok(TcpStream::from(sock))
+    }
 }
 
 /// Connects to the first address that answers (plain TCP: TLS comes after).
