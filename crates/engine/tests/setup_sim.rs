@@ -70,7 +70,11 @@ fn a_jumping_pull_s_data_connections_leave_behind_the_request_and_meet_the_serve
         let route = t.server_route.expect("the server's route");
         assert_eq!(route, 2.5, "{case:?}");
         assert!(!t.accepted.is_empty(), "{case:?}");
-        assert!(t.accepted.iter().all(|a| *a > route), "{case:?}: {:?}", t.accepted);
+        assert!(
+            t.accepted.iter().all(|a| *a > route),
+            "{case:?}: {:?}",
+            t.accepted
+        );
     }
 }
 

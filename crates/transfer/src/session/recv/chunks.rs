@@ -368,6 +368,7 @@ impl RecvSession {
             // hears of this commit and reports success.
             self.held_commit = Some(msg);
             let dirs = self.take_dirs();
+            self.dirs_unfixed = true;
             self.events.push_back(RecvEvent::FixDirs(dirs));
         } else {
             self.outbox.push_back(msg);
@@ -380,8 +381,12 @@ impl RecvSession {
 
     /// The driver's answer to [`RecvEvent::FixDirs`]: the held last commit goes out.
     pub(super) fn dirs_fixed(&mut self) {
+        self.dirs_unfixed = false;
         if let Some(m) = self.held_commit.take() {
             self.outbox.push_back(m);
+        }
+        if std::mem::take(&mut self.done_held) {
+            self.answer_done();
         }
     }
 

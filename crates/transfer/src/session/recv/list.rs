@@ -616,6 +616,7 @@ impl RecvSession {
                 // Nothing will be committed (only directories, or all skipped): the tree
                 // is final now, before the sender hears it is done.
                 let dirs = self.take_dirs();
+                self.dirs_unfixed = true;
                 self.events.push_back(RecvEvent::FixDirs(dirs));
             }
         }

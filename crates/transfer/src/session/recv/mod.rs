@@ -169,6 +169,11 @@ pub struct RecvSession {
     dirs: Vec<DirFix>,
     uncommitted: u64,
     held_commit: Option<TransferMessage>,
+    /// A [`RecvEvent::FixDirs`] not yet answered: the tree is not final.
+    dirs_unfixed: bool,
+    /// The sender's `TransferDone` came while the directories were being fixed: it is
+    /// answered once they are.
+    done_held: bool,
     outcome: RecvOutcome,
     already: u64,
     missing: Vec<String>,
@@ -224,6 +229,8 @@ impl RecvSession {
             dirs: Vec::new(),
             uncommitted: 0,
             held_commit: None,
+            dirs_unfixed: false,
+            done_held: false,
             outcome: RecvOutcome::default(),
             already: 0,
             missing: Vec::new(),
@@ -298,12 +305,26 @@ impl RecvSession {
         self.phase == Phase::Done
     }
 
+    /// Answers the sender's `TransferDone`: this end is done.
+    fn answer_done(&mut self) {
+        self.outbox.push_back(TransferMessage::TransferDone {
+            files: (self.outcome.files_ok + self.already) as u32,
+            bytes: self.outcome.received_bytes,
+        });
+        self.phase = Phase::Done;
+    }
+
     /// Every entry of the list is committed or failed, the tree is final and the last
     /// `FileCommitted` is queued: nothing the sender can still say changes this end's
     /// outcome (its `TransferDone` only confirms it), so the receiver may finish without
     /// waiting a round trip for it. Not in `--checksum-only` or a dry run, whose end the
     /// sender's messages decide.
     pub fn is_settled(&self) -> bool {
+        self.phase == Phase::Done || (self.files_settled() && !self.dirs_unfixed)
+    }
+
+    /// [`RecvSession::is_settled`] but for the directories' fix.
+    fn files_settled(&self) -> bool {
         self.phase == Phase::Done
             || (self.phase == Phase::Receiving
                 && !self.cfg.checksum_only
@@ -375,7 +396,7 @@ impl RecvSession {
                 }
             }
             (Phase::Receiving, TransferMessage::TransferDone { .. })
-                if !self.cfg.checksum_only && !self.dry_run() && !self.is_settled() =>
+                if !self.cfg.checksum_only && !self.dry_run() && !self.files_settled() =>
             {
                 // A sender says so only once every file's commit has reached it: one that
                 // ends early would have this end report a partial copy as complete.
@@ -384,12 +405,14 @@ impl RecvSession {
                     .count();
                 Err(PeerMisbehaved::EndedEarly { unfinished }.into())
             }
+            (Phase::Receiving, TransferMessage::TransferDone { .. }) if self.dirs_unfixed => {
+                // Every file was skipped and the directories are being fixed: the sender
+                // hears this end is done once the tree is final.
+                self.done_held = true;
+                Ok(())
+            }
             (Phase::Receiving, TransferMessage::TransferDone { .. }) => {
-                self.outbox.push_back(TransferMessage::TransferDone {
-                    files: (self.outcome.files_ok + self.already) as u32,
-                    bytes: self.outcome.received_bytes,
-                });
-                self.phase = Phase::Done;
+                self.answer_done();
                 Ok(())
             }
             (Phase::Listing, other) => Err(PeerMisbehaved::Unexpected {
