@@ -164,17 +164,17 @@ pub enum Error {
     )]
     NotInFlight {
         /// File id.
-        file: u32,
+        file: crate::scheduler::FileId,
         /// Chunk index.
         index: u32,
         /// Stream that reported.
-        stream: u32,
+        stream: crate::scheduler::StreamId,
     },
     /// A chunk failed more often than allowed.
     #[error("chunk {file}:{index} failed {attempts} times; giving up on this file (check the disk and the path, then rerun to resume)")]
     RetriesExhausted {
         /// File id.
-        file: u32,
+        file: crate::scheduler::FileId,
         /// Chunk index.
         index: u32,
         /// Attempts made.
@@ -184,7 +184,7 @@ pub enum Error {
     #[error("chunk {file}:{index} does not exist (file has {chunks} chunks)")]
     NoSuchChunk {
         /// File id.
-        file: u32,
+        file: crate::scheduler::FileId,
         /// Chunk index.
         index: u32,
         /// Chunk count of the file (0 if the file id is unknown).

@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use longhaul_proto::transfer::{EntryKind, FileEntry, SkipReason, TransferMessage};
 use longhaul_transfer::session::{SendConfig, SendInput, SendSession, SessionError, Work};
+use longhaul_transfer::StreamId;
 use pair::*;
 use proptest::prelude::*;
 
@@ -123,7 +124,7 @@ fn sender() -> SendSession {
 /// The entries of the chunks `stream` is handed until there is no more work.
 fn drain(tx: &mut SendSession, stream: u32) -> Vec<(u32, u32)> {
     let mut out = Vec::new();
-    while let Work::Send(unit) = tx.next_work(stream, Instant::now()) {
+    while let Work::Send(unit) = tx.next_work(StreamId(stream), Instant::now()) {
         out.extend(unit.chunks.iter().map(|c| (tx.entry_of(c), c.id.index)));
     }
     out
@@ -151,7 +152,7 @@ fn chunks_leave_before_any_answer() {
 #[test]
 fn a_file_skipped_while_chunks_flow_stops_and_counts_as_skipped() {
     let mut tx = sender();
-    let first = tx.next_work(0, Instant::now());
+    let first = tx.next_work(StreamId(0), Instant::now());
     let Work::Send(unit) = first else {
         panic!("no work: {first:?}")
     };

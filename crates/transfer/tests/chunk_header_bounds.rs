@@ -15,6 +15,7 @@ use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry};
 use longhaul_transfer::session::{
     PeerMisbehaved, RecvEvent, RecvSession, SendConfig, SendSession, SessionError, Work,
 };
+use longhaul_transfer::StreamId;
 
 const CHUNK: u64 = 4096;
 const SIZE: u64 = 3 * CHUNK - 100;
@@ -46,7 +47,7 @@ fn open_file() -> (RecvSession, ChunkHeader) {
             rx.handle(pair::plain_answer(&ev).unwrap()).unwrap();
         }
     });
-    let Work::Send(unit) = tx.next_work(0, Instant::now()) else {
+    let Work::Send(unit) = tx.next_work(StreamId(0), Instant::now()) else {
         panic!("the sender has work once the file is open");
     };
     let c = &unit.chunks[0];

@@ -14,6 +14,7 @@ use longhaul_proto::transfer::{EntryKind, FileEntry};
 use longhaul_transfer::session::{
     RecvConfig, RecvEvent, RecvInput, RecvSession, SendConfig, SendSession, Work,
 };
+use longhaul_transfer::StreamId;
 
 /// What the receiver asked for: (path, mode) of directories created, directories fixed
 /// and files committed.
@@ -91,7 +92,7 @@ fn transfer_into(
         })
     };
     pump(&mut tx, &mut rx, &mut modes);
-    while let Work::Send(unit) = tx.next_work(0, Instant::now()) {
+    while let Work::Send(unit) = tx.next_work(StreamId(0), Instant::now()) {
         for c in &unit.chunks {
             let d = &data[c.offset as usize..(c.offset + c.len) as usize];
             let header = pair::send_chunk(&mut tx, c, d);

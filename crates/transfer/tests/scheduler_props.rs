@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use longhaul_transfer::{ChunkId, ChunkScheduler, Retry, SchedulerConfig};
+use longhaul_transfer::{ChunkId, ChunkScheduler, FileId, Retry, SchedulerConfig, StreamId};
 use proptest::prelude::*;
 
 const CHUNK: u64 = 4096;
@@ -46,7 +46,7 @@ struct Model {
     sizes: Vec<u64>,
     held: BTreeMap<u32, BTreeSet<ChunkId>>,
     verified: BTreeMap<ChunkId, (u64, u64)>,
-    completed: BTreeSet<u32>,
+    completed: BTreeSet<FileId>,
     failed_once: BTreeSet<ChunkId>,
 }
 
@@ -60,7 +60,7 @@ impl Model {
 }
 
 fn pull(s: &mut ChunkScheduler, m: &mut Model, stream: u32, now: Instant) -> bool {
-    let Some(unit) = s.next_work(stream, now) else {
+    let Some(unit) = s.next_work(StreamId(stream), now) else {
         return false;
     };
     let cfg = *s.config();
@@ -74,7 +74,7 @@ fn pull(s: &mut ChunkScheduler, m: &mut Model, stream: u32, now: Instant) -> boo
             c.id
         );
         assert_eq!(m.holder(c.id), None, "{:?} handed out twice", c.id);
-        assert!(c.offset + c.len <= m.sizes[c.id.file as usize]);
+        assert!(c.offset + c.len <= m.sizes[c.id.file.slot()]);
         m.held.entry(stream).or_default().insert(c.id);
         m.failed_once.remove(&c.id);
     }
@@ -88,7 +88,7 @@ fn verify(s: &mut ChunkScheduler, m: &mut Model, stream: u32) {
     m.held.get_mut(&stream).unwrap().remove(&id);
     let c = s.chunk(id).unwrap();
     assert!(m.verified.insert(id, (c.offset, c.len)).is_none());
-    let done = s.chunk_verified(stream, id).unwrap();
+    let done = s.chunk_verified(StreamId(stream), id).unwrap();
     let file_done = (0..s.chunk_count(id.file)).all(|i| {
         m.verified.contains_key(&ChunkId {
             file: id.file,
@@ -102,10 +102,10 @@ fn verify(s: &mut ChunkScheduler, m: &mut Model, stream: u32) {
             "file {} completed twice",
             f.file
         );
-        assert_eq!(f.size, m.sizes[f.file as usize]);
+        assert_eq!(f.size, m.sizes[f.file.slot()]);
     }
     // A second report of the same chunk is refused.
-    assert!(s.chunk_verified(stream, id).is_err());
+    assert!(s.chunk_verified(StreamId(stream), id).is_err());
 }
 
 proptest! {
@@ -139,7 +139,7 @@ proptest! {
                     let st = st % streams;
                     if let Some(&id) = m.held.get(&st).and_then(|h| h.iter().next()) {
                         m.held.get_mut(&st).unwrap().remove(&id);
-                        match s.chunk_failed(st, id).unwrap() {
+                        match s.chunk_failed(StreamId(st), id).unwrap() {
                             Retry::Requeued { .. } => {
                                 prop_assert!(m.holder(id).is_none());
                                 m.failed_once.insert(id);
@@ -152,7 +152,7 @@ proptest! {
                 Op::StreamDies(st) => {
                     let st = st % streams;
                     let held = m.held.remove(&st).unwrap_or_default();
-                    let back = s.stream_failed(st);
+                    let back = s.stream_failed(StreamId(st));
                     prop_assert_eq!(&back.iter().map(|(id, _)| *id).collect::<BTreeSet<ChunkId>>(), &held);
                     for (id, r) in back {
                         match r {
@@ -167,7 +167,7 @@ proptest! {
                 }
             }
             let all = m.verified.len() as u64
-                == (0..sizes.len() as u32).map(|f| u64::from(s.chunk_count(f))).sum::<u64>();
+                == (0..sizes.len() as u32).map(|f| u64::from(s.chunk_count(FileId(f)))).sum::<u64>();
             prop_assert_eq!(s.is_complete(), all);
             let in_flight: usize = m.held.values().map(BTreeSet::len).sum();
             prop_assert_eq!(s.in_flight_chunks(), in_flight);
@@ -194,7 +194,7 @@ proptest! {
         for (f, &size) in sizes.iter().enumerate() {
             let mut end = 0;
             for (id, (off, len)) in &m.verified {
-                if id.file as usize == f {
+                if id.file.slot() == f {
                     prop_assert_eq!(*off, end);
                     end += len;
                 }
@@ -212,9 +212,9 @@ proptest! {
         let mut skipped = BTreeSet::new();
         let mut k = 0;
         for f in 0..sizes.len() as u32 {
-            for i in 0..s.chunk_count(f) {
+            for i in 0..s.chunk_count(FileId(f)) {
                 if done[k % done.len()] {
-                    let id = ChunkId { file: f, index: i };
+                    let id = ChunkId { file: FileId(f), index: i };
                     s.mark_already_verified(id).unwrap();
                     skipped.insert(id);
                 }
@@ -222,10 +222,10 @@ proptest! {
             }
         }
         let now = Instant::now();
-        while let Some(u) = s.next_work(3, now) {
+        while let Some(u) = s.next_work(StreamId(3), now) {
             for c in u.chunks {
                 prop_assert!(!skipped.contains(&c.id));
-                s.chunk_verified(3, c.id).unwrap();
+                s.chunk_verified(StreamId(3), c.id).unwrap();
             }
         }
         prop_assert!(s.is_complete());

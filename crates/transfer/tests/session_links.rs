@@ -25,6 +25,7 @@ use longhaul_transfer::session::{
     ExpectedList, HardLinkJob, LinkJob, LookResult, Meta, PeerMisbehaved, Placed, RecvConfig,
     RecvEvent, RecvInput, RecvSession, Room, SendConfig, SendSession, SessionError, Work,
 };
+use longhaul_transfer::StreamId;
 
 const CS: u64 = 4096;
 
@@ -227,7 +228,7 @@ fn run(
             rx.handle(RecvInput::DirsFixed)?;
         }
         if rx.is_listed() {
-            while let Work::Send(unit) = tx.next_work(0, now) {
+            while let Work::Send(unit) = tx.next_work(StreamId(0), now) {
                 for c in &unit.chunks {
                     let e = tx.entry_of(c);
                     world.chunks_sent.push(e);

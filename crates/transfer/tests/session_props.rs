@@ -23,6 +23,7 @@ use longhaul_proto::transfer::{EntryKind, SkipReason, TransferMessage};
 use longhaul_transfer::session::{
     RecvEvent, RecvInput, RecvSession, SendConfig, SendInput, SendSession, SessionError, Work,
 };
+use longhaul_transfer::StreamId;
 use pair::*;
 use proptest::prelude::*;
 
@@ -261,7 +262,7 @@ fn last_commit_waits_for_dirs_fixed() {
         tx.handle(m).unwrap();
     }
     let now = Instant::now();
-    while let Work::Send(unit) = tx.next_work(0, now) {
+    while let Work::Send(unit) = tx.next_work(StreamId(0), now) {
         for c in &unit.chunks {
             let d = &data[c.offset as usize..(c.offset + c.len) as usize];
             let header = pair::send_chunk(&mut tx, c, d);
@@ -363,24 +364,24 @@ fn losing_every_stream_gives_up() {
     .unwrap();
     let now = Instant::now();
     for s in 0..3 {
-        assert!(matches!(tx.next_work(s, now), Work::Send(_)));
+        assert!(matches!(tx.next_work(StreamId(s), now), Work::Send(_)));
     }
     tx.handle(SendInput::StreamFailed {
-        stream: 0,
+        stream: StreamId(0),
         why: "reset".into(),
     })
     .unwrap();
     tx.handle(SendInput::StreamFailed {
-        stream: 1,
+        stream: StreamId(1),
         why: "reset".into(),
     })
     .unwrap();
     let r = tx.handle(SendInput::StreamFailed {
-        stream: 2,
+        stream: StreamId(2),
         why: "timed out".into(),
     });
     assert!(matches!(r, Err(SessionError::GaveUp(_))), "{r:?}");
-    assert!(matches!(tx.next_work(0, now), Work::Finished));
+    assert!(matches!(tx.next_work(StreamId(0), now), Work::Finished));
 }
 
 /// A receiver's `HaveChunks` runs must come in order and not overlap: runs that each

@@ -15,13 +15,13 @@ use std::time::Instant;
 
 use longhaul_proto::stripe::Share;
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry, SkipReason, TransferMessage};
-use longhaul_transfer::chunk_hash;
 use longhaul_transfer::session::recv::SyncRules;
 use longhaul_transfer::session::recv::{Arrival, CommitJob};
 use longhaul_transfer::session::{
     LookResult, Meta, OpenPlan, Placed, RecvEvent, RecvInput, RecvSession, SendConfig, SendEvent,
     SendInput, SendSession, SessionError, Work,
 };
+use longhaul_transfer::{chunk_hash, StreamId};
 use pair::{bytes, entry, send_chunk, Rng, MTIME};
 
 const CHUNK: u64 = 4096;
@@ -216,7 +216,7 @@ fn step(
     }
     if p.rx.is_listed() && (p.wire.is_empty() || rng.below(2) == 0) {
         let stream = rng.below(3) as u32;
-        if let Work::Send(unit) = p.tx.next_work(stream, Instant::now()) {
+        if let Work::Send(unit) = p.tx.next_work(StreamId(stream), Instant::now()) {
             for c in &unit.chunks {
                 let e = p.tx.entry_of(c);
                 let d = &src(data, e)[c.offset as usize..(c.offset + c.len) as usize];

@@ -25,6 +25,7 @@ use longhaul_transfer::session::{
     SendSession, SessionError, Work,
 };
 use longhaul_transfer::FileIdentity;
+use longhaul_transfer::StreamId;
 use proptest::prelude::*;
 
 const CS: u64 = 4096;
@@ -148,7 +149,7 @@ fn run(old: &[u8], new: &[u8]) -> Result<Outcome, SessionError> {
         if !rx.is_listed() {
             continue;
         }
-        if let Work::Send(unit) = tx.next_work(0, now) {
+        if let Work::Send(unit) = tx.next_work(StreamId(0), now) {
             for c in &unit.chunks {
                 let bytes = &new[c.offset as usize..(c.offset + c.len) as usize];
                 let mut h = tx.hasher(c);

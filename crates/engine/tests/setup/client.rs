@@ -16,6 +16,7 @@ use longhaul_proto::{
 };
 use longhaul_transfer::opening::{ControlFrame, CopyOpening};
 use longhaul_transfer::session::{RecvSession, SendConfig, SendSession, Work};
+use longhaul_transfer::StreamId;
 
 use super::net::{Conn, Packet, Side, Wire, RTT};
 use super::{
@@ -406,7 +407,7 @@ impl Client {
                 .map(|(s, _)| *s)
                 .collect();
             for s in ready {
-                if matches!(send.next_work(u32::from(s), now), Work::Send(_)) {
+                if matches!(send.next_work(StreamId(u32::from(s)), now), Work::Send(_)) {
                     self.first_byte.get_or_insert(wire.now());
                     let conn = Conn::Data(self.generation, s);
                     wire.send(Side::Server, conn, Packet::Chunk);

@@ -16,6 +16,7 @@ use longhaul_transfer::answering::CopyAnswering;
 use longhaul_transfer::opening::ControlFrame;
 use longhaul_transfer::request::{answer_chunk_size, check_request};
 use longhaul_transfer::session::{RecvSession, SendConfig, SendInput, SendSession, Work};
+use longhaul_transfer::StreamId;
 
 use super::net::{Conn, Packet, Side, Wire};
 use super::{
@@ -287,7 +288,7 @@ impl Server {
                     for (conn, s) in streams.into_iter().filter(|_| complete) {
                         let now = epoch() + wire.now();
                         if !self.sent.contains(&s)
-                            && matches!(send.next_work(u32::from(s), now), Work::Send(_))
+                            && matches!(send.next_work(StreamId(u32::from(s)), now), Work::Send(_))
                         {
                             self.sent.insert(s);
                             wire.send(Side::Client, conn, Packet::Chunk);

@@ -19,7 +19,7 @@ use longhaul_engine::cp::walk::SourceFile;
 use longhaul_proto::transfer::{
     decode_transfer_frame, encode_transfer_frame, ChunkHeader, TransferMessage,
 };
-use longhaul_transfer::scheduler::Chunk;
+use longhaul_transfer::scheduler::{Chunk, StreamId};
 use longhaul_transfer::session::{
     SendConfig, SendEvent, SendInput, SendOutcome, SendSession, Work,
 };
@@ -186,7 +186,7 @@ impl SimSender {
         let (flow, state) = self.streams[i];
         let now = self.epoch + Duration::from_nanos(net.now);
         while state == StreamState::Open && net.flows[flow].send_buffer_free() {
-            match self.session.next_work(i as u32, now) {
+            match self.session.next_work(StreamId(i as u32), now) {
                 Work::Send(w) => {
                     for c in w.chunks {
                         self.send_chunk(&c, flow, net);
@@ -237,7 +237,7 @@ impl SimSender {
         self.streams[i].1 = StreamState::Failed;
         self.session
             .handle(SendInput::StreamFailed {
-                stream: i as u32,
+                stream: StreamId(i as u32),
                 why: "connection reset (simulated cut)".into(),
             })
             .map_err(|e| e.to_string())

@@ -136,7 +136,10 @@ impl ChunkScheduler {
         Ok(Self {
             config,
             files,
-            cursor: ChunkId { file: 0, index: 0 },
+            cursor: ChunkId {
+                file: FileId(0),
+                index: 0,
+            },
             retry: VecDeque::new(),
             in_flight: HashMap::new(),
             by_stream: BTreeMap::new(),
@@ -156,7 +159,7 @@ impl ChunkScheduler {
     /// Number of chunks of `file` (0 for an unknown file).
     pub fn chunk_count(&self, file: FileId) -> u32 {
         self.files
-            .get(file as usize)
+            .get(file.slot())
             .map_or(0, |f| f.states.len() as u32)
     }
 
@@ -175,7 +178,7 @@ impl ChunkScheduler {
     /// sent. Only for chunks still pending; returns the file if that completed it.
     pub fn mark_already_verified(&mut self, id: ChunkId) -> Result<Option<FileCompleted>> {
         self.file(id)?;
-        match self.files[id.file as usize].states[id.index as usize] {
+        match self.files[id.file.slot()].states[id.index as usize] {
             State::Pending => {
                 self.pending -= 1;
                 self.retry.retain(|&c| c != id);
@@ -185,7 +188,7 @@ impl ChunkScheduler {
             State::InFlight | State::GaveUp | State::Dropped => Err(Error::NotInFlight {
                 file: id.file,
                 index: id.index,
-                stream: u32::MAX,
+                stream: StreamId(u32::MAX),
             }),
         }
     }
@@ -196,14 +199,11 @@ impl ChunkScheduler {
     /// flight still lands as usual when the receiver acks it. Returns how many chunks were
     /// pending.
     pub fn drop_file(&mut self, file: FileId) -> Result<u32> {
-        let f = self
-            .files
-            .get_mut(file as usize)
-            .ok_or(Error::NoSuchChunk {
-                file,
-                index: 0,
-                chunks: 0,
-            })?;
+        let f = self.files.get_mut(file.slot()).ok_or(Error::NoSuchChunk {
+            file,
+            index: 0,
+            chunks: 0,
+        })?;
         f.dropped = true;
         let mut n = 0;
         for state in f.states.iter_mut().filter(|s| **s == State::Pending) {
@@ -221,8 +221,8 @@ impl ChunkScheduler {
         let first = self.take_next()?;
         let mut chunks = vec![first];
         let batchable = |s: &Self, c: &Chunk| {
-            s.files[c.id.file as usize].states.len() == 1
-                && s.files[c.id.file as usize].size <= s.config.small_file_bytes
+            s.files[c.id.file.slot()].states.len() == 1
+                && s.files[c.id.file.slot()].size <= s.config.small_file_bytes
         };
         if batchable(self, &first) {
             let mut bytes = first.len;
@@ -239,7 +239,7 @@ impl ChunkScheduler {
             }
         }
         for c in &chunks {
-            self.files[c.id.file as usize].states[c.id.index as usize] = State::InFlight;
+            self.files[c.id.file.slot()].states[c.id.index as usize] = State::InFlight;
             self.in_flight.insert(c.id, Flight { stream, since: now });
             self.by_stream.entry(stream).or_default().insert(c.id);
         }
@@ -333,7 +333,7 @@ impl ChunkScheduler {
     /// Whether file `file` has every chunk verified.
     pub fn is_file_complete(&self, file: FileId) -> bool {
         self.files
-            .get(file as usize)
+            .get(file.slot())
             .is_some_and(|f| f.verified as usize == f.states.len())
     }
 
@@ -348,7 +348,7 @@ impl ChunkScheduler {
     }
 
     fn file(&self, id: ChunkId) -> Result<&FilePlan> {
-        match self.files.get(id.file as usize) {
+        match self.files.get(id.file.slot()) {
             Some(f) if (id.index as usize) < f.states.len() => Ok(f),
             f => Err(Error::NoSuchChunk {
                 file: id.file,
@@ -383,7 +383,7 @@ impl ChunkScheduler {
 
     fn set_verified(&mut self, id: ChunkId) -> Option<FileCompleted> {
         let len = self.chunk(id).map_or(0, |c| c.len);
-        let f = &mut self.files[id.file as usize];
+        let f = &mut self.files[id.file.slot()];
         f.states[id.index as usize] = State::Verified;
         f.verified += 1;
         self.verified_bytes += len;
@@ -394,14 +394,14 @@ impl ChunkScheduler {
     }
 
     fn requeue(&mut self, id: ChunkId) -> Retry {
-        if self.files[id.file as usize].dropped {
-            self.files[id.file as usize].states[id.index as usize] = State::Dropped;
+        if self.files[id.file.slot()].dropped {
+            self.files[id.file.slot()].states[id.index as usize] = State::Dropped;
             return Retry::Dropped;
         }
         let n = self.attempts.entry(id).or_insert(0);
         *n += 1;
         let attempts = *n;
-        let state = &mut self.files[id.file as usize].states[id.index as usize];
+        let state = &mut self.files[id.file.slot()].states[id.index as usize];
         if attempts >= self.config.max_attempts {
             *state = State::GaveUp;
             self.given_up += 1;
@@ -416,7 +416,7 @@ impl ChunkScheduler {
 
     fn take_next(&mut self) -> Option<Chunk> {
         while let Some(id) = self.retry.pop_front() {
-            if self.files[id.file as usize].states[id.index as usize] == State::Pending {
+            if self.files[id.file.slot()].states[id.index as usize] == State::Pending {
                 return self.chunk(id).ok();
             }
         }
@@ -429,10 +429,10 @@ impl ChunkScheduler {
     /// already verified, e.g. from a resume manifest).
     fn peek_cursor(&mut self) -> Option<Chunk> {
         loop {
-            let f = self.files.get(self.cursor.file as usize)?;
+            let f = self.files.get(self.cursor.file.slot())?;
             if self.cursor.index as usize >= f.states.len() {
                 self.cursor = ChunkId {
-                    file: self.cursor.file + 1,
+                    file: FileId(self.cursor.file.0 + 1),
                     index: 0,
                 };
                 continue;

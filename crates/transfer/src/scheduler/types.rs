@@ -5,10 +5,34 @@
 #[cfg(doc)]
 use super::ChunkScheduler;
 
-/// Index of a file in the transfer's file list.
-pub type FileId = u32;
-/// Identifier of a data stream (one TCP connection).
-pub type StreamId = u32;
+/// A file as the scheduler numbers them: densely, in the order they were added (the
+/// files of a list with data to send, not the list's entries: a sending session maps
+/// the two, see `SendSession::entry_of`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileId(pub u32);
+
+/// A data stream (one TCP connection), by its index in the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamId(pub u32);
+
+impl FileId {
+    /// Its place in a table of the scheduler's files.
+    pub fn slot(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl std::fmt::Display for FileId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl std::fmt::Display for StreamId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
 
 /// Smallest chunk size [`chunk_size_for`] chooses.
 pub const MIN_PATH_CHUNK_BYTES: u64 = 4 << 20;

@@ -13,7 +13,7 @@ use std::time::Instant;
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry, SkipReason, TransferMessage};
 /// The delivery order, reproducible from the case's seed: the workspace's one test RNG.
 pub use longhaul_testkit::Rng;
-use longhaul_transfer::scheduler::Chunk;
+use longhaul_transfer::scheduler::{Chunk, StreamId};
 use longhaul_transfer::session::recv::Arrival;
 use longhaul_transfer::session::{
     LookResult, Meta, OpenPlan, Placed, RecvConfig, RecvEvent, RecvInput, RecvSession, SendConfig,
@@ -428,7 +428,7 @@ pub fn run_checked(
         let mut pulled = false;
         if (ahead || rx.is_listed()) && (wire.is_empty() || rng.below(2) == 0) {
             let stream = rng.below(usize::from(case.streams.max(1))) as u32;
-            if let Work::Send(unit) = tx.next_work(stream, now) {
+            if let Work::Send(unit) = tx.next_work(StreamId(stream), now) {
                 progressed = true;
                 pulled = true;
                 for c in &unit.chunks {

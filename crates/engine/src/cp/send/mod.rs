@@ -27,7 +27,7 @@ use longhaul_proto::ChunkKey;
 use longhaul_sys::file_io;
 use longhaul_sys::served_root::{Access, ServedRoot};
 use longhaul_transfer::session::{SendEvent, SendInput, SendOutcome, SendSession, SessionError};
-use longhaul_transfer::ChunkGrid;
+use longhaul_transfer::{ChunkGrid, StreamId};
 
 use super::chunk_io::hash_chunks;
 use super::{CpError, Progress, Stop};
@@ -303,7 +303,7 @@ pub fn run_sender(
                 Some(bytes_per_s) => longhaul_sys::socket::set_max_pacing_rate(&s, bytes_per_s),
                 None => crate::transport::sockopts::pace_by_kernel(&s),
             };
-            std::thread::spawn(move || stream_loop(&sh, i as u32, s))
+            std::thread::spawn(move || stream_loop(&sh, StreamId(i as u32), s))
         })
         .collect();
 

@@ -13,7 +13,7 @@ use longhaul_proto::transfer::{
 };
 use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::file_io;
-use longhaul_transfer::scheduler::Chunk;
+use longhaul_transfer::scheduler::{Chunk, StreamId};
 use longhaul_transfer::session::{SendInput, Work};
 use longhaul_transfer::{sparse, ChunkGrid, ChunkHash, ChunkHasher};
 
@@ -26,7 +26,7 @@ use crate::transport::secure::SecureStream;
 const MAX_SEGMENTS: usize = 1 << 16;
 
 /// One data stream: pull work, send it, until nothing is left or the transfer stops.
-pub(super) fn stream_loop(sh: &Arc<Shared>, stream: u32, mut sock: SecureStream) {
+pub(super) fn stream_loop(sh: &Arc<Shared>, stream: StreamId, mut sock: SecureStream) {
     let mut buf = AlignedBuf::new();
     let mut open: Option<(u32, File)> = None;
     loop {
@@ -93,7 +93,7 @@ pub(super) fn stream_loop(sh: &Arc<Shared>, stream: u32, mut sock: SecureStream)
                 size,
                 old,
             };
-            let sent = send_chunk(sh, stream as usize, file, &work, &mut sock, &mut buf);
+            let sent = send_chunk(sh, stream.0 as usize, file, &work, &mut sock, &mut buf);
             sh.progress.stages().take_thread();
             match sent {
                 Ok(Sent {

@@ -43,7 +43,7 @@ impl SendSession {
                 // Sent as equal to the receiver's copy and refused: send its bytes next.
                 if let Some(old) = self
                     .files
-                    .get_mut(id.file as usize)
+                    .get_mut(id.file.slot())
                     .and_then(|f| f.old.get_mut(index as usize))
                 {
                     *old = None;

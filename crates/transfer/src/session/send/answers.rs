@@ -8,7 +8,7 @@ use super::types::{SendEvent, WouldSend};
 use super::{unexpected, Phase, SendFile, SendSession};
 use crate::file_hashes::FileHashes;
 use crate::manifest::chunk_count;
-use crate::scheduler::{ChunkId, ChunkScheduler, SchedulerConfig};
+use crate::scheduler::{ChunkId, ChunkScheduler, FileId, SchedulerConfig};
 use crate::session::{LocalFailure, PeerMisbehaved, SessionError};
 
 impl SendSession {
@@ -127,7 +127,7 @@ impl SendSession {
                     })?;
                 for index in first..end {
                     let id = ChunkId {
-                        file: s as u32,
+                        file: FileId(s as u32),
                         index,
                     };
                     let chunk = sched.chunk(id).map_err(PeerMisbehaved::scheduler)?;
@@ -147,7 +147,7 @@ impl SendSession {
                     chunks: ready,
                 });
             }
-            self.by_entry.insert(e, s as u32);
+            self.by_entry.insert(e, FileId(s as u32));
             let old = self.old.remove(&e).unwrap_or_default();
             if !old.is_empty() {
                 self.outcome.files_compared += 1;

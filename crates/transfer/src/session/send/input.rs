@@ -8,7 +8,7 @@ use longhaul_proto::transfer::TransferMessage;
 
 use super::SendSession;
 use crate::integrity::ChunkHash;
-use crate::scheduler::Chunk;
+use crate::scheduler::{Chunk, StreamId};
 use crate::session::SessionError;
 
 /// One input to a [`SendSession`].
@@ -60,7 +60,7 @@ pub enum SendInput {
     /// A data stream failed: its chunks go to the others. An error when it was the last.
     StreamFailed {
         /// The stream's index.
-        stream: u32,
+        stream: StreamId,
         /// Why, for the user.
         why: String,
     },

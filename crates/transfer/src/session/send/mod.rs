@@ -30,7 +30,7 @@ use longhaul_proto::transfer::{pack_file_entries, FileEntry, SkipReason, Transfe
 use super::{show, LocalFailure, PeerMisbehaved, ProgressSnapshot, SessionError};
 use crate::file_hashes::FileHashes;
 use crate::integrity::ChunkHash;
-use crate::scheduler::ChunkScheduler;
+use crate::scheduler::{ChunkScheduler, FileId};
 
 pub use input::SendInput;
 pub use types::{SendConfig, SendEvent, SendOutcome, Work, WouldSend};
@@ -69,7 +69,7 @@ pub struct SendSession {
     sched: Option<ChunkScheduler>,
     /// Scheduler file id -> the entry and its hashes.
     files: Vec<SendFile>,
-    by_entry: HashMap<u32, u32>,
+    by_entry: HashMap<u32, FileId>,
     /// Symlink entries the receiver makes without data, waiting for their commit.
     links: HashSet<u32>,
     /// Symlink entries to be committed in all.
@@ -77,7 +77,7 @@ pub struct SendSession {
     live_streams: u16,
     /// `sync -n` ([`SendSession::set_dry_run`]): files still being hashed, and the bytes
     /// of each that differ so far (by scheduler file id).
-    dry_run: Option<(usize, HashMap<u32, u64>)>,
+    dry_run: Option<(usize, HashMap<FileId, u64>)>,
     committed: u64,
     /// The receiver answered the list ahead ([`SendInput::AnsweredAhead`]): whether
     /// its `FileListEnd` has come since.

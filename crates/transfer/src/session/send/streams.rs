@@ -10,12 +10,12 @@ use longhaul_proto::transfer::{TransferMessage, MAX_REASON_BYTES};
 use super::types::{SendEvent, Work};
 use super::{Phase, SendSession};
 use crate::integrity::{ChunkHash, ChunkHasher};
-use crate::scheduler::Chunk;
+use crate::scheduler::{Chunk, FileId, StreamId};
 use crate::session::{LocalFailure, SessionError};
 
 impl SendSession {
     /// What data stream `stream` does next.
-    pub fn next_work(&mut self, stream: u32, now: Instant) -> Work {
+    pub fn next_work(&mut self, stream: StreamId, now: Instant) -> Work {
         if self.cfg.checksum_only
             || self.dry_run.is_some()
             || matches!(self.phase, Phase::Done | Phase::Failed)
@@ -37,17 +37,17 @@ impl SendSession {
 
     /// The entry a chunk of the scheduler belongs to (for its header).
     pub fn entry_of(&self, chunk: &Chunk) -> u32 {
-        self.files[chunk.id.file as usize].entry
+        self.files[chunk.id.file.slot()].entry
     }
 
     /// The size of the file a chunk belongs to.
     pub fn file_size(&self, chunk: &Chunk) -> u64 {
-        self.files[chunk.id.file as usize].hashes.size()
+        self.files[chunk.id.file.slot()].hashes.size()
     }
 
     /// A hasher for a chunk handed out by [`SendSession::next_work`].
     pub fn hasher(&self, chunk: &Chunk) -> ChunkHasher {
-        self.files[chunk.id.file as usize]
+        self.files[chunk.id.file.slot()]
             .hashes
             .hasher(chunk.id.index)
     }
@@ -55,7 +55,7 @@ impl SendSession {
     /// Sync: the hash the receiver's old copy has for this chunk, if any (a chunk of the
     /// source with that hash goes as a header only, `CHUNK_FLAG_SAME`).
     pub fn old_hash(&self, chunk: &Chunk) -> Option<ChunkHash> {
-        self.files[chunk.id.file as usize]
+        self.files[chunk.id.file.slot()]
             .old
             .get(chunk.id.index as usize)
             .copied()
@@ -83,7 +83,7 @@ impl SendSession {
             self.offer(s, index, hash);
             return;
         }
-        let f = &mut self.files[s as usize];
+        let f = &mut self.files[s.slot()];
         let (_, len) = f.hashes.chunk_range(index);
         let differs = f.old.get(index as usize).copied().flatten() != Some(hash);
         let complete = f.hashes.offer(index, hash).is_some();
@@ -102,8 +102,8 @@ impl SendSession {
         }
     }
 
-    fn offer(&mut self, s: u32, index: u32, hash: ChunkHash) {
-        let f = &mut self.files[s as usize];
+    fn offer(&mut self, s: FileId, index: u32, hash: ChunkHash) {
+        let f = &mut self.files[s.slot()];
         let Some(blake3) = f
             .hashes
             .offer(index, hash)
@@ -151,7 +151,11 @@ impl SendSession {
     }
 
     /// A data stream failed: its chunks go to the others. An error when it was the last.
-    pub(super) fn stream_failed(&mut self, stream: u32, why: &str) -> Result<(), SessionError> {
+    pub(super) fn stream_failed(
+        &mut self,
+        stream: StreamId,
+        why: &str,
+    ) -> Result<(), SessionError> {
         if let Some(s) = self.sched.as_mut() {
             s.stream_failed(stream);
         }
