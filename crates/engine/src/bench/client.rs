@@ -73,6 +73,37 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError 
 
 /// Runs a bench against a `longhaul serve`.
 pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndReport, BenchError> {
+    let mut running = set_up(cfg, obs)?;
+    let mut heard = run_loop(cfg, obs, &mut running)?;
+    let own = exchange_results(&mut running, &mut heard)?;
+    Ok(end_report(cfg, running, heard, own))
+}
+
+/// A bench run set up: the data streams running, the control link shared.
+struct Running {
+    session: ClientSession,
+    link: ControlLink,
+    run: DataRun,
+    role: Role,
+    rtt: Duration,
+    jump: crate::jump::ClientJump,
+    /// The server's address that answered, this end's, and the control connection's
+    /// MSS: the path's record.
+    addr: std::net::SocketAddr,
+    local_ip: std::net::IpAddr,
+    mss: u32,
+}
+
+/// What the client heard from the server during and after the run, and the steady rate.
+#[derive(Default)]
+struct Heard {
+    peer_results: Option<Results>,
+    peer_verdict: Option<longhaul_proto::JumpOutcome>,
+    steady: SteadyRate,
+}
+
+/// The set-up, from the dial to the data streams' start (see the module docs).
+fn set_up(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<Running, BenchError> {
     // Handshake, with the data connections opened at the same moment (docs/startup.md):
     // the RTT is the control connection's connect time; the stream count and the jump
     // as `crate::client_start` decides them.
@@ -259,12 +290,34 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
             .filter(|_| plan.probe.is_some())
             .map(|p| JumpValidator::new(p, rtt)),
     });
-    let mut run = DataRun::start(role, sockets, sender_plan, cfg.read_rate_bps.unwrap_or(0))
+    let run = DataRun::start(role, sockets, sender_plan, cfg.read_rate_bps.unwrap_or(0))
         .map_err(io_err("starting the data streams"))?;
 
     // The shared control link: a reader thread (so the run loop can wait with a
     // timeout), one coalescing writer, keepalives and a user timeout.
     let link = ControlLink::start(conn).map_err(io_err("control connection"))?;
+    Ok(Running {
+        session,
+        link,
+        run,
+        role,
+        rtt,
+        jump,
+        addr,
+        local_ip,
+        mss,
+    })
+}
+
+/// The run: intervals, probe steps and the server's messages until the run ends, fails
+/// or stalls.
+fn run_loop(
+    cfg: &BenchConfig,
+    obs: &mut dyn BenchObserver,
+    r: &mut Running,
+) -> Result<Heard, BenchError> {
+    let (session, link, run) = (&mut r.session, &r.link, &mut r.run);
+    let (role, rtt) = (r.role, r.rtt);
 
     let deadline = cfg.bytes.is_none().then(|| run.started_at() + cfg.duration);
     let mut watchdog =
@@ -369,13 +422,13 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     if let Some(e) = failure {
         run.stop();
         session.abort(ErrorCode::Aborted, e.to_string());
-        let _ = send_queued(&mut session, &link);
+        let _ = send_queued(session, link);
         return Err(e);
     }
     if let Some((stream, e)) = run.first_error() {
         let msg = format!("data stream {stream} failed mid-run: {e}");
         session.abort(ErrorCode::Aborted, msg.clone());
-        let _ = send_queued(&mut session, &link);
+        let _ = send_queued(session, link);
         // Prefer the server's own explanation if it sent one.
         if let Some(Incoming::PeerError(message)) = link.recv_timeout(Duration::from_millis(200)) {
             return Err(BenchError::Refused(format!(
@@ -386,9 +439,20 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
             "{msg}; did the server stop or the path go down?"
         )));
     }
+    Ok(Heard {
+        peer_results,
+        peer_verdict,
+        steady,
+    })
+}
+
+/// Sends this end's results and waits for the server's; returns this end's.
+fn exchange_results(r: &mut Running, heard: &mut Heard) -> Result<Results, BenchError> {
+    let (session, link, run, rtt) = (&mut r.session, &r.link, &mut r.run, r.rtt);
+    let (peer_results, peer_verdict) = (&mut heard.peer_results, &mut heard.peer_verdict);
     let own = run.results();
     session.send_results(own.clone());
-    send_queued(&mut session, &link)?;
+    send_queued(session, link)?;
     let wait_until = Instant::now() + Duration::from_secs(30) + rtt * 4;
     while peer_results.is_none() {
         let left = wait_until.saturating_duration_since(Instant::now());
@@ -400,8 +464,8 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
                 session.handle(msg)?;
                 while let Some(ev) = session.poll_event() {
                     match ev {
-                        ClientEvent::PeerResults(r) => peer_results = Some(r),
-                        ClientEvent::PeerJumpVerdict(o) => peer_verdict = Some(o),
+                        ClientEvent::PeerResults(r) => *peer_results = Some(r),
+                        ClientEvent::PeerJumpVerdict(o) => *peer_verdict = Some(o),
                         _ => {}
                     }
                 }
@@ -416,6 +480,27 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
             _ => return Err(BenchError::Timeout("exchanging results")),
         }
     }
+    Ok(own)
+}
+
+/// The end report from both ends' results; the path's record for the next run.
+fn end_report(cfg: &BenchConfig, r: Running, heard: Heard, own: Results) -> EndReport {
+    let Running {
+        link,
+        run,
+        role,
+        rtt,
+        mut jump,
+        addr,
+        local_ip,
+        mss,
+        ..
+    } = r;
+    let Heard {
+        peer_results,
+        peer_verdict,
+        steady,
+    } = heard;
     // Both ends have what they need: close without waiting for the server's close.
     link.mark_finished();
     let peer = peer_results.unwrap_or_default();
@@ -453,7 +538,7 @@ pub fn run_bench(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<EndRe
     end.data_protection = crate::transport::tls::record_speed::DataProtection::measure(
         cfg.security.encryption == crate::transport::tls::Encryption::On,
     );
-    Ok(end)
+    end
 }
 
 /// Sends what the session queued through the control link's writer.
