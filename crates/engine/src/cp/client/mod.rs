@@ -178,39 +178,12 @@ pub fn run_cp(
         CpJob::Pull { .. } | CpJob::Relay { .. } => requested_top(&cfg.remote_path)?,
         CpJob::Push { .. } => None,
     };
-    let mut options = TransferOptions {
-        recursive: cfg.recursive,
-        no_clobber: cfg.no_clobber,
-        checksum_only: cfg.checksum_only,
-        preserve: true,
-        auto_chunk: cfg.chunk_size.is_none(),
-        sync: cfg.sync,
-        window_fixed: cfg.window.is_some(),
-        delta: cfg.delta.is_some(),
-        checksum: cfg.delta.is_some_and(|r| r.checksum),
-        contents: cfg.delta.is_some_and(|r| r.contents),
-        inplace: cfg.delta.is_some_and(|r| r.inplace),
-        dry_run: cfg.delta.is_some_and(|r| r.dry_run),
-        delete: cfg.delete,
-        hard_links: cfg.hard_links,
-        answered_ahead: false,
-    };
-    // A pull into a destination that holds nothing of it answers the list ahead, and
-    // the server's chunks leave with the list (cp::ahead).
-    let may_answer_ahead = options.may_answer_ahead()
-        && session.features() & longhaul_proto::features::ANSWER_AHEAD != 0;
-    let answered_ahead = match &cfg.job {
-        CpJob::Pull { dest } => {
-            may_answer_ahead && super::ahead::holds_nothing_of(dest, pull_top.as_deref())
-        }
-        CpJob::Relay { target } => {
-            may_answer_ahead && super::ahead::served_holds_nothing_of(target, pull_top.as_deref())
-        }
-        CpJob::Push { .. } => false,
-    };
-    // A share's answers name the other shares' chunks: never ahead.
-    let answered_ahead = answered_ahead && share.is_none();
-    options.answered_ahead = answered_ahead;
+    let (options, answered_ahead) = transfer_options(
+        &cfg,
+        session.features(),
+        pull_top.as_deref(),
+        share.is_some(),
+    );
     let params_direction = if push {
         CopyDirection::Push
     } else {
@@ -355,42 +328,26 @@ pub fn run_cp(
     };
     on_start(&start);
     let link = ControlLink::start(conn).map_err(|e| CpError::io("control connection", e))?;
-    let t0 = Instant::now();
+    let running = Running {
+        link,
+        socks,
+        chunk_key,
+        start,
+        jump,
+        rtt,
+        path_ends,
+        progress,
+        t0: Instant::now(),
+    };
     match (sender.take(), dest) {
         (Some(mut sender), _) => {
-            let bytes = sender.session.progress().total_bytes;
-            sender.probe =
-                (cfg.window.is_none() && cfg.rate_bps.is_none() && rtt >= Duration::from_millis(1))
-                    .then(|| RateProbe::new(rtt, start.congestion != "bbr"));
-            sender.jump = jump.plan.map(|p| JumpValidator::new(p, rtt));
+            sender.probe = (probing && rtt >= Duration::from_millis(1))
+                .then(|| RateProbe::new(rtt, running.start.congestion != "bbr"));
             sender.hash_after = hash_after;
             if session.features() & longhaul_proto::features::SOURCE_CHANGED != 0 {
                 sender.check_sources();
             }
-            let (out, paced) = run_sender(sender, link, || Ok(socks), chunk_key, progress.clone())?;
-            jump.restore_route();
-            let mut jump_report = jump.report;
-            jump_report.set_verdict(paced.jump);
-            // The path's record for the next push: the rate held for most of the
-            // transfer (not the last round's, which finishing streams or a busy host
-            // may have lowered), over a transfer long enough to have held one.
-            if let (Some(rate), Some(min_rtt), Some((peer, local, mss))) = (
-                paced.steady_bps.or(paced.held_bps),
-                paced.min_rtt,
-                path_ends,
-            ) {
-                if out.failed.is_empty() {
-                    let rate = jump_report.rate_to_remember(rate);
-                    crate::jump::remember(peer, local, rate, min_rtt, mss);
-                }
-            }
-            let run = RunFacts {
-                start,
-                jump_start: jump_report,
-                seconds: t0.elapsed().as_secs_f64(),
-                stages: progress.stages().split(),
-            };
-            Ok(CpReport::sent(run, out, bytes))
+            run_push(running, sender)
         }
         (None, Some(dest)) => {
             let mut target = match dest {
@@ -413,40 +370,160 @@ pub fn run_cp(
                 recursive: cfg.recursive,
             });
             target.answered_ahead = answered_ahead;
-            let reports = progress.peer_reports().clone();
-            let out = run_receiver(
-                target,
-                chunk_size,
-                link,
-                || Ok(socks),
-                chunk_key,
-                progress.clone(),
-            )?;
-            jump.restore_route();
-            let mut jump_report = jump.report;
-            // The server's pacer validates, and tells its verdict.
-            jump_report.set_peer_outcome(reports.jump());
-            // The path's record for the next pull: the steady rate the server reported
-            // its streams delivered, the smallest RTT this end's data connections saw.
-            if let (Some(rate), Some((peer, local, mss)), true) =
-                (reports.steady_rate(), path_ends, out.failed.is_empty())
-            {
-                let min_rtt = smallest_rtt(&start.sockets).map_or(rtt, |r| r.min(rtt));
-                let rate = jump_report.rate_to_remember(rate);
-                crate::jump::remember(peer, local, rate, min_rtt, mss);
-            }
-            let run = RunFacts {
-                start,
-                jump_start: jump_report,
-                seconds: t0.elapsed().as_secs_f64(),
-                stages: progress.stages().split(),
-            };
-            Ok(CpReport::received(run, out))
+            run_pull(running, target, chunk_size)
         }
         (None, None) => Err(CpError::Internal(
             "a copy with neither source nor destination",
         )),
     }
+}
+
+/// A copy set up: the server answered, the data streams are attached and the control
+/// connection is shared; what the sending or receiving end needs to run it.
+struct Running {
+    link: ControlLink,
+    socks: Vec<SecureStream>,
+    chunk_key: longhaul_proto::ChunkKey,
+    start: CpStart,
+    jump: crate::jump::ClientJump,
+    rtt: Duration,
+    /// Both ends' addresses and the segment size: the path's record.
+    path_ends: Option<(std::net::IpAddr, std::net::IpAddr, u32)>,
+    progress: Arc<Progress>,
+    t0: Instant,
+}
+
+/// Runs a push's sending end; the path's record for the next push.
+fn run_push(r: Running, mut sender: Sender) -> Result<CpReport, CpError> {
+    let Running {
+        link,
+        socks,
+        chunk_key,
+        start,
+        mut jump,
+        rtt,
+        path_ends,
+        progress,
+        t0,
+    } = r;
+    let bytes = sender.session.progress().total_bytes;
+    sender.jump = jump.plan.map(|p| JumpValidator::new(p, rtt));
+    let (out, paced) = run_sender(sender, link, || Ok(socks), chunk_key, progress.clone())?;
+    jump.restore_route();
+    let mut jump_report = jump.report;
+    jump_report.set_verdict(paced.jump);
+    // The path's record for the next push: the rate held for most of the transfer (not
+    // the last round's, which finishing streams or a busy host may have lowered), over a
+    // transfer long enough to have held one.
+    if let (Some(rate), Some(min_rtt), Some((peer, local, mss))) = (
+        paced.steady_bps.or(paced.held_bps),
+        paced.min_rtt,
+        path_ends,
+    ) {
+        if out.failed.is_empty() {
+            let rate = jump_report.rate_to_remember(rate);
+            crate::jump::remember(peer, local, rate, min_rtt, mss);
+        }
+    }
+    let run = RunFacts {
+        start,
+        jump_start: jump_report,
+        seconds: t0.elapsed().as_secs_f64(),
+        stages: progress.stages().split(),
+    };
+    Ok(CpReport::sent(run, out, bytes))
+}
+
+/// Runs a pull's receiving end into `target`; the path's record for the next pull.
+fn run_pull(
+    r: Running,
+    target: super::recv::RecvTarget,
+    chunk_size: u64,
+) -> Result<CpReport, CpError> {
+    let Running {
+        link,
+        socks,
+        chunk_key,
+        start,
+        mut jump,
+        rtt,
+        path_ends,
+        progress,
+        t0,
+    } = r;
+    let reports = progress.peer_reports().clone();
+    let out = run_receiver(
+        target,
+        chunk_size,
+        link,
+        || Ok(socks),
+        chunk_key,
+        progress.clone(),
+    )?;
+    jump.restore_route();
+    let mut jump_report = jump.report;
+    // The server's pacer validates, and tells its verdict.
+    jump_report.set_peer_outcome(reports.jump());
+    // The path's record for the next pull: the steady rate the server reported its
+    // streams delivered, the smallest RTT this end's data connections saw.
+    if let (Some(rate), Some((peer, local, mss)), true) =
+        (reports.steady_rate(), path_ends, out.failed.is_empty())
+    {
+        let min_rtt = smallest_rtt(&start.sockets).map_or(rtt, |r| r.min(rtt));
+        let rate = jump_report.rate_to_remember(rate);
+        crate::jump::remember(peer, local, rate, min_rtt, mss);
+    }
+    let run = RunFacts {
+        start,
+        jump_start: jump_report,
+        seconds: t0.elapsed().as_secs_f64(),
+        stages: progress.stages().split(),
+    };
+    Ok(CpReport::received(run, out))
+}
+
+/// The request's options from `cfg`, and whether a pull answers its list ahead (its
+/// destination holds nothing of `pull_top`, the server takes it (`features`), and the
+/// copy is not one share of a striped one: a share's answers name the other shares'
+/// chunks).
+fn transfer_options(
+    cfg: &CpConfig,
+    features: u64,
+    pull_top: Option<&[u8]>,
+    striped: bool,
+) -> (TransferOptions, bool) {
+    let mut options = TransferOptions {
+        recursive: cfg.recursive,
+        no_clobber: cfg.no_clobber,
+        checksum_only: cfg.checksum_only,
+        preserve: true,
+        auto_chunk: cfg.chunk_size.is_none(),
+        sync: cfg.sync,
+        window_fixed: cfg.window.is_some(),
+        delta: cfg.delta.is_some(),
+        checksum: cfg.delta.is_some_and(|r| r.checksum),
+        contents: cfg.delta.is_some_and(|r| r.contents),
+        inplace: cfg.delta.is_some_and(|r| r.inplace),
+        dry_run: cfg.delta.is_some_and(|r| r.dry_run),
+        delete: cfg.delete,
+        hard_links: cfg.hard_links,
+        answered_ahead: false,
+    };
+    // A pull into a destination that holds nothing of it answers the list ahead, and
+    // the server's chunks leave with the list (cp::ahead).
+    let may_answer_ahead =
+        options.may_answer_ahead() && features & longhaul_proto::features::ANSWER_AHEAD != 0;
+    let answered_ahead = match &cfg.job {
+        CpJob::Pull { dest } => may_answer_ahead && super::ahead::holds_nothing_of(dest, pull_top),
+        CpJob::Relay { target } => {
+            may_answer_ahead && super::ahead::served_holds_nothing_of(target, pull_top)
+        }
+        CpJob::Push { .. } => false,
+    };
+    // A share's answers name the other shares' chunks: never ahead.
+    let answered_ahead = answered_ahead && !striped;
+    options.answered_ahead = answered_ahead;
+    (options, answered_ahead)
 }
 
 /// Where a pull's files go.
