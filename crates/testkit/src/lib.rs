@@ -7,15 +7,18 @@
 //! - [`tree`]: files and trees on disk: writing them (random content, modes, mtimes) and
 //!   comparing two byte for byte (sparse-aware), with modes and mtimes as asked.
 //! - [`served`]: a served root opened with each resolver this kernel has.
+//! - [`receiver`]: a receiving session's configuration and an empty destination's
+//!   answers.
 //!
 //! # Layering
 //!
-//! This crate depends on `longhaul-sys` only (the bottom of the workspace, for sparse
-//! reads and the served root). Any crate's *integration* tests (`tests/*.rs`) may take it
-//! as a dev-dependency, `longhaul-sys`'s own included: Cargo builds one copy of the crate
-//! under test for its integration tests and this kit, so their types are the same. Unit
-//! tests inside a crate's `src` (`#[cfg(test)]`) compile the crate a second time and
-//! must not use it for `longhaul-sys` types.
+//! This crate depends on `longhaul-sys` (the bottom of the workspace, for sparse reads
+//! and the served root) and `longhaul-transfer` (for [`receiver`]). Any crate's
+//! *integration* tests (`tests/*.rs`) may take it as a dev-dependency, those two's own
+//! included: Cargo builds one copy of the crate under test for its integration tests and
+//! this kit, so their types are the same. Unit tests inside a crate's `src`
+//! (`#[cfg(test)]`) compile the crate a second time and must not use it for that
+//! crate's types.
 //!
 //! What needs a crate's own types stays as one shared module in that crate's tests, used
 //! by each of its test files that needs it: the in-memory session pair and its entry
@@ -27,6 +30,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod receiver;
 pub mod rng;
 pub mod served;
 pub mod tree;

@@ -17,9 +17,8 @@ use std::time::Instant;
 use longhaul_policy::data_start::Leave;
 use longhaul_proto::transfer::{EntryKind, FileEntry};
 use longhaul_proto::Token;
-use longhaul_transfer::session::{
-    LookResult, Placed, RecvConfig, RecvEvent, RecvInput, RecvSession,
-};
+pub use longhaul_testkit::receiver::{plain_answer, recv_config};
+use longhaul_transfer::session::RecvSession;
 
 use client::Client;
 use net::{rtts, Conn, Side, Wire, RTT};
@@ -204,42 +203,12 @@ pub fn source() -> Vec<FileEntry> {
     }]
 }
 
-/// A receiver's configuration: the source lands in the destination directory.
-pub fn recv_config(chunk_size: u64) -> RecvConfig {
-    RecvConfig {
-        chunk_size,
-        target: None,
-        target_is_dir: true,
-        no_clobber: false,
-        checksum_only: false,
-        sync: false,
-        expect: None,
-        keep_setuid: false,
-        umask: 0o022,
-    }
-}
-
 /// Answers what a receiver asks of an empty destination at once: nothing there, every
 /// open intact, directories made, commits placed.
 pub fn empty_destination(recv: &mut RecvSession) {
     while let Some(ev) = recv.poll_event() {
-        let answer = match ev {
-            RecvEvent::Look { id, .. } => RecvInput::Looked {
-                file: id,
-                found: LookResult::default(),
-            },
-            RecvEvent::Open { id, .. } => RecvInput::Opened {
-                file: id,
-                intact: true,
-            },
-            RecvEvent::CreateDir { rel, .. } => RecvInput::DirsCreated(vec![rel]),
-            RecvEvent::Commit(job) => RecvInput::Placed {
-                file: job.id,
-                result: Ok(Placed::Here),
-            },
-            RecvEvent::FixDirs(_) => RecvInput::DirsFixed,
-            _ => continue,
-        };
-        recv.handle(answer).expect("an empty destination's answer");
+        if let Some(answer) = plain_answer(&ev) {
+            recv.handle(answer).expect("an empty destination's answer");
+        }
     }
 }
