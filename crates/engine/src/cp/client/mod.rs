@@ -425,12 +425,7 @@ fn run_push(r: Running, mut sender: Sender) -> Result<CpReport, CpError> {
             crate::jump::remember(peer, local, rate, min_rtt, mss);
         }
     }
-    let run = RunFacts {
-        start,
-        jump_start: jump_report,
-        seconds: t0.elapsed().as_secs_f64(),
-        stages: progress.stages().split(),
-    };
+    let run = RunFacts::after(start, jump_report, t0, &progress);
     Ok(CpReport::sent(run, out, bytes))
 }
 
@@ -473,12 +468,7 @@ fn run_pull(
         let rate = jump_report.rate_to_remember(rate);
         crate::jump::remember(peer, local, rate, min_rtt, mss);
     }
-    let run = RunFacts {
-        start,
-        jump_start: jump_report,
-        seconds: t0.elapsed().as_secs_f64(),
-        stages: progress.stages().split(),
-    };
+    let run = RunFacts::after(start, jump_report, t0, &progress);
     Ok(CpReport::received(run, out))
 }
 

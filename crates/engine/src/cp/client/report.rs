@@ -83,6 +83,23 @@ pub(super) struct RunFacts {
     pub stages: crate::stage_cpu::StageSplit,
 }
 
+impl RunFacts {
+    /// The facts of a run that began at `t0`, now that it ended.
+    pub(super) fn after(
+        start: CpStart,
+        jump_start: crate::jump::JumpReport,
+        t0: std::time::Instant,
+        progress: &crate::cp::Progress,
+    ) -> Self {
+        Self {
+            start,
+            jump_start,
+            seconds: t0.elapsed().as_secs_f64(),
+            stages: progress.stages().split(),
+        }
+    }
+}
+
 impl CpReport {
     /// A push's report: the sender's outcome over `bytes` of files.
     pub(super) fn sent(
