@@ -302,6 +302,26 @@ pub(super) fn run_session(
         }
     };
 
+    run_bench(
+        conn,
+        session,
+        (id, secret, plain_data),
+        params,
+        (shared, cfg),
+    )
+    .map_err(|e| e.with_peer(peer))
+}
+
+/// A bench run, its parameters read and the client proved (the session `id`, its data
+/// connections' `secret`, and whether they go without TLS): the transport planned and
+/// its memory reserved, the data streams attached and started, run to the end.
+fn run_bench(
+    mut conn: FramedConn,
+    mut session: ServerSession,
+    (id, secret, plain_data): (u64, longhaul_proto::SessionSecret, bool),
+    params: BenchParams,
+    (shared, cfg): (&Arc<Shared>, &ServeConfig),
+) -> Result<String, ServeError> {
     let role = match params.direction {
         Direction::ClientToServer => Role::Receiver,
         Direction::ServerToClient => Role::Sender,
@@ -414,32 +434,30 @@ pub(super) fn run_session(
     let outcome = drive(&mut session, conn, &mut run, &params, role, rtt);
     let jumped = ServerJump::log_note(jump.as_ref(), run.jump_verdict());
     drop(jump);
-    outcome
-        .map(|(bytes, secs)| {
-            match role {
-                Role::Sender => shared.metrics.moved(bytes, 0, secs, None),
-                _ => shared.metrics.moved(0, bytes, secs, None),
-            }
-            format!(
-                "{} {} streams ({}), {:.3} GB in {:.2} s = {:.3} Gbit/s; {}{jumped}",
-                if role == Role::Sender {
-                    "sent"
-                } else {
-                    "received"
-                },
-                params.streams,
-                if plain_data {
-                    "data unencrypted, as the client asked"
-                } else {
-                    "data in TLS"
-                },
-                bytes as f64 / 1e9,
-                secs,
-                bytes as f64 * 8.0 / secs.max(1e-6) / 1e9,
-                hold.describe()
-            )
-        })
-        .map_err(|e| e.with_peer(peer))
+    outcome.map(|(bytes, secs)| {
+        match role {
+            Role::Sender => shared.metrics.moved(bytes, 0, secs, None),
+            _ => shared.metrics.moved(0, bytes, secs, None),
+        }
+        format!(
+            "{} {} streams ({}), {:.3} GB in {:.2} s = {:.3} Gbit/s; {}{jumped}",
+            if role == Role::Sender {
+                "sent"
+            } else {
+                "received"
+            },
+            params.streams,
+            if plain_data {
+                "data unencrypted, as the client asked"
+            } else {
+                "data in TLS"
+            },
+            bytes as f64 / 1e9,
+            secs,
+            bytes as f64 * 8.0 / secs.max(1e-6) / 1e9,
+            hold.describe()
+        )
+    })
 }
 
 /// Runs the streams to the end, reporting intervals to the client and exchanging results.
