@@ -302,7 +302,7 @@ pub(super) fn run_session(
         }
     };
 
-    run_bench(
+    serve_bench(
         conn,
         session,
         (id, secret, plain_data),
@@ -315,7 +315,7 @@ pub(super) fn run_session(
 /// A bench run, its parameters read and the client proved (the session `id`, its data
 /// connections' `secret`, and whether they go without TLS): the transport planned and
 /// its memory reserved, the data streams attached and started, run to the end.
-fn run_bench(
+fn serve_bench(
     mut conn: FramedConn,
     mut session: ServerSession,
     (id, secret, plain_data): (u64, longhaul_proto::SessionSecret, bool),
