@@ -7,6 +7,7 @@
 
 use crate::transport::secure::SecureStream;
 use std::path::PathBuf;
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -173,39 +174,13 @@ pub fn serve_transfer(
     let items: Vec<SendItem> = if push {
         Vec::new()
     } else {
-        // The client waits for TransferReady with a read timeout (15 s) while a large
-        // tree is walked: the opening's keepalives keep it waiting.
-        let walked = std::sync::mpsc::channel();
-        let listed = std::thread::scope(|scope| {
-            let (warnings, path, filter) = (&mut warnings, &path, &filter);
-            scope.spawn(move || {
-                let listed = match path {
-                    Some(p) => {
-                        walk_served_filtered(root, p, recursive, filter, hard_links, &mut |w| {
-                            warnings.push(w)
-                        })
-                    }
-                    None => {
-                        walk_served_root_filtered(root, recursive, filter, hard_links, &mut |w| {
-                            warnings.push(w)
-                        })
-                    }
-                };
-                let _ = walked.0.send(listed);
-            });
-            loop {
-                let wait = answering
-                    .poll_timeout()
-                    .map_or(KEEPALIVE, |t| t.saturating_duration_since(Instant::now()));
-                match walked.1.recv_timeout(wait) {
-                    Ok(listed) => break listed,
-                    Err(_) => {
-                        answering.handle_timeout(Instant::now());
-                        let _ = send_answering(&mut conn, &mut answering);
-                    }
-                }
-            }
-        });
+        let listed = walk_keeping_alive(
+            (&mut conn, &mut answering),
+            root,
+            path.as_ref(),
+            (recursive, hard_links, &filter),
+            &mut warnings,
+        );
         match listed {
             Ok(v) if v.is_empty() => {
                 let why = if warnings.is_empty() {
@@ -398,6 +373,44 @@ pub fn serve_transfer(
             progress.stages().split().seconds_text()
         ))
     }
+}
+
+/// A pull's source walked (`path` beneath `root`, or the root itself), while the
+/// opening's keepalives keep the client waiting: it reads `TransferReady` with a read
+/// timeout (15 s), and a large tree takes longer.
+fn walk_keeping_alive(
+    (conn, answering): (&mut FramedConn, &mut CopyAnswering),
+    root: &ServedRoot,
+    path: Option<&longhaul_transfer::path::SafeRelPath>,
+    (recursive, hard_links, filter): (bool, bool, &longhaul_transfer::Filter),
+    warnings: &mut Vec<String>,
+) -> Result<Vec<crate::cp::walk::SourceFile>, crate::cp::walk::WalkError> {
+    let walked = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            let mut warn = |w| warnings.push(w);
+            let listed = match path {
+                Some(p) => walk_served_filtered(root, p, recursive, filter, hard_links, &mut warn),
+                None => walk_served_root_filtered(root, recursive, filter, hard_links, &mut warn),
+            };
+            let _ = walked.0.send(listed);
+        });
+        loop {
+            let wait = answering
+                .poll_timeout()
+                .map_or(KEEPALIVE, |t| t.saturating_duration_since(Instant::now()));
+            match walked.1.recv_timeout(wait) {
+                Ok(listed) => break listed,
+                Err(RecvTimeoutError::Timeout) => {
+                    answering.handle_timeout(Instant::now());
+                    let _ = send_answering(conn, answering);
+                }
+                // The walk panicked (this loop would spin on the closed channel): the
+                // scope's end carries the panic on, so this value is never seen.
+                Err(RecvTimeoutError::Disconnected) => break Ok(Vec::new()),
+            }
+        }
+    })
 }
 
 /// Sends what the opening's machine has queued (a refusal, a keepalive, the answer).
