@@ -134,14 +134,18 @@ pub fn start_session(plan: &StartPlan) -> Result<Started, BenchError> {
     let mss = longhaul_sys::tcp_info::tcp_info(tcp).map_or(0, |i| i.snd_mss);
     // The count opened, or (a run whose server may jump) to open: the user's, or the
     // path's, or a jump's.
-    let (jump, streams) = match start.decided() {
+    let (mut jump, streams) = match start.decided() {
         Some(decided) => decided,
         None => {
             let (peer, local) = ends.unwrap_or((addr.ip(), Ipv4Addr::UNSPECIFIED.into()));
             let path = PathNow { peer, local, rtt };
-            crate::jump::decide_client(&wish, data.streams(), path, path.record())
+            let now = crate::jump::RouteWhen::Now;
+            crate::jump::decide_client(&wish, data.streams(), path, path.record(), now)
         }
     };
+    // A receiving run's route, decided at the connect, is set now, behind the control
+    // connection's TLS and before the data connections leave behind the request.
+    jump.set_route();
     let late = LateData {
         addr,
         streams,

@@ -204,9 +204,77 @@ pub struct ClientJump {
     /// What the JSON says.
     pub report: JumpReport,
     route: Option<InitialWindows>,
+    /// A planned jump's route being set meanwhile ([`ClientJump::set_route`] waits for it).
+    route_setting: RouteSetting,
+}
+
+/// A route being set on a thread of its own: waited for when dropped, so that the route
+/// it set is removed (a run that ends before it waits would otherwise leave it behind
+/// if the process exits meanwhile).
+#[derive(Default)]
+struct RouteSetting(Option<std::thread::JoinHandle<std::io::Result<InitialWindows>>>);
+
+impl RouteSetting {
+    /// What setting the route came to (`None`: nothing was being set).
+    fn wait(&mut self) -> Option<std::io::Result<InitialWindows>> {
+        let handle = self.0.take()?;
+        Some(
+            handle
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("setting it panicked"))),
+        )
+    }
+}
+
+impl Drop for RouteSetting {
+    fn drop(&mut self) {
+        drop(self.wait());
+    }
 }
 
 impl ClientJump {
+    /// [`ClientJump::prepare`] with the route set on a thread of its own meanwhile: a
+    /// receiving run's data connections leave behind the request, so its route need only
+    /// be there by then ([`ClientJump::set_route`]), and the control connection's TLS does
+    /// not wait for it (`ip route` takes tens of milliseconds).
+    pub fn planned(
+        wish: &JumpWish,
+        path: PathNow,
+        streams: u16,
+        record: Option<PathRecord>,
+    ) -> Self {
+        match Self::decide(wish, path, streams, record.as_ref()) {
+            Ok(plan) => Self {
+                plan: Some(plan),
+                report: JumpReport::used(&plan, record.as_ref()),
+                route: None,
+                route_setting: RouteSetting(Some(std::thread::spawn(move || {
+                    InitialWindows::set(path.peer, plan.init_cwnd, plan.init_rwnd)
+                }))),
+            },
+            Err(why) => Self::without(JumpReport::not_used(&why, record.as_ref())),
+        }
+    }
+
+    /// Waits for the route of a jump [`ClientJump::planned`]; one that could not be set
+    /// ends the jump (its report says why).
+    pub fn set_route(&mut self) {
+        let Some(set) = self.route_setting.wait() else {
+            return;
+        };
+        match set {
+            Ok(route) => self.route = Some(route),
+            Err(e) => {
+                self.plan = None;
+                self.report.used = false;
+                self.report.start_rate_bps = None;
+                self.report.initcwnd = None;
+                self.report.initrwnd = None;
+                self.report.not_used = Some(format!("cannot set the route metrics: {e}"));
+            }
+        }
+    }
+
     /// Decides for a run on `path` with `streams` data connections from the path's
     /// `record` (looked up by the caller), and (when it jumps) sets the initial windows on
     /// this end's route to the peer.
@@ -225,6 +293,7 @@ impl ClientJump {
                 plan: Some(plan),
                 report: JumpReport::used(&plan, record.as_ref()),
                 route: Some(route),
+                route_setting: RouteSetting::default(),
             },
             Err(e) => {
                 let mut r = JumpReport::remembered(record.as_ref());
@@ -257,6 +326,7 @@ impl ClientJump {
             plan: None,
             report,
             route: None,
+            route_setting: RouteSetting::default(),
         }
     }
 
@@ -298,6 +368,7 @@ impl ClientJump {
 
     /// Ends the run's route metrics now (they are also removed on drop).
     pub fn restore_route(&mut self) {
+        drop(self.route_setting.wait());
         self.route = None;
     }
 }
@@ -482,6 +553,7 @@ pub fn decide_client(
     opened: u16,
     path: PathNow,
     record: Option<PathRecord>,
+    route: RouteWhen,
 ) -> (ClientJump, u16) {
     if opened > 0 {
         let report = match ClientJump::decide(wish, path, opened, record.as_ref()) {
@@ -499,13 +571,27 @@ pub fn decide_client(
     let jump_streams = wish
         .user_count()
         .unwrap_or(longhaul_policy::JUMP_STREAMS.min(auto));
-    let jump = ClientJump::prepare(wish, path, jump_streams, record);
+    let jump = match route {
+        RouteWhen::Now => ClientJump::prepare(wish, path, jump_streams, record),
+        RouteWhen::BehindRequest => ClientJump::planned(wish, path, jump_streams, record),
+    };
     let streams = if jump.plan.is_some() {
         jump_streams
     } else {
         auto
     };
     (jump, streams)
+}
+
+/// When a jump's route is set: at once (the data connections may leave next), or once the
+/// control connection is up, behind it (a receiving run: they leave behind the request;
+/// [`ClientJump::set_route`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteWhen {
+    /// Before the decision returns.
+    Now,
+    /// By [`ClientJump::set_route`], before the request.
+    BehindRequest,
 }
 
 /// How a client's data connections start, bench and cp alike (`dial_with`'s
@@ -605,7 +691,7 @@ impl DataStart for ClientStart {
                 local,
                 rtt,
             };
-            let decided = decide_client(&wish, 0, path, fresh);
+            let decided = decide_client(&wish, 0, path, fresh, RouteWhen::Now);
             let d = Decided {
                 streams: decided.1,
                 jumps: decided.0.plan.is_some(),
@@ -624,6 +710,12 @@ impl DataStart for ClientStart {
             _ => false,
         };
         let (wish, looked_up) = (self.wish, self.looked_up);
+        // A run that holds its data connections for the server's route sets its own
+        // behind the control connection's TLS, not before it.
+        let route = match self.schedule.holds_for_request() {
+            true => RouteWhen::BehindRequest,
+            false => RouteWhen::Now,
+        };
         let mut guess = self.guess.take();
         let mut decided = None;
         let at = AtConnect {
@@ -634,7 +726,7 @@ impl DataStart for ClientStart {
         let (count, held) = self.schedule.at_connect(at, |opened| {
             // A guess not kept takes its route with it before a new one is set.
             drop(guess.take());
-            let (jump, n) = decide_at_connect(&wish, looked_up, rtt, &ends, opened);
+            let (jump, n) = decide_at_connect(&wish, looked_up, rtt, &ends, opened, route);
             let jumps = jump.as_ref().is_some_and(|j| j.plan.is_some());
             decided = jump.map(|j| (j, n));
             Decided { streams: n, jumps }
@@ -657,6 +749,7 @@ fn decide_at_connect(
     rtt: Duration,
     ends: &(std::io::Result<SocketAddr>, std::io::Result<SocketAddr>),
     opened: u16,
+    route: RouteWhen,
 ) -> (Option<ClientJump>, u16) {
     let (Ok(peer), Ok(local)) = ends else {
         let n = match opened {
@@ -676,6 +769,6 @@ fn decide_at_connect(
         Some((key, record)) if key == (path.peer, path.local) => record,
         _ => path.record(),
     };
-    let (jump, n) = decide_client(wish, opened, path, record);
+    let (jump, n) = decide_client(wish, opened, path, record, route);
     (Some(jump), n)
 }

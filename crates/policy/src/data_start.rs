@@ -199,6 +199,12 @@ impl DataSchedule {
         (count, false)
     }
 
+    /// A receiving run whose server would jump: its data connections wait for the
+    /// request (unless the jump does not happen at the connect after all).
+    pub fn holds_for_request(&self) -> bool {
+        self.hold
+    }
+
     /// When the run's data connections left (`None` before the connect).
     pub fn leave(&self) -> Option<Leave> {
         self.leave

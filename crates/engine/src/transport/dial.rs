@@ -185,15 +185,16 @@ fn dial_once(
         Encryption::On => tls.for_data_now().map(Some),
         Encryption::Off => Some(None),
     };
+    // The control connection's SYN leaves first: a remembered path's route takes tens of
+    // milliseconds to set (`ip route`), and the data connections' threads as long to
+    // start on a small host (64 of them on a path not remembered).
+    let t_connect = Instant::now();
+    let syn = ControlSyn::send(addrs[0]);
     let auto = data.streams == AUTO_STREAMS;
     let mut data = data;
     if auto {
         data.streams = start.before_connect(addrs[0]);
     }
-    // The control connection's SYN leaves first: the data connections' threads take tens
-    // of milliseconds to start on a small host (64 of them on a path not remembered).
-    let t_connect = Instant::now();
-    let syn = ControlSyn::send(addrs[0]);
     let mut dialer = DataDialer::start(addrs[0], data, credential.clone());
     let (stream, addr) = match syn.map(ControlSyn::finish) {
         Some(Ok(stream)) => (stream, addrs[0]),
