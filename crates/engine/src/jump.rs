@@ -4,10 +4,9 @@
 //! fails), bounds a client's request at a server, writes the path's record after a
 //! successful run, and fills the `jump_start` object of the JSON start and end records.
 
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{IpAddr, TcpStream};
 use std::time::Duration;
 
-use longhaul_policy::data_start::{AtConnect, DataSchedule, DataWish, Decided, PathBefore};
 use longhaul_policy::jump_start::{self, bound_request, JumpAction, Retreat};
 use longhaul_policy::{JumpInputs, JumpPlan, JumpRequest, JumpValidator, NoJump, ServerView};
 use longhaul_proto::{JumpAsk, JumpOutcome};
@@ -15,7 +14,6 @@ use longhaul_sys::route::InitialWindows;
 use serde::Serialize;
 
 use crate::path_cache::{now_unix, PathCache, PathRecord};
-use crate::transport::dial::{Count, DataStart};
 
 /// What the JSON says about jump-start (`start.jump_start`, `end.jump_start`).
 #[derive(Debug, Clone, Default, Serialize)]
@@ -165,7 +163,7 @@ impl JumpWish {
     }
 
     /// The user's count within the protocol's bounds.
-    fn user_count(&self) -> Option<u16> {
+    pub(crate) fn user_count(&self) -> Option<u16> {
         self.user_streams
             .map(|n| n.clamp(1, longhaul_proto::limits::MAX_STREAMS))
     }
@@ -191,7 +189,7 @@ impl PathNow {
 }
 
 /// The record of the path from `local` to `peer` in the user's cache, if any.
-fn lookup(peer: IpAddr, local: IpAddr) -> Option<PathRecord> {
+pub(crate) fn lookup(peer: IpAddr, local: IpAddr) -> Option<PathRecord> {
     PathCache::open_default()
         .ok()
         .and_then(|c| c.lookup(peer, local))
@@ -304,7 +302,7 @@ impl ClientJump {
     }
 
     /// The decision alone (no route is touched).
-    fn decide(
+    pub(crate) fn decide(
         wish: &JumpWish,
         path: PathNow,
         streams: u16,
@@ -592,183 +590,4 @@ pub enum RouteWhen {
     Now,
     /// By [`ClientJump::set_route`], before the request.
     BehindRequest,
-}
-
-/// How a client's data connections start, bench and cp alike (`dial_with`'s
-/// [`DataStart`]; the count is the user's, or chosen here). The path's record in the
-/// user's cache (less than a day old) is read once, before the connect:
-///
-/// - a path remembered: its RTT gives the stream count, and the jump with its route when
-///   this end sends, so the data connections go with the control connection's SYN and
-///   data flows after 3 round trips, not 4. If the RTT measured at the connect does not
-///   match the record (or the connection left from another address), the guess is
-///   dropped (its connections and route with it) and decided again: that run pays the
-///   round trip.
-/// - a path remembered whose server sends and may jump (this end may set routes): the
-///   data connections wait, to leave behind the request (the server's route first,
-///   `crate::client_start`); the jump is decided at the connect.
-/// - a path not remembered: the user's count goes at once; without one, as many as the
-///   longest path needs ([`longhaul_policy::MAX_PATH_STREAMS`]) go at once, and the RTT
-///   measured at the connect keeps the path's count of them.
-pub struct ClientStart {
-    wish: JumpWish,
-    /// When the data connections leave, and how many (the pure schedule).
-    schedule: DataSchedule,
-    /// The path looked up before the connect (peer, local) and its record, fresh or not.
-    looked_up: Option<((IpAddr, IpAddr), Option<PathRecord>)>,
-    guess: Option<Guess>,
-    decided: Option<(ClientJump, u16)>,
-}
-
-/// A decision made before the connect, from the path's record.
-struct Guess {
-    path: PathNow,
-    decided: (ClientJump, u16),
-}
-
-impl ClientStart {
-    /// `receiving`: this end receives on the data connections (the server sends, and
-    /// jumps with its own route).
-    pub fn new(wish: JumpWish, receiving: bool) -> Self {
-        let schedule = DataSchedule::new(DataWish {
-            user_streams: wish.user_count(),
-            receiving,
-        });
-        Self {
-            wish,
-            schedule,
-            looked_up: None,
-            guess: None,
-            decided: None,
-        }
-    }
-
-    /// The jump and the count decided (`None` when the connection's addresses could not
-    /// be read).
-    pub fn decided(self) -> Option<(ClientJump, u16)> {
-        self.decided
-    }
-}
-
-impl DataStart for ClientStart {
-    fn before_connect(&mut self, peer: SocketAddr) -> u16 {
-        let Some(local) = longhaul_sys::route::source_toward(peer) else {
-            // Nothing to look up: the schedule decides nothing with a record.
-            let no_record = |_| Decided {
-                streams: 0,
-                jumps: false,
-            };
-            return self
-                .schedule
-                .before_connect(PathBefore::Unroutable, no_record);
-        };
-        let record = lookup(peer.ip(), local);
-        self.looked_up = Some(((peer.ip(), local), record));
-        let fresh = record.filter(|r| r.memory(now_unix()).age <= jump_start::MAX_AGE);
-        let known = match fresh {
-            None => PathBefore::NotRemembered,
-            Some(r) => {
-                let rtt = Duration::from_micros(r.min_rtt_us);
-                let path = PathNow {
-                    peer: peer.ip(),
-                    local,
-                    rtt,
-                };
-                // Whether a run from the record would jump (no route is touched): a
-                // receiving run then holds its data connections for the server's route.
-                let streams = self
-                    .wish
-                    .user_count()
-                    .unwrap_or(longhaul_policy::JUMP_STREAMS);
-                let would_jump = ClientJump::decide(&self.wish, path, streams, Some(&r)).is_ok();
-                PathBefore::Remembered { rtt, would_jump }
-            }
-        };
-        let (wish, mut guess) = (self.wish, None);
-        let n = self.schedule.before_connect(known, |rtt| {
-            let path = PathNow {
-                peer: peer.ip(),
-                local,
-                rtt,
-            };
-            let decided = decide_client(&wish, 0, path, fresh, RouteWhen::Now);
-            let d = Decided {
-                streams: decided.1,
-                jumps: decided.0.plan.is_some(),
-            };
-            guess = Some(Guess { path, decided });
-            d
-        });
-        self.guess = guess;
-        n
-    }
-
-    fn at_connect(&mut self, rtt: Duration, tcp: &TcpStream, opened: u16) -> Count {
-        let ends = (tcp.peer_addr(), tcp.local_addr());
-        let same_path = match (&self.guess, &ends) {
-            (Some(g), (Ok(p), Ok(l))) => p.ip() == g.path.peer && l.ip() == g.path.local,
-            _ => false,
-        };
-        let (wish, looked_up) = (self.wish, self.looked_up);
-        // A run that holds its data connections for the server's route sets its own
-        // behind the control connection's TLS, not before it.
-        let route = match self.schedule.holds_for_request() {
-            true => RouteWhen::BehindRequest,
-            false => RouteWhen::Now,
-        };
-        let mut guess = self.guess.take();
-        let mut decided = None;
-        let at = AtConnect {
-            rtt,
-            opened,
-            same_path,
-        };
-        let (count, held) = self.schedule.at_connect(at, |opened| {
-            // A guess not kept takes its route with it before a new one is set.
-            drop(guess.take());
-            let (jump, n) = decide_at_connect(&wish, looked_up, rtt, &ends, opened, route);
-            let jumps = jump.as_ref().is_some_and(|j| j.plan.is_some());
-            decided = jump.map(|j| (j, n));
-            Decided { streams: n, jumps }
-        });
-        self.decided = match held {
-            true => guess.map(|g| g.decided),
-            false => decided,
-        };
-        count
-    }
-}
-
-/// [`decide_client`] at the control connection's connect, whose `ends` (peer, local)
-/// name the path: `None` for the jump when they cannot be read (the count is then the
-/// user's or the path's). `looked_up` is the record read before the connect, used when
-/// it was this path's.
-fn decide_at_connect(
-    wish: &JumpWish,
-    looked_up: Option<((IpAddr, IpAddr), Option<PathRecord>)>,
-    rtt: Duration,
-    ends: &(std::io::Result<SocketAddr>, std::io::Result<SocketAddr>),
-    opened: u16,
-    route: RouteWhen,
-) -> (Option<ClientJump>, u16) {
-    let (Ok(peer), Ok(local)) = ends else {
-        let n = match opened {
-            0 => wish
-                .user_count()
-                .unwrap_or_else(|| longhaul_policy::streams_for_path(rtt)),
-            n => n,
-        };
-        return (None, n);
-    };
-    let path = PathNow {
-        peer: peer.ip(),
-        local: local.ip(),
-        rtt,
-    };
-    let record = match looked_up {
-        Some((key, record)) if key == (path.peer, path.local) => record,
-        _ => path.record(),
-    };
-    let (jump, n) = decide_client(wish, opened, path, record, route);
-    (Some(jump), n)
 }
