@@ -107,108 +107,16 @@ pub fn run_cp(
     })?;
     // Both ends' addresses and the segment size, for the path's record.
     let path_ends = ends.map(|(peer, local)| (peer, local, mss));
-    // The same decisions as bench, from the same function: this end's buffer, and on a
-    // push the congestion control, the probe and the pacing (the server decides them
-    // on a pull, from the request's window and its fixed flag).
-    let (plan, _) = host::plan_transport_here(
-        &TransportRequest {
-            role: if push { Role::Sender } else { Role::Receiver },
-            streams,
-            rate_bps: cfg.rate_bps,
-            window: cfg.window.map_or(Window::Auto, Window::Fixed),
-            congestion: cfg.congestion.clone().filter(|_| push),
-        },
-        rtt,
-    )?;
-    let needed = plan.window_bytes;
-    let mut warnings = plan.warnings.clone();
-    if let Some(fp) = pinned_now {
-        warnings.push(format!(
-            "first contact with {}: its certificate {fp} is now pinned in the known-servers \
-             file; a different one will be refused",
-            cfg.server
-        ));
-    }
-    let congestion = match (&plan.congestion, &cfg.congestion) {
-        (Some(cc), _) => cc.clone(),
-        (None, Some(cc)) => cc.clone(),
-        (None, None) => "server's choice".to_string(),
-    };
-    let rate = cfg.rate_bps.unwrap_or(0);
-    let chunk_request = match (&cfg.job, cfg.chunk_size) {
-        (_, Some(c)) => c,
-        (CpJob::Push { items }, None) => {
-            let total: u64 = items.iter().map(|i| i.entry.size).sum();
-            path_chunk_size(rate, rtt, streams, total)
-        }
-        // The server knows the total and may lower this (AUTO_CHUNK).
-        (CpJob::Pull { .. } | CpJob::Relay { .. }, None) => {
-            path_chunk_size(rate, rtt, streams, u64::MAX)
-        }
-    };
-    // What the pull will hold, checked (and perhaps its chunks made smaller) before the
-    // request: a daemon's relayed pull reserves it from its memory budget.
-    let fitted = match &cfg.memory_gate {
-        Some(gate) if !push => {
-            gate(streams, chunk_request, &plan.buffer).map_err(|why| CpError::Stopped {
-                reason: format!("on this server: {why}"),
-            })?
-        }
-        _ => chunk_request,
-    };
-    let share = match &cfg.job {
-        CpJob::Relay { target } => target.share,
-        _ => None,
-    };
-    if let Some(share) = share {
-        share::check(
-            share,
-            session.features(),
-            (chunk_request, fitted),
-            cfg.chunk_size,
-        )?;
-    }
-    let chunk_request = fitted;
-    // A pull's entries must all start with the requested source's base name (the
-    // root's own name when the root was asked for).
-    let pull_top = match &cfg.job {
-        CpJob::Pull { .. } | CpJob::Relay { .. } if cfg.user_paths => {
-            longhaul_transfer::location::ssh_top(&cfg.remote_path)
-        }
-        CpJob::Pull { .. } | CpJob::Relay { .. } => requested_top(&cfg.remote_path)?,
-        CpJob::Push { .. } => None,
-    };
-    let (options, answered_ahead) = transfer_options(
-        &cfg,
-        session.features(),
-        pull_top.as_deref(),
-        share.is_some(),
-    );
-    let params_direction = if push {
-        CopyDirection::Push
-    } else {
-        CopyDirection::Pull
-    };
-    let params = TransferParams {
-        direction: params_direction,
-        streams,
-        chunk_size: chunk_request,
-        rate_bps: cfg.rate_bps.unwrap_or(0),
-        window_bytes: needed,
-        rtt_us: rtt.as_micros().min(u128::from(u32::MAX)) as u32,
-        options,
-        // A pull's sender is the server: it checks and applies the choice.
-        congestion: if push {
-            String::new()
-        } else {
-            cfg.congestion.clone().unwrap_or_default()
-        },
-        // "." names the root; "dir/" a directory.
-        path: wire_path,
-        // A pull's sender is the server: it jumps, bounded by its own view. A push's
-        // server only receives, and its listener's buffers are wide.
-        jump: if push { None } else { jump.ask() },
-    };
+    let Request {
+        params,
+        plan,
+        mut warnings,
+        congestion,
+        share,
+        pull_top,
+        answered_ahead,
+    } = request(&cfg, wire_path, &session, (rtt, streams, &jump), pinned_now)?;
+    let (chunk_request, params_direction) = (params.chunk_size, params.direction);
     // Our proof, the request and its rules leave in one flight (the set-up's machine).
     let mut opening = CopyOpening::new(session, params, rules).map_err(|e| match e {
         OpeningError::Session(e) => CpError::Protocol(e.to_string()),
@@ -470,6 +378,148 @@ fn run_pull(
     }
     let run = RunFacts::after(start, jump_report, t0, &progress);
     Ok(CpReport::received(run, out))
+}
+
+/// What a copy asks of the server, and what this end decided for it.
+struct Request {
+    params: TransferParams,
+    /// This end's transport plan (its buffer; on a push its congestion control, probe
+    /// and pacing).
+    plan: longhaul_policy::TransportPlan,
+    warnings: Vec<String>,
+    /// The sender's congestion control, for the start line.
+    congestion: String,
+    /// One share of a striped copy.
+    share: Option<longhaul_proto::stripe::Share>,
+    /// The name a pull's entries must all start with.
+    pull_top: Option<Vec<u8>>,
+    answered_ahead: bool,
+}
+
+/// The request of a copy as `cfg` asks it, on a path of `rtt` with `streams` data
+/// connections and the dial's `jump`, to a server that proved itself in `session` (its
+/// certificate `pinned_now` on a first contact): the same transport plan as bench's, the
+/// chunk size from the path (checked against a daemon's memory budget for a relayed
+/// pull), the options and whether a pull answers its list ahead.
+fn request(
+    cfg: &CpConfig,
+    wire_path: Vec<u8>,
+    session: &longhaul_proto::ClientSession,
+    (rtt, streams, jump): (Duration, u16, &crate::jump::ClientJump),
+    pinned_now: Option<crate::transport::tls::Fingerprint>,
+) -> Result<Request, CpError> {
+    let push = matches!(cfg.job, CpJob::Push { .. });
+    // The same decisions as bench, from the same function: this end's buffer, and on a
+    // push the congestion control, the probe and the pacing (the server decides them
+    // on a pull, from the request's window and its fixed flag).
+    let (plan, _) = host::plan_transport_here(
+        &TransportRequest {
+            role: if push { Role::Sender } else { Role::Receiver },
+            streams,
+            rate_bps: cfg.rate_bps,
+            window: cfg.window.map_or(Window::Auto, Window::Fixed),
+            congestion: cfg.congestion.clone().filter(|_| push),
+        },
+        rtt,
+    )?;
+    let needed = plan.window_bytes;
+    let mut warnings = plan.warnings.clone();
+    if let Some(fp) = pinned_now {
+        warnings.push(format!(
+            "first contact with {}: its certificate {fp} is now pinned in the known-servers \
+             file; a different one will be refused",
+            cfg.server
+        ));
+    }
+    let congestion = match (&plan.congestion, &cfg.congestion) {
+        (Some(cc), _) => cc.clone(),
+        (None, Some(cc)) => cc.clone(),
+        (None, None) => "server's choice".to_string(),
+    };
+    let rate = cfg.rate_bps.unwrap_or(0);
+    let chunk_request = match (&cfg.job, cfg.chunk_size) {
+        (_, Some(c)) => c,
+        (CpJob::Push { items }, None) => {
+            let total: u64 = items.iter().map(|i| i.entry.size).sum();
+            path_chunk_size(rate, rtt, streams, total)
+        }
+        // The server knows the total and may lower this (AUTO_CHUNK).
+        (CpJob::Pull { .. } | CpJob::Relay { .. }, None) => {
+            path_chunk_size(rate, rtt, streams, u64::MAX)
+        }
+    };
+    // What the pull will hold, checked (and perhaps its chunks made smaller) before the
+    // request: a daemon's relayed pull reserves it from its memory budget.
+    let fitted = match &cfg.memory_gate {
+        Some(gate) if !push => {
+            gate(streams, chunk_request, &plan.buffer).map_err(|why| CpError::Stopped {
+                reason: format!("on this server: {why}"),
+            })?
+        }
+        _ => chunk_request,
+    };
+    let share = match &cfg.job {
+        CpJob::Relay { target } => target.share,
+        _ => None,
+    };
+    if let Some(share) = share {
+        share::check(
+            share,
+            session.features(),
+            (chunk_request, fitted),
+            cfg.chunk_size,
+        )?;
+    }
+    let chunk_request = fitted;
+    // A pull's entries must all start with the requested source's base name (the
+    // root's own name when the root was asked for).
+    let pull_top = match &cfg.job {
+        CpJob::Pull { .. } | CpJob::Relay { .. } if cfg.user_paths => {
+            longhaul_transfer::location::ssh_top(&cfg.remote_path)
+        }
+        CpJob::Pull { .. } | CpJob::Relay { .. } => requested_top(&cfg.remote_path)?,
+        CpJob::Push { .. } => None,
+    };
+    let (options, answered_ahead) = transfer_options(
+        cfg,
+        session.features(),
+        pull_top.as_deref(),
+        share.is_some(),
+    );
+    let params_direction = if push {
+        CopyDirection::Push
+    } else {
+        CopyDirection::Pull
+    };
+    let params = TransferParams {
+        direction: params_direction,
+        streams,
+        chunk_size: chunk_request,
+        rate_bps: cfg.rate_bps.unwrap_or(0),
+        window_bytes: needed,
+        rtt_us: rtt.as_micros().min(u128::from(u32::MAX)) as u32,
+        options,
+        // A pull's sender is the server: it checks and applies the choice.
+        congestion: if push {
+            String::new()
+        } else {
+            cfg.congestion.clone().unwrap_or_default()
+        },
+        // "." names the root; "dir/" a directory.
+        path: wire_path,
+        // A pull's sender is the server: it jumps, bounded by its own view. A push's
+        // server only receives, and its listener's buffers are wide.
+        jump: if push { None } else { jump.ask() },
+    };
+    Ok(Request {
+        params,
+        plan,
+        warnings,
+        congestion,
+        share,
+        pull_top,
+        answered_ahead,
+    })
 }
 
 /// The request's options from `cfg`, and whether a pull answers its list ahead (its
