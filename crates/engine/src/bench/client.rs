@@ -159,42 +159,7 @@ fn set_up(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<Running, Ben
         warnings.push(format!("jump-start not used: it needs {needs}"));
     }
 
-    let params = BenchParams {
-        streams,
-        duration_ms: if cfg.bytes.is_some() {
-            0
-        } else {
-            cfg.duration.as_millis() as u64
-        },
-        bytes: cfg.bytes.unwrap_or(0),
-        direction: if cfg.reverse {
-            Direction::ServerToClient
-        } else {
-            Direction::ClientToServer
-        },
-        congestion: if cfg.reverse {
-            cfg.congestion.clone().unwrap_or_default()
-        } else {
-            congestion.clone()
-        },
-        rate_bps: cfg.rate_bps.unwrap_or(0),
-        window_bytes: needed,
-        window_fixed: cfg.window.is_some(),
-        rx_rate_bps: if cfg.reverse {
-            0
-        } else {
-            cfg.rx_rate_bps.unwrap_or(0)
-        },
-        read_rate_bps: if cfg.reverse {
-            0
-        } else {
-            cfg.read_rate_bps.unwrap_or(0)
-        },
-        rtt_us: rtt.as_micros().min(u32::MAX as u128) as u32,
-        interval_ms: cfg.interval.as_millis().clamp(10, u32::MAX as u128) as u32,
-        send_mode: cfg.send_mode,
-        jump: jump.ask(),
-    };
+    let params = bench_params(cfg, (streams, rtt), (&congestion, needed), jump.ask());
     let rx_rate = if cfg.reverse { cfg.rx_rate_bps } else { None };
     // One flight: our proof, the parameters, and every data stream's hello.
     session.request(params.clone())?;
@@ -539,6 +504,53 @@ fn end_report(cfg: &BenchConfig, r: Running, heard: Heard, own: Results) -> EndR
         cfg.security.encryption == crate::transport::tls::Encryption::On,
     );
     end
+}
+
+/// The parameters a bench run asks for: `cfg`'s, on `streams` data connections over a
+/// path of `rtt`, with this end's congestion control and window (`needed`) when it sends,
+/// and the jump's ask.
+fn bench_params(
+    cfg: &BenchConfig,
+    (streams, rtt): (u16, Duration),
+    (congestion, needed): (&str, u64),
+    jump: Option<longhaul_proto::JumpAsk>,
+) -> BenchParams {
+    BenchParams {
+        streams,
+        duration_ms: if cfg.bytes.is_some() {
+            0
+        } else {
+            cfg.duration.as_millis() as u64
+        },
+        bytes: cfg.bytes.unwrap_or(0),
+        direction: if cfg.reverse {
+            Direction::ServerToClient
+        } else {
+            Direction::ClientToServer
+        },
+        congestion: if cfg.reverse {
+            cfg.congestion.clone().unwrap_or_default()
+        } else {
+            congestion.to_string()
+        },
+        rate_bps: cfg.rate_bps.unwrap_or(0),
+        window_bytes: needed,
+        window_fixed: cfg.window.is_some(),
+        rx_rate_bps: if cfg.reverse {
+            0
+        } else {
+            cfg.rx_rate_bps.unwrap_or(0)
+        },
+        read_rate_bps: if cfg.reverse {
+            0
+        } else {
+            cfg.read_rate_bps.unwrap_or(0)
+        },
+        rtt_us: rtt.as_micros().min(u32::MAX as u128) as u32,
+        interval_ms: cfg.interval.as_millis().clamp(10, u32::MAX as u128) as u32,
+        send_mode: cfg.send_mode,
+        jump,
+    }
 }
 
 /// Sends what the session queued through the control link's writer.
