@@ -36,8 +36,8 @@ use crate::transport::BenchError;
 pub const DEFAULT_PORT: u16 = 5290;
 /// How long the handshake may wait for each answer.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long one connect may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub use super::connect::connect_any;
+use super::connect::{ControlSyn, CONNECT_TIMEOUT};
 
 /// The data connections to open together with the control connection.
 #[derive(Debug, Clone, Copy)]
@@ -198,8 +198,16 @@ fn dial_once(
     let mut dialer = DataDialer::start(addrs[0], data, credential.clone());
     let (stream, addr) = match syn.map(ControlSyn::finish) {
         Some(Ok(stream)) => (stream, addrs[0]),
-        // Refused, or not begun (a connection back over ssh): each address in turn.
-        Some(Err(_)) | None => connect_any(&addrs)?,
+        // Refused or silent: the other addresses in turn (not the first again).
+        Some(Err(cause)) if addrs.len() == 1 => {
+            return Err(BenchError::Connect {
+                addr: addrs[0],
+                cause,
+            })
+        }
+        Some(Err(_)) => connect_any(&addrs[1..])?,
+        // Not begun (a connection back over ssh): each address in turn.
+        None => connect_any(&addrs)?,
     };
     // The kernel's own sample of the handshake is the path's round trip (the wait for it
     // began after the data connections' threads; a connection back took a request over
@@ -603,61 +611,6 @@ pub fn split_target(target: &str, default_port: u16) -> Result<(String, u16), Be
         return Err(err("empty host"));
     }
     Ok((host, port))
-}
-
-/// A control connection's SYN on its way, the handshake not waited for.
-struct ControlSyn(Socket);
-
-impl ControlSyn {
-    /// Sends the SYN to `addr`; `None` when its address is reached through a connection
-    /// back (ssh) or the connect failed at once.
-    fn send(addr: SocketAddr) -> Option<Self> {
-        if super::connect_back::is_registered(&addr) {
-            return None;
-        }
-        let sock =
-            Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).ok()?;
-        sock.set_nonblocking(true).ok()?;
-        match sock.connect(&addr.into()) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-            Err(_) => return None,
-        }
-        Some(Self(sock))
-    }
-
-    /// Waits for the handshake, at most [`CONNECT_TIMEOUT`].
-    fn finish(self) -> std::io::Result<TcpStream> {
-        let Self(sock) = self;
-        if !longhaul_sys::socket::wait_writable(&sock, CONNECT_TIMEOUT)? {
-            return Err(std::io::ErrorKind::TimedOut.into());
-        }
-        if let Some(e) = sock.take_error()? {
-            return Err(e);
-        }
-        sock.set_nonblocking(false)?;
-        Ok(TcpStream::from(sock))
-    }
-}
-
-/// Connects to the first address that answers (plain TCP: TLS comes after).
-pub fn connect_any(addrs: &[SocketAddr]) -> Result<(TcpStream, SocketAddr), BenchError> {
-    let mut last = None;
-    for a in addrs {
-        let made = super::connect_back::connect(a, false)
-            .unwrap_or_else(|| TcpStream::connect_timeout(a, CONNECT_TIMEOUT));
-        match made {
-            Ok(s) => return Ok((s, *a)),
-            Err(e) => last = Some((*a, e)),
-        }
-    }
-    let (addr, cause) = last.unwrap_or_else(|| {
-        (
-            addrs[0],
-            std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
-        )
-    });
-    Err(BenchError::Connect { addr, cause })
 }
 
 /// Reads one bench/session message; the server's error, a close or a timeout is the

@@ -1,6 +1,7 @@
 //! The one transport under `bench` and `cp`: every connection either command makes or
 //! accepts, and how it is set up.
 //!
+//! - `connect`: reaching the server's address, the control connection's SYN first.
 //! - [`dial`]: the client's side — resolving and reaching the server, the handshake's
 //!   first round trip (the RTT's first sample), data connections opened concurrently
 //!   with the control connection's remaining round trips, and their per-stream proofs.
@@ -30,6 +31,7 @@
 //! daemon's address, the shared token and the known-servers file.
 
 pub mod attach;
+mod connect;
 pub mod connect_back;
 pub mod control;
 pub mod dial;
