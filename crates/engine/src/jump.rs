@@ -231,48 +231,6 @@ impl Drop for RouteSetting {
 }
 
 impl ClientJump {
-    /// [`ClientJump::prepare`] with the route set on a thread of its own meanwhile: a
-    /// receiving run's data connections leave behind the request, so its route need only
-    /// be there by then ([`ClientJump::set_route`]), and the control connection's TLS does
-    /// not wait for it (`ip route` takes tens of milliseconds).
-    pub fn planned(
-        wish: &JumpWish,
-        path: PathNow,
-        streams: u16,
-        record: Option<PathRecord>,
-    ) -> Self {
-        match Self::decide(wish, path, streams, record.as_ref()) {
-            Ok(plan) => Self {
-                plan: Some(plan),
-                report: JumpReport::used(&plan, record.as_ref()),
-                route: None,
-                route_setting: RouteSetting(Some(std::thread::spawn(move || {
-                    InitialWindows::set(path.peer, plan.init_cwnd, plan.init_rwnd)
-                }))),
-            },
-            Err(why) => Self::without(JumpReport::not_used(&why, record.as_ref())),
-        }
-    }
-
-    /// Waits for the route of a jump [`ClientJump::planned`]; one that could not be set
-    /// ends the jump (its report says why).
-    pub fn set_route(&mut self) {
-        let Some(set) = self.route_setting.wait() else {
-            return;
-        };
-        match set {
-            Ok(route) => self.route = Some(route),
-            Err(e) => {
-                self.plan = None;
-                self.report.used = false;
-                self.report.start_rate_bps = None;
-                self.report.initcwnd = None;
-                self.report.initrwnd = None;
-                self.report.not_used = Some(format!("cannot set the route metrics: {e}"));
-            }
-        }
-    }
-
     /// Decides for a run on `path` with `streams` data connections from the path's
     /// `record` (looked up by the caller), and (when it jumps) sets the initial windows on
     /// this end's route to the peer.
@@ -282,21 +240,72 @@ impl ClientJump {
         streams: u16,
         record: Option<PathRecord>,
     ) -> Self {
-        let plan = match Self::decide(wish, path, streams, record.as_ref()) {
-            Ok(p) => p,
-            Err(why) => return Self::without(JumpReport::not_used(&why, record.as_ref())),
-        };
-        match InitialWindows::set(path.peer, plan.init_cwnd, plan.init_rwnd) {
-            Ok(route) => Self {
+        let mut jump = Self::unrouted(wish, path, streams, record);
+        if let Some(plan) = jump.plan {
+            jump.take_route(InitialWindows::set(
+                path.peer,
+                plan.init_cwnd,
+                plan.init_rwnd,
+            ));
+        }
+        jump
+    }
+
+    /// [`ClientJump::prepare`] with the route set on a thread of its own meanwhile: a
+    /// receiving run's data connections leave behind the request, so its route need only
+    /// be there by then ([`ClientJump::set_route`]), and the control connection's TLS does
+    /// not wait for it (`ip route` takes milliseconds).
+    pub fn planned(
+        wish: &JumpWish,
+        path: PathNow,
+        streams: u16,
+        record: Option<PathRecord>,
+    ) -> Self {
+        let mut jump = Self::unrouted(wish, path, streams, record);
+        if let Some(plan) = jump.plan {
+            jump.route_setting = RouteSetting(Some(std::thread::spawn(move || {
+                InitialWindows::set(path.peer, plan.init_cwnd, plan.init_rwnd)
+            })));
+        }
+        jump
+    }
+
+    /// Waits for the route of a jump [`ClientJump::planned`]; one that could not be set
+    /// ends the jump (its report says why).
+    pub fn set_route(&mut self) {
+        if let Some(set) = self.route_setting.wait() {
+            self.take_route(set);
+        }
+    }
+
+    /// The decision with its report, no route set yet.
+    fn unrouted(wish: &JumpWish, path: PathNow, streams: u16, record: Option<PathRecord>) -> Self {
+        match Self::decide(wish, path, streams, record.as_ref()) {
+            Ok(plan) => Self {
                 plan: Some(plan),
                 report: JumpReport::used(&plan, record.as_ref()),
-                route: Some(route),
+                route: None,
                 route_setting: RouteSetting::default(),
             },
+            Err(why) => Self::without(JumpReport::not_used(&why, record.as_ref())),
+        }
+    }
+
+    /// Keeps the route that was set, or ends the jump when it could not be: the report
+    /// is then the record's alone, with why.
+    fn take_route(&mut self, set: std::io::Result<InitialWindows>) {
+        match set {
+            Ok(route) => self.route = Some(route),
             Err(e) => {
-                let mut r = JumpReport::remembered(record.as_ref());
-                r.not_used = Some(format!("cannot set the route metrics: {e}"));
-                Self::without(r)
+                self.plan = None;
+                let used = std::mem::take(&mut self.report);
+                self.report = JumpReport {
+                    remembered_rate_bps: used.remembered_rate_bps,
+                    remembered_rtt_ms: used.remembered_rtt_ms,
+                    confirmations: used.confirmations,
+                    not_used: Some(format!("cannot set the route metrics: {e}")),
+                    ..JumpReport::default()
+                };
             }
         }
     }
