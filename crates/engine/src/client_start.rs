@@ -214,6 +214,8 @@ impl LateData {
 ///   measured at the connect keeps the path's count of them.
 pub struct ClientStart {
     wish: JumpWish,
+    /// This end receives on the data connections.
+    receiving: bool,
     /// When the data connections leave, and how many (the pure schedule).
     schedule: DataSchedule,
     /// The path looked up before the connect (peer, local) and its record, fresh or not.
@@ -238,6 +240,7 @@ impl ClientStart {
         });
         Self {
             wish,
+            receiving,
             schedule,
             looked_up: None,
             guess: None,
@@ -278,11 +281,13 @@ impl DataStart for ClientStart {
                 };
                 // Whether a run from the record would jump (no route is touched): a
                 // receiving run then holds its data connections for the server's route.
+                // A sending run's guess below decides its jump itself.
                 let streams = self
                     .wish
                     .user_count()
                     .unwrap_or(longhaul_policy::JUMP_STREAMS);
-                let would_jump = ClientJump::decide(&self.wish, path, streams, Some(&r)).is_ok();
+                let would_jump = self.receiving
+                    && ClientJump::decide(&self.wish, path, streams, Some(&r)).is_ok();
                 PathBefore::Remembered { rtt, would_jump }
             }
         };

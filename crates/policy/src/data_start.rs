@@ -46,7 +46,8 @@ pub enum PathBefore {
         /// Its RTT.
         rtt: Duration,
         /// A run from it would jump ([`crate::decide_jump`] says so: jump-start allowed,
-        /// the probe runs, this end may set routes and force its buffers).
+        /// the probe runs, this end may set routes and force its buffers). Read only for
+        /// a receiving run (a sending run's guess decides its own jump).
         would_jump: bool,
     },
 }
