@@ -13,10 +13,11 @@
 //! # Layering
 //!
 //! This crate depends on `longhaul-sys` (the bottom of the workspace, for sparse reads
-//! and the served root) and `longhaul-transfer` (for [`receiver`]). Any crate's
-//! *integration* tests (`tests/*.rs`) may take it as a dev-dependency, those two's own
-//! included: Cargo builds one copy of the crate under test for its integration tests and
-//! this kit, so their types are the same. Unit tests inside a crate's `src`
+//! and the served root), `longhaul-linkem` (its SplitMix64 step, for [`Rng`]) and
+//! `longhaul-transfer` (for [`receiver`]). Any crate's *integration* tests (`tests/*.rs`)
+//! may take it as a dev-dependency, those crates' own included: Cargo builds one copy of
+//! the crate under test for its integration tests and this kit, so their types are the
+//! same. Unit tests inside a crate's `src`
 //! (`#[cfg(test)]`) compile the crate a second time and must not use it for that
 //! crate's types.
 //!

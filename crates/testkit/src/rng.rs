@@ -1,6 +1,7 @@
-//! The one seeded generator of the workspace's tests (SplitMix64): small, fast, the same
-//! sequence for the same seed everywhere. Not the emulator's generator
-//! (`longhaul_linkem::rng`, part of the model it drives).
+//! The one seeded generator of the workspace's tests (SplitMix64, the step of
+//! `longhaul_linkem::rng`): small, fast, the same sequence for the same seed everywhere.
+//! Not the emulator's generator (`longhaul_linkem::rng::Rng`, xoshiro256**, part of the
+//! model it drives).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -34,11 +35,7 @@ impl Rng {
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        longhaul_linkem::rng::splitmix64(&mut self.0)
     }
 
     /// Uniform in `lo..=hi`.
