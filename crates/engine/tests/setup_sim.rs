@@ -7,7 +7,10 @@
 
 mod setup;
 
+use std::time::Duration;
+
 use longhaul_policy::data_start::Leave;
+use longhaul_proto::Wait;
 use setup::net::{Conn, Side};
 use setup::{run, Case, Mode, Path, Timeline};
 
@@ -129,13 +132,18 @@ fn the_user_s_stream_count_goes_with_the_syn() {
     assert_eq!((t.first_byte, t.data_dialed), (Some(3.0), vec![0.0]));
 }
 
-/// What a lost packet leads to: a machine's error (its text, as the run reports it),
-/// or `None`: nothing more on the wire, the run waits on a driver's timeout (named in
-/// each case).
-type Expected = Option<&'static str>;
+/// What a lost packet leads to.
+#[derive(Debug)]
+enum Outcome {
+    /// A machine's error (its text, as the run reports it).
+    Error(&'static str),
+    /// Nothing more on the wire: these ends' set-up machines wait, each at most its wait's
+    /// limit (the driver's read timeout), then the run ends in an error naming the wait.
+    Waits(&'static [(Side, Wait)]),
+}
 
 /// Loses `name` on the way to `to` in a run of `mode`, and checks what follows.
-fn lose(mode: Mode, to: Side, conn: Option<Conn>, name: &'static str, expected: Expected) {
+fn lose(mode: Mode, to: Side, conn: Option<Conn>, name: &'static str, expected: Outcome) {
     let case = Case {
         lose: vec![(to, conn, name)],
         ..Case::new(mode, Path::Remembered)
@@ -143,22 +151,38 @@ fn lose(mode: Mode, to: Side, conn: Option<Conn>, name: &'static str, expected: 
     let t = run(case.clone());
     assert_eq!(t.lost.len(), 1, "{case:?}: nothing lost? {:#?}", t.trace);
     assert_eq!(t.first_byte, None, "{case:?}: {:#?}", t.trace);
-    assert_eq!(t.error.as_deref(), expected, "{case:?}: {:#?}", t.trace);
+    match expected {
+        Outcome::Error(e) => assert_eq!(t.error.as_deref(), Some(e), "{case:?}: {:#?}", t.trace),
+        Outcome::Waits(waits) => {
+            assert_eq!(t.error, None, "{case:?}: {:#?}", t.trace);
+            assert_eq!(t.waits, waits, "{case:?}: {:#?}", t.trace);
+            for (_, w) in waits {
+                assert!(w.limit() <= Duration::from_secs(20), "{w}");
+            }
+        }
+    }
 }
 
 #[test]
-fn a_lost_message_at_each_step_of_a_copy_ends_in_its_error_or_a_driver_s_timeout() {
+fn a_lost_message_at_each_step_of_a_copy_ends_in_its_error_or_a_bounded_wait() {
+    use Outcome::{Error, Waits};
     use Side::{Client, Server};
     let control = Some(Conn::Control);
-    // The server's proof: the client's dial waits for it (`HANDSHAKE_TIMEOUT`, 15 s).
-    lose(Mode::Pull, Client, control, "ServerHello", None);
+    // The server's proof: the client's dial waits for it, the server for the client's.
+    lose(
+        Mode::Pull,
+        Client,
+        control,
+        "ServerHello",
+        Waits(&[(Client, Wait::ServerHello), (Server, Wait::ClientProof)]),
+    );
     // Our proof: the server's session refuses what follows it (and tells the client).
     lose(
         Mode::Pull,
         Server,
         control,
         "ClientProof",
-        Some("unexpected TransferParams message while waiting for the client's proof"),
+        Error("unexpected TransferParams message while waiting for the client's proof"),
     );
     // The request: its rules come first.
     lose(
@@ -166,7 +190,7 @@ fn a_lost_message_at_each_step_of_a_copy_ends_in_its_error_or_a_driver_s_timeout
         Server,
         control,
         "TransferParams",
-        Some("unexpected Transfer(FilterRules { rules: [] })"),
+        Error("unexpected Transfer(FilterRules { rules: [] })"),
     );
     // The welcome, then the answer: the opening's errors.
     lose(
@@ -174,14 +198,14 @@ fn a_lost_message_at_each_step_of_a_copy_ends_in_its_error_or_a_driver_s_timeout
         Client,
         control,
         "Welcome",
-        Some("the server sent TransferReady before its welcome"),
+        Error("the server sent TransferReady before its welcome"),
     );
     lose(
         Mode::Pull,
         Client,
         control,
         "TransferReady",
-        Some("expected TransferReady, got FileEntries"),
+        Error("expected TransferReady, got FileEntries"),
     );
     // A push's: the receiver's answer to the list follows it.
     lose(
@@ -189,29 +213,59 @@ fn a_lost_message_at_each_step_of_a_copy_ends_in_its_error_or_a_driver_s_timeout
         Client,
         control,
         "TransferReady",
-        Some("expected TransferReady, got FileListEnd"),
+        Error("expected TransferReady, got FileListEnd"),
     );
-    // A data hello: the server's session waits for its stream (the attach wait, 15 s),
-    // and sends nothing before every stream is there.
-    lose(Mode::Pull, Server, None, "DataHello", None);
-    lose(Mode::PullAhead, Server, None, "DataHello", None);
-    // A pull's answer to the list: the sender waits for it (the session's idle timeout).
-    lose(Mode::Pull, Server, control, "FileListEnd", None);
+    // A data hello: the server's session waits for its stream, and sends nothing before
+    // every stream is there.
+    let one_missing = &[(Server, Wait::DataStreams { missing: 1 })];
+    lose(Mode::Pull, Server, None, "DataHello", Waits(one_missing));
+    lose(
+        Mode::PullAhead,
+        Server,
+        None,
+        "DataHello",
+        Waits(one_missing),
+    );
+    // A pull's answer to the list: the sending server waits for it as long as the
+    // control connection lives (no set-up wait: TCP does not lose it; see the docs).
+    lose(Mode::Pull, Server, control, "FileListEnd", Waits(&[]));
 }
 
 #[test]
-fn a_lost_message_at_each_step_of_a_bench_ends_in_its_error_or_a_driver_s_timeout() {
+fn a_lost_message_at_each_step_of_a_bench_ends_in_its_error_or_a_bounded_wait() {
+    use Outcome::{Error, Waits};
     use Side::{Client, Server};
     let control = Some(Conn::Control);
-    lose(Mode::Bench, Server, control, "BenchParams", None);
+    lose(
+        Mode::Bench,
+        Server,
+        control,
+        "BenchParams",
+        Waits(&[(Client, Wait::BenchReady), (Server, Wait::Request)]),
+    );
     lose(
         Mode::Bench,
         Client,
         control,
         "BenchReady",
-        Some("unexpected Start message while waiting for the server to accept the parameters"),
+        Error("unexpected Start message while waiting for the server to accept the parameters"),
     );
-    // Start: the client waits for it (bench's read timeout).
-    lose(Mode::Bench, Client, control, "Start", None);
-    lose(Mode::BenchReverse, Server, None, "DataHello", None);
+    // Start: the client waits for it.
+    lose(
+        Mode::Bench,
+        Client,
+        control,
+        "Start",
+        Waits(&[(Client, Wait::Start)]),
+    );
+    lose(
+        Mode::BenchReverse,
+        Server,
+        None,
+        "DataHello",
+        Waits(&[
+            (Client, Wait::Start),
+            (Server, Wait::DataStreams { missing: 1 }),
+        ]),
+    );
 }

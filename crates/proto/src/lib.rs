@@ -59,7 +59,8 @@ pub use message::{
     JumpAsk, JumpOutcome, Message, Results, SendMode, StreamResult, StreamSample,
 };
 pub use session::{
-    Access, ClientEvent, ClientSession, DataAttachments, ServerEvent, ServerSession,
+    Access, ClientEvent, ClientSession, DataAttachments, ServerEvent, ServerSession, Wait,
+    ATTACH_WAIT, CLIENT_WAIT, SERVER_WAIT,
 };
 pub use ssh_ready::SshReady;
 pub use ticket::{Credential, TicketGrant, TicketId};

@@ -15,7 +15,7 @@
 use std::collections::VecDeque;
 
 use longhaul_proto::transfer::{TransferMessage, TransferParams};
-use longhaul_proto::{ClientEvent, ClientSession, Message, ProtoError};
+use longhaul_proto::{ClientEvent, ClientSession, Message, ProtoError, Wait};
 
 /// A frame on the control connection: the control session's or the transfer's.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,6 +132,15 @@ impl CopyOpening {
             }
             ControlFrame::Transfer(other) => Err(OpeningError::Unexpected(other.kind())),
         }
+    }
+
+    /// What the opening waits for from the server, until its answer came: the session's
+    /// welcome, then `TransferReady` (see [`Wait`]).
+    pub fn waiting(&self) -> Option<Wait> {
+        if self.answer.is_some() {
+            return None;
+        }
+        self.session.waiting().or(Some(Wait::TransferReady))
     }
 
     /// The server's answer, once it came.

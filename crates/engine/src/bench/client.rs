@@ -13,7 +13,7 @@ use crate::datarun::run::{chrono_of, DataRun, Role, SenderPlan};
 use crate::host;
 use crate::telemetry::Sampled;
 use crate::transport::control::{ControlLink, Incoming};
-use crate::transport::dial::{flush, recv};
+use crate::transport::dial::{flush, recv_awaited};
 use crate::transport::sockopts;
 use crate::transport::tls::Security;
 use longhaul_policy::steady_rate::SteadyRate;
@@ -172,7 +172,7 @@ fn set_up(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<Running, Ben
         .after_request()
         .attach(&session, side, &local_choice, rx_clamp)?;
     let ready = loop {
-        let msg = recv(&mut conn, "waiting for the server to accept the parameters")?;
+        let msg = recv_awaited(&mut conn, session.waiting())?;
         session.handle(msg)?;
         match session.poll_event() {
             Some(ClientEvent::Ready(r)) => break r,
@@ -203,7 +203,7 @@ fn set_up(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<Running, Ben
 
     // Start.
     loop {
-        let msg = recv(&mut conn, "waiting for the data streams to attach")?;
+        let msg = recv_awaited(&mut conn, session.waiting())?;
         session.handle(msg)?;
         if let Some(ClientEvent::Started) = session.poll_event() {
             break;

@@ -28,7 +28,7 @@ use crate::transport::framed::{FramedConn, RecvError};
 /// the door closes the connection at its pre-authentication deadline (see
 /// [`longhaul_policy::DoorLimits`]), which is shorter except for the data connections of
 /// a source whose session waits for a slot.
-const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(20);
+const FIRST_MESSAGE_TIMEOUT: Duration = longhaul_proto::SERVER_WAIT;
 
 /// Handles one accepted connection; returns a session outcome for a control connection
 /// whose client proved the token. Whatever fails before the proof (TLS, the hello, a

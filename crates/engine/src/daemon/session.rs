@@ -223,6 +223,10 @@ pub(super) fn run_session(
             if let (Some(s), Some(p)) = (&secret, params) {
                 break (s.clone(), p, plain_data);
             }
+            // Each read waits as long as the session's wait allows (see `Wait`).
+            if let Some(wait) = session.waiting() {
+                let _ = conn.stream().set_read_timeout(Some(wait.limit()));
+            }
             msg = match conn.recv_any() {
                 Ok(Frame::Bench(m)) => m,
                 Ok(Frame::Transfer(TransferMessage::TransferParams(p))) => {

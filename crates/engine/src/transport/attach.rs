@@ -23,7 +23,7 @@ use super::framed::FramedConn;
 use super::secure::SecureStream;
 
 /// How long a session waits for its data streams.
-pub const ATTACH_TIMEOUT: Duration = Duration::from_secs(15);
+pub const ATTACH_TIMEOUT: Duration = longhaul_proto::ATTACH_WAIT;
 
 /// How often a wait for data streams looks whether its client is gone.
 const GONE_CHECK: Duration = Duration::from_millis(50);

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use longhaul_policy::{BufferChoice, Side, MAX_WINDOW};
 use longhaul_proto::{
-    features, ChannelBinding, ClientSession, Credential, Message, ProtoError, Token,
+    features, ChannelBinding, ClientSession, Credential, Message, ProtoError, Token, Wait,
 };
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -35,7 +35,7 @@ use crate::transport::BenchError;
 /// The port `longhaul serve` listens on by default.
 pub const DEFAULT_PORT: u16 = 5290;
 /// How long the handshake may wait for each answer.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
+pub const HANDSHAKE_TIMEOUT: Duration = longhaul_proto::CLIENT_WAIT;
 pub use super::connect::connect_any;
 use super::connect::{ControlSyn, CONNECT_TIMEOUT};
 
@@ -300,7 +300,7 @@ fn dial_once(
     let mut first = true;
     while first || session.awaits_proofs() {
         first = false;
-        let msg = recv(&mut conn, "authenticating").map_err(unpinned)?;
+        let msg = recv_awaited(&mut conn, session.waiting()).map_err(unpinned)?;
         if let Err(e) = session.handle(msg) {
             let _ = flush(&mut session, &mut conn);
             return Err(unpinned(e.into()));
@@ -332,7 +332,7 @@ impl Dialed {
             {
                 return Ok(());
             }
-            let msg = recv(&mut self.conn, "authenticating")?;
+            let msg = recv_awaited(&mut self.conn, self.session.waiting())?;
             self.session.handle(msg).inspect_err(|_| {
                 let _ = flush(&mut self.session, &mut self.conn);
             })?;
@@ -611,6 +611,16 @@ pub fn split_target(target: &str, default_port: u16) -> Result<(String, u16), Be
         return Err(err("empty host"));
     }
     Ok((host, port))
+}
+
+/// Reads the server's next message for the session's `wait` (its [`Wait`]): the read
+/// waits at most the wait's limit, and an error names it.
+pub fn recv_awaited(conn: &mut FramedConn, wait: Option<Wait>) -> Result<Message, BenchError> {
+    let wait = wait.unwrap_or(Wait::Welcome);
+    conn.stream()
+        .set_read_timeout(Some(wait.limit()))
+        .map_err(io_err("control connection"))?;
+    recv(conn, wait.what())
 }
 
 /// Reads one bench/session message; the server's error, a close or a timeout is the

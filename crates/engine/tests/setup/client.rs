@@ -12,7 +12,7 @@ use longhaul_policy::data_start::{AtConnect, Count, DataSchedule, DataWish, Deci
 use longhaul_proto::transfer::{CopyDirection, TransferMessage, TransferOptions, TransferParams};
 use longhaul_proto::{
     features, BenchParams, ChannelBinding, ClientEvent, ClientSession, Credential, Direction,
-    JumpAsk, SendMode,
+    JumpAsk, SendMode, Wait,
 };
 use longhaul_transfer::opening::{ControlFrame, CopyOpening};
 use longhaul_transfer::session::{RecvSession, SendConfig, SendSession, Work};
@@ -94,6 +94,15 @@ impl Client {
             route_set_at: None,
             first_byte: None,
             error: None,
+        }
+    }
+
+    /// What this end's set-up machine waits for from the server, if anything.
+    pub fn waiting(&self) -> Option<Wait> {
+        match &self.control {
+            Control::Dialing(s) | Control::Bench(s) => s.waiting(),
+            Control::Copy(opening) => opening.waiting(),
+            Control::Gone => None,
         }
     }
 

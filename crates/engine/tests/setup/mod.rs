@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use longhaul_policy::data_start::Leave;
 use longhaul_proto::transfer::{EntryKind, FileEntry};
-use longhaul_proto::Token;
+use longhaul_proto::{Token, Wait};
 pub use longhaul_testkit::receiver::{plain_answer, recv_config};
 use longhaul_transfer::session::RecvSession;
 
@@ -116,6 +116,10 @@ pub struct Timeline {
     pub accepted: Vec<f64>,
     /// The first machine error at either end.
     pub error: Option<String>,
+    /// When the wire fell silent with neither a first byte nor an error: what each end's
+    /// set-up machines then waited for (a driver waits at most the wait's limit, then
+    /// ends the run with an error naming it).
+    pub waits: Vec<(Side, Wait)>,
     /// What was lost.
     pub lost: Vec<String>,
     /// Every delivery.
@@ -143,7 +147,17 @@ pub fn run(case: Case) -> Timeline {
             Side::Server => server.on(conn, packet, &mut wire),
         }
     }
+    let silent = client.first_byte.is_none() && client.error.is_none() && server.error.is_none();
+    let waits = [
+        (Side::Client, client.waiting()),
+        (Side::Server, server.waiting()),
+    ]
+    .into_iter()
+    .filter_map(|(side, w)| Some((side, w?)))
+    .filter(|_| silent)
+    .collect();
     Timeline {
+        waits,
         first_byte: client.first_byte.map(rtts),
         data_dialed: client.data_dialed.iter().copied().map(rtts).collect(),
         leave: client.leave(),

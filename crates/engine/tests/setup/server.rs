@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use longhaul_proto::transfer::{CopyDirection, TransferMessage};
 use longhaul_proto::{
     BenchReady, ChannelBinding, DataAttachments, Direction, HostFacts, Message, ServerEvent,
-    ServerSession,
+    ServerSession, Wait,
 };
 use longhaul_transfer::answering::CopyAnswering;
 use longhaul_transfer::opening::ControlFrame;
@@ -242,6 +242,14 @@ impl Server {
                 Err(e) => self.error = Some(e.to_string()),
             }
         }
+    }
+
+    /// What this end's set-up machines wait for from the client, if anything: the
+    /// session's next message, else its data connections.
+    pub fn waiting(&self) -> Option<Wait> {
+        self.session
+            .waiting()
+            .or_else(|| self.attach.as_ref().and_then(DataAttachments::waiting))
     }
 
     /// What the machines queued, and the data a run sends once it may.

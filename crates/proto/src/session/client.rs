@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use super::{check_version, error_message};
+use super::{check_version, error_message, Wait};
 use crate::auth::{data_mac, tags_equal, ChannelBinding, Nonce, SessionSecret, Token};
 use crate::error::{ErrorCode, ProtoError};
 use crate::message::*;
@@ -199,6 +199,20 @@ impl ClientSession {
     /// hello lacked (before that hello: what this end announced).
     pub fn features(&self) -> u64 {
         self.features
+    }
+
+    /// The set-up message this end waits for from the server, if any (see [`Wait`]):
+    /// a driver blocks on it at most [`Wait::limit`].
+    pub fn waiting(&self) -> Option<Wait> {
+        use ClientState as S;
+        match self.state {
+            S::AwaitServerHello | S::AwaitServerProofs => Some(Wait::ServerHello),
+            S::Failed => None,
+            _ if !self.welcomed => Some(Wait::Welcome),
+            S::AwaitReady => Some(Wait::BenchReady),
+            S::AwaitStart => Some(Wait::Start),
+            _ => None,
+        }
     }
 
     /// Feeds one message received from the server.

@@ -3,6 +3,7 @@
 
 use crate::auth::{data_mac, tags_equal, SessionSecret, MAC_LEN};
 use crate::error::ProtoError;
+use crate::session::Wait;
 
 /// The server's record of which data streams of one session have proved the secret.
 /// Each stream index is accepted once, so a replayed hello cannot attach a second socket.
@@ -53,6 +54,14 @@ impl DataAttachments {
                 Ok(())
             }
         }
+    }
+
+    /// The wait for the streams not yet attached, if any (see [`Wait::DataStreams`]).
+    pub fn waiting(&self) -> Option<Wait> {
+        let missing = self.attached.iter().filter(|a| !**a).count();
+        (missing > 0).then(|| Wait::DataStreams {
+            missing: u16::try_from(missing).unwrap_or(u16::MAX),
+        })
     }
 
     /// Whether every expected stream is attached.

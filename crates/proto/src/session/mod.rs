@@ -8,10 +8,12 @@
 mod client;
 mod data;
 mod server;
+mod wait;
 
 pub use client::{ClientEvent, ClientSession};
 pub use data::DataAttachments;
 pub use server::{Access, ServerEvent, ServerSession};
+pub use wait::{Wait, ATTACH_WAIT, CLIENT_WAIT, SERVER_WAIT};
 
 use crate::error::{ErrorCode, ProtoError};
 use crate::message::Message;

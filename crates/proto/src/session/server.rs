@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use super::{check_version, error_message};
+use super::{check_version, error_message, Wait};
 use crate::auth::{data_mac, tags_equal, ChannelBinding, Keyring, Nonce, SessionSecret};
 use crate::error::{ErrorCode, ProtoError};
 use crate::message::*;
@@ -163,6 +163,17 @@ impl ServerSession {
             state: ServerState::AwaitHello,
             outbox: VecDeque::new(),
             events: VecDeque::new(),
+        }
+    }
+
+    /// The set-up message this end waits for from the client, if any (see [`Wait`]):
+    /// a driver blocks on it at most [`Wait::limit`].
+    pub fn waiting(&self) -> Option<Wait> {
+        match self.state {
+            ServerState::AwaitHello => Some(Wait::ClientHello),
+            ServerState::AwaitProof => Some(Wait::ClientProof),
+            ServerState::AwaitParams => Some(Wait::Request),
+            _ => None,
         }
     }
 

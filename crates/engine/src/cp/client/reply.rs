@@ -7,7 +7,9 @@ use std::time::Duration;
 use longhaul_transfer::opening::{CopyOpening, OpeningError, ServerAnswer};
 
 use super::CpError;
-use crate::transport::framed::{Frame, FramedConn};
+use longhaul_proto::Wait;
+
+use crate::transport::framed::{Frame, FramedConn, RecvError};
 
 /// Sends every frame the opening has queued; `what` names them for an error. A write that
 /// fails may be the server refusing our proof and closing: its reason beats our error.
@@ -32,14 +34,30 @@ pub(super) fn await_answer(
     opening: &mut CopyOpening,
 ) -> Result<ServerAnswer, CpError> {
     loop {
-        let frame = conn
-            .recv_any()
-            .map_err(|e| CpError::Lost(format!("waiting for the server: {e}")))?;
+        // Each read waits as long as the opening's wait allows (a long walk's keepalives
+        // restart it).
+        let wait = opening.waiting().unwrap_or(Wait::TransferReady);
+        let _ = conn.stream().set_read_timeout(Some(wait.limit()));
+        let frame = conn.recv_any().map_err(|e| match e {
+            RecvError::Io(e) if is_timeout(&e) => CpError::Lost(format!(
+                "the server sent nothing for {} s while {}",
+                wait.limit().as_secs(),
+                wait.what()
+            )),
+            e => CpError::Lost(format!("{}: {e}", wait.what())),
+        })?;
         opening.handle(frame.into()).map_err(opening_error)?;
         if let Some(answer) = opening.answer() {
             return Ok(answer.clone());
         }
     }
+}
+
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
 }
 
 /// A failed opening as the copy reports it.
