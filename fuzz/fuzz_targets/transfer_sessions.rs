@@ -20,18 +20,14 @@ fuzz_target!(|data: &[u8]| {
     };
     let msgs = check_frames(&TRANSFER_FRAMES, data);
     let mut rx = RecvSession::new(RecvConfig {
-        chunk_size: 4096 << (flags % 4),
-        target: None,
-        target_is_dir: true,
         no_clobber: flags & 4 != 0,
         checksum_only: flags & 8 != 0,
-        sync: false,
         expect: (flags & 16 != 0).then(|| ExpectedList {
             top: Some(b"top".to_vec()),
             recursive: flags & 32 != 0,
         }),
         keep_setuid: flags & 64 != 0,
-        umask: 0o022,
+        ..RecvConfig::into_directory(4096 << (flags % 4))
     });
     for m in msgs.iter().cloned() {
         if rx.handle(m).is_err() {

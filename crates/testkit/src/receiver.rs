@@ -1,25 +1,9 @@
 //! A receiving session's plain answers, for the tests of every crate that drive one
-//! (transfer's session pairs, the engine's set-up simulation): its configuration for a
-//! copy into a directory, and the answer of an empty destination where every step
-//! succeeds.
+//! (transfer's session pairs, the engine's set-up simulation): the answer of an empty
+//! destination where every step succeeds. (Its plain configuration is
+//! `RecvConfig::into_directory`.)
 
-use longhaul_transfer::session::{LookResult, Placed, RecvConfig, RecvEvent, RecvInput};
-
-/// A receiving session's configuration: into the root (a directory), chunks of
-/// `chunk_size`, nothing optional, umask 022; a test names only what differs.
-pub fn recv_config(chunk_size: u64) -> RecvConfig {
-    RecvConfig {
-        chunk_size,
-        target: None,
-        target_is_dir: true,
-        no_clobber: false,
-        checksum_only: false,
-        sync: false,
-        expect: None,
-        keep_setuid: false,
-        umask: 0o022,
-    }
-}
+use longhaul_transfer::session::{LookResult, Placed, RecvEvent, RecvInput};
 
 /// The answer of an empty destination where every step succeeds, for the events that
 /// have one: nothing at the destination, every open intact, every directory made by this

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry};
 use longhaul_transfer::session::{
-    PeerMisbehaved, RecvEvent, RecvSession, SendConfig, SendSession, SessionError, Work,
+    PeerMisbehaved, RecvConfig, RecvEvent, RecvSession, SendConfig, SendSession, SessionError, Work,
 };
 use longhaul_transfer::StreamId;
 
@@ -41,7 +41,7 @@ fn open_file() -> (RecvSession, ChunkHeader) {
         },
     )
     .unwrap();
-    let mut rx = RecvSession::new(pair::recv_config(CHUNK));
+    let mut rx = RecvSession::new(RecvConfig::into_directory(CHUNK));
     pair::exchange(&mut tx, &mut rx, |rx, ev| {
         if matches!(ev, RecvEvent::Look { .. } | RecvEvent::Open { .. }) {
             rx.handle(pair::plain_answer(&ev).unwrap()).unwrap();

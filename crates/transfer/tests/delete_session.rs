@@ -19,7 +19,7 @@ fn session(filter: &[(bool, &str)]) -> RecvSession {
     let f = Filter::new(filter.iter().map(|&(i, p)| (i, p.as_bytes()))).unwrap();
     RecvSession::new(RecvConfig {
         target: Some(longhaul_transfer::parse_peer_path(b"dst").unwrap()),
-        ..pair::recv_config(4096)
+        ..RecvConfig::into_directory(4096)
     })
     .with_delete(Arc::new(f))
 }

@@ -14,7 +14,7 @@ use longhaul_transfer::session::{ExpectedList, RecvConfig, RecvEvent, RecvSessio
 fn session(expect: Option<ExpectedList>) -> RecvSession {
     RecvSession::new(RecvConfig {
         expect,
-        ..pair::recv_config(4096)
+        ..RecvConfig::into_directory(4096)
     })
 }
 

@@ -60,7 +60,7 @@ fn transfer_into(
     let mut rx = RecvSession::new(RecvConfig {
         keep_setuid,
         umask,
-        ..pair::recv_config(4096)
+        ..RecvConfig::into_directory(4096)
     });
     let mut modes = Modes::default();
     let show = |p: &std::path::Path| p.display().to_string();

@@ -60,7 +60,7 @@ fn hard_link(path: &str, target: &str) -> FileEntry {
 }
 
 fn config() -> RecvConfig {
-    pair::recv_config(CS)
+    RecvConfig::into_directory(CS)
 }
 
 /// What is at the destination of a symlink entry.

@@ -21,7 +21,8 @@ use std::time::Instant;
 
 use longhaul_proto::transfer::{EntryKind, SkipReason, TransferMessage};
 use longhaul_transfer::session::{
-    RecvEvent, RecvInput, RecvSession, SendConfig, SendInput, SendSession, SessionError, Work,
+    RecvConfig, RecvEvent, RecvInput, RecvSession, SendConfig, SendInput, SendSession,
+    SessionError, Work,
 };
 use longhaul_transfer::StreamId;
 use pair::*;
@@ -234,7 +235,7 @@ fn last_commit_waits_for_dirs_fixed() {
         },
     )
     .unwrap();
-    let mut rx = RecvSession::new(pair::recv_config(4096));
+    let mut rx = RecvSession::new(RecvConfig::into_directory(4096));
     let pump_tx = |tx: &mut SendSession, rx: &mut RecvSession| {
         while let Some(m) = tx.poll_transmit() {
             rx.handle(m).unwrap();
@@ -305,7 +306,7 @@ fn last_commit_waits_for_dirs_fixed() {
 
 #[test]
 fn a_message_out_of_place_is_a_protocol_error() {
-    let mut rx = RecvSession::new(pair::recv_config(4096));
+    let mut rx = RecvSession::new(RecvConfig::into_directory(4096));
     let r = rx.handle(TransferMessage::ChunkVerified { file: 0, index: 0 });
     assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
 

@@ -18,8 +18,8 @@ use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry, SkipReason, Tr
 use longhaul_transfer::session::recv::SyncRules;
 use longhaul_transfer::session::recv::{Arrival, CommitJob};
 use longhaul_transfer::session::{
-    LookResult, Meta, OpenPlan, Placed, RecvEvent, RecvInput, RecvSession, SendConfig, SendEvent,
-    SendInput, SendSession, SessionError, Work,
+    LookResult, Meta, OpenPlan, Placed, RecvConfig, RecvEvent, RecvInput, RecvSession, SendConfig,
+    SendEvent, SendInput, SendSession, SessionError, Work,
 };
 use longhaul_transfer::{chunk_hash, StreamId};
 use pair::{bytes, entry, send_chunk, Rng, MTIME};
@@ -69,7 +69,7 @@ fn pair(entries: &[FileEntry], share: Share) -> Pair {
         },
     )
     .unwrap();
-    let rx = RecvSession::new(pair::recv_config(CHUNK)).with_share(share);
+    let rx = RecvSession::new(RecvConfig::into_directory(CHUNK)).with_share(share);
     Pair {
         share,
         tx,

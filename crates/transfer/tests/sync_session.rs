@@ -21,7 +21,7 @@ use longhaul_proto::transfer::{ChunkHeader, EntryKind, TransferMessage, CHUNK_FL
 use longhaul_transfer::chunk_hash;
 use longhaul_transfer::session::recv::{Arrival, OldCopy, SyncRules};
 use longhaul_transfer::session::{
-    LookResult, Meta, Placed, RecvEvent, RecvInput, RecvSession, SendConfig, SendInput,
+    LookResult, Meta, Placed, RecvConfig, RecvEvent, RecvInput, RecvSession, SendConfig, SendInput,
     SendSession, SessionError, Work,
 };
 use longhaul_transfer::FileIdentity;
@@ -31,7 +31,7 @@ use proptest::prelude::*;
 const CS: u64 = 4096;
 
 fn rx_session(rules: Option<SyncRules>) -> RecvSession {
-    let rx = RecvSession::new(pair::recv_config(CS));
+    let rx = RecvSession::new(RecvConfig::into_directory(CS));
     match rules {
         Some(r) => rx.with_sync(r),
         None => rx,

@@ -15,13 +15,12 @@ use longhaul_proto::{
     JumpAsk, SendMode, Wait,
 };
 use longhaul_transfer::opening::{ControlFrame, CopyOpening};
-use longhaul_transfer::session::{RecvSession, SendConfig, SendSession, Work};
+use longhaul_transfer::session::{RecvConfig, RecvSession, SendConfig, SendSession, Work};
 use longhaul_transfer::StreamId;
 
 use super::net::{Conn, Packet, Side, Wire, RTT};
 use super::{
-    empty_destination, epoch, exporter, recv_config, source, token, Case, Mode, Path, CERT,
-    CONTROL_EXPORTER,
+    empty_destination, epoch, exporter, source, token, Case, Mode, Path, CERT, CONTROL_EXPORTER,
 };
 
 /// A data connection of the client's.
@@ -252,7 +251,7 @@ impl Client {
                 if let (Some(answer), Mode::Pull | Mode::PullAhead) =
                     (opening.answer(), self.case.mode)
                 {
-                    let recv = RecvSession::new(recv_config(answer.chunk_size));
+                    let recv = RecvSession::new(RecvConfig::into_directory(answer.chunk_size));
                     self.recv = Some(match self.case.mode {
                         Mode::PullAhead => recv.with_answered_ahead(),
                         _ => recv,

@@ -17,7 +17,7 @@ use std::time::Instant;
 use longhaul_policy::data_start::Leave;
 use longhaul_proto::transfer::{EntryKind, FileEntry};
 use longhaul_proto::{Token, Wait};
-pub use longhaul_testkit::receiver::{plain_answer, recv_config};
+pub use longhaul_testkit::receiver::plain_answer;
 use longhaul_transfer::session::RecvSession;
 
 use client::Client;

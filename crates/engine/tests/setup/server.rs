@@ -15,13 +15,14 @@ use longhaul_proto::{
 use longhaul_transfer::answering::CopyAnswering;
 use longhaul_transfer::opening::ControlFrame;
 use longhaul_transfer::request::{answer_chunk_size, check_request};
-use longhaul_transfer::session::{RecvSession, SendConfig, SendInput, SendSession, Work};
+use longhaul_transfer::session::{
+    RecvConfig, RecvSession, SendConfig, SendInput, SendSession, Work,
+};
 use longhaul_transfer::StreamId;
 
 use super::net::{Conn, Packet, Side, Wire};
 use super::{
-    empty_destination, epoch, exporter, recv_config, source, token, CERT, CONTROL_EXPORTER,
-    SOURCE_BYTES,
+    empty_destination, epoch, exporter, source, token, CERT, CONTROL_EXPORTER, SOURCE_BYTES,
 };
 
 /// What the server does with a request.
@@ -192,7 +193,9 @@ impl Server {
                         }
                         copy.send = Some(send);
                     }
-                    CopyDirection::Push => copy.recv = Some(RecvSession::new(recv_config(chunk))),
+                    CopyDirection::Push => {
+                        copy.recv = Some(RecvSession::new(RecvConfig::into_directory(chunk)))
+                    }
                 }
             }
             (Run::Copy(copy), ControlFrame::Transfer(m)) => {

@@ -17,7 +17,7 @@ use longhaul_proto::transfer::{
 };
 use longhaul_sys::served_root::ServedRoot;
 use longhaul_transfer::session::recv::{Arrival, ChunkPlan};
-use longhaul_transfer::session::{RecvEvent, RecvInput, RecvOutcome, RecvSession};
+use longhaul_transfer::session::{RecvConfig, RecvEvent, RecvInput, RecvOutcome, RecvSession};
 use longhaul_transfer::{ChunkGrid, ChunkHasher};
 
 use super::net::Net;
@@ -59,7 +59,7 @@ impl SimReceiver {
         control: (usize, usize),
         data: &[usize],
     ) -> Self {
-        let session = RecvSession::new(longhaul_testkit::receiver::recv_config(chunk_size));
+        let session = RecvSession::new(RecvConfig::into_directory(chunk_size));
         SimReceiver {
             session,
             store: Store::new(root, chunk_size),

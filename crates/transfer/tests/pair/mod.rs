@@ -108,7 +108,7 @@ pub fn identity(e: &FileEntry) -> SourceIdentity {
 
 // Each test binary takes its part of this module (as `dead_code` allows above).
 #[allow(unused_imports)]
-pub use longhaul_testkit::receiver::{plain_answer, recv_config};
+pub use longhaul_testkit::receiver::plain_answer;
 
 /// Receives chunk `header` whose bytes are `d` as a data stream's driver does when it is
 /// written: checked, hashed, found new, written and its record appended (acked).
@@ -233,7 +233,7 @@ pub fn run_checked(
     }
     let rx = RecvSession::new(RecvConfig {
         no_clobber: case.no_clobber,
-        ..recv_config(cs)
+        ..RecvConfig::into_directory(cs)
     });
     let mut rx = if ahead { rx.with_answered_ahead() } else { rx };
     let mut rng = Rng::new(case.seed);

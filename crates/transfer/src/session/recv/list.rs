@@ -656,17 +656,7 @@ mod tests {
     /// the list's total (a panic with overflow checks, a wrapped total without).
     #[test]
     fn sizes_that_overflow_the_total_are_refused() {
-        let mut rx = RecvSession::new(RecvConfig {
-            chunk_size: 4096,
-            target: None,
-            target_is_dir: true,
-            no_clobber: false,
-            checksum_only: false,
-            sync: false,
-            expect: None,
-            keep_setuid: false,
-            umask: 0o022,
-        });
+        let mut rx = RecvSession::new(RecvConfig::into_directory(4096));
         let r = rx.handle(TransferMessage::FileEntries {
             first_id: 0,
             entries: vec![file("a", 1 << 63), file("b", 1 << 63)],

@@ -151,17 +151,7 @@ mod tests {
     use crate::session::{RecvConfig, RecvSession};
 
     fn cfg() -> RecvConfig {
-        RecvConfig {
-            chunk_size: 1 << 20,
-            target: None,
-            target_is_dir: true,
-            no_clobber: false,
-            checksum_only: false,
-            sync: false,
-            expect: None,
-            keep_setuid: false,
-            umask: 0o022,
-        }
+        RecvConfig::into_directory(1 << 20)
     }
 
     fn file(path: &str, size: u64) -> FileEntry {

@@ -42,6 +42,25 @@ pub struct RecvConfig {
     pub umask: u32,
 }
 
+impl RecvConfig {
+    /// A copy into the root, an existing directory, in chunks of `chunk_size`: nothing
+    /// optional (no `--no-clobber`, `--checksum`, `--sync`, expected list or set-user-ID
+    /// bits), umask 022. A caller names only what differs (`..RecvConfig::into_directory(n)`).
+    pub fn into_directory(chunk_size: u64) -> Self {
+        Self {
+            chunk_size,
+            target: None,
+            target_is_dir: true,
+            no_clobber: false,
+            checksum_only: false,
+            sync: false,
+            expect: None,
+            keep_setuid: false,
+            umask: 0o022,
+        }
+    }
+}
+
 /// The room on the destination's file system, measured by the driver before the list
 /// arrives ([`RecvSession::with_room`]): a transfer that cannot fit is refused before any
 /// data is sent.
