@@ -7,14 +7,14 @@
 //! - [`tree`]: files and trees on disk: writing them (random content, modes, mtimes) and
 //!   comparing two byte for byte (sparse-aware), with modes and mtimes as asked.
 //! - [`served`]: a served root opened with each resolver this kernel has.
-//! - [`receiver`]: a receiving session's configuration and an empty destination's
-//!   answers.
+//! - [`receiver`]: an empty destination's answers to a receiving session.
+//! - [`chunks`]: a chunk sent and received as the data streams' drivers do.
 //!
 //! # Layering
 //!
 //! This crate depends on `longhaul-sys` (the bottom of the workspace, for sparse reads
-//! and the served root), `longhaul-linkem` (its SplitMix64 step, for [`Rng`]) and
-//! `longhaul-transfer` (for [`receiver`]). Any crate's *integration* tests (`tests/*.rs`)
+//! and the served root), `longhaul-linkem` (its SplitMix64 step, for [`Rng`]),
+//! `longhaul-proto` and `longhaul-transfer` (for [`receiver`] and [`chunks`]). Any crate's *integration* tests (`tests/*.rs`)
 //! may take it as a dev-dependency, those crates' own included: Cargo builds one copy of
 //! the crate under test for its integration tests and this kit, so their types are the
 //! same. Unit tests inside a crate's `src`
@@ -31,6 +31,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod chunks;
 pub mod receiver;
 pub mod rng;
 pub mod served;

@@ -13,7 +13,7 @@ use std::time::Instant;
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, FileEntry, SkipReason, TransferMessage};
 /// The delivery order, reproducible from the case's seed: the workspace's one test RNG.
 pub use longhaul_testkit::Rng;
-use longhaul_transfer::scheduler::{Chunk, StreamId};
+use longhaul_transfer::scheduler::StreamId;
 use longhaul_transfer::session::recv::Arrival;
 use longhaul_transfer::session::{
     LookResult, Meta, OpenPlan, Placed, RecvConfig, RecvEvent, RecvInput, RecvSession, SendConfig,
@@ -108,46 +108,15 @@ pub fn identity(e: &FileEntry) -> SourceIdentity {
 
 // Each test binary takes its part of this module (as `dead_code` allows above).
 #[allow(unused_imports)]
+pub use longhaul_testkit::chunks::{receive_chunk, send_chunk};
+#[allow(unused_imports)]
 pub use longhaul_testkit::receiver::plain_answer;
 
 /// Receives chunk `header` whose bytes are `d` as a data stream's driver does when it is
 /// written: checked, hashed, found new, written and its record appended (acked).
 pub fn receive_new_chunk(rx: &mut RecvSession, header: &ChunkHeader, d: &[u8]) {
-    let mut plan = rx.chunk_header(header).unwrap();
-    plan.hasher.update(d);
-    let arrival = rx.chunk_arrived(header, plan.hasher.finish()).unwrap();
+    let arrival = receive_chunk(rx, header, d).expect("a new chunk is taken");
     assert_eq!(arrival, Arrival::Write);
-    rx.chunk_written(header.file, header.index, header.hash)
-        .unwrap();
-    rx.handle(RecvInput::ChunkRecorded {
-        file: header.file,
-        index: header.index,
-        hash: header.hash,
-        len: d.len() as u64,
-    })
-    .unwrap();
-}
-
-/// Sends chunk `c` whose bytes are `d` as a sending driver does: hashed with the session's
-/// own hasher and counted as sent. Returns its header.
-pub fn send_chunk(tx: &mut SendSession, c: &Chunk, d: &[u8]) -> ChunkHeader {
-    let mut h = tx.hasher(c);
-    h.update(d);
-    let hash = h.finish();
-    tx.handle(SendInput::ChunkSent {
-        chunk: *c,
-        hash,
-        payload: c.len,
-    })
-    .unwrap();
-    ChunkHeader {
-        file: tx.entry_of(c),
-        index: c.id.index,
-        flags: 0,
-        offset: c.offset,
-        len: c.len as u32,
-        hash,
-    }
 }
 
 /// Control both ways until neither end has more to say: the sender's messages go to the
@@ -415,20 +384,8 @@ pub fn run_checked(
         if !pulled && !wire.is_empty() && rx.is_listed() {
             progressed = true;
             let InFlight { header, bytes } = wire.swap_remove(rng.below(wire.len()));
-            let mut plan = rx.chunk_header(&header)?;
-            plan.hasher.update(&bytes);
-            match rx.chunk_arrived(&header, plan.hasher.finish())? {
-                Arrival::Write => {
-                    rx.chunk_written(header.file, header.index, header.hash)?;
-                    rx.handle(RecvInput::ChunkRecorded {
-                        file: header.file,
-                        index: header.index,
-                        hash: header.hash,
-                        len: u64::from(header.len),
-                    })?;
-                }
-                Arrival::Duplicate | Arrival::Rejected => {}
-                Arrival::Reused => panic!("chunk_arrived never answers Reused"),
+            if receive_chunk(&mut rx, &header, &bytes)? == Arrival::Reused {
+                panic!("chunk_arrived never answers Reused");
             }
         }
         if !progressed && !fix_dirs_pending {
