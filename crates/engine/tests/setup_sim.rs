@@ -2,7 +2,8 @@
 //! exactly in a simulation of the set-up (`setup`: both ends' real machines on a
 //! simulated link), for every way a run starts: push, pull, a pull answered ahead, a
 //! jumping push and pull, bench and `bench --reverse`, on a path remembered or not, and
-//! on the first contact with a server. docs/startup.md draws the same timelines; the
+//! on the first contact with a server; a copy carried on to its commit; and what a lost
+//! message at each step leads to. docs/startup.md draws the same timelines; the
 //! binaries measure them on an emulated path (`bench/startup-rtts.sh`).
 
 mod setup;
@@ -268,4 +269,36 @@ fn a_lost_message_at_each_step_of_a_bench_ends_in_its_error_or_a_bounded_wait() 
             (Server, Wait::DataStreams { missing: 1 }),
         ]),
     );
+}
+
+/// A copy from connect to its commit: the sessions move the whole source (its chunks
+/// checked against their BLAKE3 and the file's digest) and the client ends as its driver
+/// does. The link has no rate, so the data takes no time: what is counted is the round
+/// trips around it.
+#[test]
+fn a_copy_runs_from_connect_to_its_commit() {
+    let cases = [
+        // A push's sender learns of the commit a round trip after its last chunk left.
+        (Mode::Push, Path::NotRemembered, 3.0, 4.0),
+        (Mode::Push, Path::RememberedJump, 3.0, 4.0),
+        // A pull's receiver ends as it commits the last file: the sender's `TransferDone`
+        // would only confirm it, a round trip later.
+        (Mode::Pull, Path::Remembered, 4.0, 4.0),
+        (Mode::PullAhead, Path::NotRemembered, 3.0, 3.0),
+        (Mode::Pull, Path::RememberedJump, 5.0, 5.0),
+    ];
+    for (mode, path, first, committed) in cases {
+        let case = Case {
+            to_commit: true,
+            ..Case::new(mode, path)
+        };
+        let t = run(case.clone());
+        assert_eq!(t.error, None, "{case:?}: {:#?}", t.trace);
+        assert_eq!(
+            (t.first_byte, t.committed, t.files_ok),
+            (Some(first), Some(committed), 1),
+            "{case:?}: {:#?}",
+            t.trace
+        );
+    }
 }

@@ -15,9 +15,9 @@ use longhaul_proto::{
     JumpAsk, SendMode, Wait,
 };
 use longhaul_transfer::opening::{ControlFrame, CopyOpening};
-use longhaul_transfer::session::{RecvConfig, RecvSession, SendConfig, SendSession, Work};
-use longhaul_transfer::StreamId;
+use longhaul_transfer::session::{RecvConfig, RecvSession, SendConfig, SendSession};
 
+use super::copy;
 use super::net::{Conn, Packet, Side, Wire, RTT};
 use super::{
     empty_destination, epoch, exporter, source, token, Case, Mode, Path, CERT, CONTROL_EXPORTER,
@@ -59,8 +59,22 @@ pub struct Client {
     pub route_set_at: Option<Duration>,
     /// The run's first data byte: sent (push, bench) or received (pull, `bench -R`).
     pub first_byte: Option<Duration>,
+    /// A copy's end, as this end sees it: every file committed (a push's sender heard
+    /// so; a pull's receiver put them in place and heard the sender's end).
+    pub committed: Option<Duration>,
     /// A machine's error, as the driver reports it.
     pub error: Option<String>,
+}
+
+impl Client {
+    /// Files the copy put in place, as this end's session counts them.
+    pub fn files_ok(&self) -> u64 {
+        match (&self.send, &self.recv) {
+            (Some(send), _) => send.outcome().files_ok,
+            (_, Some(recv)) => recv.outcome().files_ok,
+            _ => 0,
+        }
+    }
 }
 
 impl Client {
@@ -92,6 +106,7 @@ impl Client {
             data_dialed: Vec::new(),
             route_set_at: None,
             first_byte: None,
+            committed: None,
             error: None,
         }
     }
@@ -210,8 +225,13 @@ impl Client {
             }
             // The server's hello on a data connection (the real client checks its proof).
             (Conn::Data(..), Packet::Frame(_)) => {}
-            (Conn::Data(..), Packet::Chunk) => {
+            (Conn::Data(..), Packet::Chunk(chunk)) => {
                 self.first_byte.get_or_insert(wire.now());
+                if let (Some(recv), Some(chunk)) = (self.recv.as_mut(), chunk) {
+                    if let Err(e) = copy::receive(recv, &chunk) {
+                        self.error.get_or_insert(e);
+                    }
+                }
             }
             (conn, other) => panic!("the client got {} on {conn:?}", other.name()),
         }
@@ -406,22 +426,36 @@ impl Client {
                 );
             }
         }
-        if let Some(send) = self.send.as_mut().filter(|_| self.first_byte.is_none()) {
-            let now = epoch() + wire.now();
-            let ready: Vec<u16> = self
+        if let Some(send) = self.send.as_mut() {
+            let ready: Vec<(Conn, u16)> = self
                 .data
                 .iter()
                 .filter(|(_, d)| d.hello_sent)
-                .map(|(s, _)| *s)
+                .map(|(s, _)| (Conn::Data(self.generation, *s), *s))
                 .collect();
-            for s in ready {
-                if matches!(send.next_work(StreamId(u32::from(s)), now), Work::Send(_)) {
-                    self.first_byte.get_or_insert(wire.now());
-                    let conn = Conn::Data(self.generation, s);
-                    wire.send(Side::Server, conn, Packet::Chunk);
-                    break;
+            let now = epoch() + wire.now();
+            match copy::send_ready(send, &ready, now, wire, Side::Server) {
+                Ok(true) => _ = self.first_byte.get_or_insert(wire.now()),
+                Ok(false) => {}
+                Err(e) => _ = self.error.get_or_insert(e),
+            }
+            // Once the opening is answered, the sender's messages go on their own.
+            if let Control::Copy(opening) = &self.control {
+                if opening.answer().is_some() {
+                    while let Some(m) = send.poll_transmit() {
+                        wire.send(
+                            Side::Server,
+                            Conn::Control,
+                            Packet::Frame(ControlFrame::Transfer(m)),
+                        );
+                    }
                 }
             }
+        }
+        let done = self.send.as_ref().is_some_and(SendSession::is_done)
+            || self.recv.as_ref().is_some_and(RecvSession::is_settled);
+        if done {
+            self.committed.get_or_insert(wire.now());
         }
     }
 }

@@ -1,6 +1,7 @@
 //! A simulation of a run's set-up, from the control connection's SYN to the first data
-//! byte, for cp and bench alike: both ends' machines ([`client`], [`server`]) on a
-//! simulated link whose kernels and TLS are modelled ([`net`], which states the model).
+//! byte (a copy's, on request, to its commit: [`copy`]), for cp and bench alike: both
+//! ends' machines ([`client`], [`server`]) on a simulated link whose kernels and TLS are
+//! modelled ([`net`], which states the model).
 //! The machines are the real ones: when the data connections leave (the policy's
 //! `DataSchedule`), the hellos, proofs and data hellos (proto's sessions and
 //! `DataAttachments`), the copy's opening and answer (transfer's `CopyOpening` and
@@ -9,6 +10,7 @@
 //! drivers' glue (every frame a machine queued goes at once).
 
 pub mod client;
+pub mod copy;
 pub mod net;
 pub mod server;
 
@@ -82,6 +84,8 @@ pub struct Case {
     pub encrypted_data: bool,
     /// Packets the link loses: `(to, connection, name)`, each once.
     pub lose: Vec<(Side, Option<Conn>, &'static str)>,
+    /// A copy runs on to its commit, not only to its first byte.
+    pub to_commit: bool,
 }
 
 impl Case {
@@ -94,6 +98,7 @@ impl Case {
             user_streams: None,
             encrypted_data: !matches!(mode, Mode::Bench | Mode::BenchReverse),
             lose: Vec::new(),
+            to_commit: false,
         }
     }
 }
@@ -104,6 +109,11 @@ pub struct Timeline {
     /// The first data byte: sent by a pushing or benching client, received by a pulling
     /// one or `bench -R`'s.
     pub first_byte: Option<f64>,
+    /// A copy's end at the client (with [`Case::to_commit`]): a push's sender heard every
+    /// file committed, a pull's receiver committed them and heard the sender's end.
+    pub committed: Option<f64>,
+    /// Files the copy put in place, as the client's session counts them.
+    pub files_ok: u64,
     /// When the run's data connections were dialed (each generation).
     pub data_dialed: Vec<f64>,
     /// When they left, as the schedule says.
@@ -126,14 +136,20 @@ pub struct Timeline {
     pub trace: Vec<String>,
 }
 
-/// Runs `case` until the first data byte, an error, or nothing left on the wire (then
-/// a driver's timeout would end the run; the simulation stops).
+/// Runs `case` until the first data byte (or with [`Case::to_commit`] the copy's end), an
+/// error, or nothing left on the wire (then a driver's timeout would end the run; the
+/// simulation stops).
 pub fn run(case: Case) -> Timeline {
     let mut wire = Wire::new(case.lose.clone());
     let mut server = Server::new(case.encrypted_data);
+    let to_commit = case.to_commit;
     let mut client = Client::new(case);
     client.start(&mut wire);
-    while client.first_byte.is_none() && client.error.is_none() && server.error.is_none() {
+    let ended = |c: &Client| match to_commit {
+        true => c.committed.is_some(),
+        false => c.first_byte.is_some(),
+    };
+    while !ended(&client) && client.error.is_none() && server.error.is_none() {
         let Some((to, conn, packet)) = wire.next() else {
             break;
         };
@@ -147,7 +163,7 @@ pub fn run(case: Case) -> Timeline {
             Side::Server => server.on(conn, packet, &mut wire),
         }
     }
-    let silent = client.first_byte.is_none() && client.error.is_none() && server.error.is_none();
+    let silent = !ended(&client) && client.error.is_none() && server.error.is_none();
     let waits = [
         (Side::Client, client.waiting()),
         (Side::Server, server.waiting()),
@@ -159,6 +175,8 @@ pub fn run(case: Case) -> Timeline {
     Timeline {
         waits,
         first_byte: client.first_byte.map(rtts),
+        committed: client.committed.map(rtts),
+        files_ok: client.files_ok(),
         data_dialed: client.data_dialed.iter().copied().map(rtts).collect(),
         leave: client.leave(),
         server_route: server.route_set_at.map(rtts),

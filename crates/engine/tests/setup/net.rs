@@ -14,6 +14,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use longhaul_proto::transfer::ChunkHeader;
 use longhaul_proto::Message;
 use longhaul_transfer::opening::ControlFrame;
 
@@ -57,8 +58,18 @@ pub enum Packet {
     /// A control frame, or a connection's session hello (the server's proof, a data
     /// hello), inside TLS.
     Frame(ControlFrame),
-    /// A data stream's first chunk: the run's first data byte.
-    Chunk,
+    /// A chunk on a data connection: a copy's (its header and bytes), or bench's
+    /// (`None`: its bytes are nothing to the machines).
+    Chunk(Option<Box<CopyChunk>>),
+}
+
+/// A copy's chunk as a data stream carries it.
+#[derive(Debug, Clone)]
+pub struct CopyChunk {
+    /// Its header.
+    pub header: ChunkHeader,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
 }
 
 impl Packet {
@@ -78,7 +89,7 @@ impl Packet {
             Self::Finished => "Finished",
             Self::Frame(ControlFrame::Session(m)) => m.kind(),
             Self::Frame(ControlFrame::Transfer(m)) => m.kind(),
-            Self::Chunk => "chunk",
+            Self::Chunk(_) => "chunk",
         }
     }
 }

@@ -15,11 +15,9 @@ use longhaul_proto::{
 use longhaul_transfer::answering::CopyAnswering;
 use longhaul_transfer::opening::ControlFrame;
 use longhaul_transfer::request::{answer_chunk_size, check_request};
-use longhaul_transfer::session::{
-    RecvConfig, RecvSession, SendConfig, SendInput, SendSession, Work,
-};
-use longhaul_transfer::StreamId;
+use longhaul_transfer::session::{RecvConfig, RecvSession, SendConfig, SendInput, SendSession};
 
+use super::copy;
 use super::net::{Conn, Packet, Side, Wire};
 use super::{
     empty_destination, epoch, exporter, source, token, CERT, CONTROL_EXPORTER, SOURCE_BYTES,
@@ -114,6 +112,17 @@ impl Server {
             Packet::Frame(ControlFrame::Session(hello)) => {
                 self.early.push((conn, hello));
                 self.attach_early();
+            }
+            Packet::Chunk(Some(chunk)) if matches!(self.data.get(&conn), Some(Some(_))) => {
+                let Run::Copy(copy) = &mut self.run else {
+                    panic!("a copy's chunk in a bench run");
+                };
+                let Some(recv) = copy.recv.as_mut() else {
+                    panic!("a chunk for a pull's server");
+                };
+                if let Err(e) = copy::receive(recv, &chunk) {
+                    self.error.get_or_insert(e);
+                }
             }
             other => panic!("the server got {} on {conn:?}", other.name()),
         }
@@ -289,6 +298,12 @@ impl Server {
                 }
                 // The daemon runs the session once every data stream is attached.
                 if let Some(send) = copy.send.as_mut() {
+                    if complete {
+                        let now = epoch() + wire.now();
+                        if let Err(e) = copy::send_ready(send, &streams, now, wire, Side::Client) {
+                            self.error.get_or_insert(e);
+                        }
+                    }
                     while let Some(m) = send.poll_transmit() {
                         wire.send(
                             Side::Client,
@@ -296,21 +311,12 @@ impl Server {
                             Packet::Frame(ControlFrame::Transfer(m)),
                         );
                     }
-                    for (conn, s) in streams.into_iter().filter(|_| complete) {
-                        let now = epoch() + wire.now();
-                        if !self.sent.contains(&s)
-                            && matches!(send.next_work(StreamId(u32::from(s)), now), Work::Send(_))
-                        {
-                            self.sent.insert(s);
-                            wire.send(Side::Client, conn, Packet::Chunk);
-                        }
-                    }
                 }
             }
             Run::Bench { reverse: true } if self.started => {
                 for (conn, s) in streams {
                     if self.sent.insert(s) {
-                        wire.send(Side::Client, conn, Packet::Chunk);
+                        wire.send(Side::Client, conn, Packet::Chunk(None));
                     }
                 }
             }
