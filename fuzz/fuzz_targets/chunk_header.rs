@@ -10,8 +10,8 @@
 use libfuzzer_sys::fuzz_target;
 use longhaul_fuzz::take;
 use longhaul_proto::transfer::{
-    ChunkHeader, CHUNK_FLAG_HASH_AFTER, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME, CHUNK_FLAG_TRAILER,
-    MAX_CHUNK_BYTES, MAX_FILE_ID, MAX_WARMUP_BYTES,
+    ChunkHeader, EntryId, CHUNK_FLAG_HASH_AFTER, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME,
+    CHUNK_FLAG_TRAILER, MAX_CHUNK_BYTES, MAX_FILE_ID, MAX_WARMUP_BYTES,
 };
 use longhaul_proto::ChunkKey;
 
@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut rest = data;
     let h = ChunkHeader {
-        file: u32::from_be_bytes(take(&mut rest)),
+        file: EntryId(u32::from_be_bytes(take(&mut rest))),
         index: u32::from_be_bytes(take(&mut rest)),
         flags: u32::from_be_bytes(take(&mut rest)),
         offset: u64::from_be_bytes(take(&mut rest)),
@@ -39,7 +39,7 @@ fuzz_target!(|data: &[u8]| {
         || (h.flags == CHUNK_FLAG_HASH_AFTER && h.hash == [0; 32])
         || h.flags == CHUNK_FLAG_TRAILER;
     let in_bounds = warmup
-        || h.file <= MAX_FILE_ID
+        || h.file.0 <= MAX_FILE_ID
             && flags_ok
             && u64::from(h.len) <= MAX_CHUNK_BYTES
             && h.offset.checked_add(u64::from(h.len)).is_some();

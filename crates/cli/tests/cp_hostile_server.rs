@@ -9,6 +9,7 @@
 #[macro_use]
 mod support;
 
+use longhaul_proto::transfer::EntryId;
 use std::fs;
 use std::io::Write;
 use std::net::TcpListener;
@@ -142,7 +143,7 @@ fn serve_list(
     let n = lie.len() as u32;
     let bytes = lie.iter().map(|e| e.size).sum();
     conn.send_transfer(&TransferMessage::FileEntries {
-        first_id: 0,
+        first_id: EntryId(0),
         entries: lie,
     })
     .unwrap();
@@ -159,7 +160,7 @@ fn serve_list(
         let bytes = vec![b'#'; e.size as usize];
         let hash = longhaul_transfer::chunk_hash(&bytes, 0, true);
         let header = ChunkHeader {
-            file: i as u32,
+            file: EntryId(i as u32),
             index: 0,
             flags: 0,
             offset: 0,
@@ -191,7 +192,7 @@ fn serve_list(
             }
         }
         let _ = conn.send_transfer(&TransferMessage::FileDigest {
-            file: i as u32,
+            file: EntryId(i as u32),
             blake3: hash,
         });
     }

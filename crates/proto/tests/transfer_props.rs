@@ -147,8 +147,12 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
                 jump_note,
             }
         }),
-        (0u32..1000, proptest::collection::vec(arb_entry(), 0..12))
-            .prop_map(|(first_id, entries)| TransferMessage::FileEntries { first_id, entries }),
+        (0u32..1000, proptest::collection::vec(arb_entry(), 0..12)).prop_map(
+            |(first_id, entries)| TransferMessage::FileEntries {
+                first_id: EntryId(first_id),
+                entries
+            }
+        ),
         (0..=MAX_FILE_ID + 1, any::<u64>(), any::<u32>()).prop_map(|(files, bytes, deleted)| {
             TransferMessage::FileListEnd {
                 files,
@@ -162,14 +166,17 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
             arb_file(),
             proptest::collection::vec((0u32..1 << 30, 1u32..1 << 20), 0..100)
         )
-            .prop_map(|(file, ranges)| TransferMessage::HaveChunks { file, ranges }),
+            .prop_map(|(file, ranges)| TransferMessage::HaveChunks {
+                file: EntryId(file),
+                ranges
+            }),
         (
             arb_file(),
             0u32..1 << 30,
             proptest::collection::vec(any::<[u8; 32]>(), 0..40)
         )
             .prop_map(|(file, first, hashes)| TransferMessage::OldChunks {
-                file,
+                file: EntryId(file),
                 first,
                 hashes
             }),
@@ -182,11 +189,18 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
                 SkipReason::Missing
             ])
         )
-            .prop_map(|(file, reason)| TransferMessage::SkipFile { file, reason }),
-        (arb_file(), any::<u32>())
-            .prop_map(|(file, index)| TransferMessage::ChunkVerified { file, index }),
-        (arb_file(), any::<u64>())
-            .prop_map(|(file, bytes)| TransferMessage::WouldSend { file, bytes }),
+            .prop_map(|(file, reason)| TransferMessage::SkipFile {
+                file: EntryId(file),
+                reason
+            }),
+        (arb_file(), any::<u32>()).prop_map(|(file, index)| TransferMessage::ChunkVerified {
+            file: EntryId(file),
+            index
+        }),
+        (arb_file(), any::<u64>()).prop_map(|(file, bytes)| TransferMessage::WouldSend {
+            file: EntryId(file),
+            bytes
+        }),
         (
             arb_file(),
             any::<u32>(),
@@ -197,14 +211,16 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
             ])
         )
             .prop_map(|(file, index, reason)| TransferMessage::ChunkRejected {
-                file,
+                file: EntryId(file),
                 index,
                 reason
             }),
-        (arb_file(), any::<[u8; 32]>())
-            .prop_map(|(file, blake3)| TransferMessage::FileDigest { file, blake3 }),
+        (arb_file(), any::<[u8; 32]>()).prop_map(|(file, blake3)| TransferMessage::FileDigest {
+            file: EntryId(file),
+            blake3
+        }),
         (arb_file(), any::<bool>()).prop_map(|(file, ok)| TransferMessage::FileCommitted {
-            file,
+            file: EntryId(file),
             ok,
             reason: if ok {
                 String::new()
@@ -212,8 +228,10 @@ fn arb_msg() -> impl Strategy<Value = TransferMessage> {
                 "the name is taken by a directory".into()
             },
         }),
-        (arb_file(), "[a-z ]{0,40}")
-            .prop_map(|(file, reason)| TransferMessage::SourceChanged { file, reason }),
+        (arb_file(), "[a-z ]{0,40}").prop_map(|(file, reason)| TransferMessage::SourceChanged {
+            file: EntryId(file),
+            reason
+        }),
         (0..=MAX_FILE_ID + 1, any::<u64>())
             .prop_map(|(files, bytes)| TransferMessage::TransferDone { files, bytes }),
     ]
@@ -269,7 +287,7 @@ proptest! {
 
     #[test]
     fn file_lists_split_into_frames(entries in proptest::collection::vec(arb_entry(), 0..60), first in 0u32..100) {
-        let frames = pack_file_entries(&entries, first).unwrap();
+        let frames = pack_file_entries(&entries, EntryId(first)).unwrap();
         let mut back = Vec::new();
         let mut next = first;
         for f in &frames {
@@ -279,7 +297,7 @@ proptest! {
             let TransferMessage::FileEntries { first_id, entries } = m else {
                 panic!("not FileEntries");
             };
-            prop_assert_eq!(first_id, next);
+            prop_assert_eq!(first_id, EntryId(next));
             next += entries.len() as u32;
             back.extend(entries);
         }
@@ -288,7 +306,7 @@ proptest! {
 
     #[test]
     fn chunk_header_round_trip(file in arb_file(), index in any::<u32>(), hole in any::<bool>(), offset in 0u64..1 << 60, len in 0u32..=1 << 30, hash in any::<[u8; 32]>(), flip in 0usize..ChunkHeader::LEN * 8) {
-        let h = ChunkHeader { file, index, flags: if hole { CHUNK_FLAG_HOLE } else { 0 }, offset, len, hash };
+        let h = ChunkHeader { file: EntryId(file), index, flags: if hole { CHUNK_FLAG_HOLE } else { 0 }, offset, len, hash };
         let key = ChunkKey::from_bytes([5; 32]);
         let b = h.encode(&key);
         prop_assert_eq!(ChunkHeader::decode(&b, &key).unwrap(), h);
@@ -304,7 +322,7 @@ proptest! {
     fn a_tamperer_who_fixes_the_check_is_still_refused(hash in any::<[u8; 32]>(), other in any::<[u8; 32]>(), offset in 0u64..1 << 40) {
         prop_assume!(hash != other);
         let key = ChunkKey::from_bytes([9; 32]);
-        let h = ChunkHeader { file: 1, index: 0, flags: 0, offset, len: 4096, hash };
+        let h = ChunkHeader { file: EntryId(1), index: 0, flags: 0, offset, len: 4096, hash };
         // The attacker swaps in the hash of their own bytes and recomputes the header
         // under a key of their own (they cannot know the session's).
         let forged = ChunkHeader { hash: other, ..h }.encode(&ChunkKey::from_bytes([1; 32]));
@@ -327,12 +345,12 @@ fn bounds_are_refused() {
         link_target: Vec::new(),
     };
     let msg = TransferMessage::FileEntries {
-        first_id: 0,
+        first_id: EntryId(0),
         entries: vec![too_long.clone()],
     };
     assert!(encode_transfer_frame(&msg, &mut buf).is_err());
     assert!(buf.is_empty(), "a refused message leaves nothing behind");
-    assert!(pack_file_entries(&[too_long], 0).is_err());
+    assert!(pack_file_entries(&[too_long], EntryId(0)).is_err());
     // A frame announcing too many entries is refused before any allocation.
     let mut evil = vec![0u8; 4];
     evil.extend([0x42, 0, 0, 0, 0, 0xff, 0xff]);
@@ -341,13 +359,13 @@ fn bounds_are_refused() {
     assert!(decode_transfer_frame(&evil).is_err());
     // Ranges that overflow are refused.
     let msg = TransferMessage::HaveChunks {
-        file: 0,
+        file: EntryId(0),
         ranges: vec![(u32::MAX, 2)],
     };
     assert!(encode_transfer_frame(&msg, &mut buf).is_err());
     // Long run lists split into frames that all encode.
     let runs: Vec<(u32, u32)> = (0..10_000u32).map(|i| (i * 2, 1)).collect();
-    let frames = pack_have_chunks(3, &runs);
+    let frames = pack_have_chunks(EntryId(3), &runs);
     assert_eq!(frames.len(), 3);
     let mut back = Vec::new();
     for f in &frames {
@@ -360,7 +378,7 @@ fn bounds_are_refused() {
         }
     }
     assert_eq!(back, runs);
-    assert!(pack_have_chunks(3, &[]).is_empty());
+    assert!(pack_have_chunks(EntryId(3), &[]).is_empty());
     // A copy's chunk hashes split into frames that all encode, in order.
     let hashes: Vec<[u8; 32]> = (0..4_500u32)
         .map(|i| {
@@ -369,7 +387,7 @@ fn bounds_are_refused() {
             h
         })
         .collect();
-    let frames = pack_old_chunks(5, &hashes);
+    let frames = pack_old_chunks(EntryId(5), &hashes);
     assert_eq!(frames.len(), 3);
     let mut back = Vec::new();
     for f in &frames {
@@ -384,7 +402,7 @@ fn bounds_are_refused() {
         }
     }
     assert_eq!(back, hashes);
-    assert!(pack_old_chunks(5, &[]).is_empty());
+    assert!(pack_old_chunks(EntryId(5), &[]).is_empty());
     // Filter rules: at most MAX_FILTER_RULES, each 1..=4095 bytes, all in one frame.
     let rules = |n: usize, len: usize| TransferMessage::FilterRules {
         rules: vec![(false, vec![b'x'; len]); n],
@@ -433,7 +451,7 @@ fn hard_link_targets_are_bounded() {
         link_target: target,
     };
     let frame = |e: FileEntry| TransferMessage::FileEntries {
-        first_id: 0,
+        first_id: EntryId(0),
         entries: vec![e],
     };
     let mut buf = Vec::new();
@@ -456,7 +474,7 @@ fn hard_link_targets_are_bounded() {
         let mut out = Vec::new();
         let e = encode_transfer_frame(&frame(bad.clone()), &mut out).unwrap_err();
         assert!(e.to_string().contains(why), "{e}");
-        assert!(pack_file_entries(&[bad], 0).is_err());
+        assert!(pack_file_entries(&[bad], EntryId(0)).is_err());
     }
     // The kind byte follows the path (2 + len bytes after the frame's first fields).
     let mut good = Vec::new();
@@ -486,7 +504,7 @@ fn symlink_targets_are_bounded() {
         link_target: target,
     };
     let frame = |e: FileEntry| TransferMessage::FileEntries {
-        first_id: 0,
+        first_id: EntryId(0),
         entries: vec![e],
     };
     // The longest target round-trips.
@@ -517,7 +535,7 @@ fn symlink_targets_are_bounded() {
         let mut out = Vec::new();
         let e = encode_transfer_frame(&frame(bad.clone()), &mut out).unwrap_err();
         assert!(e.to_string().contains(why), "{e}");
-        assert!(pack_file_entries(&[bad], 0).is_err());
+        assert!(pack_file_entries(&[bad], EntryId(0)).is_err());
     }
     // The decoder refuses what the encoder would not write: patch the valid frame's
     // target (its last bytes) to hold a NUL, and its length to zero.

@@ -14,6 +14,7 @@
 
 mod pair;
 
+use longhaul_proto::transfer::EntryId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
@@ -72,14 +73,14 @@ proptest! {
         let case = Case {
             corrupt: corrupt
                 .into_iter()
-                .map(|(f, i)| ((1 + f % case.files.len() as u32, i), 1))
+                .map(|(f, i)| ((EntryId(1 + f % case.files.len() as u32), i), 1))
                 .collect(),
             ..case
         };
         let r = run_with(&case, true).unwrap();
         prop_assert!(r.skipped.is_empty(), "{:?}", r.skipped);
         for (i, (d, _)) in case.files.iter().enumerate() {
-            let e = i as u32 + 1;
+            let e = EntryId(i as u32 + 1);
             prop_assert_eq!(r.committed.get(&e), Some(&true), "file {} not committed", e);
             prop_assert_eq!(r.digests.get(&e), Some(&blake3_of(d)));
             let chunks = (d.len() as u64).div_ceil(4096).max(1) as u32;
@@ -122,7 +123,7 @@ fn sender() -> SendSession {
 }
 
 /// The entries of the chunks `stream` is handed until there is no more work.
-fn drain(tx: &mut SendSession, stream: u32) -> Vec<(u32, u32)> {
+fn drain(tx: &mut SendSession, stream: u32) -> Vec<(EntryId, u32)> {
     let mut out = Vec::new();
     while let Work::Send(unit) = tx.next_work(StreamId(stream), Instant::now()) {
         out.extend(unit.chunks.iter().map(|c| (tx.entry_of(c), c.id.index)));
@@ -157,15 +158,21 @@ fn a_file_skipped_while_chunks_flow_stops_and_counts_as_skipped() {
         panic!("no work: {first:?}")
     };
     let c = unit.chunks[0];
-    assert_eq!((tx.entry_of(&c), c.id.index), (1, 0));
+    assert_eq!((tx.entry_of(&c), c.id.index), (EntryId(1), 0));
     for (file, reason) in [(1, SkipReason::AlreadyComplete), (3, SkipReason::Exists)] {
-        tx.handle(TransferMessage::SkipFile { file, reason })
-            .unwrap();
+        tx.handle(TransferMessage::SkipFile {
+            file: EntryId(file),
+            reason,
+        })
+        .unwrap();
     }
     // Only file 2's chunks are left; file 1's chunk in flight is not sent again.
-    assert_eq!(drain(&mut tx, 1), vec![(2, 0), (2, 1), (2, 2)]);
+    assert_eq!(
+        drain(&mut tx, 1),
+        vec![(EntryId(2), 0), (EntryId(2), 1), (EntryId(2), 2)]
+    );
     tx.handle(TransferMessage::ChunkRejected {
-        file: 1,
+        file: EntryId(1),
         index: 0,
         reason: longhaul_proto::transfer::RejectReason::Unknown,
     })
@@ -175,18 +182,18 @@ fn a_file_skipped_while_chunks_flow_stops_and_counts_as_skipped() {
     let mut again = sender();
     again
         .handle(TransferMessage::SkipFile {
-            file: 1,
+            file: EntryId(1),
             reason: SkipReason::Exists,
         })
         .unwrap();
     assert!(again
         .handle(TransferMessage::SkipFile {
-            file: 1,
+            file: EntryId(1),
             reason: SkipReason::Exists,
         })
         .is_err());
     tx.handle(TransferMessage::FileCommitted {
-        file: 2,
+        file: EntryId(2),
         ok: true,
         reason: String::new(),
     })
@@ -200,7 +207,7 @@ fn a_file_skipped_while_chunks_flow_stops_and_counts_as_skipped() {
 fn answers_of_a_normal_list_are_protocol_errors() {
     let mut tx = sender();
     let r = tx.handle(TransferMessage::HaveChunks {
-        file: 1,
+        file: EntryId(1),
         ranges: vec![(0, 1)],
     });
     assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
@@ -212,7 +219,7 @@ fn answers_of_a_normal_list_are_protocol_errors() {
     })
     .unwrap();
     let r = tx.handle(TransferMessage::SkipFile {
-        file: 2,
+        file: EntryId(2),
         reason: SkipReason::Exists,
     });
     assert!(
@@ -225,7 +232,7 @@ fn answers_of_a_normal_list_are_protocol_errors() {
 fn a_sender_asked_after_an_answer_refuses() {
     let mut tx = session(vec![entry("f", EntryKind::File, 4096)], 1, false);
     tx.handle(TransferMessage::SkipFile {
-        file: 0,
+        file: EntryId(0),
         reason: SkipReason::Exists,
     })
     .unwrap();

@@ -5,6 +5,7 @@
 
 mod pair;
 
+use longhaul_proto::transfer::EntryId;
 use pair::listed;
 
 use std::collections::HashMap;
@@ -89,7 +90,7 @@ fn drive(s: &mut RecvSession, dest: &HashMap<PathBuf, Vec<DestEntry>>) -> Vec<St
 fn extras_go_before_the_list_is_answered_and_excluded_ones_stay() {
     let mut s = session(&[(false, "*.keep"), (false, "/cache/")]);
     s.handle(TransferMessage::FileEntries {
-        first_id: 0,
+        first_id: EntryId(0),
         entries: vec![
             listed("src", EntryKind::Dir),
             listed("src/a", EntryKind::File),
@@ -152,7 +153,7 @@ fn extras_go_before_the_list_is_answered_and_excluded_ones_stay() {
 fn without_directories_nothing_is_listed() {
     let mut s = session(&[]);
     s.handle(TransferMessage::FileEntries {
-        first_id: 0,
+        first_id: EntryId(0),
         entries: vec![listed("f", EntryKind::File)],
     })
     .unwrap();

@@ -6,6 +6,7 @@
 
 mod pair;
 
+use longhaul_proto::transfer::EntryId;
 use pair::listed;
 
 use longhaul_proto::transfer::{EntryKind, FileEntry, TransferMessage};
@@ -22,7 +23,7 @@ fn session(expect: Option<ExpectedList>) -> RecvSession {
 /// to touch anything (a look, a directory) before refusing.
 fn offer(s: &mut RecvSession, entries: Vec<FileEntry>) -> (Result<(), SessionError>, usize) {
     let r = s.handle(TransferMessage::FileEntries {
-        first_id: 0,
+        first_id: EntryId(0),
         entries,
     });
     let mut touched = 0;
@@ -152,7 +153,7 @@ fn a_legitimate_pull_proceeds_to_look_at_the_destination() {
     let mut s = pull(Some("big.h5"), false);
     let (r, _) = (
         s.handle(TransferMessage::FileEntries {
-            first_id: 0,
+            first_id: EntryId(0),
             entries: vec![listed("big.h5", EntryKind::File)],
         }),
         (),
@@ -160,6 +161,6 @@ fn a_legitimate_pull_proceeds_to_look_at_the_destination() {
     assert_eq!(r, Ok(()));
     assert!(matches!(
         s.poll_event(),
-        Some(RecvEvent::Look { id: 0, .. })
+        Some(RecvEvent::Look { id: EntryId(0), .. })
     ));
 }

@@ -15,6 +15,7 @@
 
 mod pair;
 
+use longhaul_proto::transfer::EntryId;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -99,9 +100,9 @@ fn existing_dir() -> LookResult {
 #[derive(Default)]
 struct World {
     /// Entry -> what a look finds (default: nothing).
-    looks: HashMap<u32, LookResult>,
+    looks: HashMap<EntryId, LookResult>,
     /// Links whose making fails (a directory in the way).
-    fail: HashSet<u32>,
+    fail: HashSet<EntryId>,
     /// The links the receiver asked for, in order.
     links_made: Vec<LinkJob>,
     /// The hard links it asked for, in order, with the files placed by then.
@@ -110,12 +111,12 @@ struct World {
     placed: usize,
     /// The list was answered (`FileListEnd` queued) when each link was asked for.
     list_end_before_links: Vec<bool>,
-    commits: BTreeMap<u32, (bool, String)>,
-    skipped: BTreeMap<u32, SkipReason>,
+    commits: BTreeMap<EntryId, (bool, String)>,
+    skipped: BTreeMap<EntryId, SkipReason>,
     fix_dirs: usize,
     /// Commits the sender had when the directories were fixed.
     commits_at_fix: Option<usize>,
-    chunks_sent: Vec<u32>,
+    chunks_sent: Vec<EntryId>,
 }
 
 /// Runs both sessions until both are done.
@@ -291,13 +292,13 @@ fn links_are_made_verbatim_and_commit_without_data() {
     assert!(w.list_end_before_links.iter().all(|&b| b));
     // No chunk for a link; the files' chunks only.
     assert!(
-        w.chunks_sent.iter().all(|&e| e == 1 || e == 6),
+        w.chunks_sent.iter().all(|e| [1, 6].contains(&e.0)),
         "{:?}",
         w.chunks_sent
     );
     for id in 1..=6 {
         assert_eq!(
-            w.commits.get(&id),
+            w.commits.get(&EntryId(id)),
             Some(&(true, String::new())),
             "entry {id}"
         );
@@ -337,10 +338,10 @@ fn quick_check_no_clobber_and_replacement() {
         link("top/file_there", b"t3"),
     ];
     let mut w = World::default();
-    w.looks.insert(1, existing_link(b"t1"));
-    w.looks.insert(2, existing_link(b"something else"));
+    w.looks.insert(EntryId(1), existing_link(b"t1"));
+    w.looks.insert(EntryId(2), existing_link(b"something else"));
     w.looks.insert(
-        3,
+        EntryId(3),
         LookResult {
             existing: Some(Meta {
                 is_file: true,
@@ -356,9 +357,12 @@ fn quick_check_no_clobber_and_replacement() {
     );
     let (tx, _) = run(entries.clone(), config(), None, &mut w).unwrap();
     // The same target is left alone; another target or a file is replaced.
-    assert_eq!(w.skipped.get(&1), Some(&SkipReason::AlreadyComplete));
-    let made: Vec<u32> = w.links_made.iter().map(|j| j.id).collect();
-    assert_eq!(made, [2, 3]);
+    assert_eq!(
+        w.skipped.get(&EntryId(1)),
+        Some(&SkipReason::AlreadyComplete)
+    );
+    let made: Vec<EntryId> = w.links_made.iter().map(|j| j.id).collect();
+    assert_eq!(made, [EntryId(2), EntryId(3)]);
     assert_eq!(tx.outcome().files_ok, 3);
 
     // --no-clobber: anything there stays (the same link still counts as complete).
@@ -372,9 +376,12 @@ fn quick_check_no_clobber_and_replacement() {
     };
     let (tx, _) = run(entries, cfg, None, &mut w2).unwrap();
     assert!(w2.links_made.is_empty());
-    assert_eq!(w2.skipped.get(&1), Some(&SkipReason::AlreadyComplete));
-    assert_eq!(w2.skipped.get(&2), Some(&SkipReason::Exists));
-    assert_eq!(w2.skipped.get(&3), Some(&SkipReason::Exists));
+    assert_eq!(
+        w2.skipped.get(&EntryId(1)),
+        Some(&SkipReason::AlreadyComplete)
+    );
+    assert_eq!(w2.skipped.get(&EntryId(2)), Some(&SkipReason::Exists));
+    assert_eq!(w2.skipped.get(&EntryId(3)), Some(&SkipReason::Exists));
     assert_eq!((tx.outcome().files_ok, tx.outcome().files_skipped), (1, 2));
 }
 
@@ -382,16 +389,16 @@ fn quick_check_no_clobber_and_replacement() {
 fn a_link_that_cannot_be_made_fails_alone() {
     let entries = vec![dir("top"), link("top/d", b"x"), file("top/f", 100)];
     let mut w = World::default();
-    w.looks.insert(1, existing_dir());
-    w.fail.insert(1);
+    w.looks.insert(EntryId(1), existing_dir());
+    w.fail.insert(EntryId(1));
     let (tx, rx) = run(entries, config(), None, &mut w).unwrap();
-    assert!(!w.commits[&1].0);
+    assert!(!w.commits[&EntryId(1)].0);
     assert!(
-        w.commits[&1].1.contains("is a directory"),
+        w.commits[&EntryId(1)].1.contains("is a directory"),
         "{:?}",
         w.commits
     );
-    assert_eq!(w.commits[&2], (true, String::new()));
+    assert_eq!(w.commits[&EntryId(2)], (true, String::new()));
     let out = tx.outcome();
     assert_eq!(out.files_ok, 1);
     assert_eq!(out.failed.len(), 1);
@@ -408,17 +415,20 @@ fn checksum_only_compares_targets() {
         link("top/missing", b"t"),
     ];
     let mut w = World::default();
-    w.looks.insert(1, existing_link(b"t"));
-    w.looks.insert(2, existing_link(b"u"));
+    w.looks.insert(EntryId(1), existing_link(b"t"));
+    w.looks.insert(EntryId(2), existing_link(b"u"));
     let cfg = RecvConfig {
         checksum_only: true,
         ..config()
     };
     let (tx, rx) = run(entries, cfg, None, &mut w).unwrap();
     assert!(w.links_made.is_empty());
-    assert_eq!(w.skipped.get(&1), Some(&SkipReason::AlreadyComplete));
-    assert_eq!(w.skipped.get(&2), Some(&SkipReason::Missing));
-    assert_eq!(w.skipped.get(&3), Some(&SkipReason::Missing));
+    assert_eq!(
+        w.skipped.get(&EntryId(1)),
+        Some(&SkipReason::AlreadyComplete)
+    );
+    assert_eq!(w.skipped.get(&EntryId(2)), Some(&SkipReason::Missing));
+    assert_eq!(w.skipped.get(&EntryId(3)), Some(&SkipReason::Missing));
     assert_eq!(tx.outcome().files_ok, 1);
     let failed = rx.outcome().failed;
     assert_eq!(failed.len(), 2, "{failed:?}");
@@ -463,7 +473,7 @@ fn a_pull_of_one_symlink_needs_no_r() {
     // A link inside a directory still needs -r.
     let mut rx = RecvSession::new(cfg);
     let r = rx.handle(TransferMessage::FileEntries {
-        first_id: 0,
+        first_id: EntryId(0),
         entries: vec![link("l/x", b"y")],
     });
     assert!(matches!(r, Err(SessionError::Refused(_))), "{r:?}");
@@ -473,7 +483,7 @@ fn a_pull_of_one_symlink_needs_no_r() {
 fn listed_receiver() -> RecvSession {
     let mut rx = RecvSession::new(config());
     rx.handle(TransferMessage::FileEntries {
-        first_id: 0,
+        first_id: EntryId(0),
         entries: vec![dir("top"), link("top/l", b"x")],
     })
     .unwrap();
@@ -500,7 +510,7 @@ fn listed_receiver() -> RecvSession {
 fn data_or_a_digest_for_a_link_is_a_protocol_error() {
     let mut rx = listed_receiver();
     let header = ChunkHeader {
-        file: 1,
+        file: EntryId(1),
         index: 0,
         flags: 0,
         offset: 0,
@@ -513,7 +523,7 @@ fn data_or_a_digest_for_a_link_is_a_protocol_error() {
     ));
     let mut rx = listed_receiver();
     let r = rx.handle(TransferMessage::FileDigest {
-        file: 1,
+        file: EntryId(1),
         blake3: [0; 32],
     });
     assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
@@ -529,7 +539,7 @@ fn data_or_a_digest_for_a_link_is_a_protocol_error() {
     };
     let mut tx = send();
     let r = tx.handle(TransferMessage::HaveChunks {
-        file: 1,
+        file: EntryId(1),
         ranges: vec![(0, 1)],
     });
     assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
@@ -541,7 +551,7 @@ fn data_or_a_digest_for_a_link_is_a_protocol_error() {
     })
     .unwrap();
     let commit = TransferMessage::FileCommitted {
-        file: 1,
+        file: EntryId(1),
         ok: true,
         reason: String::new(),
     };
@@ -556,7 +566,7 @@ fn data_or_a_digest_for_a_link_is_a_protocol_error() {
     })
     .unwrap();
     let two = TransferMessage::FileCommitted {
-        file: 0,
+        file: EntryId(0),
         ok: true,
         reason: String::new(),
     };
@@ -593,12 +603,16 @@ fn hard_links_are_made_once_every_file_is_placed() {
     };
     assert_eq!(made, [want("b", "a"), want("d", "c"), want("e", "a")]);
     assert!(
-        w.chunks_sent.iter().all(|&e| e == 1 || e == 3),
+        w.chunks_sent.iter().all(|e| [1, 3].contains(&e.0)),
         "{:?}",
         w.chunks_sent
     );
     for id in 1..=5 {
-        assert_eq!(w.commits.get(&id), Some(&(true, String::new())), "{id}");
+        assert_eq!(
+            w.commits.get(&EntryId(id)),
+            Some(&(true, String::new())),
+            "{id}"
+        );
     }
     assert_eq!(w.fix_dirs, 1);
     assert_eq!(
@@ -620,16 +634,16 @@ fn a_hard_link_of_a_failed_file_fails_alone() {
         hard_link("top/d", "top/c"),
     ];
     let mut w = World {
-        fail: HashSet::from([1]),
+        fail: HashSet::from([EntryId(1)]),
         ..World::default()
     };
     run(entries, config(), None, &mut w).unwrap();
-    let (ok, why) = w.commits[&3].clone();
+    let (ok, why) = w.commits[&EntryId(3)].clone();
     assert!(
         !ok && why.contains("top/a") && why.contains("failed"),
         "{why}"
     );
-    assert_eq!(w.commits[&4], (true, String::new()));
+    assert_eq!(w.commits[&EntryId(4)], (true, String::new()));
     assert_eq!(w.hard_links_made.len(), 1);
 }
 
@@ -655,14 +669,17 @@ fn a_hard_link_already_in_place_is_left_alone() {
         hard_link("top/c", "top/a"),
     ];
     let mut w = World::default();
-    w.looks.insert(1, complete((1, 7)));
-    w.looks.insert(2, complete((1, 7)));
+    w.looks.insert(EntryId(1), complete((1, 7)));
+    w.looks.insert(EntryId(2), complete((1, 7)));
     // A file of its own with the same size and mtime: made a link.
-    w.looks.insert(3, complete((1, 8)));
+    w.looks.insert(EntryId(3), complete((1, 8)));
     run(entries, config(), None, &mut w).unwrap();
-    assert_eq!(w.skipped.get(&2), Some(&SkipReason::AlreadyComplete));
-    let made: Vec<u32> = w.hard_links_made.iter().map(|(j, _)| j.id).collect();
-    assert_eq!(made, [3]);
+    assert_eq!(
+        w.skipped.get(&EntryId(2)),
+        Some(&SkipReason::AlreadyComplete)
+    );
+    let made: Vec<EntryId> = w.hard_links_made.iter().map(|(j, _)| j.id).collect();
+    assert_eq!(made, [EntryId(3)]);
 }
 
 #[test]

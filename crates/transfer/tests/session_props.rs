@@ -16,6 +16,7 @@
 
 mod pair;
 
+use longhaul_proto::transfer::EntryId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
@@ -48,7 +49,7 @@ fn arb_case() -> impl Strategy<Value = Case> {
                     .collect();
                 let corrupt = corrupt
                     .into_iter()
-                    .map(|(f, i, n)| ((1 + f % files.len() as u32, i), n))
+                    .map(|(f, i, n)| ((EntryId(1 + f % files.len() as u32), i), n))
                     .collect();
                 Case {
                     chunk_size,
@@ -71,7 +72,7 @@ proptest! {
     fn every_file_commits_with_its_digest(case in arb_case()) {
         let r = run(&case).unwrap();
         for (i, (d, _)) in case.files.iter().enumerate() {
-            let e = i as u32 + 1;
+            let e = EntryId(i as u32 + 1);
             prop_assert_eq!(r.committed.get(&e), Some(&true), "file {} not committed", e);
             prop_assert_eq!(r.digests.get(&e), Some(&blake3_of(d)));
         }
@@ -114,8 +115,8 @@ proptest! {
             seed,
         };
         let r = run(&case).unwrap();
-        prop_assert_eq!(r.committed.get(&1), Some(&true));
-        prop_assert_eq!(r.digests.get(&1), Some(&blake3_of(&case.files[0].0)));
+        prop_assert_eq!(r.committed.get(&EntryId(1)), Some(&true));
+        prop_assert_eq!(r.digests.get(&EntryId(1)), Some(&blake3_of(&case.files[0].0)));
         let sent: BTreeSet<u32> = r.sent.keys().map(|&(_, i)| i).collect();
         let want: BTreeSet<u32> = if intact {
             (0..n).filter(|i| !recorded.contains(i)).collect()
@@ -133,13 +134,17 @@ fn corrupted_chunk_is_rejected_until_it_verifies() {
         streams: 2,
         no_clobber: false,
         files: vec![(bytes(3 * 4096 + 10, 1), Dest::Empty)],
-        corrupt: BTreeMap::from([((1, 1), 3)]),
+        corrupt: BTreeMap::from([((EntryId(1), 1), 3)]),
         seed: 7,
     };
     let r = run(&case).unwrap();
     assert_eq!(r.rejected, 3);
-    assert_eq!(r.sent[&(1, 1)], 4, "three bad copies, then a good one");
-    assert!(r.committed[&1]);
+    assert_eq!(
+        r.sent[&(EntryId(1), 1)],
+        4,
+        "three bad copies, then a good one"
+    );
+    assert!(r.committed[&EntryId(1)]);
 }
 
 #[test]
@@ -153,13 +158,13 @@ fn no_clobber_skips_an_existing_file() {
         seed: 3,
     };
     let r = run(&case).unwrap();
-    assert_eq!(r.skipped.get(&1), Some(&SkipReason::Exists));
+    assert_eq!(r.skipped.get(&EntryId(1)), Some(&SkipReason::Exists));
     assert!(
-        !r.sent.keys().any(|&(e, _)| e == 1),
+        !r.sent.keys().any(|&(e, _)| e == EntryId(1)),
         "no chunk of a skipped file"
     );
-    assert_eq!(r.committed.get(&1), None);
-    assert_eq!(r.committed.get(&2), Some(&true));
+    assert_eq!(r.committed.get(&EntryId(1)), None);
+    assert_eq!(r.committed.get(&EntryId(2)), Some(&true));
 }
 
 #[test]
@@ -174,7 +179,7 @@ fn clobber_replaces_an_existing_file() {
     };
     let r = run(&case).unwrap();
     assert!(r.skipped.is_empty());
-    assert_eq!(r.committed.get(&1), Some(&true));
+    assert_eq!(r.committed.get(&EntryId(1)), Some(&true));
 }
 
 #[test]
@@ -192,10 +197,16 @@ fn quick_check_says_already_complete() {
         seed: 11,
     };
     let r = run(&case).unwrap();
-    assert_eq!(r.skipped.get(&1), Some(&SkipReason::AlreadyComplete));
-    assert_eq!(r.skipped.get(&2), Some(&SkipReason::AlreadyComplete));
-    assert!(r.sent.keys().all(|&(e, _)| e == 3));
-    assert_eq!(r.committed.get(&3), Some(&true));
+    assert_eq!(
+        r.skipped.get(&EntryId(1)),
+        Some(&SkipReason::AlreadyComplete)
+    );
+    assert_eq!(
+        r.skipped.get(&EntryId(2)),
+        Some(&SkipReason::AlreadyComplete)
+    );
+    assert!(r.sent.keys().all(|&(e, _)| e == EntryId(3)));
+    assert_eq!(r.committed.get(&EntryId(3)), Some(&true));
 }
 
 #[test]
@@ -292,7 +303,7 @@ fn last_commit_waits_for_dirs_fixed() {
     assert!(matches!(
         after.as_slice(),
         [TransferMessage::FileCommitted {
-            file: 1,
+            file: EntryId(1),
             ok: true,
             ..
         }]
@@ -307,7 +318,10 @@ fn last_commit_waits_for_dirs_fixed() {
 #[test]
 fn a_message_out_of_place_is_a_protocol_error() {
     let mut rx = RecvSession::new(RecvConfig::into_directory(4096));
-    let r = rx.handle(TransferMessage::ChunkVerified { file: 0, index: 0 });
+    let r = rx.handle(TransferMessage::ChunkVerified {
+        file: EntryId(0),
+        index: 0,
+    });
     assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
 
     let mut tx = SendSession::new(
@@ -321,7 +335,7 @@ fn a_message_out_of_place_is_a_protocol_error() {
     .unwrap();
     // A digest is something the sender sends, never receives.
     let r = tx.handle(TransferMessage::FileDigest {
-        file: 0,
+        file: EntryId(0),
         blake3: [0; 32],
     });
     assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
@@ -342,7 +356,10 @@ fn a_message_out_of_place_is_a_protocol_error() {
         deleted: 0,
     })
     .unwrap();
-    let r = tx.handle(TransferMessage::ChunkVerified { file: 5, index: 0 });
+    let r = tx.handle(TransferMessage::ChunkVerified {
+        file: EntryId(5),
+        index: 0,
+    });
     assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
 }
 
@@ -405,38 +422,38 @@ fn overlapping_or_unordered_have_chunks_are_refused() {
     // Honest runs, ascending and disjoint, over two frames: accepted.
     let mut tx = new_sender();
     tx.handle(TransferMessage::HaveChunks {
-        file: 0,
+        file: EntryId(0),
         ranges: vec![(0, 2), (5, 3)],
     })
     .unwrap();
     tx.handle(TransferMessage::HaveChunks {
-        file: 0,
+        file: EntryId(0),
         ranges: vec![(9, 1)],
     })
     .unwrap();
     // The whole file claimed twice.
     let mut tx = new_sender();
     let r = tx.handle(TransferMessage::HaveChunks {
-        file: 0,
+        file: EntryId(0),
         ranges: vec![(0, chunks), (0, chunks)],
     });
     assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
     // A later frame going back.
     let mut tx = new_sender();
     tx.handle(TransferMessage::HaveChunks {
-        file: 0,
+        file: EntryId(0),
         ranges: vec![(10, 2)],
     })
     .unwrap();
     let r = tx.handle(TransferMessage::HaveChunks {
-        file: 0,
+        file: EntryId(0),
         ranges: vec![(3, 1)],
     });
     assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
     // A run past the end of the file, refused on arrival.
     let mut tx = new_sender();
     let r = tx.handle(TransferMessage::HaveChunks {
-        file: 0,
+        file: EntryId(0),
         ranges: vec![(chunks - 1, 2)],
     });
     assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
@@ -460,17 +477,17 @@ fn a_source_changed_while_read_is_not_committed_and_the_others_are() {
             corrupt: BTreeMap::new(),
             seed: 11,
         };
-        let r = run_checked(&case, ahead, &BTreeSet::from([2])).unwrap();
-        assert!(r.committed[&1], "ahead {ahead}");
-        assert!(!r.committed[&2], "ahead {ahead}");
-        assert!(r.committed[&3], "ahead {ahead}");
+        let r = run_checked(&case, ahead, &BTreeSet::from([EntryId(2)])).unwrap();
+        assert!(r.committed[&EntryId(1)], "ahead {ahead}");
+        assert!(!r.committed[&EntryId(2)], "ahead {ahead}");
+        assert!(r.committed[&EntryId(3)], "ahead {ahead}");
         assert!(
-            !r.digests.contains_key(&2),
+            !r.digests.contains_key(&EntryId(2)),
             "ahead {ahead}: {:?}",
             r.digests
         );
         // Checked and unchanged: as without checks.
-        let r = run_checked(&case, ahead, &BTreeSet::from([99])).unwrap();
+        let r = run_checked(&case, ahead, &BTreeSet::from([EntryId(99)])).unwrap();
         assert!(r.committed.values().all(|ok| *ok), "ahead {ahead}");
     }
 }

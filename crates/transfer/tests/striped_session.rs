@@ -9,6 +9,7 @@
 
 mod pair;
 
+use longhaul_proto::transfer::EntryId;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -30,11 +31,11 @@ const CHUNK: u64 = 4096;
 #[derive(Default)]
 struct Disk {
     /// Part files by entry.
-    parts: HashMap<u32, Vec<u8>>,
+    parts: HashMap<EntryId, Vec<u8>>,
     /// Manifests by name.
     manifests: HashMap<PathBuf, Vec<u8>>,
     /// Files put in place, by entry: the bytes and which share put them there.
-    placed: BTreeMap<u32, (Vec<u8>, u16)>,
+    placed: BTreeMap<EntryId, (Vec<u8>, u16)>,
 }
 
 /// One pair: a sender and the receiver of one share.
@@ -43,10 +44,10 @@ struct Pair {
     tx: SendSession,
     rx: RecvSession,
     wire: Vec<(ChunkHeader, Vec<u8>)>,
-    manifest_of: HashMap<u32, PathBuf>,
+    manifest_of: HashMap<EntryId, PathBuf>,
     fix_dirs: bool,
     /// Entries the receiver answered `SkipFile OtherShare`.
-    to_others: Vec<u32>,
+    to_others: Vec<EntryId>,
     /// Commits asked for and not yet done.
     commits: std::collections::VecDeque<CommitJob>,
 }
@@ -83,8 +84,8 @@ fn pair(entries: &[FileEntry], share: Share) -> Pair {
 }
 
 /// The source's bytes of entry `e` (entry 0 is the directory).
-fn src(data: &[Vec<u8>], e: u32) -> &[u8] {
-    &data[e as usize - 1]
+fn src(data: &[Vec<u8>], e: EntryId) -> &[u8] {
+    &data[e.slot() - 1]
 }
 
 fn meta(len: u64, mtime_secs: i64) -> Meta {
@@ -104,7 +105,7 @@ fn step(
     p: &mut Pair,
     data: &[Vec<u8>],
     disk: &mut Disk,
-    sent: &mut BTreeMap<(u32, u32), u32>,
+    sent: &mut BTreeMap<(EntryId, u32), u32>,
     rng: &mut Rng,
 ) -> Result<bool, SessionError> {
     let mut progressed = false;
@@ -293,7 +294,7 @@ fn run(
     pairs: &mut [Pair],
     data: &[Vec<u8>],
     disk: &mut Disk,
-    sent: &mut BTreeMap<(u32, u32), u32>,
+    sent: &mut BTreeMap<(EntryId, u32), u32>,
     seed: u64,
     stop: Option<usize>,
 ) {
@@ -327,7 +328,7 @@ fn shares(count: u16) -> Vec<Share> {
 
 fn check_whole(data: &[Vec<u8>], disk: &Disk) {
     for (i, d) in data.iter().enumerate() {
-        let e = i as u32 + 1;
+        let e = EntryId(i as u32 + 1);
         let (bytes, _) = disk
             .placed
             .get(&e)
@@ -465,7 +466,7 @@ fn a_chunk_of_another_share_is_refused() {
     // Chunk 1 of f0 (numbered 2 in the copy, as the directory takes none) is share 1's.
     let d = &data[0][CHUNK as usize..2 * CHUNK as usize];
     let h = ChunkHeader {
-        file: 1,
+        file: EntryId(1),
         index: 0,
         flags: 0,
         offset: 0,
@@ -489,7 +490,7 @@ fn a_chunk_of_another_share_is_refused() {
 fn one_chunk_files_go_whole_to_one_share() {
     let data = tree();
     let entries = list(&data);
-    let mut skipped: BTreeMap<u32, Vec<u16>> = BTreeMap::new();
+    let mut skipped: BTreeMap<EntryId, Vec<u16>> = BTreeMap::new();
     for s in shares(2) {
         let mut p = pair(&entries, s);
         let (mut disk, mut sent, mut rng) = (Disk::default(), BTreeMap::new(), Rng::new(5));

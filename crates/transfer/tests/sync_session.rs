@@ -15,6 +15,7 @@
 
 mod pair;
 
+use longhaul_proto::transfer::EntryId;
 use std::time::Instant;
 
 use longhaul_proto::transfer::{ChunkHeader, EntryKind, TransferMessage, CHUNK_FLAG_SAME};
@@ -238,7 +239,7 @@ proptest! {
 fn listed_receiver(old: &[u8], new_len: u64, rules: Option<SyncRules>) -> RecvSession {
     let mut rx = rx_session(rules);
     rx.handle(TransferMessage::FileEntries {
-        first_id: 0,
+        first_id: EntryId(0),
         entries: vec![pair::entry("f", EntryKind::File, new_len)],
     })
     .unwrap();
@@ -289,7 +290,7 @@ fn listed_receiver(old: &[u8], new_len: u64, rules: Option<SyncRules>) -> RecvSe
 
 fn same_header(index: u32, hash: [u8; 32]) -> ChunkHeader {
     ChunkHeader {
-        file: 0,
+        file: EntryId(0),
         index,
         flags: CHUNK_FLAG_SAME,
         offset: u64::from(index) * CS,
@@ -340,7 +341,7 @@ fn old_chunk_hashes_out_of_order_or_past_the_end_stop_the_sender() {
         tx
     };
     let msg = |first, n| TransferMessage::OldChunks {
-        file: 0,
+        file: EntryId(0),
         first,
         hashes: vec![[1; 32]; n],
     };
@@ -362,7 +363,7 @@ fn old_chunk_hashes_out_of_order_or_past_the_end_stop_the_sender() {
     ));
     // A file id that is not a file of the list.
     let r = sender().handle(TransferMessage::OldChunks {
-        file: 5,
+        file: EntryId(5),
         first: 0,
         hashes: vec![[1; 32]],
     });

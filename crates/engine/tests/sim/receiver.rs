@@ -8,6 +8,7 @@
 //! are hashed after the events that asked for them (the threaded driver's helper thread),
 //! in zero virtual time.
 
+use longhaul_proto::transfer::EntryId;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -46,7 +47,7 @@ pub struct SimReceiver {
     control_out: usize,
     streams: Vec<(usize, Reading)>,
     inbox: Vec<u8>,
-    hash_jobs: VecDeque<(u32, Vec<u32>)>,
+    hash_jobs: VecDeque<(EntryId, Vec<u32>)>,
     /// When the sender's `TransferDone` was handled (virtual ns).
     pub done_at: Option<u64>,
 }

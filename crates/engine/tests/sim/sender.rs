@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use longhaul_engine::cp::walk::SourceFile;
 use longhaul_proto::transfer::{
-    decode_transfer_frame, encode_transfer_frame, ChunkHeader, TransferMessage,
+    decode_transfer_frame, encode_transfer_frame, ChunkHeader, EntryId, TransferMessage,
 };
 use longhaul_transfer::scheduler::{Chunk, StreamId};
 use longhaul_transfer::session::{
@@ -28,7 +28,7 @@ use longhaul_transfer::FileHashes;
 use super::net::Net;
 
 /// A chunk by (entry, index).
-pub type ChunkKey = (u32, u32);
+pub type ChunkKey = (EntryId, u32);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum StreamState {
@@ -41,7 +41,7 @@ enum StreamState {
 pub struct SimSender {
     session: SendSession,
     origins: Vec<PathBuf>,
-    open: BTreeMap<u32, File>,
+    open: BTreeMap<EntryId, File>,
     control_out: usize,
     control_in: usize,
     streams: Vec<(usize, StreamState)>,
@@ -111,7 +111,7 @@ impl SimSender {
             let Some(SendEvent::HashFromFile { entry, chunks }) = self.session.poll_event() else {
                 return;
             };
-            let size = self.session.entries()[entry as usize].size;
+            let size = self.session.entries()[entry.slot()].size;
             let hashes = FileHashes::new(size, self.session.chunk_size());
             for i in chunks {
                 let (off, len) = hashes.chunk_range(i);
@@ -130,8 +130,8 @@ impl SimSender {
         }
     }
 
-    fn read(&mut self, entry: u32, off: u64, len: u64) -> &[u8] {
-        let origin = &self.origins[entry as usize];
+    fn read(&mut self, entry: EntryId, off: u64, len: u64) -> &[u8] {
+        let origin = &self.origins[entry.slot()];
         let file = self
             .open
             .entry(entry)

@@ -8,7 +8,7 @@ use crate::error::ProtoError;
 use crate::wire::invalid;
 use fnv_check::check32;
 
-use super::{MAX_CHUNK_BYTES, MAX_FILE_ID};
+use super::{EntryId, MAX_CHUNK_BYTES, MAX_FILE_ID};
 
 /// Flag bit of [`ChunkHeader::flags`]: the chunk is all zeros and no bytes follow.
 pub const CHUNK_FLAG_HOLE: u32 = 1;
@@ -38,8 +38,8 @@ pub const MAX_WARMUP_BYTES: u32 = 1 << 20;
 /// of its own so a desynchronised stream is caught at the next header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkHeader {
-    /// File id.
-    pub file: u32,
+    /// The file's entry in the list.
+    pub file: EntryId,
     /// Chunk index.
     pub index: u32,
     /// [`CHUNK_FLAG_HOLE`], [`CHUNK_FLAG_SAME`] or 0.
@@ -61,7 +61,7 @@ impl ChunkHeader {
     /// The header of a warm-up run of `len` bytes ([`CHUNK_FLAG_WARMUP`]).
     pub fn warmup(len: u32) -> Self {
         Self {
-            file: 0,
+            file: EntryId(0),
             index: 0,
             flags: CHUNK_FLAG_WARMUP,
             offset: 0,
@@ -120,7 +120,7 @@ impl ChunkHeader {
     pub fn encode(&self, key: &ChunkKey) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
         b[..4].copy_from_slice(&Self::MAGIC);
-        b[4..8].copy_from_slice(&self.file.to_be_bytes());
+        b[4..8].copy_from_slice(&self.file.0.to_be_bytes());
         b[8..12].copy_from_slice(&self.index.to_be_bytes());
         b[12..16].copy_from_slice(&self.flags.to_be_bytes());
         b[16..24].copy_from_slice(&self.offset.to_be_bytes());
@@ -163,7 +163,7 @@ impl ChunkHeader {
             ));
         }
         let h = Self {
-            file: be32(4),
+            file: EntryId(be32(4)),
             index: be32(8),
             flags: be32(12),
             offset: be64(16),
@@ -185,7 +185,7 @@ impl ChunkHeader {
             || (h.flags & !(CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME) == 0
                 && h.flags != CHUNK_FLAG_HOLE | CHUNK_FLAG_SAME);
         if (h.flags == CHUNK_FLAG_HASH_AFTER && h.hash != [0; 32])
-            || h.file > MAX_FILE_ID
+            || h.file.0 > MAX_FILE_ID
             || !flags_ok
             || u64::from(h.len) > MAX_CHUNK_BYTES
         {
@@ -231,7 +231,10 @@ mod tests {
         // header from a broken or hostile sender): with a file, an offset, a hash, another
         // flag, or more than the bound.
         let odd = [
-            ChunkHeader { file: 3, ..w },
+            ChunkHeader {
+                file: EntryId(3),
+                ..w
+            },
             ChunkHeader { offset: 9, ..w },
             ChunkHeader { hash: [1; 32], ..w },
             ChunkHeader {
@@ -253,7 +256,7 @@ mod tests {
     fn a_hash_after_chunk_takes_only_its_own_trailer() {
         let key = ChunkKey::from_bytes([9; 32]);
         let h = ChunkHeader {
-            file: 4,
+            file: EntryId(4),
             index: 2,
             flags: CHUNK_FLAG_HASH_AFTER,
             offset: 8 << 20,
@@ -275,7 +278,10 @@ mod tests {
             ChunkHeader { index: 3, ..t },
             ChunkHeader { offset: 0, ..t },
             ChunkHeader { len: 1, ..t },
-            ChunkHeader { file: 5, ..t },
+            ChunkHeader {
+                file: EntryId(5),
+                ..t
+            },
             ChunkHeader { flags: 0, ..t },
         ];
         for o in others {

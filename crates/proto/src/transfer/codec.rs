@@ -8,6 +8,7 @@ use crate::wire::{invalid, Reader, Writer};
 use crate::FRAME_HEADER_LEN;
 
 use super::validate::validate;
+use super::EntryId;
 use super::{
     ty, CopyDirection, EntryKind, FileEntry, RejectReason, SkipReason, TransferMessage,
     TransferOptions, TransferParams, MAX_ENTRIES_PER_FRAME, MAX_FILTER_RULES, MAX_HASHES_PER_FRAME,
@@ -54,7 +55,7 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
         }
         TransferMessage::FileEntries { first_id, entries } => {
             w.u8(ty::FILE_ENTRIES);
-            w.u32(*first_id);
+            w.u32(first_id.0);
             w.u16(entries.len() as u16);
             for e in entries {
                 w.path(&e.path);
@@ -86,7 +87,7 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
         }
         TransferMessage::HaveChunks { file, ranges } => {
             w.u8(ty::HAVE_CHUNKS);
-            w.u32(*file);
+            w.u32(file.0);
             w.u16(ranges.len() as u16);
             for &(first, count) in ranges {
                 w.u32(first);
@@ -99,7 +100,7 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
             hashes,
         } => {
             w.u8(ty::OLD_CHUNKS);
-            w.u32(*file);
+            w.u32(file.0);
             w.u32(*first);
             w.u16(hashes.len() as u16);
             for h in hashes {
@@ -108,7 +109,7 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
         }
         TransferMessage::SkipFile { file, reason } => {
             w.u8(ty::SKIP_FILE);
-            w.u32(*file);
+            w.u32(file.0);
             w.u8(match reason {
                 SkipReason::AlreadyComplete => 0,
                 SkipReason::Exists => 1,
@@ -119,7 +120,7 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
         }
         TransferMessage::ChunkVerified { file, index } => {
             w.u8(ty::CHUNK_VERIFIED);
-            w.u32(*file);
+            w.u32(file.0);
             w.u32(*index);
         }
         TransferMessage::ChunkRejected {
@@ -128,7 +129,7 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
             reason,
         } => {
             w.u8(ty::CHUNK_REJECTED);
-            w.u32(*file);
+            w.u32(file.0);
             w.u32(*index);
             w.u8(match reason {
                 RejectReason::Checksum => 0,
@@ -138,23 +139,23 @@ pub fn encode_transfer_frame(msg: &TransferMessage, out: &mut Vec<u8>) -> Result
         }
         TransferMessage::FileDigest { file, blake3 } => {
             w.u8(ty::FILE_DIGEST);
-            w.u32(*file);
+            w.u32(file.0);
             w.0.extend_from_slice(blake3);
         }
         TransferMessage::FileCommitted { file, ok, reason } => {
             w.u8(ty::FILE_COMMITTED);
-            w.u32(*file);
+            w.u32(file.0);
             w.u8(u8::from(*ok));
             w.text(reason, MAX_REASON_BYTES);
         }
         TransferMessage::SourceChanged { file, reason } => {
             w.u8(ty::SOURCE_CHANGED);
-            w.u32(*file);
+            w.u32(file.0);
             w.text(reason, MAX_REASON_BYTES);
         }
         TransferMessage::WouldSend { file, bytes } => {
             w.u8(ty::WOULD_SEND);
-            w.u32(*file);
+            w.u32(file.0);
             w.u64(*bytes);
         }
         TransferMessage::TransferDone { files, bytes } => {
@@ -228,7 +229,7 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
             jump_note: r.text("jump note", MAX_TEXT)?,
         },
         ty::FILE_ENTRIES => {
-            let first_id = r.u32("first id")?;
+            let first_id = EntryId(r.u32("first id")?);
             let n = r.count("entries", MAX_ENTRIES_PER_FRAME)?;
             let mut entries = Vec::with_capacity(n.min(body.len() / 34));
             for _ in 0..n {
@@ -268,7 +269,7 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
             deleted: r.u32("deleted")?,
         },
         ty::HAVE_CHUNKS => {
-            let file = r.u32("file")?;
+            let file = EntryId(r.u32("file")?);
             let n = r.count("ranges", MAX_RANGES_PER_FRAME)?;
             let mut ranges = Vec::with_capacity(n.min(body.len() / 8));
             for _ in 0..n {
@@ -277,7 +278,7 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
             TransferMessage::HaveChunks { file, ranges }
         }
         ty::OLD_CHUNKS => {
-            let file = r.u32("file")?;
+            let file = EntryId(r.u32("file")?);
             let first = r.u32("first chunk")?;
             let n = r.count("hashes", MAX_HASHES_PER_FRAME)?;
             let mut hashes = Vec::with_capacity(n.min(body.len() / 32));
@@ -294,7 +295,7 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
             }
         }
         ty::SKIP_FILE => TransferMessage::SkipFile {
-            file: r.u32("file")?,
+            file: EntryId(r.u32("file")?),
             reason: match r.u8("skip reason")? {
                 0 => SkipReason::AlreadyComplete,
                 1 => SkipReason::Exists,
@@ -305,11 +306,11 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
             },
         },
         ty::CHUNK_VERIFIED => TransferMessage::ChunkVerified {
-            file: r.u32("file")?,
+            file: EntryId(r.u32("file")?),
             index: r.u32("chunk index")?,
         },
         ty::CHUNK_REJECTED => TransferMessage::ChunkRejected {
-            file: r.u32("file")?,
+            file: EntryId(r.u32("file")?),
             index: r.u32("chunk index")?,
             reason: match r.u8("reject reason")? {
                 0 => RejectReason::Checksum,
@@ -319,11 +320,11 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
             },
         },
         ty::FILE_DIGEST => TransferMessage::FileDigest {
-            file: r.u32("file")?,
+            file: EntryId(r.u32("file")?),
             blake3: r.array("blake3 digest")?,
         },
         ty::FILE_COMMITTED => TransferMessage::FileCommitted {
-            file: r.u32("file")?,
+            file: EntryId(r.u32("file")?),
             ok: match r.u8("ok")? {
                 0 => false,
                 1 => true,
@@ -332,11 +333,11 @@ pub fn decode_transfer_frame(buf: &[u8]) -> Result<Option<(TransferMessage, usiz
             reason: r.text("reason", MAX_REASON_BYTES)?,
         },
         ty::SOURCE_CHANGED => TransferMessage::SourceChanged {
-            file: r.u32("file")?,
+            file: EntryId(r.u32("file")?),
             reason: r.text("reason", MAX_REASON_BYTES)?,
         },
         ty::WOULD_SEND => TransferMessage::WouldSend {
-            file: r.u32("file")?,
+            file: EntryId(r.u32("file")?),
             bytes: r.u64("bytes")?,
         },
         ty::TRANSFER_DONE => TransferMessage::TransferDone {

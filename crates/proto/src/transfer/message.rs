@@ -3,7 +3,7 @@
 
 use crate::jump_ask::JumpAsk;
 
-use super::TransferOptions;
+use super::{EntryId, TransferOptions};
 
 // Named by doc links only.
 #[cfg(doc)]
@@ -137,7 +137,7 @@ pub enum TransferMessage {
     /// Sender to receiver: entries `first_id..first_id + entries.len()`.
     FileEntries {
         /// Id of the first entry.
-        first_id: u32,
+        first_id: EntryId,
         /// The entries.
         entries: Vec<FileEntry>,
     },
@@ -154,7 +154,7 @@ pub enum TransferMessage {
     /// Receiver to sender: chunks of `file` already verified (from its resume manifest).
     HaveChunks {
         /// File id.
-        file: u32,
+        file: EntryId,
         /// `(first chunk, count)` runs.
         ranges: Vec<(u32, u32)>,
     },
@@ -165,7 +165,7 @@ pub enum TransferMessage {
     /// bytes: the receiver takes it from its copy.
     OldChunks {
         /// File id.
-        file: u32,
+        file: EntryId,
         /// Index of the first chunk.
         first: u32,
         /// Their hashes (at most [`MAX_HASHES_PER_FRAME`]).
@@ -174,21 +174,21 @@ pub enum TransferMessage {
     /// Receiver to sender: do not send `file`.
     SkipFile {
         /// File id.
-        file: u32,
+        file: EntryId,
         /// Why.
         reason: SkipReason,
     },
     /// Receiver to sender: chunk checked and synced.
     ChunkVerified {
         /// File id.
-        file: u32,
+        file: EntryId,
         /// Chunk index.
         index: u32,
     },
     /// Receiver to sender: chunk refused; it will be sent again.
     ChunkRejected {
         /// File id.
-        file: u32,
+        file: EntryId,
         /// Chunk index.
         index: u32,
         /// Why.
@@ -197,14 +197,14 @@ pub enum TransferMessage {
     /// Sender to receiver: BLAKE3 of the whole source file.
     FileDigest {
         /// File id.
-        file: u32,
+        file: EntryId,
         /// The digest.
         blake3: [u8; 32],
     },
     /// Receiver to sender: digests compared; if `ok`, the file is in place.
     FileCommitted {
         /// File id.
-        file: u32,
+        file: EntryId,
         /// Whether the digests matched and the rename succeeded.
         ok: bool,
         /// Why not, when not `ok` (at most [`MAX_REASON_BYTES`]; empty when `ok`).
@@ -217,7 +217,7 @@ pub enum TransferMessage {
     /// `FileCommitted` with `ok` false and this reason.
     SourceChanged {
         /// File id.
-        file: u32,
+        file: EntryId,
         /// What changed (at most [`MAX_REASON_BYTES`]).
         reason: String,
     },
@@ -225,7 +225,7 @@ pub enum TransferMessage {
     /// `file` (its chunks whose hash differs from the receiver's copy, or all of it).
     WouldSend {
         /// File id.
-        file: u32,
+        file: EntryId,
         /// Payload bytes.
         bytes: u64,
     },

@@ -36,6 +36,7 @@ use crate::FRAME_HEADER_LEN;
 
 mod chunk_header;
 mod codec;
+mod entry_id;
 mod message;
 mod options;
 mod pack;
@@ -46,6 +47,7 @@ pub use chunk_header::{
     CHUNK_FLAG_WARMUP, MAX_WARMUP_BYTES,
 };
 pub use codec::{decode_transfer_frame, encode_transfer_frame};
+pub use entry_id::EntryId;
 pub use message::{
     CopyDirection, EntryKind, FileEntry, RejectReason, SkipReason, TransferMessage, TransferParams,
 };

@@ -7,7 +7,7 @@ use crate::wire::invalid;
 
 use super::validate::validate_entry;
 use super::{
-    EntryKind, FileEntry, TransferMessage, MAX_ENTRIES_PER_FRAME, MAX_FILE_ID,
+    EntryId, EntryKind, FileEntry, TransferMessage, MAX_ENTRIES_PER_FRAME, MAX_FILE_ID,
     MAX_HASHES_PER_FRAME, MAX_RANGES_PER_FRAME,
 };
 
@@ -15,7 +15,7 @@ use super::{
 /// starting at `first_id`. Fails only if an entry breaks a bound by itself.
 pub fn pack_file_entries(
     entries: &[FileEntry],
-    first_id: u32,
+    first_id: EntryId,
 ) -> Result<Vec<TransferMessage>, ProtoError> {
     const FIXED: usize = 1 + 4 + 2; // type, first id, count
     let mut out = Vec::new();
@@ -24,8 +24,8 @@ pub fn pack_file_entries(
     let mut size = FIXED;
     for (i, e) in entries.iter().enumerate() {
         let id = first_id
-            .checked_add(i as u32)
-            .filter(|&id| id <= MAX_FILE_ID)
+            .after(i)
+            .filter(|id| id.0 <= MAX_FILE_ID)
             .ok_or_else(|| invalid("file id", format!("more than {} files", MAX_FILE_ID + 1)))?;
         validate_entry(e)?;
         let need = entry_wire_len(e);
@@ -53,7 +53,7 @@ pub fn pack_file_entries(
 
 /// Splits the chunk hashes of a receiver's copy of one file into `OldChunks` frames of
 /// at most [`MAX_HASHES_PER_FRAME`] hashes each (none for no hashes).
-pub fn pack_old_chunks(file: u32, hashes: &[[u8; 32]]) -> Vec<TransferMessage> {
+pub fn pack_old_chunks(file: EntryId, hashes: &[[u8; 32]]) -> Vec<TransferMessage> {
     hashes
         .chunks(MAX_HASHES_PER_FRAME)
         .enumerate()
@@ -67,7 +67,7 @@ pub fn pack_old_chunks(file: u32, hashes: &[[u8; 32]]) -> Vec<TransferMessage> {
 
 /// Splits the verified runs of one file into `HaveChunks` frames of at most
 /// [`MAX_RANGES_PER_FRAME`] runs each (none for no runs).
-pub fn pack_have_chunks(file: u32, runs: &[(u32, u32)]) -> Vec<TransferMessage> {
+pub fn pack_have_chunks(file: EntryId, runs: &[(u32, u32)]) -> Vec<TransferMessage> {
     runs.chunks(MAX_RANGES_PER_FRAME)
         .map(|c| TransferMessage::HaveChunks {
             file,

@@ -7,14 +7,14 @@ use crate::limits::MAX_TEXT;
 use crate::wire::invalid;
 
 use super::{
-    EntryKind, FileEntry, TransferMessage, MAX_CHUNK_BYTES, MAX_ENTRIES_PER_FRAME, MAX_FILE_ID,
-    MAX_FILTER_RULES, MAX_HASHES_PER_FRAME, MAX_PATH_BYTES, MAX_RANGES_PER_FRAME, MAX_REASON_BYTES,
-    MIN_CHUNK_BYTES,
+    EntryId, EntryKind, FileEntry, TransferMessage, MAX_CHUNK_BYTES, MAX_ENTRIES_PER_FRAME,
+    MAX_FILE_ID, MAX_FILTER_RULES, MAX_HASHES_PER_FRAME, MAX_PATH_BYTES, MAX_RANGES_PER_FRAME,
+    MAX_REASON_BYTES, MIN_CHUNK_BYTES,
 };
 
 pub(super) fn validate(msg: &TransferMessage) -> Result<(), ProtoError> {
-    let file_id = |file: u32| {
-        if file > MAX_FILE_ID {
+    let file_id = |file: EntryId| {
+        if file.0 > MAX_FILE_ID {
             Err(invalid("file id", format!("{file} exceeds {MAX_FILE_ID}")))
         } else {
             Ok(())
@@ -72,7 +72,7 @@ pub(super) fn validate(msg: &TransferMessage) -> Result<(), ProtoError> {
                     format!("{} exceed {MAX_ENTRIES_PER_FRAME} per frame", entries.len()),
                 ));
             }
-            let last = u64::from(*first_id) + entries.len() as u64;
+            let last = u64::from(first_id.0) + entries.len() as u64;
             if last > u64::from(MAX_FILE_ID) + 1 {
                 return Err(invalid(
                     "file id",

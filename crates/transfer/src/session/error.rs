@@ -5,6 +5,7 @@
 
 use super::recv::human_bytes;
 use crate::Error as TransferError;
+use longhaul_proto::transfer::EntryId;
 
 /// Why a session stopped.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -42,13 +43,13 @@ pub enum PeerMisbehaved {
     #[error("a chunk for file {file}, which is not being received")]
     ChunkNotReceived {
         /// The entry it named.
-        file: u32,
+        file: EntryId,
     },
     /// A chunk's payload before its file was opened.
     #[error("a chunk for file {file} before it was opened")]
     ChunkBeforeOpen {
         /// The entry it named.
-        file: u32,
+        file: EntryId,
     },
     /// A chunk longer than the transfer's chunk size, or with flags this end does not know.
     #[error(
@@ -127,7 +128,7 @@ pub enum PeerMisbehaved {
     #[error("a dry-run report for file {file}, which is not a file of the list")]
     DryRunNotAFile {
         /// The entry it named.
-        file: u32,
+        file: EntryId,
     },
     /// `TransferDone` before every entry was received whole.
     #[error(
@@ -143,7 +144,7 @@ pub enum PeerMisbehaved {
     #[error("a digest for file {file}, which is not being received (or twice)")]
     DigestOutOfPlace {
         /// The entry it named.
-        file: u32,
+        file: EntryId,
     },
     /// A hard link entry whose target is not a path this end takes.
     #[error("hard link {link} names {target}: {cause}")]
@@ -170,7 +171,7 @@ pub enum PeerMisbehaved {
     )]
     ClaimOutOfOrder {
         /// The entry.
-        file: u32,
+        file: EntryId,
         /// The first chunk claimed.
         first: u32,
         /// How many.
@@ -185,7 +186,7 @@ pub enum PeerMisbehaved {
     )]
     OldHashesOutOfOrder {
         /// The entry.
-        file: u32,
+        file: EntryId,
         /// The first chunk.
         first: u32,
         /// How many hashes.
@@ -207,7 +208,7 @@ pub enum PeerMisbehaved {
     #[error("the receiver named file {file}, which is not a file of this transfer")]
     NotAFile {
         /// The entry it named.
-        file: u32,
+        file: EntryId,
     },
     /// An answer ahead of the list after answers came, or in a check or dry run.
     #[error("an answer ahead of the list, after answers or in a check")]
@@ -224,13 +225,13 @@ pub enum PeerMisbehaved {
     #[error("the receiver committed file {file}, which it skipped")]
     CommittedSkipped {
         /// The entry.
-        file: u32,
+        file: EntryId,
     },
     /// A skip after the receiver's answers ended, or a second skip.
     #[error("the receiver skipped file {file} after its answers ended, or twice")]
     SkippedLate {
         /// The entry.
-        file: u32,
+        file: EntryId,
     },
     /// An ack before the list was answered.
     #[error("an ack before the list was answered")]
@@ -239,7 +240,7 @@ pub enum PeerMisbehaved {
     #[error("the receiver acked file {file}, which was not sent")]
     AckedUnsent {
         /// The entry.
-        file: u32,
+        file: EntryId,
     },
     /// An ack, refusal or skip the chunk scheduler cannot take (a chunk it does not hold,
     /// or one not in flight).
@@ -254,7 +255,7 @@ pub enum Refusal {
     #[error("file entries out of order or too many (first id {first_id}, expected {expected})")]
     EntriesOutOfOrder {
         /// The first id of the batch.
-        first_id: u32,
+        first_id: EntryId,
         /// The id expected.
         expected: usize,
     },
@@ -430,7 +431,7 @@ pub enum LocalFailure {
         /// The answer ("a look", "old chunk hashes", ...).
         answer: &'static str,
         /// The entry it named.
-        file: u32,
+        file: EntryId,
     },
     /// The driver gave an answer of a striped copy to a session without stripes.
     #[error("shares gathered on a copy without stripes")]
@@ -471,7 +472,7 @@ pub enum LocalFailure {
 }
 
 /// [`LocalFailure::AnswerOutOfTurn`], as the session returns it.
-pub(crate) fn out_of_turn(answer: &'static str, file: u32) -> SessionError {
+pub(crate) fn out_of_turn(answer: &'static str, file: EntryId) -> SessionError {
     LocalFailure::AnswerOutOfTurn { answer, file }.into()
 }
 

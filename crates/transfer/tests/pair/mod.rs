@@ -7,6 +7,7 @@
 #![allow(clippy::disallowed_methods)]
 #![allow(dead_code)]
 
+use longhaul_proto::transfer::EntryId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
@@ -44,7 +45,7 @@ pub struct Case {
     pub no_clobber: bool,
     pub files: Vec<(Vec<u8>, Dest)>,
     /// (entry, chunk index) -> deliveries to corrupt before a good one.
-    pub corrupt: BTreeMap<(u32, u32), u32>,
+    pub corrupt: BTreeMap<(EntryId, u32), u32>,
     /// Drives the delivery order.
     pub seed: u64,
 }
@@ -52,12 +53,12 @@ pub struct Case {
 #[derive(Debug, Default)]
 pub struct Report {
     /// Entry -> committed ok.
-    pub committed: BTreeMap<u32, bool>,
+    pub committed: BTreeMap<EntryId, bool>,
     /// Entry -> the digest the sender announced.
-    pub digests: BTreeMap<u32, [u8; 32]>,
-    pub skipped: BTreeMap<u32, SkipReason>,
+    pub digests: BTreeMap<EntryId, [u8; 32]>,
+    pub skipped: BTreeMap<EntryId, SkipReason>,
     /// Every chunk the sender put on a stream, with how often.
-    pub sent: BTreeMap<(u32, u32), u32>,
+    pub sent: BTreeMap<(EntryId, u32), u32>,
     pub rejected: u64,
     /// Commits the sender had heard of when the receiver asked to fix the directories.
     pub commits_before_dirs_fixed: Option<usize>,
@@ -171,7 +172,7 @@ pub fn run_with(case: &Case, ahead: bool) -> Result<Report, SessionError> {
 pub fn run_checked(
     case: &Case,
     ahead: bool,
-    changed: &BTreeSet<u32>,
+    changed: &BTreeSet<EntryId>,
 ) -> Result<Report, SessionError> {
     let mut entries = vec![entry("top", EntryKind::Dir, 0)];
     let mut data: Vec<Vec<u8>> = vec![Vec::new()];
@@ -234,12 +235,12 @@ pub fn run_checked(
                 | RecvEvent::Discard { .. }
                 | RecvEvent::DropOrphanManifest { .. } => {}
                 RecvEvent::Look { id, .. } => {
-                    let e = &entries[id as usize];
+                    let e = &entries[id.slot()];
                     let meta = |mtime_secs| Meta {
                         mtime_secs,
                         ..meta_of(e)
                     };
-                    let found = match &dest[id as usize] {
+                    let found = match &dest[id.slot()] {
                         Dest::Empty => LookResult::default(),
                         Dest::Other => LookResult {
                             existing: Some(meta(MTIME - 100)),
@@ -255,7 +256,7 @@ pub fn run_checked(
                             for &i in chunks {
                                 let off = u64::from(i) * cs;
                                 let end = (off + cs).min(e.size);
-                                let d = &data[id as usize][off as usize..end as usize];
+                                let d = &data[id.slot()][off as usize..end as usize];
                                 m.record_verified(i, chunk_hash(d, off, whole)).unwrap();
                             }
                             LookResult {
@@ -270,7 +271,7 @@ pub fn run_checked(
                     rx.handle(RecvInput::Looked { file: id, found })?;
                 }
                 RecvEvent::Open { id, plan, .. } => {
-                    let intact = match (&dest[id as usize], &plan) {
+                    let intact = match (&dest[id.slot()], &plan) {
                         (Dest::Partial { intact, .. }, OpenPlan::Resume { .. }) => *intact,
                         _ => true,
                     };
@@ -279,9 +280,8 @@ pub fn run_checked(
                 RecvEvent::HashFromFile { id, .. } => {
                     panic!("the receiver hashes from disk only in --checksum-only (file {id})")
                 }
-                RecvEvent::HashOld { id, .. } | RecvEvent::SetMode { rel: _, mode: id } => {
-                    panic!("sync events without sync ({id})")
-                }
+                RecvEvent::HashOld { id, .. } => panic!("sync events without sync ({id})"),
+                RecvEvent::SetMode { mode, .. } => panic!("sync events without sync ({mode})"),
                 RecvEvent::Commit(job) => rx.handle(RecvInput::Placed {
                     file: job.id,
                     result: Ok(Placed::Here),
@@ -319,7 +319,7 @@ pub fn run_checked(
                     continue;
                 }
             };
-            let d = &data[entry as usize];
+            let d = &data[entry.slot()];
             let whole = (d.len() as u64).div_ceil(cs) <= 1;
             for i in chunks {
                 let off = u64::from(i) * cs;
@@ -366,7 +366,7 @@ pub fn run_checked(
                 pulled = true;
                 for c in &unit.chunks {
                     let e = tx.entry_of(c);
-                    let d = &data[e as usize][c.offset as usize..(c.offset + c.len) as usize];
+                    let d = &data[e.slot()][c.offset as usize..(c.offset + c.len) as usize];
                     let header = send_chunk(&mut tx, c, d);
                     *report.sent.entry((e, c.id.index)).or_default() += 1;
                     let mut bytes = d.to_vec();

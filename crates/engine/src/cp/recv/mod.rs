@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use longhaul_proto::transfer::TransferMessage;
+use longhaul_proto::transfer::{EntryId, TransferMessage};
 use longhaul_proto::ChunkKey;
 use longhaul_sys::served_root::{LinkWhereDir, Resolver, ServedRoot};
 use longhaul_transfer::session::recv::{CommitJob, SyncRules};
@@ -74,7 +74,7 @@ pub struct RecvTarget {
 }
 
 /// Chunks of a file to hash from disk: (file id, chunk indices).
-type HashJob = (u32, Vec<u32>);
+type HashJob = (EntryId, Vec<u32>);
 
 /// How often written chunks and their manifest records are synced with `--sync`.
 const SYNC_EVERY: Duration = Duration::from_secs(2);

@@ -22,7 +22,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use longhaul_proto::transfer::FileEntry;
+use longhaul_proto::transfer::{EntryId, FileEntry};
 use longhaul_proto::ChunkKey;
 use longhaul_sys::file_io;
 use longhaul_sys::served_root::{Access, ServedRoot};
@@ -168,7 +168,7 @@ struct Shared {
     control: ControlTx,
     hash_jobs: Mutex<Option<mpsc::Sender<SendEvent>>>,
     /// Data segments of sparse files, looked up once per file.
-    sparse: Mutex<HashMap<u32, Vec<std::ops::Range<u64>>>>,
+    sparse: Mutex<HashMap<EntryId, Vec<std::ops::Range<u64>>>>,
     done: AtomicBool,
     /// Authenticates every chunk header (and through its hash, the chunk).
     chunk_key: ChunkKey,
@@ -177,7 +177,7 @@ struct Shared {
     /// Sync: see [`Sender::hash_cache`].
     hash_cache: Option<(HashCache, bool)>,
     /// Sync: each compared file's chunk hashes, computed once (by entry).
-    source_hashes: Mutex<HashMap<u32, Arc<SourceHashes>>>,
+    source_hashes: Mutex<HashMap<EntryId, Arc<SourceHashes>>>,
 }
 
 /// A compared file's chunk hashes, computed by the first stream that needs them.
@@ -446,11 +446,11 @@ fn hash_loop(sh: &Shared, jobs: &mpsc::Receiver<SendEvent>) {
                 continue;
             }
         };
-        let origin = &sh.origins[entry as usize];
+        let origin = &sh.origins[entry.slot()];
         let hashed = (|| -> io::Result<Vec<(u32, longhaul_transfer::ChunkHash)>> {
             let file = sh.root.open(origin)?;
             let (size, cs) = match sh.session.lock() {
-                Ok(s) => (s.entries()[entry as usize].size, s.chunk_size()),
+                Ok(s) => (s.entries()[entry.slot()].size, s.chunk_size()),
                 Err(_) => return Err(io::Error::other("poisoned")),
             };
             hash_chunks(&file, &ChunkGrid::new(size, cs), &chunks, 1)
@@ -477,12 +477,12 @@ fn hash_loop(sh: &Shared, jobs: &mpsc::Receiver<SendEvent>) {
 }
 
 /// Whether entry `entry`'s source is still as listed, for the session.
-fn check_source(sh: &Shared, entry: u32) {
-    let origin = &sh.origins[entry as usize];
+fn check_source(sh: &Shared, entry: EntryId) {
+    let origin = &sh.origins[entry.slot()];
     let now = sh.root.open(origin).and_then(|f| f.metadata());
     let Ok(mut s) = sh.session.lock() else { return };
     let changed = match now {
-        Ok(md) => source_check::changed(&s.entries()[entry as usize], &md),
+        Ok(md) => source_check::changed(&s.entries()[entry.slot()], &md),
         Err(e) => Some(format!("it could not be opened again: {e}")),
     };
     let r = s.handle(SendInput::SourceChecked {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use longhaul_proto::transfer::{
-    ChunkHeader, CHUNK_FLAG_HASH_AFTER, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME,
+    ChunkHeader, EntryId, CHUNK_FLAG_HASH_AFTER, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME,
 };
 use longhaul_sys::aligned::AlignedBuf;
 use longhaul_sys::file_io;
@@ -28,7 +28,7 @@ const MAX_SEGMENTS: usize = 1 << 16;
 /// One data stream: pull work, send it, until nothing is left or the transfer stops.
 pub(super) fn stream_loop(sh: &Arc<Shared>, stream: StreamId, mut sock: SecureStream) {
     let mut buf = AlignedBuf::new();
-    let mut open: Option<(u32, File)> = None;
+    let mut open: Option<(EntryId, File)> = None;
     loop {
         let work = {
             let Ok(mut s) = sh.session.lock() else { return };
@@ -73,7 +73,7 @@ pub(super) fn stream_loop(sh: &Arc<Shared>, stream: StreamId, mut sock: SecureSt
             old,
         } in work
         {
-            let origin = &sh.origins[entry as usize];
+            let origin = &sh.origins[entry.slot()];
             if open.as_ref().map(|(e, _)| *e) != Some(entry) {
                 match sh.root.open(origin) {
                     Ok(f) => open = Some((entry, f)),
@@ -151,7 +151,7 @@ enum SendFail {
 struct ChunkWork {
     chunk: Chunk,
     /// Its entry in the file list.
-    entry: u32,
+    entry: EntryId,
     hasher: longhaul_transfer::ChunkHasher,
     /// The file's size.
     size: u64,
@@ -292,7 +292,12 @@ fn sending_failed(e: io::Error) -> SendFail {
 
 /// Sync: the chunk hashes of entry `entry`'s source, computed once for all streams
 /// (`None` if it could not be read whole: the chunks are then hashed one by one).
-fn source_hashes(sh: &Shared, entry: u32, file: &File, size: u64) -> Option<Arc<Vec<ChunkHash>>> {
+fn source_hashes(
+    sh: &Shared,
+    entry: EntryId,
+    file: &File,
+    size: u64,
+) -> Option<Arc<Vec<ChunkHash>>> {
     let cell = sh
         .source_hashes
         .lock()
@@ -314,7 +319,12 @@ fn source_hashes(sh: &Shared, entry: u32, file: &File, size: u64) -> Option<Arc<
 
 /// Whether `range` of the file lies wholly in a hole (looked up once per file, only for
 /// files with fewer blocks allocated than their size).
-fn in_hole(sh: &Shared, entry: u32, file: &File, range: std::ops::Range<u64>) -> io::Result<bool> {
+fn in_hole(
+    sh: &Shared,
+    entry: EntryId,
+    file: &File,
+    range: std::ops::Range<u64>,
+) -> io::Result<bool> {
     let mut map = sh
         .sparse
         .lock()

@@ -6,6 +6,7 @@
 //!
 //! [`RecvEvent::Commit`]: longhaul_transfer::session::RecvEvent::Commit
 
+use longhaul_proto::transfer::EntryId;
 use std::fs::{File, FileTimes, Permissions};
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -148,7 +149,7 @@ impl Store {
 
     /// Removes file `id`'s part file and manifest, only if the part name is still our
     /// own (locked) data: another session's is never touched.
-    pub(super) fn remove_own_work_files(&self, id: u32, part_rel: &Path, manifests: &[&Path]) {
+    pub(super) fn remove_own_work_files(&self, id: EntryId, part_rel: &Path, manifests: &[&Path]) {
         let ours = self.data(id).and_then(|d| {
             let f = d.data.get()?;
             same_file(&self.root, part_rel, f).ok()

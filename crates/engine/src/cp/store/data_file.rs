@@ -5,6 +5,7 @@
 //! disk. One-chunk files open at once are counted ([`LAZY_OPEN`]) and bounded, so a tree
 //! of many small files does not run out of descriptors.
 
+use longhaul_proto::transfer::EntryId;
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -181,7 +182,7 @@ impl Drop for LazyCount {
 impl Store {
     pub(super) fn open(
         &self,
-        id: u32,
+        id: EntryId,
         (final_rel, part_rel, manifest_rel): (&Path, &Path, Option<&Path>),
         size: u64,
         plan: OpenPlan,
@@ -346,7 +347,7 @@ impl Store {
     /// Hashes chunks of file `id`'s data as it is on disk.
     pub fn hash_chunks(
         &self,
-        id: u32,
+        id: EntryId,
         grid: &ChunkGrid,
         chunks: &[u32],
     ) -> io::Result<Vec<(u32, ChunkHash)>> {

@@ -31,6 +31,7 @@
 //! `links` and `hardlinks` (received links), `dirs` (directories' metadata and flushes),
 //! `delete` (`--delete`) and `stripe` (a striped copy's shared part files and manifests).
 
+use longhaul_proto::transfer::EntryId;
 use std::collections::{BTreeSet, HashMap};
 use std::fs::Permissions;
 use std::io;
@@ -135,7 +136,7 @@ fn kept_note(kept: Option<&Path>) -> String {
 /// The destination of one transfer: the root and every file's data.
 pub struct Store {
     root: Arc<ServedRoot>,
-    files: Mutex<HashMap<u32, Arc<DataFile>>>,
+    files: Mutex<HashMap<EntryId, Arc<DataFile>>>,
     chunk_size: u64,
     /// Directories (and their ancestors) that received a name since they were last
     /// flushed: flushed together before the last commit is answered.
@@ -156,7 +157,7 @@ pub enum Answer {
     Give(RecvInput),
     /// Hash these chunks of a file (on the hashing thread) and give the session
     /// [`RecvInput::Hashed`] for each.
-    Hash(u32, Vec<u32>),
+    Hash(EntryId, Vec<u32>),
 }
 
 impl Store {
@@ -195,7 +196,7 @@ impl Store {
     }
 
     /// File `id`'s data.
-    pub fn data(&self, id: u32) -> Option<Arc<DataFile>> {
+    pub fn data(&self, id: EntryId) -> Option<Arc<DataFile>> {
         self.files.lock().ok()?.get(&id).cloned()
     }
 
@@ -343,7 +344,7 @@ impl Store {
     }
 
     /// File `id` is done with: its data is closed.
-    fn forget(&self, id: u32) {
+    fn forget(&self, id: EntryId) {
         if let Ok(mut files) = self.files.lock() {
             files.remove(&id);
         }

@@ -3,6 +3,7 @@
 //! times set before the last commit goes out.
 
 use longhaul_proto::cut_at_char;
+use longhaul_proto::transfer::EntryId;
 use longhaul_proto::transfer::{
     ChunkHeader, EntryKind, RejectReason, TransferMessage, CHUNK_FLAG_HOLE, CHUNK_FLAG_SAME,
     MAX_REASON_BYTES,
@@ -172,7 +173,7 @@ impl RecvSession {
     /// [`RecvInput::ChunkRecorded`]: super::RecvInput::ChunkRecorded
     pub fn chunk_written(
         &mut self,
-        file: u32,
+        file: EntryId,
         index: u32,
         hash: ChunkHash,
     ) -> Result<Option<[u8; RECORD_LEN]>, SessionError> {
@@ -190,7 +191,7 @@ impl RecvSession {
     }
 
     /// Writing a chunk failed (the driver stops the transfer with its own error).
-    pub(super) fn chunk_write_failed(&mut self, file: u32, index: u32) {
+    pub(super) fn chunk_write_failed(&mut self, file: EntryId, index: u32) {
         if let Some(rx) = self.file_mut(file).and_then(|f| f.receiver.as_mut()) {
             rx.chunk_abandoned(index);
         }
@@ -198,7 +199,7 @@ impl RecvSession {
 
     /// The chunk and its record are written: ack it, and commit the file if this
     /// completed it.
-    pub(super) fn chunk_recorded(&mut self, file: u32, index: u32, hash: ChunkHash, len: u64) {
+    pub(super) fn chunk_recorded(&mut self, file: EntryId, index: u32, hash: ChunkHash, len: u64) {
         self.outbox
             .push_back(TransferMessage::ChunkVerified { file, index });
         self.progress.done_bytes += len;
@@ -210,7 +211,7 @@ impl RecvSession {
     }
 
     /// The answer to [`RecvEvent::HashFromFile`] for one chunk.
-    pub(super) fn hashed(&mut self, id: u32, index: u32, hash: ChunkHash) {
+    pub(super) fn hashed(&mut self, id: EntryId, index: u32, hash: ChunkHash) {
         if let Some(f) = self.file_mut(id) {
             f.hashes.offer(index, hash);
         }
@@ -218,7 +219,7 @@ impl RecvSession {
     }
 
     /// Both digests known: compare; put the file in place or report it.
-    pub(super) fn try_commit(&mut self, id: u32) {
+    pub(super) fn try_commit(&mut self, id: EntryId) {
         let checksum_only = self.cfg.checksum_only;
         let (replace, sync) = (!self.cfg.no_clobber, self.cfg.sync);
         let (keep_setuid, umask) = (self.cfg.keep_setuid, self.cfg.umask);
@@ -299,7 +300,7 @@ impl RecvSession {
     }
 
     /// The driver's answer to [`RecvEvent::Commit`].
-    pub(super) fn placed(&mut self, id: u32, result: Result<(), String>) {
+    pub(super) fn placed(&mut self, id: EntryId, result: Result<(), String>) {
         if self
             .file_mut(id)
             .is_some_and(|f| f.state == FileState::Committing)
@@ -311,7 +312,7 @@ impl RecvSession {
     /// The driver's answer to [`RecvEvent::Commit`] of a striped copy's file that another
     /// share put in place first (the last two shares to finish may both find every chunk
     /// recorded): finished, and counted as left to that share, not placed twice.
-    pub(super) fn placed_by_another_share(&mut self, id: u32) {
+    pub(super) fn placed_by_another_share(&mut self, id: EntryId) {
         if let Some(f) = self.file_mut(id).filter(|f| !f.share.others.is_empty()) {
             f.share.left = true;
         }
@@ -321,7 +322,7 @@ impl RecvSession {
     /// File `id` fails without being placed: its part file and manifests go, so the next
     /// run starts it over (a file written in place is the destination itself: it stays,
     /// and the next run compares it again; `--checksum-only` made none).
-    fn fail_unplaced(&mut self, id: u32, why: String) {
+    fn fail_unplaced(&mut self, id: EntryId, why: String) {
         let checksum_only = self.cfg.checksum_only;
         let discard = self
             .file_mut(id)
@@ -336,7 +337,7 @@ impl RecvSession {
         self.finish(id, Err(why));
     }
 
-    pub(super) fn finish(&mut self, id: u32, verdict: Result<(), String>) {
+    pub(super) fn finish(&mut self, id: EntryId, verdict: Result<(), String>) {
         let Some(f) = self.file_mut(id) else { return };
         let was = std::mem::replace(&mut f.state, FileState::Finished);
         let unfinished_file = f.entry.kind == EntryKind::File && was != FileState::Finished;

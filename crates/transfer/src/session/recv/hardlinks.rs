@@ -15,6 +15,7 @@
 //!
 //! [`RecvInput::HardLinkMade`]: super::RecvInput::HardLinkMade
 
+use longhaul_proto::transfer::EntryId;
 use longhaul_proto::transfer::{SkipReason, TransferMessage};
 
 use super::types::{HardLinkJob, LookResult, RecvEvent};
@@ -28,7 +29,7 @@ impl RecvSession {
         &self,
         path: &SafeRelPath,
         target: &[u8],
-    ) -> Result<u32, SessionError> {
+    ) -> Result<EntryId, SessionError> {
         let named = parse_peer_path(target).map_err(|cause| PeerMisbehaved::HardLinkTarget {
             link: show(path.as_bytes()),
             target: show(target),
@@ -44,7 +45,7 @@ impl RecvSession {
     /// Decides hard link entry `id` from what the driver found at its destination.
     pub(super) fn decide_hard_link(
         &mut self,
-        id: u32,
+        id: EntryId,
         found: LookResult,
     ) -> Result<(), SessionError> {
         let (checksum_only, no_clobber) = (self.cfg.checksum_only, self.cfg.no_clobber);
@@ -124,7 +125,7 @@ impl RecvSession {
 
     /// The driver's answer to [`RecvEvent::MakeHardLink`]: the link is in place, or why
     /// not (that entry fails alone; the transfer goes on).
-    pub(super) fn hardlink_made(&mut self, id: u32, result: Result<(), String>) {
+    pub(super) fn hardlink_made(&mut self, id: EntryId, result: Result<(), String>) {
         if self
             .file_mut(id)
             .is_some_and(|f| f.state == FileState::HardLinking)

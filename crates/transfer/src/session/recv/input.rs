@@ -7,6 +7,7 @@
 //! ([`RecvSession::chunk_header`], [`RecvSession::chunk_arrived`],
 //! [`RecvSession::chunk_reused`], [`RecvSession::chunk_written`]), stay calls that return it.
 
+use longhaul_proto::transfer::EntryId;
 use std::path::PathBuf;
 
 use longhaul_proto::transfer::TransferMessage;
@@ -37,7 +38,7 @@ pub enum RecvInput {
     /// destination of `file`.
     Looked {
         /// The entry's id.
-        file: u32,
+        file: EntryId,
         /// What the driver found.
         found: LookResult,
     },
@@ -45,7 +46,7 @@ pub enum RecvInput {
     /// destination's old copy of `file`, hashed chunk by chunk.
     OldHashed {
         /// The entry's id.
-        file: u32,
+        file: EntryId,
         /// Its chunk hashes, or why they could not be read.
         old: Result<OldCopy, String>,
     },
@@ -53,21 +54,21 @@ pub enum RecvInput {
     /// is open; `intact` when the resume plan's chunks were found whole in it.
     Opened {
         /// The entry's id.
-        file: u32,
+        file: EntryId,
         /// The chunks the resume plan keeps are whole on disk.
         intact: bool,
     },
     /// A chunk's write failed (its manifest record was not appended): it will come again.
     ChunkWriteFailed {
         /// The entry's id.
-        file: u32,
+        file: EntryId,
         /// The chunk's index in the file.
         index: u32,
     },
     /// A chunk's manifest record is on disk: the chunk is acked.
     ChunkRecorded {
         /// The entry's id.
-        file: u32,
+        file: EntryId,
         /// The chunk's index in the file.
         index: u32,
         /// Its BLAKE3.
@@ -79,7 +80,7 @@ pub enum RecvInput {
     /// disk.
     Hashed {
         /// The entry's id.
-        file: u32,
+        file: EntryId,
         /// The chunk's index in the file.
         index: u32,
         /// Its BLAKE3.
@@ -88,21 +89,21 @@ pub enum RecvInput {
     /// The answer to [`RecvEvent::Commit`](super::RecvEvent::Commit).
     Placed {
         /// The entry's id.
-        file: u32,
+        file: EntryId,
         /// Where it was put in place, or why it was not.
         result: Result<Placed, String>,
     },
     /// The answer to [`RecvEvent::MakeSymlink`](super::RecvEvent::MakeSymlink).
     SymlinkMade {
         /// The entry's id.
-        file: u32,
+        file: EntryId,
         /// Made, or why not.
         result: Result<(), String>,
     },
     /// The answer to [`RecvEvent::MakeHardLink`](super::RecvEvent::MakeHardLink).
     HardLinkMade {
         /// The entry's id.
-        file: u32,
+        file: EntryId,
         /// Made, or why not.
         result: Result<(), String>,
     },
@@ -125,7 +126,7 @@ pub enum RecvInput {
     /// other shares' manifests of `file`, each as read (`None`: none there).
     SharesGathered {
         /// The entry's id.
-        file: u32,
+        file: EntryId,
         /// One per other share, in the order asked.
         manifests: Vec<Option<Vec<u8>>>,
     },

@@ -14,6 +14,7 @@
 //!
 //! [`RecvInput::SymlinkMade`]: super::RecvInput::SymlinkMade
 
+use longhaul_proto::transfer::EntryId;
 use longhaul_proto::transfer::{SkipReason, TransferMessage};
 
 use super::types::{LinkJob, LookResult, RecvEvent};
@@ -22,7 +23,11 @@ use crate::session::SessionError;
 
 impl RecvSession {
     /// Decides symlink entry `id` from what the driver found at its destination.
-    pub(super) fn decide_link(&mut self, id: u32, found: LookResult) -> Result<(), SessionError> {
+    pub(super) fn decide_link(
+        &mut self,
+        id: EntryId,
+        found: LookResult,
+    ) -> Result<(), SessionError> {
         let (checksum_only, no_clobber, sync) =
             (self.cfg.checksum_only, self.cfg.no_clobber, self.cfg.sync);
         let Some(f) = self.file_mut(id) else {
@@ -83,7 +88,7 @@ impl RecvSession {
 
     /// The driver's answer to [`RecvEvent::MakeSymlink`]: the link is in place, or why
     /// not (that entry fails alone; the transfer goes on).
-    pub(super) fn symlink_made(&mut self, id: u32, result: Result<(), String>) {
+    pub(super) fn symlink_made(&mut self, id: EntryId, result: Result<(), String>) {
         if self
             .file_mut(id)
             .is_some_and(|f| f.state == FileState::Linking)

@@ -3,6 +3,7 @@
 //! `--checksum-only`, resume or start over), opened, and the answers sent in list order.
 //! Symlink entries are placed and looked at like files, then decided in `links`.
 
+use longhaul_proto::transfer::EntryId;
 use longhaul_proto::transfer::{
     pack_have_chunks, pack_old_chunks, EntryKind, FileEntry, SkipReason, TransferMessage,
     MAX_FILE_ID,
@@ -23,10 +24,10 @@ use crate::SourceIdentity;
 impl RecvSession {
     pub(super) fn accept_entries(
         &mut self,
-        first_id: u32,
+        first_id: EntryId,
         entries: Vec<FileEntry>,
     ) -> Result<(), SessionError> {
-        if first_id as usize != self.files.len()
+        if first_id.slot() != self.files.len()
             || self.files.len() + entries.len() > MAX_FILE_ID as usize + 1
         {
             return Err(Refusal::EntriesOutOfOrder {
@@ -39,7 +40,7 @@ impl RecvSession {
             self.check_share_rules()?;
         }
         for entry in entries {
-            let id = self.files.len() as u32;
+            let id = EntryId(self.files.len() as u32);
             let file = self.accept(id, entry)?;
             self.files.push(file);
             self.check_caps(self.files.len() as u64)?;
@@ -118,7 +119,7 @@ impl RecvSession {
     }
 
     /// Places one entry: a directory is created at once; a file is looked at.
-    fn accept(&mut self, id: u32, entry: FileEntry) -> Result<Option<RecvFile>, SessionError> {
+    fn accept(&mut self, id: EntryId, entry: FileEntry) -> Result<Option<RecvFile>, SessionError> {
         let path = parse_peer_path(&entry.path).map_err(|e| Refusal::Path {
             path: show(&entry.path),
             cause: Box::new(e),
@@ -242,12 +243,12 @@ impl RecvSession {
 
     /// The driver's answer to [`RecvEvent::Look`]: decides what to do with the file
     /// (once every file is decided, the room is checked and the files opened).
-    pub(super) fn looked(&mut self, id: u32, found: LookResult) -> Result<(), SessionError> {
+    pub(super) fn looked(&mut self, id: EntryId, found: LookResult) -> Result<(), SessionError> {
         self.decide(id, found)?;
         self.release_opens()
     }
 
-    fn decide(&mut self, id: u32, found: LookResult) -> Result<(), SessionError> {
+    fn decide(&mut self, id: EntryId, found: LookResult) -> Result<(), SessionError> {
         let cfg = self.cfg.clone();
         let delta = self.sync_rules.map(|r| r.checksum);
         let dry = self.dry_run();
@@ -375,7 +376,7 @@ impl RecvSession {
     /// it could not be read (the file is then sent whole).
     pub(super) fn old_hashed(
         &mut self,
-        id: u32,
+        id: EntryId,
         old: Result<OldCopy, String>,
     ) -> Result<(), SessionError> {
         let chunk_size = self.cfg.chunk_size;
@@ -403,7 +404,7 @@ impl RecvSession {
 
     /// How the file's data is received: a one-chunk file created when its chunk comes, a
     /// resumed part file, or a new one.
-    fn plan_data(&mut self, id: u32, found: LookResult) -> Result<(), SessionError> {
+    fn plan_data(&mut self, id: EntryId, found: LookResult) -> Result<(), SessionError> {
         let cfg = self.cfg.clone();
         let inplace = self.sync_rules.is_some_and(|r| r.inplace);
         let dry_run = self.dry_run();
@@ -480,7 +481,7 @@ impl RecvSession {
         self.open(id, plan)
     }
 
-    fn open(&mut self, id: u32, plan: OpenPlan) -> Result<(), SessionError> {
+    fn open(&mut self, id: EntryId, plan: OpenPlan) -> Result<(), SessionError> {
         let shared = self.file_ref(id).is_some_and(|f| self.is_shared(f));
         let Some(f) = self.file_mut(id) else {
             return Ok(());
@@ -502,7 +503,7 @@ impl RecvSession {
     /// The driver's answer to [`RecvEvent::Open`]: `intact` is whether every recorded
     /// chunk of a resumed part file still has its hash (always true otherwise). A resume
     /// whose records do not hold starts the file over.
-    pub(super) fn opened(&mut self, id: u32, intact: bool) -> Result<(), SessionError> {
+    pub(super) fn opened(&mut self, id: EntryId, intact: bool) -> Result<(), SessionError> {
         let cfg = self.cfg.clone();
         let Some(f) = self.file_mut(id).filter(|f| f.state == FileState::Opening) else {
             return Err(out_of_turn("an open", id));
@@ -563,7 +564,7 @@ impl RecvSession {
     /// A file's answer is decided; `finished`: nothing will be received for it.
     pub(super) fn decided(
         &mut self,
-        id: u32,
+        id: EntryId,
         answer: Option<Vec<TransferMessage>>,
         finished: bool,
     ) -> Result<(), SessionError> {
@@ -635,7 +636,7 @@ fn source_of(e: &FileEntry) -> SourceIdentity {
 
 #[cfg(test)]
 mod tests {
-    use longhaul_proto::transfer::{EntryKind, FileEntry, TransferMessage};
+    use longhaul_proto::transfer::{EntryId, EntryKind, FileEntry, TransferMessage};
 
     use crate::session::{RecvConfig, RecvSession, Refusal, SessionError};
 
@@ -658,7 +659,7 @@ mod tests {
     fn sizes_that_overflow_the_total_are_refused() {
         let mut rx = RecvSession::new(RecvConfig::into_directory(4096));
         let r = rx.handle(TransferMessage::FileEntries {
-            first_id: 0,
+            first_id: EntryId(0),
             entries: vec![file("a", 1 << 63), file("b", 1 << 63)],
         });
         let Err(SessionError::Refused(why)) = r else {

@@ -61,6 +61,7 @@ mod room;
 mod share;
 mod types;
 
+use longhaul_proto::transfer::EntryId;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 
@@ -142,7 +143,7 @@ struct RecvFile {
     /// Sync `--inplace`: the data file is the destination file itself.
     in_place: bool,
     /// A hard link entry: the id of the file entry it is another name of.
-    link_of: Option<u32>,
+    link_of: Option<EntryId>,
     /// A file left as found by the quick check: its destination's device and inode.
     kept_inode: Option<(u64, u64)>,
     /// Finished with a failure.
@@ -159,7 +160,7 @@ pub struct RecvSession {
     events: VecDeque<RecvEvent>,
     files: Vec<Option<RecvFile>>,
     /// Answers to the list, in list order: (file id, messages), sent once decided.
-    answers: VecDeque<(u32, Option<Vec<TransferMessage>>)>,
+    answers: VecDeque<(EntryId, Option<Vec<TransferMessage>>)>,
     list_ended: bool,
     first_source: Option<Vec<u8>>,
     multiple: bool,
@@ -194,11 +195,11 @@ pub struct RecvSession {
     /// link's `FileCommitted` must not reach the sender before `FileListEnd`).
     pending_links: Vec<RecvEvent>,
     /// File entries by their entry path (as parsed): what a hard link entry may name.
-    file_ids: HashMap<Vec<u8>, u32>,
+    file_ids: HashMap<Vec<u8>, EntryId>,
     /// File entries not finished yet: hard links are made once there are none.
     files_unfinished: u64,
     /// Hard link entries waiting for that.
-    pending_hardlinks: Vec<u32>,
+    pending_hardlinks: Vec<EntryId>,
     /// `longhaul sync` ([`RecvSession::with_sync`]).
     sync_rules: Option<SyncRules>,
     /// `--delete` ([`RecvSession::with_delete`]).
@@ -433,7 +434,7 @@ impl RecvSession {
     }
 
     /// The sender's digest of `file`, or its news that the source changed while read.
-    fn sender_read(&mut self, file: u32, theirs: Theirs) -> Result<(), SessionError> {
+    fn sender_read(&mut self, file: EntryId, theirs: Theirs) -> Result<(), SessionError> {
         match self.file_mut(file) {
             Some(f) if f.theirs.is_none() && f.entry.kind == EntryKind::File => {
                 f.theirs = Some(theirs);
@@ -449,7 +450,7 @@ impl RecvSession {
         self.sync_rules.is_some_and(|r| r.dry_run)
     }
 
-    fn file_mut(&mut self, id: u32) -> Option<&mut RecvFile> {
-        self.files.get_mut(id as usize).and_then(Option::as_mut)
+    fn file_mut(&mut self, id: EntryId) -> Option<&mut RecvFile> {
+        self.files.get_mut(id.slot()).and_then(Option::as_mut)
     }
 }

@@ -144,7 +144,7 @@ pub fn human_bytes(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use longhaul_proto::transfer::{EntryKind, FileEntry, TransferMessage};
+    use longhaul_proto::transfer::{EntryId, EntryKind, FileEntry, TransferMessage};
 
     use super::*;
     use crate::session::recv::LookResult;
@@ -186,7 +186,7 @@ mod tests {
         let mut events = Vec::new();
         let r = (|| {
             rx.handle(TransferMessage::FileEntries {
-                first_id: 0,
+                first_id: EntryId(0),
                 entries,
             })?;
             rx.handle(TransferMessage::FileListEnd {

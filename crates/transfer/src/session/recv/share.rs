@@ -22,6 +22,7 @@
 //! A record in another share's manifest is trusted as that host verified it (it is not
 //! hashed again here): that is what lets the hosts share the work.
 
+use longhaul_proto::transfer::EntryId;
 use std::path::PathBuf;
 
 use longhaul_proto::stripe::Share;
@@ -133,7 +134,7 @@ impl RecvSession {
 
     /// Entry `id` goes whole to another pair: answered `SkipFile OtherShare` (whatever
     /// is at its destination is that pair's to look at).
-    pub(super) fn leave_to_other_share(&mut self, id: u32) -> Option<Result<(), SessionError>> {
+    pub(super) fn leave_to_other_share(&mut self, id: EntryId) -> Option<Result<(), SessionError>> {
         if !self.file_ref(id).is_some_and(|f| self.other_share(f)) {
             return None;
         }
@@ -153,7 +154,7 @@ impl RecvSession {
     /// A shared file's answer: this share's chunks already verified (`own`, runs in
     /// order) and every chunk of the other shares, as ordered disjoint runs; counts
     /// this share's chunks still to come.
-    pub(super) fn shared_have(&mut self, id: u32, own: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    pub(super) fn shared_have(&mut self, id: EntryId, own: &[(u32, u32)]) -> Vec<(u32, u32)> {
         let Some(share) = self.share else {
             return own.to_vec();
         };
@@ -206,7 +207,8 @@ impl RecvSession {
     /// Files whose share was complete when opened (a rerun): their other shares are read
     /// once the list is answered (a file left to them must not be reported before).
     pub(super) fn gather_opened(&mut self) {
-        let due: Vec<u32> = (0..self.files.len() as u32)
+        let due: Vec<EntryId> = (0..self.files.len() as u32)
+            .map(EntryId)
             .filter(|&id| {
                 self.file_ref(id).is_some_and(|f| {
                     self.is_shared(f) && f.state == FileState::Open && f.share.own_left == 0
@@ -220,7 +222,7 @@ impl RecvSession {
 
     /// One of this share's chunks of file `id` was recorded: after the last, the other
     /// shares' manifests are read.
-    pub(super) fn share_chunk_recorded(&mut self, id: u32) {
+    pub(super) fn share_chunk_recorded(&mut self, id: EntryId) {
         if !self.file_ref(id).is_some_and(|f| self.is_shared(f)) {
             return;
         }
@@ -235,7 +237,7 @@ impl RecvSession {
 
     /// Asks the driver for the other shares' manifests of file `id` (its own share's
     /// chunks are all recorded).
-    pub(super) fn gather(&mut self, id: u32) {
+    pub(super) fn gather(&mut self, id: EntryId) {
         let Some(f) = self.file_mut(id).filter(|f| f.state == FileState::Open) else {
             return;
         };
@@ -255,7 +257,7 @@ impl RecvSession {
     /// to the shares still running.
     pub(super) fn shares_gathered(
         &mut self,
-        id: u32,
+        id: EntryId,
         manifests: Vec<Option<Vec<u8>>>,
     ) -> Result<(), SessionError> {
         let Some(share) = self.share else {
@@ -305,7 +307,7 @@ impl RecvSession {
         Ok(())
     }
 
-    pub(super) fn file_ref(&self, id: u32) -> Option<&RecvFile> {
-        self.files.get(id as usize).and_then(Option::as_ref)
+    pub(super) fn file_ref(&self, id: EntryId) -> Option<&RecvFile> {
+        self.files.get(id.slot()).and_then(Option::as_ref)
     }
 }

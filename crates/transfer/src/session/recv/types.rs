@@ -2,6 +2,7 @@
 //! what it decided for a chunk, and what it did.
 
 use crate::hash_cache::FileIdentity;
+use longhaul_proto::transfer::EntryId;
 use std::path::PathBuf;
 
 use crate::delete::{DestListing, Removal};
@@ -251,7 +252,7 @@ pub struct DirFix {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommitJob {
     /// The file's id in the list.
-    pub id: u32,
+    pub id: EntryId,
     /// Its final path below the root.
     pub final_rel: PathBuf,
     /// Its part file.
@@ -294,7 +295,7 @@ pub enum RecvEvent {
     /// [`RecvInput::Looked`]: super::RecvInput::Looked
     Look {
         /// The file's id.
-        id: u32,
+        id: EntryId,
         /// Its final path.
         final_rel: PathBuf,
         /// Its part file, to look at when `manifest_rel` is set.
@@ -309,7 +310,7 @@ pub enum RecvEvent {
     /// [`RecvInput::Opened`]: super::RecvInput::Opened
     Open {
         /// The file's id.
-        id: u32,
+        id: EntryId,
         /// Its final path (read in `--checksum-only`).
         final_rel: PathBuf,
         /// Its part file.
@@ -332,7 +333,7 @@ pub enum RecvEvent {
     /// [`RecvInput::SharesGathered`]: super::RecvInput::SharesGathered
     GatherShares {
         /// The file's id.
-        id: u32,
+        id: EntryId,
         /// The other shares' manifests.
         manifests: Vec<PathBuf>,
         /// Most bytes a manifest of this file can hold.
@@ -344,7 +345,7 @@ pub enum RecvEvent {
     /// [`RecvInput::Hashed`]: super::RecvInput::Hashed
     HashFromFile {
         /// The file's id.
-        id: u32,
+        id: EntryId,
         /// The chunks.
         chunks: Vec<u32>,
     },
@@ -354,7 +355,7 @@ pub enum RecvEvent {
     /// [`RecvInput::OldHashed`]: super::RecvInput::OldHashed
     HashOld {
         /// The file's id.
-        id: u32,
+        id: EntryId,
         /// The copy at the destination.
         final_rel: PathBuf,
         /// Its size when looked at.
@@ -380,7 +381,7 @@ pub enum RecvEvent {
     /// `id`'s own data: another session's is never removed).
     Discard {
         /// The file's id.
-        id: u32,
+        id: EntryId,
         /// The part file.
         part_rel: PathBuf,
         /// The manifest.
@@ -441,7 +442,7 @@ pub enum RecvEvent {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkJob {
     /// The entry's id in the list.
-    pub id: u32,
+    pub id: EntryId,
     /// Its final path below the root.
     pub final_rel: PathBuf,
     /// Where the link is made before the rename (`.NAME.longhaul-link`).
@@ -458,7 +459,7 @@ pub struct LinkJob {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HardLinkJob {
     /// The entry's id in the list.
-    pub id: u32,
+    pub id: EntryId,
     /// Its final path below the root.
     pub final_rel: PathBuf,
     /// Where the link is made before the rename (`.NAME.longhaul-link`).
@@ -524,7 +525,7 @@ pub enum Arrival {
 /// A chunk header the session accepted: how to read and where it goes.
 pub struct ChunkPlan {
     /// The file's id.
-    pub id: u32,
+    pub id: EntryId,
     /// The file's part file (for messages).
     pub name: PathBuf,
     /// Payload bytes to read (0 for a hole).

@@ -1,6 +1,7 @@
 //! The receiver's messages while chunks flow: chunk acks and refusals into the scheduler,
 //! commits, and skips of files it answered ahead for.
 
+use longhaul_proto::transfer::EntryId;
 use longhaul_proto::transfer::{RejectReason, SkipReason, TransferMessage};
 
 use super::{unexpected, SendSession};
@@ -39,7 +40,7 @@ impl SendSession {
             } => {
                 self.outcome.rejected_chunks += 1;
                 let id = self.chunk_id(file, index)?;
-                let path = show(&self.entries[file as usize].path);
+                let path = show(&self.entries[file.slot()].path);
                 // Sent as equal to the receiver's copy and refused: send its bytes next.
                 if let Some(old) = self
                     .files
@@ -83,10 +84,9 @@ impl SendSession {
                         (true, true) => "differs from the source (or is missing)".into(),
                         (true, false) => "the receiver could not put it in place".into(),
                     };
-                    self.outcome.failed.push(format!(
-                        "{}: {why}",
-                        show(&self.entries[file as usize].path)
-                    ));
+                    self.outcome
+                        .failed
+                        .push(format!("{}: {why}", show(&self.entries[file.slot()].path)));
                 }
                 self.maybe_done();
                 Ok(())
@@ -97,7 +97,11 @@ impl SendSession {
 
     /// A file or link the receiver answered ahead for, and now does not take: its chunks
     /// stop (those in flight are not sent again) and it counts as skipped.
-    fn skip_while_sending(&mut self, file: u32, reason: SkipReason) -> Result<(), SessionError> {
+    fn skip_while_sending(
+        &mut self,
+        file: EntryId,
+        reason: SkipReason,
+    ) -> Result<(), SessionError> {
         self.check_entry(file)?;
         if self.ahead == Some(true) || self.skipped.contains_key(&file) {
             return Err(PeerMisbehaved::SkippedLate { file }.into());
@@ -122,7 +126,7 @@ impl SendSession {
     }
 
     /// The scheduler's id of chunk `index` of entry `file`.
-    fn chunk_id(&self, file: u32, index: u32) -> Result<ChunkId, SessionError> {
+    fn chunk_id(&self, file: EntryId, index: u32) -> Result<ChunkId, SessionError> {
         let s = (self.by_entry.get(&file).copied()).ok_or(PeerMisbehaved::AckedUnsent { file })?;
         Ok(ChunkId { file: s, index })
     }

@@ -2,6 +2,7 @@
 //! copies' chunk hashes) and the start of sending they lead to: the chunks planned, those
 //! already verified marked, and `sync -n`'s plan.
 
+use longhaul_proto::transfer::EntryId;
 use longhaul_proto::transfer::{EntryKind, SkipReason, TransferMessage};
 
 use super::types::{SendEvent, WouldSend};
@@ -79,16 +80,16 @@ impl SendSession {
 
     /// The entry is a file, a symlink or a hard link of this transfer (what a `SkipFile`
     /// may name).
-    pub(super) fn check_entry(&self, file: u32) -> Result<(), SessionError> {
-        match self.entries.get(file as usize) {
+    pub(super) fn check_entry(&self, file: EntryId) -> Result<(), SessionError> {
+        match self.entries.get(file.slot()) {
             Some(e) if matches!(e.kind, EntryKind::Symlink | EntryKind::HardLink) => Ok(()),
             _ => self.check_file(file).map(|_| ()),
         }
     }
 
     /// The entry is a file of this transfer; returns its chunk count.
-    fn check_file(&self, file: u32) -> Result<u32, SessionError> {
-        match self.entries.get(file as usize) {
+    fn check_file(&self, file: EntryId) -> Result<u32, SessionError> {
+        match self.entries.get(file.slot()) {
             Some(e) if e.kind == EntryKind::File => {
                 Ok(chunk_count(e.size, self.cfg.chunk_size) as u32)
             }
@@ -97,20 +98,21 @@ impl SendSession {
     }
 
     pub(super) fn start_sending(&mut self) -> Result<(), SessionError> {
-        let to_send: Vec<u32> = (0..self.entries.len() as u32)
+        let to_send: Vec<EntryId> = self
+            .entry_ids()
             .filter(|i| {
-                self.entries[*i as usize].kind == EntryKind::File && !self.skipped.contains_key(i)
+                self.entries[i.slot()].kind == EntryKind::File && !self.skipped.contains_key(i)
             })
             .collect();
         let sizes: Vec<u64> = to_send
             .iter()
-            .map(|&i| self.entries[i as usize].size)
+            .map(|i| self.entries[i.slot()].size)
             .collect();
         let config = SchedulerConfig::for_chunk_size(self.cfg.chunk_size);
         let mut sched = ChunkScheduler::new(&sizes, config).map_err(LocalFailure::planning)?;
         let mut resumed = 0;
         for (s, &e) in to_send.iter().enumerate() {
-            let size = self.entries[e as usize].size;
+            let size = self.entries[e.slot()].size;
             let mut hashes = FileHashes::new(size, self.cfg.chunk_size);
             let chunks = hashes.chunks();
             if self.cfg.checksum_only {
@@ -159,10 +161,11 @@ impl SendSession {
             });
         }
         self.outcome.resumed_bytes = resumed;
-        self.links = (0..self.entries.len() as u32)
+        self.links = self
+            .entry_ids()
             .filter(|i| {
                 matches!(
-                    self.entries[*i as usize].kind,
+                    self.entries[i.slot()].kind,
                     EntryKind::Symlink | EntryKind::HardLink
                 ) && !self.skipped.contains_key(i)
             })
@@ -172,7 +175,7 @@ impl SendSession {
             .skipped
             .iter()
             .filter(|(_, r)| **r == SkipReason::AlreadyComplete)
-            .map(|(&f, _)| self.entries[f as usize].size)
+            .map(|(f, _)| self.entries[f.slot()].size)
             .sum();
         self.progress.done_bytes = resumed + complete;
         self.progress.files_total = to_send.len() as u64 + self.links_total;
@@ -203,7 +206,7 @@ impl SendSession {
                     chunks: (0..chunks).collect(),
                 });
             } else {
-                let size = self.entries[entry as usize].size;
+                let size = self.entries[entry.slot()].size;
                 self.note_would_send(entry, size, false);
             }
         }
@@ -212,8 +215,8 @@ impl SendSession {
         }
     }
 
-    pub(super) fn note_would_send(&mut self, entry: u32, bytes: u64, compared: bool) {
-        let e = &self.entries[entry as usize];
+    pub(super) fn note_would_send(&mut self, entry: EntryId, bytes: u64, compared: bool) {
+        let e = &self.entries[entry.slot()];
         self.outcome.would_send.push(WouldSend {
             path: e.path.clone(),
             size: e.size,

@@ -4,6 +4,7 @@
 //! A stream's question "what next?" ([`SendSession::next_work`]) needs its answer at once
 //! and stays a call that returns it; everything reported after the fact arrives here.
 
+use longhaul_proto::transfer::EntryId;
 use longhaul_proto::transfer::TransferMessage;
 
 use super::SendSession;
@@ -42,7 +43,7 @@ pub enum SendInput {
     /// chunk.
     Hashed {
         /// The entry's id.
-        file: u32,
+        file: EntryId,
         /// The chunk's index in the file.
         index: u32,
         /// Its BLAKE3.
@@ -53,7 +54,7 @@ pub enum SendInput {
     /// goes out, or `SourceChanged`.
     SourceChecked {
         /// The entry's id.
-        file: u32,
+        file: EntryId,
         /// What changed, for the user.
         changed: Option<String>,
     },

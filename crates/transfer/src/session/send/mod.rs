@@ -23,6 +23,7 @@ mod input;
 mod streams;
 mod types;
 
+use longhaul_proto::transfer::EntryId;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use longhaul_proto::transfer::{pack_file_entries, FileEntry, SkipReason, TransferMessage};
@@ -48,7 +49,7 @@ enum Phase {
 }
 
 struct SendFile {
-    entry: u32,
+    entry: EntryId,
     hashes: FileHashes,
     /// Sync: the receiver's old copy's chunk hashes (`None` once a chunk sent as equal was
     /// refused: it then goes with its bytes).
@@ -62,16 +63,16 @@ pub struct SendSession {
     phase: Phase,
     outbox: VecDeque<TransferMessage>,
     events: VecDeque<SendEvent>,
-    skipped: BTreeMap<u32, SkipReason>,
-    have: HashMap<u32, Vec<(u32, u32)>>,
+    skipped: BTreeMap<EntryId, SkipReason>,
+    have: HashMap<EntryId, Vec<(u32, u32)>>,
     /// Sync: the receiver's old copies' chunk hashes, by entry.
-    old: HashMap<u32, Vec<Option<ChunkHash>>>,
+    old: HashMap<EntryId, Vec<Option<ChunkHash>>>,
     sched: Option<ChunkScheduler>,
     /// Scheduler file id -> the entry and its hashes.
     files: Vec<SendFile>,
-    by_entry: HashMap<u32, FileId>,
+    by_entry: HashMap<EntryId, FileId>,
     /// Symlink entries the receiver makes without data, waiting for their commit.
-    links: HashSet<u32>,
+    links: HashSet<EntryId>,
     /// Symlink entries to be committed in all.
     links_total: u64,
     live_streams: u16,
@@ -84,7 +85,7 @@ pub struct SendSession {
     ahead: Option<bool>,
     /// [`SendSession::check_sources`]: the digests of files read whole, by entry, each
     /// waiting for the driver's check of its source ([`SendEvent::CheckSource`]).
-    source_checks: Option<HashMap<u32, [u8; 32]>>,
+    source_checks: Option<HashMap<EntryId, [u8; 32]>>,
     outcome: SendOutcome,
     progress: ProgressSnapshot,
 }
@@ -94,7 +95,7 @@ impl SendSession {
     /// is queued for [`SendSession::poll_transmit`] at once.
     pub fn new(entries: Vec<FileEntry>, cfg: SendConfig) -> Result<Self, SessionError> {
         let total: u64 = entries.iter().map(|e| e.size).sum();
-        let mut outbox: VecDeque<TransferMessage> = pack_file_entries(&entries, 0)
+        let mut outbox: VecDeque<TransferMessage> = pack_file_entries(&entries, EntryId(0))
             .map_err(|e| LocalFailure::PackingList(e.to_string()))?
             .into();
         outbox.push_back(TransferMessage::FileListEnd {
@@ -178,6 +179,11 @@ impl SendSession {
         &self.entries
     }
 
+    /// Every entry's id, in list order.
+    fn entry_ids(&self) -> impl Iterator<Item = EntryId> {
+        (0..self.entries.len() as u32).map(EntryId)
+    }
+
     /// The chunk size.
     pub fn chunk_size(&self) -> u64 {
         self.cfg.chunk_size
@@ -227,14 +233,14 @@ impl SendSession {
                 SkipReason::AlreadyComplete => {
                     o.files_ok += 1;
                     o.files_unchanged += 1;
-                    o.resumed_bytes += self.entries[file as usize].size;
-                    o.unchanged_bytes += self.entries[file as usize].size;
+                    o.resumed_bytes += self.entries[file.slot()].size;
+                    o.unchanged_bytes += self.entries[file.slot()].size;
                 }
                 SkipReason::Exists => o.files_skipped += 1,
                 SkipReason::OtherShare => o.files_to_other_shares += 1,
                 SkipReason::Missing | SkipReason::PathRefused => o.failed.push(format!(
                     "{}: {}",
-                    show(&self.entries[file as usize].path),
+                    show(&self.entries[file.slot()].path),
                     if *reason == SkipReason::Missing {
                         "missing at the destination"
                     } else {

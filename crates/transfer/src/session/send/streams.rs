@@ -2,6 +2,7 @@
 //! a chunk, chunk hashes merged into each file's digest (or, for `sync -n`, compared with
 //! the old copy's), and a lost stream.
 
+use longhaul_proto::transfer::EntryId;
 use std::time::Instant;
 
 use longhaul_proto::cut_at_char;
@@ -36,7 +37,7 @@ impl SendSession {
     }
 
     /// The entry a chunk of the scheduler belongs to (for its header).
-    pub fn entry_of(&self, chunk: &Chunk) -> u32 {
+    pub fn entry_of(&self, chunk: &Chunk) -> EntryId {
         self.files[chunk.id.file.slot()].entry
     }
 
@@ -75,7 +76,7 @@ impl SendSession {
     }
 
     /// The answer to [`SendEvent::HashFromFile`] for one chunk.
-    pub(super) fn hashed(&mut self, entry: u32, index: u32, hash: ChunkHash) {
+    pub(super) fn hashed(&mut self, entry: EntryId, index: u32, hash: ChunkHash) {
         let Some(&s) = self.by_entry.get(&entry) else {
             return;
         };
@@ -131,7 +132,7 @@ impl SendSession {
     /// The answer to [`SendEvent::CheckSource`]: `changed` says how the source of `entry`
     /// differs from its list entry now (`None`: it does not). Its digest goes out, or
     /// `SourceChanged`.
-    pub(super) fn source_checked(&mut self, entry: u32, changed: Option<String>) {
+    pub(super) fn source_checked(&mut self, entry: EntryId, changed: Option<String>) {
         let Some(blake3) = self.source_checks.as_mut().and_then(|w| w.remove(&entry)) else {
             return;
         };

@@ -2,6 +2,7 @@
 //! stream's next work, and what it did (with `sync -n`'s per-file report).
 
 use crate::scheduler::WorkUnit;
+use longhaul_proto::transfer::EntryId;
 
 #[cfg(doc)]
 use super::SendSession;
@@ -25,7 +26,7 @@ pub enum SendEvent {
     /// [`SendInput::Hashed`](super::SendInput::Hashed).
     HashFromFile {
         /// The entry (index in the file list).
-        entry: u32,
+        entry: EntryId,
         /// The chunk indices.
         chunks: Vec<u32>,
     },
@@ -34,7 +35,7 @@ pub enum SendEvent {
     /// answer with [`SendInput::SourceChecked`](super::SendInput::SourceChecked).
     CheckSource {
         /// The entry (index in the file list).
-        entry: u32,
+        entry: EntryId,
     },
 }
 
