@@ -6,16 +6,20 @@
 //! `summary` of `bytes`, `seconds`, `bits_per_second`, `retransmits`, `limited_by`; cp: the
 //! same figures at the top level, per-stream rows under `stream_summaries`) and `error`.
 //! A congestion window of 0 is read as unknown (a cp pull logs the receiver's view, which
-//! has none). The reader is tolerant (module `fields`): unknown fields and types are
-//! ignored, figures may be missing or come under a few common names, and lines that are
-//! not JSON objects are counted and skipped. It is bounded: at most [`MAX_LINES`] lines of
-//! at most [`MAX_LINE_BYTES`] bytes and [`MAX_STREAMS`] streams per interval.
+//! has none). A current `longhaul cp` log's `start` and `end` are read through their
+//! types ([`crate::records`], as the writer wrote them: module `own`); any other log is read
+//! tolerantly (module `fields`): unknown fields and types are ignored, figures may be
+//! missing or come under a few common names, and lines that are not JSON objects are
+//! counted and skipped. It is bounded: at most [`MAX_LINES`] lines of at most
+//! [`MAX_LINE_BYTES`] bytes and [`MAX_STREAMS`] streams per interval.
 
 use serde_json::{Map, Value};
 
+use crate::records::{read_record, CopyEnd, CopyStart};
 use fields::{num, parse_end, parse_interval, text_of};
 
 mod fields;
+mod own;
 
 /// Most lines a run log may have (a day at one interval per 0.1 s).
 pub const MAX_LINES: usize = 1_000_000;
@@ -105,10 +109,14 @@ pub struct EndSummary {
 pub struct RunLog {
     /// The `start` object as it came (parameters and host settings).
     pub start: Option<Map<String, Value>>,
+    /// The `start` object as a current `longhaul cp` wrote it, typed.
+    pub copy_start: Option<CopyStart>,
     /// The intervals in order.
     pub intervals: Vec<Interval>,
     /// The `end` summary.
     pub end: Option<EndSummary>,
+    /// The `end` object as a current `longhaul cp` wrote it, typed.
+    pub copy_end: Option<CopyEnd>,
     /// Messages of `error` objects.
     pub errors: Vec<String>,
     /// Lines skipped because they were not JSON objects with a known type.
@@ -139,6 +147,7 @@ impl RunLog {
             };
             match obj.get("type").and_then(Value::as_str) {
                 Some("start") => {
+                    log.copy_start = read_record(&obj);
                     log.start = Some(obj);
                     found = true;
                 }
@@ -149,7 +158,11 @@ impl RunLog {
                     found = true;
                 }
                 Some("end") => {
-                    log.end = Some(parse_end(obj));
+                    log.copy_end = read_record(&obj);
+                    log.end = Some(match &log.copy_end {
+                        Some(end) => own::end_summary(end, obj),
+                        None => parse_end(obj),
+                    });
                     found = true;
                 }
                 Some("error") => {
@@ -171,9 +184,9 @@ impl RunLog {
 
     /// The interval length the `start` object announces, else 1 s.
     fn interval_step_s(&self) -> f64 {
-        self.start
-            .as_ref()
-            .and_then(|s| {
+        let own = self.copy_start.as_ref().map(|s| s.interval_s);
+        own.or_else(|| {
+            self.start.as_ref().and_then(|s| {
                 num(
                     s,
                     &[
@@ -184,8 +197,9 @@ impl RunLog {
                     ],
                 )
             })
-            .filter(|v| *v > 0.0)
-            .unwrap_or(1.0)
+        })
+        .filter(|v| *v > 0.0)
+        .unwrap_or(1.0)
     }
 
     /// Bytes moved: the summary's, else the sum of the intervals.
@@ -252,11 +266,14 @@ impl RunLog {
 
     /// Number of streams: the start's parameter, else the most seen in one interval.
     pub fn streams(&self) -> Option<u32> {
-        let from_start = self.start.as_ref().and_then(|s| {
-            num(
-                s,
-                &["streams", "params.streams", "parallel", "params.parallel"],
-            )
+        let own = self.copy_start.as_ref().map(|s| f64::from(s.streams));
+        let from_start = own.or_else(|| {
+            self.start.as_ref().and_then(|s| {
+                num(
+                    s,
+                    &["streams", "params.streams", "parallel", "params.parallel"],
+                )
+            })
         });
         let seen = self.intervals.iter().map(|i| i.streams.len()).max();
         from_start
