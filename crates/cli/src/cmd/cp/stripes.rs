@@ -18,10 +18,11 @@ use longhaul_model::units::{format_bytes, format_rate_bps};
 use longhaul_proto::namespace::{FsErrorKind, FsKind};
 use longhaul_proto::stripe::Share;
 use longhaul_proto::ticket::{RelayDone, RelayProgress};
+use longhaul_report::records::Warning;
 use longhaul_transfer::location::{Location, RemoteSpec};
 use serde_json::json;
 
-use super::super::common::{emit_json, say};
+use super::super::common::{emit_json, emit_record, say};
 use super::third_party::{endpoint, pull_shape, refuse_unsupported, Endpoint};
 use super::Args;
 
@@ -227,7 +228,9 @@ fn follow(rx: &mpsc::Receiver<(usize, RelayProgress)>, n: usize, json: bool, liv
 
 fn warn_line(json: bool, line: &str) {
     if json {
-        emit_json(&json!({"type": "warning", "message": line}));
+        emit_record(Warning {
+            message: line.to_string(),
+        });
     } else {
         eprintln!("longhaul cp: {line}");
     }
