@@ -1,4 +1,5 @@
-//! The records `longhaul cp --json` prints, one JSON Lines object each, as typed values: one
+//! The records `longhaul cp --json` prints, one JSON Lines object each, as typed values (a
+//! copy's own, and those of a third-party or striped copy it directs): one
 //! definition for the writer (the `longhaul` binary builds and prints them) and the reader
 //! ([`crate::runlog`] reads longhaul's own `start` and `end` through them).
 //!
@@ -11,10 +12,15 @@
 mod copy;
 mod dry_run;
 mod notes;
+mod relayed;
 
 pub use copy::{CopyEnd, CopyInterval, CopyStart, CpuByStage, StreamSummary, Verdict};
 pub use dry_run::{DryRunEnd, SendAction, WouldDelete, WouldSend};
 pub use notes::{DataVia, FarStart, HashedAhead, RunError, Warning};
+pub use relayed::{
+    PairProgress, RelayEnd, RelayInterval, RelayStart, ShareDone, ShareEnd, StripedEnd,
+    StripedInterval, StripedStart,
+};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};

@@ -102,3 +102,41 @@ fn a_record_of_another_type_is_not_read_as_this_one() {
         serde_json::from_str(r#"{"type":"hashed_ahead","files":3}"#).expect("an object");
     assert_eq!(read_record::<HashedAhead>(&older), None);
 }
+
+#[test]
+fn a_share_that_failed_has_its_error_and_no_figures() {
+    let failed = ShareEnd {
+        share: 2,
+        source: "longhaul://a2/x".into(),
+        destination: "longhaul://b2/y".into(),
+        ok: false,
+        done: None,
+        error: Some("connection refused".into()),
+    };
+    let text = serde_json::to_string(&failed).expect("serialises");
+    assert_eq!(
+        text,
+        r#"{"share":2,"source":"longhaul://a2/x","destination":"longhaul://b2/y","ok":false,"error":"connection refused"}"#
+    );
+    let back: ShareEnd = serde_json::from_str(&text).expect("reads back");
+    assert_eq!(back, failed);
+    let ended = ShareEnd {
+        ok: true,
+        done: Some(ShareDone {
+            files: 1,
+            sent_bytes: 10,
+            resumed_bytes: 0,
+            seconds: 0.5,
+            bits_per_second: 160.0,
+            streams: 2,
+            rtt_ms: 0.25,
+            failures: Vec::new(),
+            limited_by_text: String::new(),
+        }),
+        error: None,
+        ..failed
+    };
+    let text = serde_json::to_string(&ended).expect("serialises");
+    assert!(text.ends_with(r#""ok":true,"files":1,"sent_bytes":10,"resumed_bytes":0,"seconds":0.5,"bits_per_second":160.0,"streams":2,"rtt_ms":0.25,"failures":[],"limited_by_text":""}"#), "{text}");
+    assert_eq!(serde_json::from_str::<ShareEnd>(&text).ok(), Some(ended));
+}
