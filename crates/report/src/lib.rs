@@ -1,4 +1,5 @@
-//! Reports of longhaul runs, with no I/O: the tolerant reader of `longhaul bench --json` run
+//! Reports of longhaul runs, with no I/O: the records `longhaul cp --json` prints, typed for
+//! the writer and the reader alike, the tolerant reader of `longhaul bench --json` run
 //! logs, a small SVG chart writer, the run's graphs (throughput, cwnd, RTT, retransmits), the
 //! Land Speed Record history chart, and the self-contained HTML report.
 //!
@@ -8,6 +9,7 @@
 pub mod charts;
 pub mod history_chart;
 pub mod html;
+pub mod records;
 pub mod runlog;
 pub mod svg;
 

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use longhaul_engine::transport::tls::{Encryption, Fingerprint, Security, ServerTrust};
 use longhaul_model::units;
+use longhaul_report::records::{Record, RecordKind, RunError};
+use serde::Serialize;
 
 /// Where the shared token comes from (see `longhaul serve --help`).
 #[derive(clap::Args, Debug, Clone)]
@@ -127,6 +129,12 @@ pub fn emit_json(value: &serde_json::Value) {
     say(&value.to_string());
 }
 
+/// Prints one record of `--json` output (`{"type": ..., fields}`, see
+/// [`longhaul_report::records`]) to stdout; a closed pipe ends the program quietly.
+pub fn emit_record<T: RecordKind + Serialize>(record: T) {
+    say(&Record::new(record).to_line());
+}
+
 /// Prints one line of human output; a closed pipe ends the program quietly.
 pub fn say(line: &str) {
     say_text(&format!("{line}\n"));
@@ -166,7 +174,10 @@ pub fn with_json_errors(
 ) -> anyhow::Result<std::process::ExitCode> {
     match body() {
         Err(e) if json => {
-            emit_json(&serde_json::json!({"type": "error", "error": format!("{e:#}")}));
+            emit_record(RunError {
+                source: None,
+                error: format!("{e:#}"),
+            });
             Ok(std::process::ExitCode::from(2))
         }
         other => other,

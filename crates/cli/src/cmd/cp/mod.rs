@@ -3,7 +3,8 @@
 //! (`longhaul://host[:port]/path`), verified (a BLAKE3 subtree hash per chunk, merged into
 //! each file's BLAKE3) and resumable (run the same command again).
 //!
-//! `--json` prints JSON Lines (schema in the README): `{"type":"start",...}`, an
+//! `--json` prints JSON Lines (schema in the README, types in `longhaul_report::records`,
+//! built in `records`): `{"type":"start",...}`, an
 //! `{"type":"interval",...}` every `--interval` (bench's per-stream TCP_INFO figures and
 //! `limited_by`, plus the transfer's progress), `{"type":"warning","message"}`, over ssh
 //! `{"type":"far_start",...}` (the far end's start, apart from the transfer), and
@@ -21,6 +22,7 @@
 mod filter;
 mod output;
 mod progress;
+mod records;
 mod stripes;
 mod third_party;
 
@@ -41,19 +43,19 @@ use longhaul_engine::cp::walk::walk_local_filtered;
 use longhaul_engine::cp::Progress;
 use longhaul_engine::ssh::launch::FarEnd;
 use longhaul_engine::ssh::SshError;
+use longhaul_report::records::RunError;
 use longhaul_transfer::location::{
     parse_location, parse_striped, remote_path, Location, RemoteSpec, SshSpec,
 };
 use longhaul_transfer::RequestedPath;
-use serde_json::json;
 
-use super::common::{duration, emit_json, rate, size, SecurityArgs, TokenArgs};
+use super::common::{duration, emit_record, rate, size, SecurityArgs, TokenArgs};
 use super::ssh::SshArgs;
 use longhaul_engine::transport::tls::Security;
 
 pub use filter::FilterArgs;
 use output::{print_dry_run, print_end, print_far_started, print_hashed_ahead, warn};
-use progress::{emit_start, interval_line, ticker, Reporting};
+use progress::{emit_interval, emit_start, ticker, Reporting};
 
 /// The fewest files' bytes over which a copy reports CPU seconds per GB
 /// (`cpu_seconds_per_gb`; below it the figure is left out, `null` in JSON): over less,
@@ -360,7 +362,10 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
                 worst = 2;
                 let what = far.shown();
                 if json {
-                    emit_json(&json!({"type": "error", "source": what, "error": format!("{e:#}")}));
+                    emit_record(RunError {
+                        source: Some(what.to_string()),
+                        error: format!("{e:#}"),
+                    });
                 } else {
                     eprintln!("longhaul cp: {what}: {e:#}");
                 }
@@ -542,7 +547,7 @@ fn transfer(
             let last = l.telemetry.as_mut().map(CpTelemetry::interval);
             if let (true, Some(v)) = (json, last) {
                 if v.end > v.start || v.bytes > 0 {
-                    emit_json(&interval_line(&v, &progress));
+                    emit_interval(&v, &progress);
                 }
             }
             // Dropping the telemetry closes this end's clones of the data sockets.

@@ -10,9 +10,9 @@ use longhaul_engine::cp::client::CpStart;
 use longhaul_engine::cp::telemetry::CpTelemetry;
 use longhaul_engine::cp::Progress;
 use longhaul_model::units::format_rate_bps;
-use serde_json::json;
 
-use super::super::common::emit_json;
+use super::super::common::emit_record;
+use super::records::{interval_record, start_record};
 
 /// What the ticker and the end share: the set-up once known, whether its `start` line is
 /// out, and the sampler of the data streams.
@@ -38,31 +38,14 @@ pub(super) fn emit_start(
     let Some(s) = &l.start else {
         return false;
     };
-    let (_, bytes, _, files) = progress.snapshot();
-    emit_json(&json!({
-        "type": "start", "direction": s.direction, "streams": s.streams,
-        "chunk_bytes": s.chunk_bytes, "rtt_ms": s.rtt.as_secs_f64() * 1e3,
-        "window_bytes": s.window_bytes, "congestion": s.congestion,
-        "files": files, "bytes": bytes, "interval_s": interval.as_secs_f64(),
-    }));
+    emit_record(start_record(s, progress, interval));
     l.printed = true;
     true
 }
 
-/// An `interval` line: bench's interval object, then the transfer's progress.
-pub(super) fn interval_line(v: &IntervalView, progress: &Progress) -> serde_json::Value {
-    let mut map = serde_json::Map::new();
-    map.insert("type".into(), json!("interval"));
-    if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(v) {
-        map.extend(fields);
-    }
-    let (done, total, files, files_total) = progress.snapshot();
-    map.insert("seconds".into(), json!(v.end));
-    map.insert("done_bytes".into(), json!(done));
-    map.insert("total_bytes".into(), json!(total));
-    map.insert("files".into(), json!(files));
-    map.insert("total_files".into(), json!(files_total));
-    serde_json::Value::Object(map)
+/// Prints an `interval` line: bench's interval object, then the transfer's progress.
+pub(super) fn emit_interval(v: &IntervalView, progress: &Progress) {
+    emit_record(interval_record(v, progress));
 }
 
 /// The progress bar on stderr (when asked for) and, with `--json`, the `start` line and
@@ -118,7 +101,7 @@ pub(super) fn ticker(
             if let Some(v) = view {
                 rate = v.bits_per_second;
                 if json {
-                    emit_json(&interval_line(&v, progress));
+                    emit_interval(&v, progress);
                 }
             }
         }

@@ -18,10 +18,12 @@ use longhaul_model::units::{format_bytes, format_rate_bps};
 use longhaul_proto::namespace::{FsErrorKind, FsKind};
 use longhaul_proto::stripe::Share;
 use longhaul_proto::ticket::{RelayDone, RelayProgress};
+use longhaul_report::records::{
+    PairProgress, ShareDone, ShareEnd, StripedEnd, StripedInterval, StripedStart, Warning,
+};
 use longhaul_transfer::location::{Location, RemoteSpec};
-use serde_json::json;
 
-use super::super::common::{emit_json, say};
+use super::super::common::{emit_record, say};
 use super::third_party::{endpoint, pull_shape, refuse_unsupported, Endpoint};
 use super::Args;
 
@@ -74,12 +76,13 @@ pub(super) fn run(
     shape.dest_is_dir = Some(dest_is_dir(&dst_path, &dsts[0])?);
     let json = args.json;
     if json {
-        emit_json(&json!({
-            "type": "start", "direction": "striped", "pairs": n,
-            "source": srcs.iter().map(|e| e.shown.clone()).collect::<Vec<_>>(),
-            "destination": dsts.iter().map(|e| e.shown.clone()).collect::<Vec<_>>(),
-            "chunk_size": shape.chunk_size,
-        }));
+        emit_record(StripedStart {
+            direction: STRIPED.into(),
+            pairs: n as u64,
+            source: srcs.iter().map(|e| e.shown.clone()).collect(),
+            destination: dsts.iter().map(|e| e.shown.clone()).collect(),
+            chunk_size: shape.chunk_size,
+        });
     }
     let live = !json && !args.no_progress && std::io::stderr().is_terminal();
     let started = Instant::now();
@@ -201,19 +204,23 @@ fn follow(rx: &mpsc::Receiver<(usize, RelayProgress)>, n: usize, json: bool, liv
             .max()
             .unwrap_or(0);
         if json {
-            let pairs: Vec<_> = latest
+            let pairs = latest
                 .iter()
                 .map(|p| {
-                    p.map(|p| {
-                        json!({"moved_bytes": p.moved_bytes, "bytes_done": p.bytes_done,
-                               "files_done": p.files_done, "streams": p.streams})
+                    p.map(|p| PairProgress {
+                        moved_bytes: p.moved_bytes,
+                        bytes_done: p.bytes_done,
+                        files_done: p.files_done.into(),
+                        streams: p.streams,
                     })
                 })
                 .collect();
-            emit_json(&json!({
-                "type": "interval", "elapsed": elapsed as f64 / 1e3,
-                "moved_bytes": moved, "bytes_total": total, "pairs": pairs,
-            }));
+            emit_record(StripedInterval {
+                elapsed: elapsed as f64 / 1e3,
+                moved_bytes: moved,
+                bytes_total: total,
+                pairs,
+            });
         } else if live {
             eprint!(
                 "\r{} of {} moved by {n} pairs in {:.0} s   ",
@@ -227,94 +234,113 @@ fn follow(rx: &mpsc::Receiver<(usize, RelayProgress)>, n: usize, json: bool, liv
 
 fn warn_line(json: bool, line: &str) {
     if json {
-        emit_json(&json!({"type": "warning", "message": line}));
+        emit_record(Warning {
+            message: line.to_string(),
+        });
     } else {
         eprintln!("longhaul cp: {line}");
     }
 }
 
+/// The `direction` of a striped copy's lines.
+const STRIPED: &str = "striped";
+
+/// The end of a striped copy: the `end` record, or its text from the same record.
 fn print_end(ends: &[PairEnd], (srcs, dsts): (&[Endpoint], &[Endpoint]), seconds: f64, json: bool) {
-    let ok: Vec<&RelayDone> = ends.iter().filter_map(|e| e.done.as_ref().ok()).collect();
-    let moved: u64 = ok.iter().map(|d| d.moved_bytes).sum();
-    let files: u64 = ok.iter().map(|d| u64::from(d.files_ok)).sum();
-    let failed_files: u64 = ok.iter().map(|d| u64::from(d.files_failed)).sum();
-    let bytes = ok.iter().map(|d| d.bytes).max().unwrap_or(0);
-    let bps = moved as f64 * 8.0 / seconds.max(1e-3);
-    let all_ok = ok.len() == ends.len() && failed_files == 0;
+    let end = end_record(ends, (srcs, dsts), seconds);
     if json {
-        let pairs: Vec<_> = ends
-            .iter()
-            .enumerate()
-            .map(|(i, e)| {
-                let mut v = json!({
-                    "share": i + 1,
-                    "source": srcs[e.ran_on].shown, "destination": dsts[e.ran_on].shown,
-                });
-                match &e.done {
-                    Ok(d) => {
-                        let secs = d.elapsed_ms as f64 / 1e3;
-                        v["ok"] = json!(d.files_failed == 0);
-                        v["files"] = json!(d.files_ok);
-                        v["sent_bytes"] = json!(d.moved_bytes);
-                        v["resumed_bytes"] = json!(d.resumed_bytes);
-                        v["seconds"] = json!(secs);
-                        v["bits_per_second"] = json!(d.moved_bytes as f64 * 8.0 / secs.max(1e-3));
-                        v["streams"] = json!(d.streams);
-                        v["rtt_ms"] = json!(f64::from(d.rtt_us) / 1e3);
-                        v["failures"] = json!(d.failures);
-                        v["limited_by_text"] = json!(d.limited_by);
-                    }
-                    Err(why) => {
-                        v["ok"] = json!(false);
-                        v["error"] = json!(why);
-                    }
-                }
-                v
-            })
-            .collect();
-        emit_json(&json!({
-            "type": "end", "ok": all_ok, "direction": "striped",
-            "files": files, "bytes": bytes, "seconds": seconds,
-            "bits_per_second": bps, "sent_bytes": moved,
-            "failed_files": failed_files, "pairs": pairs,
-        }));
+        emit_record(end);
         return;
     }
-    for (i, e) in ends.iter().enumerate() {
-        let (src, dst) = (&srcs[e.ran_on].shown, &dsts[e.ran_on].shown);
-        match &e.done {
-            Ok(d) => {
+    let n = end.pairs.len();
+    for share in &end.pairs {
+        let (src, dst) = (&share.source, &share.destination);
+        match (&share.done, &share.error) {
+            (Some(d), _) => {
                 for f in &d.failures {
                     eprintln!("longhaul cp: failed: {}", longhaul_proto::printable(f));
                 }
-                let secs = d.elapsed_ms as f64 / 1e3;
                 say(&format!(
-                    "share {} of {}: {dst} received {} from {src} in {secs:.2} s = {}{}; {} streams, RTT {:.2} ms",
-                    i + 1,
-                    ends.len(),
-                    format_bytes(d.moved_bytes as f64),
-                    format_rate_bps(d.moved_bytes as f64 * 8.0 / secs.max(1e-3)),
+                    "share {} of {n}: {dst} received {} from {src} in {:.2} s = {}{}; {} streams, RTT {:.2} ms",
+                    share.share,
+                    format_bytes(d.sent_bytes as f64),
+                    d.seconds,
+                    format_rate_bps(d.bits_per_second),
                     match d.resumed_bytes {
                         0 => String::new(),
                         r => format!(", {} already there", format_bytes(r as f64)),
                     },
                     d.streams,
-                    f64::from(d.rtt_us) / 1e3,
+                    d.rtt_ms,
                 ));
             }
-            Err(why) => eprintln!(
-                "longhaul cp: share {} of {} ({src} -> {dst}) failed: {why}; run the same \
+            (None, why) => eprintln!(
+                "longhaul cp: share {} of {n} ({src} -> {dst}) failed: {}; run the same \
                  command again: each share resumes from what it verified",
-                i + 1,
-                ends.len()
+                share.share,
+                why.as_deref().unwrap_or_default()
             ),
         }
     }
     say(&format!(
-        "striped over {} pairs: {} files, {} moved in {seconds:.2} s = {}",
-        ends.len(),
-        files,
-        format_bytes(moved as f64),
-        format_rate_bps(bps)
+        "striped over {n} pairs: {} files, {} moved in {:.2} s = {}",
+        end.files,
+        format_bytes(end.sent_bytes as f64),
+        end.seconds,
+        format_rate_bps(end.bits_per_second)
     ));
+}
+
+/// The `end` record of a striped copy that took `seconds`: all pairs, and each share.
+fn end_record(
+    ends: &[PairEnd],
+    (srcs, dsts): (&[Endpoint], &[Endpoint]),
+    seconds: f64,
+) -> StripedEnd {
+    let ok: Vec<&RelayDone> = ends.iter().filter_map(|e| e.done.as_ref().ok()).collect();
+    let moved: u64 = ok.iter().map(|d| d.moved_bytes).sum();
+    let failed_files: u64 = ok.iter().map(|d| u64::from(d.files_failed)).sum();
+    let pairs = ends
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let (done, error) = match &e.done {
+                Ok(d) => {
+                    let secs = d.elapsed_ms as f64 / 1e3;
+                    let done = ShareDone {
+                        files: d.files_ok.into(),
+                        sent_bytes: d.moved_bytes,
+                        resumed_bytes: d.resumed_bytes,
+                        seconds: secs,
+                        bits_per_second: d.moved_bytes as f64 * 8.0 / secs.max(1e-3),
+                        streams: d.streams,
+                        rtt_ms: f64::from(d.rtt_us) / 1e3,
+                        failures: d.failures.clone(),
+                        limited_by_text: d.limited_by.clone(),
+                    };
+                    (Some(done), None)
+                }
+                Err(why) => (None, Some(why.clone())),
+            };
+            ShareEnd {
+                share: i as u64 + 1,
+                source: srcs[e.ran_on].shown.clone(),
+                destination: dsts[e.ran_on].shown.clone(),
+                ok: e.done.as_ref().is_ok_and(|d| d.files_failed == 0),
+                done,
+                error,
+            }
+        })
+        .collect();
+    StripedEnd {
+        ok: ok.len() == ends.len() && failed_files == 0,
+        direction: STRIPED.into(),
+        files: ok.iter().map(|d| u64::from(d.files_ok)).sum(),
+        bytes: ok.iter().map(|d| d.bytes).max().unwrap_or(0),
+        seconds,
+        bits_per_second: moved as f64 * 8.0 / seconds.max(1e-3),
+        sent_bytes: moved,
+        failed_files,
+        pairs,
+    }
 }

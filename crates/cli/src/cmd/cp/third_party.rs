@@ -15,11 +15,11 @@ use longhaul_engine::transport::tls::Security;
 use longhaul_model::units::{format_bytes, format_rate_bps};
 use longhaul_proto::ticket::{RelayDone, RelayProgress};
 use longhaul_proto::transfer::TransferOptions;
+use longhaul_report::records::{RelayEnd, RelayInterval, RelayStart};
 use longhaul_transfer::location::Location;
 use longhaul_transfer::RequestedPath;
-use serde_json::json;
 
-use super::super::common::{emit_json, say};
+use super::super::common::{emit_record, say};
 use super::{server_of, Args};
 
 /// One end of a third-party copy as this host reaches it.
@@ -173,21 +173,24 @@ fn copy(args: &Args, src: &Endpoint, dst: &Endpoint, user_paths: bool) -> anyhow
     let json = args.json;
     let (shown_src, shown_dst) = (src.shown.clone(), dst.shown.clone());
     if json {
-        emit_json(&json!({
-            "type": "start", "direction": "third-party",
-            "source": shown_src, "destination": shown_dst,
-        }));
+        emit_record(RelayStart {
+            direction: THIRD_PARTY.into(),
+            source: shown_src.clone(),
+            destination: shown_dst.clone(),
+        });
     }
     let live = !json && !args.no_progress && std::io::stderr().is_terminal();
     let mut on_progress = |p: &RelayProgress| {
         if json {
-            emit_json(&json!({
-                "type": "interval",
-                "elapsed": p.elapsed_ms as f64 / 1e3,
-                "files_done": p.files_done, "files_total": p.files_total,
-                "bytes_done": p.bytes_done, "bytes_total": p.bytes_total,
-                "moved_bytes": p.moved_bytes, "streams": p.streams,
-            }));
+            emit_record(RelayInterval {
+                elapsed: p.elapsed_ms as f64 / 1e3,
+                files_done: p.files_done.into(),
+                files_total: p.files_total.into(),
+                bytes_done: p.bytes_done,
+                bytes_total: p.bytes_total,
+                moved_bytes: p.moved_bytes,
+                streams: p.streams,
+            });
         } else if live {
             eprint!(
                 "\r{} of {} ({} of {} files) in {:.0} s   ",
@@ -238,51 +241,63 @@ pub(super) fn pull_shape(args: &Args, user_paths: bool) -> anyhow::Result<PullSh
     })
 }
 
+/// The `direction` of a third-party copy's lines.
+const THIRD_PARTY: &str = "third-party";
+
+/// The end of a third-party copy: the `end` record (the keys of a two-party copy's end
+/// line), or its text from the same record.
 fn print_end(d: &RelayDone, (src, dst): (&str, &str), json: bool) {
     let seconds = d.elapsed_ms as f64 / 1e3;
-    let bps = d.moved_bytes as f64 * 8.0 / seconds.max(1e-3);
+    let end = RelayEnd {
+        ok: d.files_failed == 0,
+        direction: THIRD_PARTY.into(),
+        source: src.into(),
+        destination: dst.into(),
+        files: d.files_ok.into(),
+        bytes: d.bytes,
+        seconds,
+        bits_per_second: d.moved_bytes as f64 * 8.0 / seconds.max(1e-3),
+        sent_bytes: d.moved_bytes,
+        resumed_bytes: d.resumed_bytes,
+        skipped_files: d.files_skipped.into(),
+        failed_files: d.files_failed.into(),
+        failures: d.failures.clone(),
+        streams: d.streams,
+        rtt_ms: f64::from(d.rtt_us) / 1e3,
+        limited_by_text: d.limited_by.clone(),
+    };
     if json {
-        // The keys of a two-party copy's end line, and where they are.
-        emit_json(&json!({
-            "type": "end", "ok": d.files_failed == 0, "direction": "third-party",
-            "source": src, "destination": dst,
-            "files": d.files_ok, "bytes": d.bytes, "seconds": seconds,
-            "bits_per_second": bps, "sent_bytes": d.moved_bytes,
-            "resumed_bytes": d.resumed_bytes, "skipped_files": d.files_skipped,
-            "failed_files": d.files_failed, "failures": d.failures,
-            "streams": d.streams, "rtt_ms": f64::from(d.rtt_us) / 1e3,
-            "limited_by_text": d.limited_by,
-        }));
+        emit_record(end);
         return;
     }
-    for f in &d.failures {
+    for f in &end.failures {
         eprintln!("longhaul cp: failed: {}", longhaul_proto::printable(f));
     }
-    if d.files_failed as usize > d.failures.len() {
+    if end.failed_files > end.failures.len() as u64 {
         eprintln!(
             "longhaul cp: {} more failed (see the destination's log)",
-            d.files_failed as usize - d.failures.len()
+            end.failed_files - end.failures.len() as u64
         );
     }
     say(&format!(
         "{dst} received {} files ({}) from {src} in {:.2} s = {}{}{}; {} streams, RTT {:.2} ms between them",
-        d.files_ok,
-        format_bytes(d.moved_bytes as f64),
-        seconds,
-        format_rate_bps(bps),
-        match d.resumed_bytes {
+        end.files,
+        format_bytes(end.sent_bytes as f64),
+        end.seconds,
+        format_rate_bps(end.bits_per_second),
+        match end.resumed_bytes {
             0 => String::new(),
             r => format!(", {} already there (resumed)", format_bytes(r as f64)),
         },
-        if d.files_skipped > 0 {
-            format!(", {} skipped (exist)", d.files_skipped)
+        if end.skipped_files > 0 {
+            format!(", {} skipped (exist)", end.skipped_files)
         } else {
             String::new()
         },
-        d.streams,
-        f64::from(d.rtt_us) / 1e3,
+        end.streams,
+        end.rtt_ms,
     ));
-    if !d.limited_by.is_empty() {
-        say(&format!("Limited by: {}", d.limited_by));
+    if !end.limited_by_text.is_empty() {
+        say(&format!("Limited by: {}", end.limited_by_text));
     }
 }

@@ -6,13 +6,20 @@
 //! `summary` of `bytes`, `seconds`, `bits_per_second`, `retransmits`, `limited_by`; cp: the
 //! same figures at the top level, per-stream rows under `stream_summaries`) and `error`.
 //! A congestion window of 0 is read as unknown (a cp pull logs the receiver's view, which
-//! has none). The
-//! reader is tolerant: unknown fields and types are ignored, figures may be missing or come
-//! under a few common names, and lines that are not JSON objects are counted and skipped. It
-//! is bounded: at most [`MAX_LINES`] lines of at most [`MAX_LINE_BYTES`] bytes and
-//! [`MAX_STREAMS`] streams per interval.
+//! has none). A current `longhaul cp` log's `start` and `end` are read through their
+//! types ([`crate::records`], as the writer wrote them: module `own`); any other log is read
+//! tolerantly (module `fields`): unknown fields and types are ignored, figures may be
+//! missing or come under a few common names, and lines that are not JSON objects are
+//! counted and skipped. It is bounded: at most [`MAX_LINES`] lines of at most
+//! [`MAX_LINE_BYTES`] bytes and [`MAX_STREAMS`] streams per interval.
 
 use serde_json::{Map, Value};
+
+use crate::records::{read_record, CopyEnd, CopyStart};
+use fields::{num, parse_end, parse_interval, text_of};
+
+mod fields;
+mod own;
 
 /// Most lines a run log may have (a day at one interval per 0.1 s).
 pub const MAX_LINES: usize = 1_000_000;
@@ -102,10 +109,14 @@ pub struct EndSummary {
 pub struct RunLog {
     /// The `start` object as it came (parameters and host settings).
     pub start: Option<Map<String, Value>>,
+    /// The `start` object as a current `longhaul cp` wrote it, typed.
+    pub copy_start: Option<CopyStart>,
     /// The intervals in order.
     pub intervals: Vec<Interval>,
     /// The `end` summary.
     pub end: Option<EndSummary>,
+    /// The `end` object as a current `longhaul cp` wrote it, typed.
+    pub copy_end: Option<CopyEnd>,
     /// Messages of `error` objects.
     pub errors: Vec<String>,
     /// Lines skipped because they were not JSON objects with a known type.
@@ -136,6 +147,7 @@ impl RunLog {
             };
             match obj.get("type").and_then(Value::as_str) {
                 Some("start") => {
+                    log.copy_start = read_record(&obj);
                     log.start = Some(obj);
                     found = true;
                 }
@@ -146,7 +158,11 @@ impl RunLog {
                     found = true;
                 }
                 Some("end") => {
-                    log.end = Some(parse_end(obj));
+                    log.copy_end = read_record(&obj);
+                    log.end = Some(match &log.copy_end {
+                        Some(end) => own::end_summary(end, obj),
+                        None => parse_end(obj),
+                    });
                     found = true;
                 }
                 Some("error") => {
@@ -168,9 +184,9 @@ impl RunLog {
 
     /// The interval length the `start` object announces, else 1 s.
     fn interval_step_s(&self) -> f64 {
-        self.start
-            .as_ref()
-            .and_then(|s| {
+        let own = self.copy_start.as_ref().map(|s| s.interval_s);
+        own.or_else(|| {
+            self.start.as_ref().and_then(|s| {
                 num(
                     s,
                     &[
@@ -181,8 +197,9 @@ impl RunLog {
                     ],
                 )
             })
-            .filter(|v| *v > 0.0)
-            .unwrap_or(1.0)
+        })
+        .filter(|v| *v > 0.0)
+        .unwrap_or(1.0)
     }
 
     /// Bytes moved: the summary's, else the sum of the intervals.
@@ -249,11 +266,14 @@ impl RunLog {
 
     /// Number of streams: the start's parameter, else the most seen in one interval.
     pub fn streams(&self) -> Option<u32> {
-        let from_start = self.start.as_ref().and_then(|s| {
-            num(
-                s,
-                &["streams", "params.streams", "parallel", "params.parallel"],
-            )
+        let own = self.copy_start.as_ref().map(|s| f64::from(s.streams));
+        let from_start = own.or_else(|| {
+            self.start.as_ref().and_then(|s| {
+                num(
+                    s,
+                    &["streams", "params.streams", "parallel", "params.parallel"],
+                )
+            })
         });
         let seen = self.intervals.iter().map(|i| i.streams.len()).max();
         from_start
@@ -428,259 +448,5 @@ fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
     }
 }
 
-fn parse_interval(obj: &Map<String, Value>, prev_end: f64, step: f64) -> Interval {
-    let end_s = num(
-        obj,
-        &["end_s", "elapsed_s", "t_s", "time_s", "t", "end", "sum.end"],
-    )
-    .unwrap_or(prev_end + step);
-    let start_s = num(obj, &["start_s", "start", "sum.start"]).unwrap_or(prev_end);
-    let streams: Vec<StreamSample> = obj
-        .get("streams")
-        .and_then(Value::as_array)
-        .map(|arr| {
-            arr.iter()
-                .take(MAX_STREAMS)
-                .enumerate()
-                .filter_map(|(i, s)| s.as_object().map(|s| parse_stream(s, i)))
-                .collect()
-        })
-        .unwrap_or_default();
-    let sum = |f: fn(&StreamSample) -> Option<f64>| -> f64 { streams.iter().filter_map(f).sum() };
-    let bits_per_second = num(
-        obj,
-        &[
-            "bits_per_second",
-            "sum.bits_per_second",
-            "total.bits_per_second",
-        ],
-    )
-    .unwrap_or_else(|| sum(|s| s.bits_per_second));
-    let bytes =
-        num(obj, &["bytes", "sum.bytes", "total.bytes"]).unwrap_or_else(|| sum(|s| s.bytes));
-    let retransmits = num(
-        obj,
-        &["retransmits", "sum.retransmits", "total.retransmits"],
-    )
-    .unwrap_or_else(|| sum(|s| s.retransmits));
-    Interval {
-        start_s,
-        end_s,
-        bits_per_second,
-        bytes,
-        rate_source: text_of(obj, &["rate_source"]).map(|s| s.chars().take(32).collect()),
-        retransmits,
-        streams,
-    }
-}
-
-fn parse_stream(s: &Map<String, Value>, index: usize) -> StreamSample {
-    let id = match s.get("id").or_else(|| s.get("stream")) {
-        Some(Value::String(t)) => t.chars().take(32).collect(),
-        Some(Value::Number(n)) => n.to_string(),
-        _ => index.to_string(),
-    };
-    let rtt_us =
-        num(s, &["rtt_us", "srtt_us"]).or_else(|| num(s, &["rtt_ms"]).map(|ms| ms * 1000.0));
-    StreamSample {
-        id,
-        bytes: num(s, &["bytes"]),
-        bits_per_second: num(s, &["bits_per_second"]),
-        cwnd_bytes: num(s, &["cwnd_bytes", "snd_cwnd_bytes", "cwnd"]).filter(|c| *c > 0.0),
-        rtt_us,
-        retransmits: num(s, &["retransmits", "retrans"]),
-    }
-}
-
-fn parse_end(obj: Map<String, Value>) -> EndSummary {
-    let sum = obj
-        .get("summary")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_else(|| obj.clone());
-    EndSummary {
-        bytes: num(&sum, &["bytes"]),
-        seconds: num(&sum, &["seconds", "duration_s", "elapsed_s"]),
-        bits_per_second: num(&sum, &["bits_per_second"]),
-        retransmits: num(&sum, &["retransmits"]),
-        limited_by: text_of(&sum, &["limited_by_text", "limited_by"]),
-        raw: obj,
-    }
-}
-
-/// The first of `paths` (dotted, `a.b`) that holds a finite number.
-fn num(obj: &Map<String, Value>, paths: &[&str]) -> Option<f64> {
-    paths.iter().find_map(|p| {
-        let v = lookup(obj, p)?;
-        let n = match v {
-            Value::Number(n) => n.as_f64(),
-            Value::String(s) => s.trim().parse().ok(),
-            _ => None,
-        };
-        n.filter(|x: &f64| x.is_finite())
-    })
-}
-
-/// The first of `paths` that holds a string (numbers and booleans are shown as text).
-fn text_of(obj: &Map<String, Value>, paths: &[&str]) -> Option<String> {
-    paths.iter().find_map(|p| match lookup(obj, p)? {
-        Value::String(s) => Some(s.chars().take(4096).collect()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    })
-}
-
-fn lookup<'a>(obj: &'a Map<String, Value>, path: &str) -> Option<&'a Value> {
-    let mut parts = path.split('.');
-    let mut cur = obj.get(parts.next()?)?;
-    for p in parts {
-        cur = cur.as_object()?.get(p)?;
-    }
-    Some(cur)
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const SAMPLE: &str = include_str!("../tests/data/bench-2streams.jsonl");
-
-    #[test]
-    fn reads_the_sample_bench_log() {
-        let log = RunLog::parse(SAMPLE).expect("parses");
-        assert_eq!(log.skipped_lines, 0);
-        assert_eq!(log.streams(), Some(2));
-        assert_eq!(log.intervals.len(), 12);
-        assert_eq!(log.intervals[0].streams.len(), 2);
-        assert_eq!(log.intervals[3].streams[1].id, "1");
-        assert!(log.intervals[0].streams[0].cwnd_bytes.is_some());
-        assert!(log.intervals[0].streams[0].rtt_us.is_some());
-        let end = log.end.as_ref().expect("end");
-        assert_eq!(log.bytes(), end.bytes.map(|b| b as u64));
-        assert_eq!(
-            log.limited_by(),
-            Some("the network (loss or a full bottleneck)")
-        );
-        assert_eq!(log.ipv6(), Some(false));
-        // The intervals' bytes add up to the summary's.
-        let sum: f64 = log.intervals.iter().map(|i| i.bytes).sum();
-        assert!((sum - end.bytes.expect("bytes")).abs() < 1.0);
-        let settings = log.settings();
-        assert!(
-            settings.contains(&("server_host.rmem_max".to_string(), "33554432".to_string())),
-            "{settings:?}"
-        );
-        assert!(
-            !settings.iter().any(|(k, _)| k == "bytes"),
-            "null values are left out"
-        );
-        let details = log.summary_details();
-        assert!(details.contains(&("sender.cpu_percent".to_string(), "21.5".to_string())));
-        assert!(!details.iter().any(|(k, _)| k == "bytes"));
-        let (cols, rows) = log.end_streams();
-        assert_eq!(cols[0], "id");
-        assert_eq!(rows.len(), 2);
-        let retr = cols
-            .iter()
-            .position(|c| c == "retransmits")
-            .expect("column");
-        assert_eq!(rows[0][retr], "37");
-    }
-
-    /// `longhaul cp --json --interval 500ms -P 2` of a 400 MiB file on loopback, both ways.
-    const CP_PUSH: &str = include_str!("../tests/data/cp-push-2streams.jsonl");
-    const CP_PULL: &str = include_str!("../tests/data/cp-pull-2streams.jsonl");
-
-    #[test]
-    fn reads_a_cp_push_log() {
-        let log = RunLog::parse(CP_PUSH).expect("parses");
-        assert_eq!(log.skipped_lines, 0);
-        assert_eq!(log.streams(), Some(2));
-        assert_eq!(log.intervals.len(), 4);
-        for i in &log.intervals {
-            assert_eq!(i.streams.len(), 2);
-            assert!(i.end_s > i.start_s);
-            for s in &i.streams {
-                assert!(s.cwnd_bytes.is_some_and(|c| c > 0.0), "{s:?}");
-                assert!(s.rtt_us.is_some_and(|r| r > 0.0), "{s:?}");
-                assert!(s.bits_per_second.is_some(), "{s:?}");
-            }
-        }
-        // The intervals follow each other from the start.
-        assert_eq!(log.intervals[0].start_s, 0.0);
-        for w in log.intervals.windows(2) {
-            assert_eq!(w[0].end_s, w[1].start_s);
-        }
-        assert_eq!(log.bytes(), Some(419_430_400));
-        assert!(log.seconds().is_some_and(|s| s > 1.0));
-        assert_eq!(log.limited_by(), Some("application (sender idle)"));
-        assert!(log.retransmits().is_some());
-        let (cols, rows) = log.end_streams();
-        assert_eq!(cols[0], "id");
-        assert_eq!(rows.len(), 2);
-        assert!(cols.contains(&"limited_by".to_string()));
-    }
-
-    #[test]
-    fn reads_a_cp_pull_log_without_a_window() {
-        let log = RunLog::parse(CP_PULL).expect("parses");
-        assert!(!log.intervals.is_empty());
-        // The receiver's view: bytes and RTT, no congestion window.
-        let bytes: f64 = log.intervals.iter().map(|i| i.bytes).sum();
-        assert_eq!(bytes, 419_430_400.0);
-        for s in log.intervals.iter().flat_map(|i| &i.streams) {
-            assert_eq!(s.cwnd_bytes, None, "{s:?}");
-            assert!(s.rtt_us.is_some(), "{s:?}");
-        }
-        assert!(log.limited_by().is_some_and(|l| l.starts_with("unknown")));
-    }
-
-    #[test]
-    fn tolerates_missing_fields_other_names_and_noise() {
-        let text = "not json\n\
-            {\"type\":\"start\",\"params\":{\"streams\":3},\"remote\":\"[fd00::2]:5201\"}\n\
-            {\"type\":\"interval\",\"streams\":[{\"id\":\"a\",\"bits_per_second\":1e9,\"bytes\":125000000,\"rtt_ms\":180}]}\n\
-            {\"type\":\"interval\",\"sum\":{\"bits_per_second\":2e9,\"bytes\":250000000}}\n\
-            {\"type\":\"progress\"}\n\
-            {\"type\":\"error\",\"message\":\"peer went away\"}\n";
-        let log = RunLog::parse(text).expect("parses");
-        assert_eq!(log.skipped_lines, 2);
-        assert_eq!(log.streams(), Some(3));
-        assert_eq!(log.ipv6(), Some(true));
-        assert_eq!(log.intervals[0].end_s, 1.0);
-        assert_eq!(log.intervals[1].end_s, 2.0);
-        assert_eq!(log.intervals[0].bits_per_second, 1e9);
-        assert_eq!(log.intervals[0].streams[0].rtt_us, Some(180_000.0));
-        assert_eq!(log.intervals[1].bits_per_second, 2e9);
-        assert_eq!(log.bytes(), Some(375_000_000));
-        assert_eq!(log.seconds(), Some(2.0));
-        assert_eq!(log.bits_per_second(), Some(1.5e9));
-        assert_eq!(log.errors, vec!["peer went away".to_string()]);
-        assert!(log.warnings().is_empty());
-        let warned = RunLog::parse(
-            "{\"type\":\"start\",\"warnings\":[\"wmem_max caps the window at 4 MiB\"]}",
-        )
-        .expect("parses");
-        assert_eq!(
-            warned.warnings(),
-            vec!["wmem_max caps the window at 4 MiB".to_string()]
-        );
-    }
-
-    #[test]
-    fn rejects_what_is_not_a_run() {
-        assert_eq!(
-            RunLog::parse("hello\n{\"a\":1}\n"),
-            Err(RunLogError::NoRun { skipped: 2 })
-        );
-        let long = format!(
-            "{{\"type\":\"start\",\"x\":\"{}\"}}",
-            "a".repeat(MAX_LINE_BYTES)
-        );
-        assert!(matches!(
-            RunLog::parse(&long),
-            Err(RunLogError::LineTooLong { line: 1, .. })
-        ));
-    }
-}
+mod tests;
