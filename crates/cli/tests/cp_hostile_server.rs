@@ -4,12 +4,12 @@
 //! write nothing into the destination. The server here is a real TCP server speaking the
 //! real protocol through `longhaul-proto`'s session state machine; only its answer lies.
 //! The same server frames a chunk with its hash after its bytes (`features::HASH_AFTER`):
-//! taken with the chunk's own trailer, refused with another's.
+//! taken with the chunk's own trailer, refused with another's. A server that takes the
+//! request and then says nothing ends the pull at the client's wait for its answer.
 
 #[macro_use]
 mod support;
 
-use longhaul_proto::transfer::EntryId;
 use std::fs;
 use std::io::Write;
 use std::net::TcpListener;
@@ -17,9 +17,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use longhaul_engine::transport::framed::{Frame, FramedConn};
+use longhaul_engine::transport::secure::SecureStream;
 use longhaul_engine::transport::tls::ServerTls;
 use longhaul_proto::transfer::{
-    ChunkHeader, EntryKind, FileEntry, TransferMessage, CHUNK_FLAG_HASH_AFTER,
+    ChunkHeader, EntryId, EntryKind, FileEntry, TransferMessage, CHUNK_FLAG_HASH_AFTER,
 };
 use longhaul_proto::{Message, ServerEvent, ServerSession};
 use support::*;
@@ -35,14 +36,20 @@ enum Framing {
     WrongTrailer,
 }
 
-/// Serves one pull of `list` (a lie or not), then its bytes framed as `framing` says, and
-/// its digests.
-fn serve_list(
-    listener: TcpListener,
-    token_file: std::path::PathBuf,
-    lie: Vec<FileEntry>,
-    framing: Framing,
-) {
+/// A client's connections as this server took them: the control connection (the client
+/// proved the token and its request was read), the data connections so far, and the
+/// channel the others arrive on.
+struct Opened {
+    conn: FramedConn,
+    data: Vec<SecureStream>,
+    more: std::sync::mpsc::Receiver<(Frame, FramedConn)>,
+    chunk_key: Option<longhaul_proto::ChunkKey>,
+    params: longhaul_proto::transfer::TransferParams,
+}
+
+/// Accepts a client of the token in `token_file` up to its request: TLS with the hello as
+/// 0.5-RTT data, the client's proof (welcomed), the request read.
+fn open(listener: TcpListener, token_file: std::path::PathBuf) -> Opened {
     let (token, _) = longhaul_engine::token::load_token(Some(&token_file)).expect("token");
     // A server of its own identity: the client (a fresh home) pins it on first contact.
     let tls = ServerTls::ephemeral().unwrap();
@@ -123,6 +130,30 @@ fn serve_list(
             Frame::Transfer(other) => panic!("unexpected {}", other.kind()),
         }
     };
+    Opened {
+        conn,
+        data,
+        more: rx,
+        chunk_key,
+        params,
+    }
+}
+
+/// Serves one pull of `list` (a lie or not), then its bytes framed as `framing` says, and
+/// its digests.
+fn serve_list(
+    listener: TcpListener,
+    token_file: std::path::PathBuf,
+    lie: Vec<FileEntry>,
+    framing: Framing,
+) {
+    let Opened {
+        mut conn,
+        mut data,
+        more: rx,
+        chunk_key,
+        params,
+    } = open(listener, token_file);
     conn.send_transfer(&TransferMessage::TransferReady {
         chunk_size: params.chunk_size,
         jump_start_bps: 0,
@@ -226,6 +257,17 @@ fn dotfile(path: &str) -> FileEntry {
 /// `longhaul cp longhaul://127.0.0.1:PORT/big.h5 DEST/` against a server that answers
 /// with `list`, its chunks framed as `framing` says; the run and the destination.
 fn pull_from(what: &str, list: Vec<FileEntry>, framing: Framing) -> (Scratch, PathBuf, CpRun) {
+    pull_served(what, move |listener, token| {
+        serve_list(listener, token, list, framing)
+    })
+}
+
+/// `longhaul cp longhaul://127.0.0.1:PORT/big.h5 DEST/` against `serve`; the run and the
+/// destination.
+fn pull_served(
+    what: &str,
+    serve: impl FnOnce(TcpListener, PathBuf) + Send + 'static,
+) -> (Scratch, PathBuf, CpRun) {
     let s = Scratch::new(what);
     let home = s.dir("home");
     let dest = s.dir("dest");
@@ -235,7 +277,7 @@ fn pull_from(what: &str, list: Vec<FileEntry>, framing: Framing) -> (Scratch, Pa
     let port = listener.local_addr().unwrap().port();
     let server = {
         let token = token.clone();
-        std::thread::spawn(move || serve_list(listener, token, list, framing))
+        std::thread::spawn(move || serve(listener, token))
     };
     let run =
         cp!(&home; "--token-file", &token, format!("longhaul://127.0.0.1:{port}/big.h5"), &dest);
@@ -287,4 +329,25 @@ fn a_pull_takes_a_hash_after_its_bytes_only_with_the_chunk_s_own_trailer() {
         }
         let _ = fs::remove_dir_all(&s.0);
     }
+}
+
+/// A server that welcomes the client and takes its request, then says nothing more (a
+/// hung or hostile server): the client gives up when its wait for the answer runs out,
+/// exits 2 naming that wait, and writes nothing.
+#[test]
+fn a_pull_from_a_server_that_never_answers_ends_at_its_wait_s_limit() {
+    let (_s, dest, run) = pull_served("silent", |listener, token| {
+        let Opened { mut conn, data, .. } = open(listener, token);
+        // Hold every connection until the client hangs up.
+        while conn.recv_any().is_ok() {}
+        drop(data);
+    });
+    run.assert_code(2);
+    assert!(
+        run.stderr
+            .contains("sent nothing for 15 s while waiting for the server's answer"),
+        "{}",
+        run.describe()
+    );
+    assert!(names_under(&dest).is_empty(), "{:?}", names_under(&dest));
 }

@@ -13,7 +13,8 @@ use crate::datarun::run::{chrono_of, DataRun, Role, SenderPlan};
 use crate::host;
 use crate::telemetry::Sampled;
 use crate::transport::control::{ControlLink, Incoming};
-use crate::transport::dial::{flush, recv_awaited};
+use crate::transport::dial::flush;
+use crate::transport::setup::read_until;
 use crate::transport::sockopts;
 use crate::transport::tls::Security;
 use longhaul_policy::steady_rate::SteadyRate;
@@ -171,14 +172,16 @@ fn set_up(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<Running, Ben
     let sockets = data
         .after_request()
         .attach(&session, side, &local_choice, rx_clamp)?;
-    let ready = loop {
-        let msg = recv_awaited(&mut conn, session.waiting())?;
-        session.handle(msg)?;
-        match session.poll_event() {
-            Some(ClientEvent::Ready(r)) => break r,
-            Some(_) | None => continue,
+    let mut ready = None;
+    read_until(&mut conn, &mut session, |s| {
+        while let Some(ev) = s.poll_event() {
+            if let ClientEvent::Ready(r) = ev {
+                ready.get_or_insert(r);
+            }
         }
-    };
+        ready.is_some()
+    })?;
+    let ready = ready.ok_or_else(|| BenchError::Refused("no BenchReady was read".into()))?;
     warnings.extend(plan.peer_warning(&BufferCaps::from(&ready.facts)));
     jump.server_answered(cfg.reverse, ready.jump_start_bps, &ready.jump_note);
     if let Some(fp) = pinned_now {
@@ -202,13 +205,13 @@ fn set_up(cfg: &BenchConfig, obs: &mut dyn BenchObserver) -> Result<Running, Ben
     }
 
     // Start.
-    loop {
-        let msg = recv_awaited(&mut conn, session.waiting())?;
-        session.handle(msg)?;
-        if let Some(ClientEvent::Started) = session.poll_event() {
-            break;
+    let mut started = false;
+    read_until(&mut conn, &mut session, |s| {
+        while let Some(ev) = s.poll_event() {
+            started |= ev == ClientEvent::Started;
         }
-    }
+        started
+    })?;
 
     let start = StartReport {
         server: addr.to_string(),

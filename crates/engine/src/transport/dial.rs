@@ -22,12 +22,13 @@ use std::time::{Duration, Instant};
 
 use longhaul_policy::{BufferChoice, Side, MAX_WINDOW};
 use longhaul_proto::{
-    features, ChannelBinding, ClientSession, Credential, Message, ProtoError, Token, Wait,
+    features, ChannelBinding, ClientSession, Credential, Message, ProtoError, Token,
 };
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::framed::{FramedConn, RecvError};
 use super::secure::SecureStream;
+use super::setup::read_until;
 use super::sockopts;
 use super::tls::{ClientTls, Encryption, Fingerprint, Security, ServerTrust, TlsError};
 use crate::transport::BenchError;
@@ -297,15 +298,10 @@ fn dial_once(
     };
     // A server of several tokens proves the others right behind its hello, in the
     // same flight: taken here, so the proof is known before anything is sent.
-    let mut first = true;
-    while first || session.awaits_proofs() {
-        first = false;
-        let msg = recv_awaited(&mut conn, session.waiting()).map_err(unpinned)?;
-        if let Err(e) = session.handle(msg) {
-            let _ = flush(&mut session, &mut conn);
-            return Err(unpinned(e.into()));
-        }
-    }
+    read_until(&mut conn, &mut session, |s| {
+        s.server_proved() && !s.awaits_proofs()
+    })
+    .map_err(|e| unpinned(e.into()))?;
     if let Some(first) = &first_contact {
         tls.pin(first)?;
     }
@@ -326,18 +322,14 @@ impl Dialed {
     /// have nothing to send in its flight, such as `tune --peer`).
     pub fn authenticate(&mut self) -> Result<(), BenchError> {
         flush(&mut self.session, &mut self.conn)?;
-        loop {
-            if let Some(longhaul_proto::ClientEvent::Authenticated { .. }) =
-                self.session.poll_event()
-            {
-                return Ok(());
+        let mut welcomed = false;
+        read_until(&mut self.conn, &mut self.session, |s| {
+            while let Some(ev) = s.poll_event() {
+                welcomed |= matches!(ev, longhaul_proto::ClientEvent::Authenticated { .. });
             }
-            let msg = recv_awaited(&mut self.conn, self.session.waiting())?;
-            self.session.handle(msg).inspect_err(|_| {
-                let _ = flush(&mut self.session, &mut self.conn);
-            })?;
-            flush(&mut self.session, &mut self.conn)?;
-        }
+            welcomed
+        })?;
+        flush(&mut self.session, &mut self.conn)
     }
 }
 
@@ -611,16 +603,6 @@ pub fn split_target(target: &str, default_port: u16) -> Result<(String, u16), Be
         return Err(err("empty host"));
     }
     Ok((host, port))
-}
-
-/// Reads the server's next message for the session's `wait` (its [`Wait`]): the read
-/// waits at most the wait's limit, and an error names it.
-pub fn recv_awaited(conn: &mut FramedConn, wait: Option<Wait>) -> Result<Message, BenchError> {
-    let wait = wait.unwrap_or(Wait::Welcome);
-    conn.stream()
-        .set_read_timeout(Some(wait.limit()))
-        .map_err(io_err("control connection"))?;
-    recv(conn, wait.what())
 }
 
 /// Reads one bench/session message; the server's error, a close or a timeout is the

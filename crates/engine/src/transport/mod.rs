@@ -13,6 +13,8 @@
 //! - [`sockopts`]: applying a [`longhaul_policy::TransportPlan`] to a data socket
 //!   (buffers before connect, congestion control, pacing, the receiver's window clamp).
 //! - [`framed`]: reading and writing whole protocol frames on a stream.
+//! - [`setup`]: the one driver of the client's set-up machines on the control connection
+//!   (reads bounded by each machine's wait).
 //! - [`secure`]: the stream every connection runs on, plain TCP or TLS 1.3 over it, with
 //!   `TcpStream`'s surface (shared clones, one reader and several writers, half-close).
 //! - [`record`]: TLS 1.3's record layer after rustls's handshake (sans-I/O: seal into
@@ -39,6 +41,7 @@ mod error;
 pub mod framed;
 pub mod record;
 pub mod secure;
+pub mod setup;
 pub mod sockopts;
 pub mod tls;
 

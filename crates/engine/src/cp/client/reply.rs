@@ -7,9 +7,8 @@ use std::time::Duration;
 use longhaul_transfer::opening::{CopyOpening, OpeningError, ServerAnswer};
 
 use super::CpError;
-use longhaul_proto::Wait;
-
-use crate::transport::framed::{Frame, FramedConn, RecvError};
+use crate::transport::framed::{Frame, FramedConn};
+use crate::transport::setup::{read_until, ReadFailed, SetupError};
 
 /// Sends every frame the opening has queued; `what` names them for an error. A write that
 /// fails may be the server refusing our proof and closing: its reason beats our error.
@@ -33,31 +32,26 @@ pub(super) fn await_answer(
     conn: &mut FramedConn,
     opening: &mut CopyOpening,
 ) -> Result<ServerAnswer, CpError> {
-    loop {
-        // Each read waits as long as the opening's wait allows (a long walk's keepalives
-        // restart it).
-        let wait = opening.waiting().unwrap_or(Wait::TransferReady);
-        let _ = conn.stream().set_read_timeout(Some(wait.limit()));
-        let frame = conn.recv_any().map_err(|e| match e {
-            RecvError::Io(e) if is_timeout(&e) => CpError::Lost(format!(
-                "the server sent nothing for {} s while {}",
-                wait.limit().as_secs(),
-                wait.what()
-            )),
-            e => CpError::Lost(format!("{}: {e}", wait.what())),
-        })?;
-        opening.handle(frame.into()).map_err(opening_error)?;
-        if let Some(answer) = opening.answer() {
-            return Ok(answer.clone());
-        }
-    }
-}
-
-fn is_timeout(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-    )
+    // Each read waits as long as the opening's wait allows (a long walk's keepalives
+    // restart it).
+    read_until(conn, opening, |o| o.answer().is_some()).map_err(|e| match e {
+        SetupError::Machine(e) => opening_error(e),
+        SetupError::Read(ReadFailed::TimedOut(wait)) => CpError::Lost(format!(
+            "the server sent nothing for {} s while {}",
+            wait.limit().as_secs(),
+            wait.what()
+        )),
+        SetupError::Read(ReadFailed::Closed(wait)) => CpError::Lost(format!(
+            "the server closed the connection while {}",
+            wait.what()
+        )),
+        SetupError::Read(ReadFailed::Io(wait, e)) => CpError::Lost(format!("{}: {e}", wait.what())),
+        SetupError::Read(ReadFailed::Proto(e)) => CpError::Lost(e.to_string()),
+    })?;
+    opening
+        .answer()
+        .cloned()
+        .ok_or_else(|| CpError::Protocol("no TransferReady was read".into()))
 }
 
 /// A failed opening as the copy reports it.
