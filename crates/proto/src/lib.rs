@@ -60,7 +60,7 @@ pub use message::{
 };
 pub use session::{
     Access, ClientEvent, ClientSession, DataAttachments, ServerEvent, ServerSession, Wait,
-    ATTACH_WAIT, CLIENT_WAIT, SERVER_WAIT,
+    ANSWER_WAIT, ATTACH_WAIT, CLIENT_WAIT, SERVER_WAIT,
 };
 pub use ssh_ready::SshReady;
 pub use ticket::{Credential, TicketGrant, TicketId};
@@ -143,6 +143,13 @@ pub mod features {
     /// towards one that did (an older receiver would take the message for a protocol
     /// error).
     pub const SOURCE_CHANGED: u64 = 1 << 13;
+    /// A receiver keeps the control connection alive while it answers the file list: an
+    /// unsolicited `Pong` whenever it has sent nothing for a few seconds, until its
+    /// answer's end (its own old copies may take minutes to hash). A sender towards one
+    /// that announced it gives up when that receiver says nothing for
+    /// [`crate::Wait::ListAnswer`]'s limit before the end of its answer; towards an older
+    /// one it waits as long as the connection lives.
+    pub const ANSWER_KEEPALIVE: u64 = 1 << 14;
     /// Everything this build implements.
     pub const ALL: u64 = BENCH
         | NAMESPACE
@@ -156,7 +163,8 @@ pub mod features {
         | ANSWER_AHEAD
         | HELD_RATE
         | HASH_AFTER
-        | SOURCE_CHANGED;
+        | SOURCE_CHANGED
+        | ANSWER_KEEPALIVE;
     /// What a client announces unless asked for more.
     pub const DEFAULT: u64 = BENCH
         | INTERVALS
@@ -169,5 +177,6 @@ pub mod features {
         | NAMESPACE
         | STRIPES
         | HASH_AFTER
-        | SOURCE_CHANGED;
+        | SOURCE_CHANGED
+        | ANSWER_KEEPALIVE;
 }

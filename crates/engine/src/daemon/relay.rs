@@ -176,6 +176,8 @@ pub(super) fn run_relay(
         share: pull.share,
         is_dir: pull.dest_is_dir,
         hashed_ahead: None,
+        // Set by the copy from the source's features.
+        answer_keepalive: false,
     };
     let source = pull.source.clone();
     let cp = CpConfig {

@@ -273,6 +273,7 @@ pub fn serve_transfer(
             share: None,
             is_dir: None,
             hashed_ahead: None,
+            answer_keepalive: takes(longhaul_proto::features::ANSWER_KEEPALIVE),
         };
         let out = run_receiver(
             target,
@@ -324,6 +325,7 @@ pub fn serve_transfer(
         }
         sender.tell_jump_verdict = takes_verdict;
         sender.hash_after = takes_hash_after;
+        sender.answer_keepalive = takes(longhaul_proto::features::ANSWER_KEEPALIVE);
         if takes(longhaul_proto::features::SOURCE_CHANGED) {
             sender.check_sources();
         }

@@ -1,16 +1,18 @@
 //! The control connection once a run or transfer is under way, for bench and cp alike:
 //! one writer shared by every thread (acks, digests, intervals, errors; many small
 //! messages leave in few writes), one reader thread that turns frames into [`Incoming`]
-//! items, keepalives and a user timeout so a peer that vanishes is noticed.
+//! items, keepalives and a user timeout so a peer that vanishes is noticed, and when the
+//! peer last said anything ([`ControlLink::silent_for`]).
 
 use std::io::{self, Write};
 use std::net::Shutdown;
 
 use super::secure::SecureStream;
+use std::sync::atomic::AtomicU64;
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use longhaul_proto::transfer::{encode_transfer_frame, TransferMessage};
 use longhaul_proto::{encode_frame, ErrorCode, Message};
@@ -235,6 +237,10 @@ pub struct ControlLink {
     finished: std::sync::atomic::AtomicBool,
     /// Raised by the reader when the connection ends (closed, failed or cut).
     gone: Arc<std::sync::atomic::AtomicBool>,
+    /// When the link started; `heard` counts from it.
+    started: Instant,
+    /// Nanoseconds from `started` to the last frame the peer sent (keepalives included).
+    heard: Arc<AtomicU64>,
 }
 
 impl ControlLink {
@@ -256,12 +262,23 @@ impl ControlLink {
         let (tx, rx) = mpsc::sync_channel(INBOX_ITEMS);
         let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let ended = gone.clone();
+        let started = Instant::now();
+        let heard = Arc::new(AtomicU64::new(0));
+        let heard_by_reader = heard.clone();
         let reader = std::thread::Builder::new()
             .name("cp-control".into())
             .spawn(move || {
                 let mut conn = FramedConn::with_buffer(stream, leftover);
                 loop {
-                    let item = match conn.recv_any() {
+                    let frame = conn.recv_any();
+                    if frame.is_ok() {
+                        let at = started.elapsed().as_nanos();
+                        heard_by_reader.store(
+                            u64::try_from(at).unwrap_or(u64::MAX),
+                            std::sync::atomic::Ordering::Relaxed,
+                        );
+                    }
+                    let item = match frame {
                         Ok(Frame::Transfer(m)) => Incoming::Msg(m),
                         Ok(Frame::Bench(Message::Error { message, .. })) => {
                             Incoming::PeerError(message)
@@ -289,6 +306,8 @@ impl ControlLink {
             writer: Some(writer),
             finished: std::sync::atomic::AtomicBool::new(false),
             gone,
+            started,
+            heard,
         })
     }
 
@@ -304,6 +323,13 @@ impl ControlLink {
     pub fn mark_finished(&self) {
         self.finished
             .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// How long the peer has sent nothing (no message, no keepalive), or since the link
+    /// started when it has sent nothing yet.
+    pub fn silent_for(&self) -> Duration {
+        let heard = Duration::from_nanos(self.heard.load(std::sync::atomic::Ordering::Relaxed));
+        self.started.elapsed().saturating_sub(heard)
     }
 
     /// The next item, waiting at most `wait`.

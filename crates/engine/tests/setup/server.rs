@@ -257,11 +257,17 @@ impl Server {
     }
 
     /// What this end's set-up machines wait for from the client, if anything: the
-    /// session's next message, else its data connections.
+    /// session's next message, else its data connections, else (a pull's sender) the
+    /// answer to its list.
     pub fn waiting(&self) -> Option<Wait> {
+        let sender = || match &self.run {
+            Run::Copy(copy) => copy.send.as_ref().and_then(SendSession::waiting),
+            _ => None,
+        };
         self.session
             .waiting()
             .or_else(|| self.attach.as_ref().and_then(DataAttachments::waiting))
+            .or_else(sender)
     }
 
     /// What the machines queued, and the data a run sends once it may.

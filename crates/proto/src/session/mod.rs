@@ -13,7 +13,7 @@ mod wait;
 pub use client::{ClientEvent, ClientSession};
 pub use data::DataAttachments;
 pub use server::{Access, ServerEvent, ServerSession};
-pub use wait::{Wait, ATTACH_WAIT, CLIENT_WAIT, SERVER_WAIT};
+pub use wait::{Wait, ANSWER_WAIT, ATTACH_WAIT, CLIENT_WAIT, SERVER_WAIT};
 
 use crate::error::{ErrorCode, ProtoError};
 use crate::message::Message;

@@ -3,7 +3,9 @@
 //! Between the control connection's TLS handshake and the first data byte each end waits
 //! for the other's next message: the client for the server's hello, its welcome, its
 //! `BenchReady`, `Start` or `TransferReady`; the server for the client's hello, its proof,
-//! its request and its data connections. The machines say which wait they are in
+//! its request and its data connections; a copy's sender for the receiver's answer to
+//! its list (from a receiver that keeps the connection alive meanwhile). The machines say
+//! which wait they are in
 //! (`waiting`), and the wait says how long a driver may block on it and what to call it
 //! when it runs out, so a lost message ends in a named timeout, never a hang, and the
 //! limits are written once. A wait's clock restarts with every message that arrives (a
@@ -23,6 +25,11 @@ pub const SERVER_WAIT: Duration = Duration::from_secs(20);
 /// How long a server's session waits for its data connections to attach once it has
 /// taken the request.
 pub const ATTACH_WAIT: Duration = Duration::from_secs(15);
+
+/// How long a sender waits for the next word of a receiver that keeps the connection
+/// alive while it answers the list ([`crate::features::ANSWER_KEEPALIVE`]: a keepalive
+/// every few seconds), until the answer's end.
+pub const ANSWER_WAIT: Duration = Duration::from_secs(60);
 
 /// One wait of a run's set-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +56,9 @@ pub enum Wait {
         /// Streams without a proved hello.
         missing: u16,
     },
+    /// A copy's sender (either end): the receiver's answer to the file list, from a
+    /// receiver that keeps the connection alive meanwhile.
+    ListAnswer,
 }
 
 impl Wait {
@@ -62,6 +72,7 @@ impl Wait {
             | Self::TransferReady => CLIENT_WAIT,
             Self::ClientHello | Self::ClientProof | Self::Request => SERVER_WAIT,
             Self::DataStreams { .. } => ATTACH_WAIT,
+            Self::ListAnswer => ANSWER_WAIT,
         }
     }
 
@@ -77,6 +88,7 @@ impl Wait {
             Self::ClientProof => "waiting for the client's proof",
             Self::Request => "waiting for the client's request",
             Self::DataStreams { .. } => "waiting for the session's data connections",
+            Self::ListAnswer => "waiting for the receiver's answer to the file list",
         }
     }
 }
@@ -107,6 +119,7 @@ mod tests {
             Wait::ClientProof,
             Wait::Request,
             Wait::DataStreams { missing: 3 },
+            Wait::ListAnswer,
         ] {
             assert!(w.limit() >= Duration::from_secs(5), "{w}");
             assert!(w.limit() <= Duration::from_secs(60), "{w}");

@@ -255,6 +255,8 @@ pub fn run_cp(
             if session.features() & longhaul_proto::features::SOURCE_CHANGED != 0 {
                 sender.check_sources();
             }
+            sender.answer_keepalive =
+                session.features() & longhaul_proto::features::ANSWER_KEEPALIVE != 0;
             run_push(running, sender)
         }
         (None, Some(dest)) => {
@@ -278,6 +280,8 @@ pub fn run_cp(
                 recursive: cfg.recursive,
             });
             target.answered_ahead = answered_ahead;
+            target.answer_keepalive =
+                session.features() & longhaul_proto::features::ANSWER_KEEPALIVE != 0;
             run_pull(running, target, chunk_size)
         }
         (None, None) => Err(CpError::Internal(

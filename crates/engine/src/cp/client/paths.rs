@@ -58,6 +58,7 @@ pub(super) fn local_target(
         share: None,
         is_dir: None,
         hashed_ahead: None,
+        answer_keepalive: false,
     })
 }
 

@@ -20,8 +20,9 @@ use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use longhaul_proto::transfer::{EntryId, TransferMessage};
-use longhaul_proto::ChunkKey;
+use longhaul_proto::{ChunkKey, Message};
 use longhaul_sys::served_root::{LinkWhereDir, Resolver, ServedRoot};
+use longhaul_transfer::answering::KEEPALIVE;
 use longhaul_transfer::session::recv::{CommitJob, SyncRules};
 use longhaul_transfer::session::{
     ListCaps, RecvConfig, RecvEvent, RecvInput, RecvOutcome, RecvSession, Room,
@@ -71,6 +72,10 @@ pub struct RecvTarget {
     pub is_dir: Option<bool>,
     /// Sync `--checksum`: the old copies hashed while the far end started.
     pub hashed_ahead: Option<Arc<crate::cp::hash_ahead::HashedAhead>>,
+    /// The sender bounds its wait for this end's answer to the list
+    /// ([`longhaul_proto::features::ANSWER_KEEPALIVE`]): a keepalive goes whenever the
+    /// answer has taken [`KEEPALIVE`] more, until its end.
+    pub answer_keepalive: bool,
 }
 
 /// Chunks of a file to hash from disk: (file id, chunk indices).
@@ -328,7 +333,19 @@ pub fn run_receiver(
         let (sh, stop) = (shared.clone(), sync_stop.clone());
         std::thread::spawn(move || sync_loop(&sh, &stop))
     });
-    let result = control_loop(&shared, &control);
+    // While the list is answered (old copies hashed, a slow file system looked at, the
+    // control loop perhaps busy with it), the sender hears every few seconds that this
+    // end is at it.
+    let answering = Arc::new(AtomicBool::new(target.answer_keepalive));
+    let ticker = target.answer_keepalive.then(|| {
+        let (answering, tx) = (answering.clone(), control.tx.clone());
+        std::thread::spawn(move || keep_alive_while(&answering, &tx))
+    });
+    let result = control_loop(&shared, &control, &answering);
+    answering.store(false, Ordering::Relaxed);
+    if let Some(t) = ticker {
+        let _ = t.join();
+    }
     // A failure of this end (disk full...) is the cause; the sender closing the
     // connection in answer to it is only the consequence.
     let result = match (result, shared.stop.reason()) {
@@ -453,13 +470,34 @@ fn next_message(
     }
 }
 
+/// Sends a keepalive (an unsolicited `Pong`) every [`KEEPALIVE`] while `answering`
+/// holds; checks it ten times as often, so it ends soon after.
+fn keep_alive_while(answering: &AtomicBool, tx: &ControlTx) {
+    let tick = KEEPALIVE / 10;
+    let mut since = Duration::ZERO;
+    while answering.load(Ordering::Relaxed) {
+        std::thread::sleep(tick);
+        since += tick;
+        if since >= KEEPALIVE && answering.load(Ordering::Relaxed) {
+            since = Duration::ZERO;
+            if tx.send_bench(&Message::Pong { seq: 0 }).is_err() {
+                return;
+            }
+        }
+    }
+}
+
 /// Tells the peer why the transfer is refused and returns the error.
 fn refuse(control: &ControlLink, e: CpError) -> CpError {
     control.tx.send_error(&e.to_string());
     e
 }
 
-fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> {
+fn control_loop(
+    sh: &Arc<Shared>,
+    control: &ControlLink,
+    answering: &AtomicBool,
+) -> Result<(), CpError> {
     loop {
         if sh.stop.raised() {
             let reason = sh.stop.reason().unwrap_or_else(|| "stopped".into());
@@ -471,6 +509,9 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
         if sh.with(|s| Ok(s.is_settled()))? {
             control.mark_finished();
             return Ok(());
+        }
+        if answering.load(Ordering::Relaxed) && !sh.lock()?.answering() {
+            answering.store(false, Ordering::Relaxed);
         }
         let Some(item) = control.recv_timeout(Duration::from_millis(25)) else {
             continue;

@@ -101,6 +101,10 @@ pub struct Sender {
     /// ([`longhaul_proto::features::HASH_AFTER`]): on an encrypted stream each record is
     /// hashed as it is sealed, and the file read once.
     pub hash_after: bool,
+    /// The receiver keeps the connection alive while it answers the list
+    /// ([`longhaul_proto::features::ANSWER_KEEPALIVE`]): a silence as long as
+    /// [`longhaul_proto::Wait::ListAnswer`]'s limit before its answer's end ends the run.
+    pub answer_keepalive: bool,
 }
 
 /// What the rate controller of a sender ended with.
@@ -153,6 +157,7 @@ impl Sender {
             tell_jump_verdict: false,
             report_held: false,
             hash_after: false,
+            answer_keepalive: false,
             jump: None,
         })
     }
@@ -235,6 +240,7 @@ pub fn run_sender(
         tell_jump_verdict,
         report_held,
         hash_after,
+        answer_keepalive,
     } = sender;
     let checksum_only = session.checksum_only();
     let (hash_tx, hash_rx) = mpsc::channel();
@@ -346,7 +352,7 @@ pub fn run_sender(
             }
         })
     });
-    let result = control_loop(&shared, &control);
+    let result = control_loop(&shared, &control, answer_keepalive);
     drop(reporter);
     shared.done.store(true, Ordering::SeqCst);
     drop(pacer_stop);
@@ -371,8 +377,14 @@ pub fn run_sender(
     Ok((outcome, paced))
 }
 
-/// Feeds the receiver's messages to the session until every file is committed.
-fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> {
+/// Feeds the receiver's messages to the session until every file is committed; with
+/// `answer_keepalive` (see [`Sender::answer_keepalive`]) a receiver silent past the
+/// session's wait for its answer ends the run.
+fn control_loop(
+    sh: &Arc<Shared>,
+    control: &ControlLink,
+    answer_keepalive: bool,
+) -> Result<(), CpError> {
     loop {
         if sh.stop.raised() {
             // Streams failing is often the receiver stopping (disk full...): its reason
@@ -397,6 +409,19 @@ fn control_loop(sh: &Arc<Shared>, control: &ControlLink) -> Result<(), CpError> 
                 // close) would only cost another round trip.
                 control.mark_finished();
                 return Ok(());
+            }
+            if let Some(wait) = s.waiting().filter(|_| answer_keepalive) {
+                if control.silent_for() >= wait.limit() {
+                    let why = format!(
+                        "the receiver sent nothing for {} s while this end was {}",
+                        wait.limit().as_secs(),
+                        wait.what()
+                    );
+                    drop(s);
+                    sh.fail(why.clone());
+                    control.tx.send_error(&why);
+                    return Err(CpError::Lost(why));
+                }
             }
         }
         let Some(item) = control.recv_timeout(Duration::from_millis(200)) else {

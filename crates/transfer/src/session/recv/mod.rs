@@ -296,6 +296,12 @@ impl RecvSession {
         self.events.pop_front()
     }
 
+    /// The list is not answered yet: the driver keeps the connection alive meanwhile
+    /// towards a sender that bounds its wait ([`longhaul_proto::features::ANSWER_KEEPALIVE`]).
+    pub fn answering(&self) -> bool {
+        self.phase == Phase::Listing
+    }
+
     /// The list is answered: data streams may be read.
     pub fn is_listed(&self) -> bool {
         matches!(self.phase, Phase::Receiving | Phase::Done)

@@ -24,6 +24,7 @@ mod streams;
 mod types;
 
 use longhaul_proto::transfer::EntryId;
+use longhaul_proto::Wait;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use longhaul_proto::transfer::{pack_file_entries, FileEntry, SkipReason, TransferMessage};
@@ -205,6 +206,13 @@ impl SendSession {
         }
         self.cfg.chunk_size = chunk_size;
         Ok(())
+    }
+
+    /// What the session waits for from the receiver before chunks may flow: the answer to
+    /// its list (see [`Wait::ListAnswer`]: a driver bounds the wait only towards a receiver
+    /// that keeps the connection alive meanwhile).
+    pub fn waiting(&self) -> Option<Wait> {
+        (self.phase == Phase::Listing).then_some(Wait::ListAnswer)
     }
 
     /// The list is out and nothing of it answered yet.
