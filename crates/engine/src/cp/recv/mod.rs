@@ -336,13 +336,14 @@ pub fn run_receiver(
     // While the list is answered (old copies hashed, a slow file system looked at, the
     // control loop perhaps busy with it), the sender hears every few seconds that this
     // end is at it.
-    let answering = Arc::new(AtomicBool::new(target.answer_keepalive));
-    let ticker = target.answer_keepalive.then(|| {
-        let (answering, tx) = (answering.clone(), control.tx.clone());
-        std::thread::spawn(move || keep_alive_while(&answering, &tx))
+    let (answer_done, stopped) = mpsc::channel::<()>();
+    let mut answering = target.answer_keepalive.then_some(answer_done);
+    let ticker = answering.is_some().then(|| {
+        let tx = control.tx.clone();
+        std::thread::spawn(move || keep_alive_until(&stopped, &tx))
     });
-    let result = control_loop(&shared, &control, &answering);
-    answering.store(false, Ordering::Relaxed);
+    let result = control_loop(&shared, &control, &mut answering);
+    drop(answering);
     if let Some(t) = ticker {
         let _ = t.join();
     }
@@ -470,19 +471,12 @@ fn next_message(
     }
 }
 
-/// Sends a keepalive (an unsolicited `Pong`) every [`KEEPALIVE`] while `answering`
-/// holds; checks it ten times as often, so it ends soon after.
-fn keep_alive_while(answering: &AtomicBool, tx: &ControlTx) {
-    let tick = KEEPALIVE / 10;
-    let mut since = Duration::ZERO;
-    while answering.load(Ordering::Relaxed) {
-        std::thread::sleep(tick);
-        since += tick;
-        if since >= KEEPALIVE && answering.load(Ordering::Relaxed) {
-            since = Duration::ZERO;
-            if tx.send_bench(&Message::Pong { seq: 0 }).is_err() {
-                return;
-            }
+/// Sends a keepalive (an unsolicited `Pong`) every [`KEEPALIVE`] until `stopped`'s
+/// sender is dropped, and ends at once then.
+fn keep_alive_until(stopped: &mpsc::Receiver<()>, tx: &ControlTx) {
+    while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(KEEPALIVE) {
+        if tx.send_bench(&Message::Pong { seq: 0 }).is_err() {
+            return;
         }
     }
 }
@@ -496,7 +490,7 @@ fn refuse(control: &ControlLink, e: CpError) -> CpError {
 fn control_loop(
     sh: &Arc<Shared>,
     control: &ControlLink,
-    answering: &AtomicBool,
+    answering: &mut Option<mpsc::Sender<()>>,
 ) -> Result<(), CpError> {
     loop {
         if sh.stop.raised() {
@@ -510,8 +504,9 @@ fn control_loop(
             control.mark_finished();
             return Ok(());
         }
-        if answering.load(Ordering::Relaxed) && !sh.lock()?.answering() {
-            answering.store(false, Ordering::Relaxed);
+        // The list answered: the keepalives stop (dropping the sender wakes their thread).
+        if answering.is_some() && !sh.lock()?.answering() {
+            *answering = None;
         }
         let Some(item) = control.recv_timeout(Duration::from_millis(25)) else {
             continue;
