@@ -26,9 +26,9 @@ use longhaul_proto::{
 };
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::framed::{FramedConn, RecvError};
+use super::framed::FramedConn;
 use super::secure::SecureStream;
-use super::setup::read_until;
+use super::setup::{read_error, read_until};
 use super::sockopts;
 use super::tls::{ClientTls, Encryption, Fingerprint, Security, ServerTrust, TlsError};
 use crate::transport::BenchError;
@@ -611,23 +611,7 @@ pub fn recv(conn: &mut FramedConn, what: &'static str) -> Result<Message, BenchE
     match conn.recv() {
         Ok(Message::Error { code, message }) => Err(ProtoError::Peer { code, message }.into()),
         Ok(m) => Ok(m),
-        Err(RecvError::Proto(p)) => Err(p.into()),
-        Err(RecvError::Closed) => Err(BenchError::Io {
-            what: format!("the server closed the connection while {what}"),
-            cause: std::io::ErrorKind::UnexpectedEof.into(),
-        }),
-        Err(RecvError::Io(e))
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) =>
-        {
-            Err(BenchError::Timeout(what))
-        }
-        Err(RecvError::Io(cause)) => Err(BenchError::Io {
-            what: format!("control connection, while {what}"),
-            cause,
-        }),
+        Err(e) => Err(read_error(e, what)),
     }
 }
 

@@ -68,15 +68,25 @@ impl SetupMachine for CopyOpening {
 
 /// Why reading the server's next frame failed, and what the machine waited for.
 #[derive(Debug)]
-pub enum ReadFailed {
-    /// The server closed the connection.
-    Closed(Wait),
+pub struct ReadFailed {
+    /// The wait the read was for.
+    pub wait: Wait,
+    /// Why it failed.
+    pub cause: RecvError,
+}
+
+impl ReadFailed {
     /// Nothing came within the wait's limit.
-    TimedOut(Wait),
-    /// The socket failed.
-    Io(Wait, io::Error),
-    /// The bytes were not a frame.
-    Proto(ProtoError),
+    pub fn timed_out(&self) -> bool {
+        matches!(&self.cause, RecvError::Io(e) if is_timeout(e))
+    }
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
 /// Why a set-up step failed: the machine's error, or the read's.
@@ -119,38 +129,33 @@ pub fn read_until<M: SetupMachine>(
 
 /// Reads one frame for `wait`.
 fn read_for(conn: &mut FramedConn, wait: Wait) -> Result<Frame, ReadFailed> {
+    let fail = |cause| ReadFailed { wait, cause };
     conn.stream()
         .set_read_timeout(Some(wait.limit()))
-        .map_err(|e| ReadFailed::Io(wait, e))?;
-    conn.recv_any().map_err(|e| match e {
-        RecvError::Closed => ReadFailed::Closed(wait),
-        RecvError::Proto(p) => ReadFailed::Proto(p),
-        RecvError::Io(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-            ) =>
-        {
-            ReadFailed::TimedOut(wait)
-        }
-        RecvError::Io(e) => ReadFailed::Io(wait, e),
-    })
+        .map_err(|e| fail(RecvError::Io(e)))?;
+    conn.recv_any().map_err(fail)
+}
+
+/// A failed read of the server's control connection as a client's error, naming what
+/// the client was doing: a close, a timeout, a socket's failure or a malformed frame.
+pub fn read_error(cause: RecvError, what: &'static str) -> BenchError {
+    match cause {
+        RecvError::Closed => BenchError::Io {
+            what: format!("the server closed the connection while {what}"),
+            cause: io::ErrorKind::UnexpectedEof.into(),
+        },
+        RecvError::Io(e) if is_timeout(&e) => BenchError::Timeout(what),
+        RecvError::Io(cause) => BenchError::Io {
+            what: format!("control connection, while {what}"),
+            cause,
+        },
+        RecvError::Proto(p) => p.into(),
+    }
 }
 
 impl From<ReadFailed> for BenchError {
     fn from(r: ReadFailed) -> Self {
-        match r {
-            ReadFailed::Closed(w) => BenchError::Io {
-                what: format!("the server closed the connection while {}", w.what()),
-                cause: io::ErrorKind::UnexpectedEof.into(),
-            },
-            ReadFailed::TimedOut(w) => BenchError::Timeout(w.what()),
-            ReadFailed::Io(w, cause) => BenchError::Io {
-                what: format!("control connection, while {}", w.what()),
-                cause,
-            },
-            ReadFailed::Proto(p) => p.into(),
-        }
+        read_error(r.cause, r.wait.what())
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use longhaul_transfer::opening::{CopyOpening, OpeningError, ServerAnswer};
 
 use super::CpError;
-use crate::transport::framed::{Frame, FramedConn};
+use crate::transport::framed::{Frame, FramedConn, RecvError};
 use crate::transport::setup::{read_until, ReadFailed, SetupError};
 
 /// Sends every frame the opening has queued; `what` names them for an error. A write that
@@ -36,22 +36,26 @@ pub(super) fn await_answer(
     // restart it).
     read_until(conn, opening, |o| o.answer().is_some()).map_err(|e| match e {
         SetupError::Machine(e) => opening_error(e),
-        SetupError::Read(ReadFailed::TimedOut(wait)) => CpError::Lost(format!(
-            "the server sent nothing for {} s while {}",
-            wait.limit().as_secs(),
-            wait.what()
-        )),
-        SetupError::Read(ReadFailed::Closed(wait)) => CpError::Lost(format!(
-            "the server closed the connection while {}",
-            wait.what()
-        )),
-        SetupError::Read(ReadFailed::Io(wait, e)) => CpError::Lost(format!("{}: {e}", wait.what())),
-        SetupError::Read(ReadFailed::Proto(e)) => CpError::Lost(e.to_string()),
+        SetupError::Read(r) => CpError::Lost(lost_text(&r)),
     })?;
     opening
         .answer()
         .cloned()
         .ok_or_else(|| CpError::Protocol("no TransferReady was read".into()))
+}
+
+/// What a copy reports when the read for its answer failed.
+fn lost_text(r: &ReadFailed) -> String {
+    let what = r.wait.what();
+    match &r.cause {
+        _ if r.timed_out() => format!(
+            "the server sent nothing for {} s while {what}",
+            r.wait.limit().as_secs()
+        ),
+        RecvError::Closed => format!("the server closed the connection while {what}"),
+        RecvError::Proto(e) => e.to_string(),
+        RecvError::Io(e) => format!("{what}: {e}"),
+    }
 }
 
 /// A failed opening as the copy reports it.
